@@ -1,0 +1,101 @@
+// Package channel defines how bridged talks to a chat network.
+//
+// A Channel delivers inbound messages to a callback (Inbound) that stores them
+// and returns only after the commit; the channel acknowledges upstream only
+// after that callback returned nil, so a crash before the commit means the
+// network redelivers. Outbound messages come from the outbox (DESIGN §4) and
+// carry an id chosen before the first attempt, so a retried Send is
+// idempotent.
+package channel
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ConnState is a channel's connection state.
+type ConnState string
+
+// Connection states.
+const (
+	StateConnecting   ConnState = "connecting"
+	StateConnected    ConnState = "connected"
+	StateReconnecting ConnState = "reconnecting"
+	StateDisconnected ConnState = "disconnected"
+	StateNotPaired    ConnState = "not-paired"
+	StateLoggedOut    ConnState = "logged-out"
+	StateReplaced     ConnState = "replaced"
+	StateBanned       ConnState = "temporarily-banned"
+	StateOutdated     ConnState = "client-outdated"
+)
+
+// Recoverable reports whether a channel in state s keeps trying to reconnect
+// by itself.
+func (s ConnState) Recoverable() bool {
+	switch s {
+	case StateConnecting, StateConnected, StateReconnecting, StateDisconnected, StateBanned:
+		return true
+	}
+	return false
+}
+
+// Status is what a channel reports about itself.
+type Status struct {
+	State  ConnState `json:"state"`
+	Detail string    `json:"detail,omitempty"` // what the owner should do, when anything
+	Since  time.Time `json:"since"`
+}
+
+// Message is one inbound message, normalised by the channel.
+type Message struct {
+	Chat       string // chat id, e.g. "120363…@g.us" or "local:main"
+	ChatName   string // display name when known
+	IsGroup    bool
+	ExternalID string    // the network's message id, unique per chat
+	Sender     string    // stable sender id
+	SenderName string    // display name
+	Text       string    // text, or a placeholder such as "[voice note]"
+	SentAt     time.Time // the network's timestamp
+	FromMe     bool      // sent by the account bridged is logged in as
+	IsBot      bool      // sent by bridged itself (an id the outbox chose)
+	Mentioned  bool      // the bot's own number or LID is mentioned
+}
+
+// Inbound stores m and returns only after the commit. A non-nil error means
+// the message was not stored and must not be acknowledged upstream.
+type Inbound func(ctx context.Context, m Message) error
+
+// Outgoing is one message to send.
+type Outgoing struct {
+	Chat string
+	Text string
+	// ID is chosen before the first attempt and reused on every retry, so a
+	// channel that supports it can make retries idempotent.
+	ID string
+}
+
+// ErrPermanent is wrapped by Send errors that a retry cannot fix (unknown
+// chat, not paired, logged out).
+var ErrPermanent = errors.New("permanent send failure")
+
+// Channel is a chat network.
+type Channel interface {
+	// Name is the channel's name, e.g. "whatsapp" or "local".
+	Name() string
+	// Owns reports whether chat ids of this form belong to this channel. It
+	// does not block.
+	Owns(chat string) bool
+	// Connect returns once connected or when ctx ends; it keeps reconnecting
+	// in the background until ctx ends. An unpaired channel returns nil at
+	// once and reports StateNotPaired.
+	Connect(ctx context.Context) error
+	// Send delivers m and returns the network's id for it. It blocks until
+	// the network accepted the message; errors wrapping ErrPermanent must not
+	// be retried.
+	Send(ctx context.Context, m Outgoing) (sentID string, err error)
+	// SetTyping shows or hides the typing indicator. Best effort.
+	SetTyping(ctx context.Context, chat string, on bool) error
+	// Status reports the connection state. It does not block.
+	Status() Status
+}

@@ -1,0 +1,82 @@
+package container
+
+import (
+	"context"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc"
+)
+
+// Labels put on every container bridged starts.
+const (
+	LabelManaged  = "bridged.managed"
+	LabelGroup    = "bridged.group"
+	LabelInstance = "bridged.instance"
+)
+
+// Mount is one bind mount.
+type Mount struct {
+	Source   string // absolute host path
+	Target   string // absolute container path
+	ReadOnly bool
+}
+
+// Limits are the resource limits of a container.
+type Limits struct {
+	MemoryBytes int64   // 0: no limit
+	CPUs        float64 // 0: no limit
+	Pids        int64   // 0: no limit
+}
+
+// Spec is everything needed to start one agent container.
+type Spec struct {
+	Name     string            // container name, unique
+	Image    string            // image reference
+	Group    string            // group folder, for the label
+	Instance string            // daemon instance id, for the label
+	User     string            // "uid:gid"; never empty, never root
+	Mounts   []Mount           // see Mounts
+	Env      []string          // KEY=value, never secrets
+	Input    ipc.RunInput      // written to stdin, then EOF
+	Limits   Limits            //
+	Labels   map[string]string // extra labels
+	// Stderr receives the container's stderr lines (free-form log); may be nil.
+	Stderr func(line string)
+}
+
+// Exit is how a container ended.
+type Exit struct {
+	Code int
+	Err  error // set when the runtime failed to observe the exit
+}
+
+// Run is one started container.
+type Run interface {
+	// ID is the container id.
+	ID() string
+	// Events yields each decoded stdout line; it is closed when stdout ends.
+	Events() <-chan ipc.Event
+	// Wait blocks until the container has exited and returns how.
+	Wait(ctx context.Context) (Exit, error)
+}
+
+// Info describes a managed container found by ListManaged.
+type Info struct {
+	ID       string
+	Name     string
+	Group    string
+	Instance string
+	State    string
+}
+
+// Runtime starts and stops agent containers.
+type Runtime interface {
+	// Start creates, attaches and starts a container, writes spec.Input to
+	// its stdin and closes stdin. It returns once the container runs.
+	Start(ctx context.Context, spec Spec) (Run, error)
+	// Stop asks the container to stop, kills it after grace, and removes it.
+	// A container that is already gone is not an error.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// ListManaged lists containers carrying the bridged.managed label.
+	ListManaged(ctx context.Context) ([]Info, error)
+}

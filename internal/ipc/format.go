@@ -1,0 +1,445 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bridged-app/bridged/internal/schedule"
+)
+
+// MaxTextBytes bounds any message text crossing the IPC boundary.
+const MaxTextBytes = 64 << 10
+
+// ErrInvalid is wrapped by every decoding and validation error.
+var ErrInvalid = errors.New("invalid ipc payload")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// decodeStrict decodes data into v, rejecting unknown fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidf("%v", err)
+	}
+	if dec.More() {
+		return invalidf("trailing data after JSON object")
+	}
+	return nil
+}
+
+func checkText(field, s string, required bool) error {
+	if required && strings.TrimSpace(s) == "" {
+		return invalidf("%s is empty", field)
+	}
+	if len(s) > MaxTextBytes {
+		return invalidf("%s is %d bytes, over the %d-byte limit", field, len(s), MaxTextBytes)
+	}
+	if !utf8.ValidString(s) {
+		return invalidf("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// ---- input/ ----
+
+// InputType is the type of a follow-up input file.
+type InputType string
+
+// InputMessage is the only input type: a follow-up user turn.
+const InputMessage InputType = "message"
+
+// Input is input/<seq>.json: {"type":"message","text":"…"}.
+type Input struct {
+	Type InputType `json:"type"`
+	Text string    `json:"text"`
+}
+
+// Validate reports whether the input can be fed to the agent.
+func (in Input) Validate() error {
+	if in.Type != InputMessage {
+		return invalidf("unknown input type %q", in.Type)
+	}
+	return checkText("text", in.Text, true)
+}
+
+// DecodeInput decodes and validates an input file.
+func DecodeInput(data []byte) (Input, error) {
+	var in Input
+	if err := decodeStrict(data, &in); err != nil {
+		return Input{}, err
+	}
+	return in, in.Validate()
+}
+
+// ---- requests/ and responses/ ----
+
+// RequestType is the name of the MCP tool that wrote the request.
+type RequestType string
+
+// The request types of DESIGN §8.
+const (
+	TypeSendMessage   RequestType = "send_message"
+	TypeScheduleTask  RequestType = "schedule_task"
+	TypeListTasks     RequestType = "list_tasks"
+	TypeUpdateTask    RequestType = "update_task"
+	TypePauseTask     RequestType = "pause_task"
+	TypeResumeTask    RequestType = "resume_task"
+	TypeCancelTask    RequestType = "cancel_task"
+	TypeRegisterGroup RequestType = "register_group"
+	TypeListGroups    RequestType = "list_groups"
+)
+
+// Args is the payload of a request; each tool has its own type.
+type Args interface {
+	Validate() error
+	requestType() RequestType
+}
+
+// ScheduleKind is how a task repeats (see package schedule).
+type ScheduleKind = schedule.Kind
+
+// The schedule kinds.
+const (
+	ScheduleCron     = schedule.Cron
+	ScheduleInterval = schedule.Interval
+	ScheduleOnce     = schedule.Once
+)
+
+// ContextMode says whether a task resumes the group's session.
+type ContextMode string
+
+// The context modes.
+const (
+	ContextGroup    ContextMode = "group"
+	ContextIsolated ContextMode = "isolated"
+)
+
+// SendMessageArgs are send_message's arguments.
+type SendMessageArgs struct {
+	Text       string `json:"text"`
+	TargetChat string `json:"target_chat,omitempty"`
+}
+
+// ScheduleTaskArgs are schedule_task's arguments. The schedule value is
+// checked by the schedule package, which needs the timezone.
+type ScheduleTaskArgs struct {
+	Prompt        string       `json:"prompt"`
+	ScheduleType  ScheduleKind `json:"schedule_type"`
+	ScheduleValue string       `json:"schedule_value"`
+	ContextMode   ContextMode  `json:"context_mode,omitempty"`
+	TargetGroup   string       `json:"target_group,omitempty"`
+}
+
+// ListTasksArgs are list_tasks's (empty) arguments.
+type ListTasksArgs struct{}
+
+// UpdateTaskArgs are update_task's arguments; nil fields are left unchanged.
+type UpdateTaskArgs struct {
+	TaskID        string        `json:"task_id"`
+	Prompt        *string       `json:"prompt,omitempty"`
+	ScheduleType  *ScheduleKind `json:"schedule_type,omitempty"`
+	ScheduleValue *string       `json:"schedule_value,omitempty"`
+}
+
+// TaskIDArgs are the arguments of pause_task, resume_task and cancel_task.
+type TaskIDArgs struct {
+	TaskID string `json:"task_id"`
+	kind   RequestType
+}
+
+// RegisterGroupArgs are register_group's arguments.
+type RegisterGroupArgs struct {
+	Chat            string `json:"chat"`
+	Name            string `json:"name"`
+	Folder          string `json:"folder"`
+	Trigger         string `json:"trigger,omitempty"`
+	RequiresTrigger *bool  `json:"requires_trigger,omitempty"`
+}
+
+// ListGroupsArgs are list_groups's arguments.
+type ListGroupsArgs struct {
+	Refresh bool `json:"refresh,omitempty"`
+}
+
+func (SendMessageArgs) requestType() RequestType   { return TypeSendMessage }
+func (ScheduleTaskArgs) requestType() RequestType  { return TypeScheduleTask }
+func (ListTasksArgs) requestType() RequestType     { return TypeListTasks }
+func (UpdateTaskArgs) requestType() RequestType    { return TypeUpdateTask }
+func (a TaskIDArgs) requestType() RequestType      { return a.kind }
+func (RegisterGroupArgs) requestType() RequestType { return TypeRegisterGroup }
+func (ListGroupsArgs) requestType() RequestType    { return TypeListGroups }
+
+// Validate checks send_message's arguments.
+func (a SendMessageArgs) Validate() error {
+	if err := checkText("text", a.Text, true); err != nil {
+		return err
+	}
+	return checkText("target_chat", a.TargetChat, false)
+}
+
+// ValidKind reports whether k is a known schedule kind.
+func ValidKind(k ScheduleKind) bool {
+	return k == ScheduleCron || k == ScheduleInterval || k == ScheduleOnce
+}
+
+// Validate checks schedule_task's arguments, except the schedule value's syntax.
+func (a ScheduleTaskArgs) Validate() error {
+	if err := checkText("prompt", a.Prompt, true); err != nil {
+		return err
+	}
+	if !ValidKind(a.ScheduleType) {
+		return invalidf("schedule_type must be cron, interval or once, not %q", a.ScheduleType)
+	}
+	if strings.TrimSpace(a.ScheduleValue) == "" {
+		return invalidf("schedule_value is empty")
+	}
+	switch a.ContextMode {
+	case "", ContextGroup, ContextIsolated:
+	default:
+		return invalidf("context_mode must be group or isolated, not %q", a.ContextMode)
+	}
+	return nil
+}
+
+// Validate checks list_tasks's arguments.
+func (ListTasksArgs) Validate() error { return nil }
+
+// Validate checks update_task's arguments.
+func (a UpdateTaskArgs) Validate() error {
+	if strings.TrimSpace(a.TaskID) == "" {
+		return invalidf("task_id is empty")
+	}
+	if a.Prompt != nil {
+		if err := checkText("prompt", *a.Prompt, true); err != nil {
+			return err
+		}
+	}
+	if (a.ScheduleType == nil) != (a.ScheduleValue == nil) {
+		return invalidf("schedule_type and schedule_value must be changed together")
+	}
+	if a.ScheduleType != nil && !ValidKind(*a.ScheduleType) {
+		return invalidf("schedule_type must be cron, interval or once, not %q", *a.ScheduleType)
+	}
+	if a.Prompt == nil && a.ScheduleType == nil {
+		return invalidf("nothing to update: give prompt or schedule_type and schedule_value")
+	}
+	return nil
+}
+
+// Validate checks a task id argument.
+func (a TaskIDArgs) Validate() error {
+	if strings.TrimSpace(a.TaskID) == "" {
+		return invalidf("task_id is empty")
+	}
+	return nil
+}
+
+// Validate checks register_group's arguments (the folder name is checked again
+// by the store, which owns the rule).
+func (a RegisterGroupArgs) Validate() error {
+	if strings.TrimSpace(a.Chat) == "" {
+		return invalidf("chat is empty")
+	}
+	if strings.TrimSpace(a.Name) == "" {
+		return invalidf("name is empty")
+	}
+	if strings.TrimSpace(a.Folder) == "" {
+		return invalidf("folder is empty")
+	}
+	return nil
+}
+
+// Validate checks list_groups's arguments.
+func (ListGroupsArgs) Validate() error { return nil }
+
+// Request is requests/<id>.json: {"id":"…","type":"…","args":{…}}.
+type Request struct {
+	ID   string
+	Type RequestType
+	Args Args
+}
+
+type requestEnvelope struct {
+	ID   string          `json:"id"`
+	Type RequestType     `json:"type"`
+	Args json.RawMessage `json:"args"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id is safe to use as a file-name stem.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// NewRequest builds a request with a fresh id.
+func NewRequest(args Args) Request {
+	return Request{ID: NewName(), Type: args.requestType(), Args: args}
+}
+
+// NewTaskIDRequest builds a pause_task, resume_task or cancel_task request.
+func NewTaskIDRequest(t RequestType, taskID string) (Request, error) {
+	switch t {
+	case TypePauseTask, TypeResumeTask, TypeCancelTask:
+	default:
+		return Request{}, invalidf("%s does not take a task id alone", t)
+	}
+	return NewRequest(TaskIDArgs{TaskID: taskID, kind: t}), nil
+}
+
+// MarshalJSON encodes the request envelope.
+func (r Request) MarshalJSON() ([]byte, error) {
+	args, err := json.Marshal(r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(requestEnvelope{ID: r.ID, Type: r.Type, Args: args})
+}
+
+// FileName is the request's (and its response's) file name.
+func (r Request) FileName() string { return r.ID + ".json" }
+
+// DecodeRequest decodes a request file in two steps (envelope, then the args
+// for its type, unknown fields rejected) and validates it. When the envelope's
+// id is readable but the rest is not, the returned Request still carries the
+// id so the caller can answer it.
+func DecodeRequest(data []byte) (Request, error) {
+	var env requestEnvelope
+	if err := decodeStrict(data, &env); err != nil {
+		return Request{}, err
+	}
+	r := Request{ID: env.ID, Type: env.Type}
+	if !ValidID(env.ID) {
+		return Request{Type: env.Type}, invalidf("request id %q is not a valid id", env.ID)
+	}
+	var args Args
+	switch env.Type {
+	case TypeSendMessage:
+		args = &SendMessageArgs{}
+	case TypeScheduleTask:
+		args = &ScheduleTaskArgs{}
+	case TypeListTasks:
+		args = &ListTasksArgs{}
+	case TypeUpdateTask:
+		args = &UpdateTaskArgs{}
+	case TypePauseTask, TypeResumeTask, TypeCancelTask:
+		args = &TaskIDArgs{kind: env.Type}
+	case TypeRegisterGroup:
+		args = &RegisterGroupArgs{}
+	case TypeListGroups:
+		args = &ListGroupsArgs{}
+	default:
+		return r, invalidf("unknown request type %q", env.Type)
+	}
+	raw := env.Args
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = []byte("{}")
+	}
+	if err := decodeStrict(raw, args); err != nil {
+		return r, fmt.Errorf("%s args: %w", env.Type, err)
+	}
+	// Store the value, not the pointer, so callers can type-switch on values.
+	switch a := args.(type) {
+	case *SendMessageArgs:
+		r.Args = *a
+	case *ScheduleTaskArgs:
+		r.Args = *a
+	case *ListTasksArgs:
+		r.Args = *a
+	case *UpdateTaskArgs:
+		r.Args = *a
+	case *TaskIDArgs:
+		r.Args = *a
+	case *RegisterGroupArgs:
+		r.Args = *a
+	case *ListGroupsArgs:
+		r.Args = *a
+	}
+	if err := r.Args.Validate(); err != nil {
+		return r, fmt.Errorf("%s args: %w", env.Type, err)
+	}
+	return r, nil
+}
+
+// Response is responses/<id>.json.
+type Response struct {
+	ID    string          `json:"id"`
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// Validate checks a response.
+func (r Response) Validate() error {
+	if !ValidID(r.ID) {
+		return invalidf("response id %q is not a valid id", r.ID)
+	}
+	if !r.OK && r.Error == "" {
+		return invalidf("a failed response must say why")
+	}
+	return nil
+}
+
+// OKResponse builds a successful response carrying data (which may be nil).
+func OKResponse(id string, data any) (Response, error) {
+	r := Response{ID: id, OK: true}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return Response{}, fmt.Errorf("encode response data: %w", err)
+		}
+		r.Data = b
+	}
+	return r, nil
+}
+
+// ErrorResponse builds a failed response.
+func ErrorResponse(id string, err error) Response {
+	return Response{ID: id, OK: false, Error: err.Error()}
+}
+
+// DecodeResponse decodes and validates a response file.
+func DecodeResponse(data []byte) (Response, error) {
+	var r Response
+	if err := decodeStrict(data, &r); err != nil {
+		return Response{}, err
+	}
+	return r, r.Validate()
+}
+
+// Response data shapes, shared so both sides agree on them.
+
+// TaskInfo describes a task in list_tasks and schedule_task answers.
+type TaskInfo struct {
+	ID            string       `json:"id"`
+	Group         string       `json:"group"`
+	Prompt        string       `json:"prompt"`
+	ScheduleType  ScheduleKind `json:"schedule_type"`
+	ScheduleValue string       `json:"schedule_value"`
+	ContextMode   ContextMode  `json:"context_mode"`
+	Status        string       `json:"status"`
+	NextRun       string       `json:"next_run,omitempty"` // RFC 3339 in the configured timezone
+	LastRun       string       `json:"last_run,omitempty"`
+	LastResult    string       `json:"last_result,omitempty"`
+}
+
+// GroupInfo describes a chat in list_groups answers.
+type GroupInfo struct {
+	Chat       string `json:"chat"`
+	Name       string `json:"name"`
+	Folder     string `json:"folder,omitempty"` // empty when not registered
+	Registered bool   `json:"registered"`
+	IsMain     bool   `json:"is_main,omitempty"`
+}
+
+// SendResult answers send_message.
+type SendResult struct {
+	OutboxID int64  `json:"outbox_id"`
+	Chat     string `json:"chat"`
+}

@@ -1,0 +1,99 @@
+package ipc
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// RunInput is the one JSON object the host writes to a container's stdin
+// (DESIGN §7). Secrets travel only here; the runner passes them to claude's
+// environment and nowhere else.
+type RunInput struct {
+	Prompt        string            `json:"prompt"`
+	SessionID     string            `json:"session_id,omitempty"`
+	ResumeAt      string            `json:"resume_at,omitempty"`
+	Group         string            `json:"group"`
+	Chat          string            `json:"chat"`
+	IsMain        bool              `json:"is_main"`
+	IsTask        bool              `json:"is_task"`
+	AssistantName string            `json:"assistant_name"`
+	Timezone      string            `json:"timezone"`
+	Model         string            `json:"model,omitempty"`
+	Secrets       map[string]string `json:"secrets,omitempty"`
+}
+
+// Validate checks the input the runner received.
+func (in RunInput) Validate() error {
+	if err := checkText("prompt", in.Prompt, true); err != nil {
+		return err
+	}
+	if in.Group == "" {
+		return invalidf("group is empty")
+	}
+	if in.AssistantName == "" {
+		return invalidf("assistant_name is empty")
+	}
+	return nil
+}
+
+// DecodeRunInput decodes the runner's stdin object.
+func DecodeRunInput(data []byte) (RunInput, error) {
+	var in RunInput
+	if err := decodeStrict(data, &in); err != nil {
+		return RunInput{}, err
+	}
+	return in, in.Validate()
+}
+
+// EventType is the type of a line on the runner's stdout.
+type EventType string
+
+// The runner's stdout event types.
+const (
+	EventSession EventType = "session"
+	EventResult  EventType = "result"
+	EventError   EventType = "error"
+)
+
+// Usage is token usage copied from the CLI's result message.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+}
+
+// Event is one line of the runner's stdout. Which fields are set depends on
+// Type: session → SessionID (and Fresh when an unknown session was replaced);
+// result → Text, IsError, SessionID, LastUUID, CostUSD, Usage, DurationMS,
+// NumTurns; error → Message, Retryable.
+type Event struct {
+	Type       EventType `json:"type"`
+	SessionID  string    `json:"session_id,omitempty"`
+	Fresh      bool      `json:"fresh,omitempty"`
+	Text       string    `json:"text,omitempty"`
+	IsError    bool      `json:"is_error,omitempty"`
+	LastUUID   string    `json:"last_uuid,omitempty"`
+	CostUSD    float64   `json:"cost_usd,omitempty"`
+	Usage      *Usage    `json:"usage,omitempty"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	NumTurns   int       `json:"num_turns,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Retryable  bool      `json:"retryable,omitempty"`
+}
+
+// DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the
+// runner may be newer than the host); unknown types are an error the caller
+// logs and skips.
+func DecodeEvent(line []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return Event{}, invalidf("event: %v", err)
+	}
+	switch ev.Type {
+	case EventSession, EventResult, EventError:
+		return ev, nil
+	default:
+		return ev, fmt.Errorf("%w: unknown event type %q", ErrInvalid, ev.Type)
+	}
+}
