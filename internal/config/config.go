@@ -1,0 +1,378 @@
+// Package config resolves bridged's configuration (DESIGN §3).
+//
+// Every setting has a flag and an environment variable of the same meaning
+// (BRIDGED_<NAME>); the variables may also come from an env file (--env-file,
+// default ./.env when present). Precedence: flag, then process environment,
+// then env file, then default. An invalid value is an error naming the
+// variable; nothing falls back silently.
+//
+// The Claude credentials (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN) are read
+// from the same places, kept in Config.Secrets, and masked whenever the
+// configuration is printed.
+package config
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Secret variable names. They are never written anywhere by bridged.
+const (
+	EnvAPIKey     = "ANTHROPIC_API_KEY"
+	EnvOAuthToken = "CLAUDE_CODE_OAUTH_TOKEN"
+)
+
+// Config is the effective configuration.
+type Config struct {
+	Home             string
+	EnvFile          string // the env file that was read, "" if none
+	AssistantName    string
+	OwnNumber        bool
+	Timezone         *time.Location
+	MaxContainers    int
+	IdleTimeout      time.Duration
+	ContainerTimeout time.Duration
+	Image            string
+	MemoryBytes      int64
+	CPUs             float64
+	Pids             int64
+	LogLevel         string
+	LogFormat        string // auto, console, json
+	MountAllowlist   string
+	PromptCap        int
+	// Secrets holds the Claude credentials that were found, by variable name.
+	Secrets map[string]string
+}
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid configuration")
+
+type setting struct {
+	name  string // flag name
+	env   string // BRIDGED_… variable
+	def   func() string
+	usage string
+}
+
+var settings = []setting{
+	{"home", "BRIDGED_HOME", func() string { d, _ := os.Getwd(); return d }, "directory holding all state"},
+	{"assistant-name", "BRIDGED_ASSISTANT_NAME", constant("Andy"), "the assistant's name; the trigger is @<name>"},
+	{"own-number", "BRIDGED_OWN_NUMBER", constant("false"), "the assistant has its own WhatsApp number (no name prefix on replies)"},
+	{"timezone", "BRIDGED_TIMEZONE", systemTimezone, "IANA timezone for prompts and cron schedules"},
+	{"max-containers", "BRIDGED_MAX_CONTAINERS", constant("5"), "containers running at once"},
+	{"idle-timeout", "BRIDGED_IDLE_TIMEOUT", constant("30m"), "close a container this long after its last result"},
+	{"container-timeout", "BRIDGED_CONTAINER_TIMEOUT", constant(""), "stop a container that printed nothing for this long (default: 30m, at least idle timeout + 30s)"},
+	{"image", "BRIDGED_IMAGE", constant("bridged-agent:latest"), "agent container image"},
+	{"container-memory", "BRIDGED_CONTAINER_MEMORY", constant("2g"), "memory limit per container (e.g. 512m, 2g; 0 = none)"},
+	{"container-cpus", "BRIDGED_CONTAINER_CPUS", constant("2"), "CPU limit per container (0 = none)"},
+	{"container-pids", "BRIDGED_CONTAINER_PIDS", constant("512"), "process limit per container (0 = none)"},
+	{"log-level", "BRIDGED_LOG_LEVEL", constant("info"), "debug, info, warn or error"},
+	{"log-format", "BRIDGED_LOG_FORMAT", constant("auto"), "auto (console on a TTY, JSON otherwise), console or json"},
+	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
+	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
+}
+
+func constant(s string) func() string { return func() string { return s } }
+
+func defaultAllowlist() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(h, ".config", "bridged", "mount-allowlist.json")
+}
+
+func systemTimezone() string {
+	if tz := os.Getenv("TZ"); tz != "" {
+		return tz
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if i := strings.Index(target, "zoneinfo/"); i >= 0 {
+			return target[i+len("zoneinfo/"):]
+		}
+	}
+	if b, err := os.ReadFile("/etc/timezone"); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s
+		}
+	}
+	return "UTC"
+}
+
+// Flags holds the raw flag values registered on a FlagSet.
+type Flags struct {
+	fs      *flag.FlagSet
+	values  map[string]*string
+	envFile *string
+}
+
+// Register adds every setting's flag, and --env-file, to fs.
+func Register(fs *flag.FlagSet) *Flags {
+	f := &Flags{fs: fs, values: make(map[string]*string)}
+	for _, s := range settings {
+		f.values[s.name] = fs.String(s.name, "", fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+	f.envFile = fs.String("env-file", "", "env file to read (default ./.env if present)")
+	return f
+}
+
+// Resolve computes the configuration from the parsed flags, the environment
+// (getenv) and the env file.
+func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
+	set := make(map[string]bool)
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	envPath := *f.envFile
+	explicit := set["env-file"]
+	if !explicit {
+		if p := getenv("BRIDGED_ENV_FILE"); p != "" {
+			envPath, explicit = p, true
+		} else {
+			envPath = ".env"
+		}
+	}
+	fileVals, err := ReadEnvFile(envPath)
+	if err != nil {
+		if !explicit && errors.Is(err, os.ErrNotExist) {
+			fileVals, envPath = nil, ""
+		} else {
+			return nil, fmt.Errorf("%w: --env-file %s: %v", ErrInvalid, envPath, err)
+		}
+	}
+
+	raw := make(map[string]string)
+	for _, s := range settings {
+		switch {
+		case set[s.name]:
+			raw[s.env] = *f.values[s.name]
+		case getenv(s.env) != "":
+			raw[s.env] = getenv(s.env)
+		case fileVals[s.env] != "":
+			raw[s.env] = fileVals[s.env]
+		default:
+			raw[s.env] = s.def()
+		}
+	}
+	c, err := build(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.EnvFile = envPath
+	c.Secrets = make(map[string]string)
+	for _, k := range []string{EnvAPIKey, EnvOAuthToken} {
+		if v := getenv(k); v != "" {
+			c.Secrets[k] = v
+		} else if v := fileVals[k]; v != "" {
+			c.Secrets[k] = v
+		}
+	}
+	return c, nil
+}
+
+var namePattern = regexp.MustCompile(`^[\p{L}\p{N}][\p{L}\p{N}_-]{0,31}$`)
+
+func build(raw map[string]string) (*Config, error) {
+	c := &Config{}
+	bad := func(env, why string) error {
+		return fmt.Errorf("%w: %s=%q: %s", ErrInvalid, env, raw[env], why)
+	}
+	var err error
+	home := raw["BRIDGED_HOME"]
+	if home == "" {
+		return nil, bad("BRIDGED_HOME", "must not be empty")
+	}
+	if c.Home, err = filepath.Abs(home); err != nil {
+		return nil, bad("BRIDGED_HOME", err.Error())
+	}
+	c.AssistantName = raw["BRIDGED_ASSISTANT_NAME"]
+	if !namePattern.MatchString(c.AssistantName) {
+		return nil, bad("BRIDGED_ASSISTANT_NAME", "want a single word of letters, digits, - or _ (at most 32)")
+	}
+	if c.OwnNumber, err = strconv.ParseBool(raw["BRIDGED_OWN_NUMBER"]); err != nil {
+		return nil, bad("BRIDGED_OWN_NUMBER", "want true or false")
+	}
+	if c.Timezone, err = time.LoadLocation(raw["BRIDGED_TIMEZONE"]); err != nil {
+		return nil, bad("BRIDGED_TIMEZONE", "unknown timezone")
+	}
+	if c.MaxContainers, err = strconv.Atoi(raw["BRIDGED_MAX_CONTAINERS"]); err != nil || c.MaxContainers < 1 || c.MaxContainers > 1000 {
+		return nil, bad("BRIDGED_MAX_CONTAINERS", "want a whole number from 1 to 1000")
+	}
+	if c.IdleTimeout, err = time.ParseDuration(raw["BRIDGED_IDLE_TIMEOUT"]); err != nil || c.IdleTimeout < time.Second {
+		return nil, bad("BRIDGED_IDLE_TIMEOUT", "want a Go duration of at least 1s, such as 30m")
+	}
+	minHard := c.IdleTimeout + 30*time.Second
+	if v := raw["BRIDGED_CONTAINER_TIMEOUT"]; v == "" {
+		c.ContainerTimeout = max(30*time.Minute, minHard)
+	} else {
+		if c.ContainerTimeout, err = time.ParseDuration(v); err != nil {
+			return nil, bad("BRIDGED_CONTAINER_TIMEOUT", "want a Go duration such as 30m")
+		}
+		if c.ContainerTimeout < minHard {
+			return nil, bad("BRIDGED_CONTAINER_TIMEOUT", fmt.Sprintf("must be at least the idle timeout + 30s (%s)", minHard))
+		}
+	}
+	c.Image = raw["BRIDGED_IMAGE"]
+	if strings.TrimSpace(c.Image) == "" || strings.ContainsAny(c.Image, " \t\n") {
+		return nil, bad("BRIDGED_IMAGE", "want an image reference such as bridged-agent:latest")
+	}
+	if c.MemoryBytes, err = ParseBytes(raw["BRIDGED_CONTAINER_MEMORY"]); err != nil {
+		return nil, bad("BRIDGED_CONTAINER_MEMORY", "want a size such as 512m or 2g, or 0")
+	}
+	if c.MemoryBytes != 0 && c.MemoryBytes < 64<<20 {
+		return nil, bad("BRIDGED_CONTAINER_MEMORY", "below 64m the agent cannot run")
+	}
+	if c.CPUs, err = strconv.ParseFloat(raw["BRIDGED_CONTAINER_CPUS"], 64); err != nil || c.CPUs < 0 || c.CPUs > 1024 {
+		return nil, bad("BRIDGED_CONTAINER_CPUS", "want a number of CPUs such as 1.5, or 0")
+	}
+	if c.Pids, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_PIDS"], 10, 64); err != nil || c.Pids < 0 || (c.Pids > 0 && c.Pids < 16) {
+		return nil, bad("BRIDGED_CONTAINER_PIDS", "want 0 (no limit) or at least 16")
+	}
+	c.LogLevel = strings.ToLower(raw["BRIDGED_LOG_LEVEL"])
+	switch c.LogLevel {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return nil, bad("BRIDGED_LOG_LEVEL", "want debug, info, warn or error")
+	}
+	c.LogFormat = strings.ToLower(raw["BRIDGED_LOG_FORMAT"])
+	switch c.LogFormat {
+	case "auto", "console", "json":
+	default:
+		return nil, bad("BRIDGED_LOG_FORMAT", "want auto, console or json")
+	}
+	c.MountAllowlist = raw["BRIDGED_MOUNT_ALLOWLIST"]
+	if c.MountAllowlist != "" {
+		if strings.HasPrefix(c.MountAllowlist, "~/") {
+			if h, err := os.UserHomeDir(); err == nil {
+				c.MountAllowlist = filepath.Join(h, c.MountAllowlist[2:])
+			}
+		}
+		abs, _ := filepath.Abs(c.MountAllowlist)
+		if rel, err := filepath.Rel(c.Home, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			return nil, bad("BRIDGED_MOUNT_ALLOWLIST", "must be outside the home directory, where agents cannot edit it")
+		}
+		c.MountAllowlist = abs
+	}
+	if c.PromptCap, err = strconv.Atoi(raw["BRIDGED_PROMPT_CAP"]); err != nil || c.PromptCap < 1 || c.PromptCap > 10000 {
+		return nil, bad("BRIDGED_PROMPT_CAP", "want a whole number from 1 to 10000")
+	}
+	return c, nil
+}
+
+// ParseBytes parses a size such as 512m, 2g, 1024k or a plain byte count.
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	s = strings.TrimSuffix(s, "b")
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k':
+			mult, s = 1<<10, s[:n-1]
+		case 'm':
+			mult, s = 1<<20, s[:n-1]
+		case 'g':
+			mult, s = 1<<30, s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<50)/mult {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return v * mult, nil
+}
+
+// ReadEnvFile reads KEY=VALUE lines; blank lines and # comments are skipped,
+// an optional "export " prefix and matching quotes are removed.
+func ReadEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vals := make(map[string]string)
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		l = strings.TrimPrefix(l, "export ")
+		k, v, ok := strings.Cut(l, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("line %d: want KEY=VALUE", line)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		vals[k] = v
+	}
+	return vals, sc.Err()
+}
+
+// Mask hides all but a hint of a secret.
+func Mask(v string) string {
+	if v == "" {
+		return "(not set)"
+	}
+	if len(v) <= 12 {
+		return "********"
+	}
+	return v[:7] + "…(" + strconv.Itoa(len(v)) + " chars)"
+}
+
+// Print writes the effective configuration, one variable per line, with
+// secrets masked.
+func (c *Config) Print(w io.Writer) {
+	lines := map[string]string{
+		"BRIDGED_HOME":              c.Home,
+		"BRIDGED_ASSISTANT_NAME":    c.AssistantName,
+		"BRIDGED_OWN_NUMBER":        strconv.FormatBool(c.OwnNumber),
+		"BRIDGED_TIMEZONE":          c.Timezone.String(),
+		"BRIDGED_MAX_CONTAINERS":    strconv.Itoa(c.MaxContainers),
+		"BRIDGED_IDLE_TIMEOUT":      c.IdleTimeout.String(),
+		"BRIDGED_CONTAINER_TIMEOUT": c.ContainerTimeout.String(),
+		"BRIDGED_IMAGE":             c.Image,
+		"BRIDGED_CONTAINER_MEMORY":  strconv.FormatInt(c.MemoryBytes, 10),
+		"BRIDGED_CONTAINER_CPUS":    strconv.FormatFloat(c.CPUs, 'f', -1, 64),
+		"BRIDGED_CONTAINER_PIDS":    strconv.FormatInt(c.Pids, 10),
+		"BRIDGED_LOG_LEVEL":         c.LogLevel,
+		"BRIDGED_LOG_FORMAT":        c.LogFormat,
+		"BRIDGED_MOUNT_ALLOWLIST":   c.MountAllowlist,
+		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
+		"BRIDGED_ENV_FILE":          c.EnvFile,
+		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
+		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
+	}
+	keys := make([]string, 0, len(lines))
+	for k := range lines {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s=%s\n", k, lines[k])
+	}
+}
+
+// Trigger is the group trigger for the configured assistant name.
+func (c *Config) Trigger() string { return "@" + c.AssistantName }
+
+// Paths under the home directory.
+func (c *Config) StoreDB() string        { return filepath.Join(c.Home, "store", "bridged.db") }
+func (c *Config) WhatsAppDB() string     { return filepath.Join(c.Home, "store", "whatsapp.db") }
+func (c *Config) Socket() string         { return filepath.Join(c.Home, "bridged.sock") }
+func (c *Config) GroupsDir() string      { return filepath.Join(c.Home, "groups") }
+func (c *Config) DataDir() string        { return filepath.Join(c.Home, "data") }
+func (c *Config) IPCDir(f string) string { return filepath.Join(c.Home, "data", "ipc", f) }

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func resolve(t *testing.T, args []string, env map[string]string) (*Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := Register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.Resolve(func(k string) string { return env[k] })
+}
+
+func TestPrecedenceAndDefaults(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "bridged.env")
+	os.WriteFile(envFile, []byte("# comment\nexport BRIDGED_ASSISTANT_NAME=\"Fromfile\"\nBRIDGED_MAX_CONTAINERS=3\nANTHROPIC_API_KEY=sk-ant-file-secret-value\n"), 0o600)
+	home := filepath.Join(dir, "home")
+
+	c, err := resolve(t, []string{"--env-file", envFile, "--home", home, "--max-containers", "7"},
+		map[string]string{"BRIDGED_MAX_CONTAINERS": "4", "BRIDGED_TIMEZONE": "Europe/Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxContainers != 7 {
+		t.Errorf("flag should win: got %d; want 7", c.MaxContainers)
+	}
+	if c.AssistantName != "Fromfile" {
+		t.Errorf("env file value: got %q; want Fromfile", c.AssistantName)
+	}
+	if c.Timezone.String() != "Europe/Berlin" {
+		t.Errorf("timezone: got %s", c.Timezone)
+	}
+	if c.IdleTimeout != 30*time.Minute || c.ContainerTimeout != 30*time.Minute+30*time.Second {
+		t.Errorf("timeouts: got idle %s hard %s; want 30m and 30m30s", c.IdleTimeout, c.ContainerTimeout)
+	}
+	if c.Secrets[EnvAPIKey] != "sk-ant-file-secret-value" {
+		t.Errorf("secret from env file not read")
+	}
+	var out bytes.Buffer
+	c.Print(&out)
+	if strings.Contains(out.String(), "sk-ant-file-secret-value") {
+		t.Errorf("config print leaks the secret:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "BRIDGED_MAX_CONTAINERS=7") {
+		t.Errorf("config print lacks the value:\n%s", out.String())
+	}
+}
+
+func TestInvalidValuesNameTheVariable(t *testing.T) {
+	home := t.TempDir()
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BRIDGED_MAX_CONTAINERS": "zero"}, "BRIDGED_MAX_CONTAINERS"},
+		{map[string]string{"BRIDGED_MAX_CONTAINERS": "0"}, "BRIDGED_MAX_CONTAINERS"},
+		{map[string]string{"BRIDGED_IDLE_TIMEOUT": "30"}, "BRIDGED_IDLE_TIMEOUT"},
+		{map[string]string{"BRIDGED_IDLE_TIMEOUT": "10m", "BRIDGED_CONTAINER_TIMEOUT": "10m"}, "BRIDGED_CONTAINER_TIMEOUT"},
+		{map[string]string{"BRIDGED_TIMEZONE": "Mars/Olympus"}, "BRIDGED_TIMEZONE"},
+		{map[string]string{"BRIDGED_CONTAINER_MEMORY": "lots"}, "BRIDGED_CONTAINER_MEMORY"},
+		{map[string]string{"BRIDGED_LOG_LEVEL": "loud"}, "BRIDGED_LOG_LEVEL"},
+		{map[string]string{"BRIDGED_ASSISTANT_NAME": "two words"}, "BRIDGED_ASSISTANT_NAME"},
+		{map[string]string{"BRIDGED_OWN_NUMBER": "perhaps"}, "BRIDGED_OWN_NUMBER"},
+		{map[string]string{"BRIDGED_MOUNT_ALLOWLIST": filepath.Join(home, "allow.json")}, "BRIDGED_MOUNT_ALLOWLIST"},
+	}
+	for _, tc := range cases {
+		tc.env["BRIDGED_HOME"] = home
+		_, err := resolve(t, nil, tc.env)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("env %v: got %v; want an error naming %s", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestMissingExplicitEnvFileIsAnError(t *testing.T) {
+	_, err := resolve(t, []string{"--env-file", filepath.Join(t.TempDir(), "nope.env")}, nil)
+	if err == nil {
+		t.Fatal("got nil; want an error for a missing --env-file")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512m": 512 << 20, "2g": 2 << 30, "1024k": 1 << 20, "100": 100, "2GB": 2 << 30} {
+		got, err := ParseBytes(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseBytes("-1m"); err == nil {
+		t.Error("negative size accepted")
+	}
+}
