@@ -50,6 +50,7 @@ type Config struct {
 	LogFormat        string // auto, console, json
 	MountAllowlist   string
 	PromptCap        int
+	RetryBase        time.Duration
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -80,6 +81,7 @@ var settings = []setting{
 	{"log-format", "BRIDGED_LOG_FORMAT", constant("auto"), "auto (console on a TTY, JSON otherwise), console or json"},
 	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
+	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
 }
 
 func constant(s string) func() string { return func() string { return s } }
@@ -265,7 +267,20 @@ func build(raw map[string]string) (*Config, error) {
 	if c.PromptCap, err = strconv.Atoi(raw["BRIDGED_PROMPT_CAP"]); err != nil || c.PromptCap < 1 || c.PromptCap > 10000 {
 		return nil, bad("BRIDGED_PROMPT_CAP", "want a whole number from 1 to 10000")
 	}
+	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
+		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
+	}
 	return c, nil
+}
+
+// RetryDelays are the delays before each retry of a failed run: base, 2·base,
+// 4·base, 8·base, 16·base (5, 10, 20, 40, 80 s by default).
+func (c *Config) RetryDelays() []time.Duration {
+	d := make([]time.Duration, 5)
+	for i := range d {
+		d[i] = c.RetryBase << i
+	}
+	return d
 }
 
 // ParseBytes parses a size such as 512m, 2g, 1024k or a plain byte count.
@@ -352,6 +367,7 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_LOG_FORMAT":        c.LogFormat,
 		"BRIDGED_MOUNT_ALLOWLIST":   c.MountAllowlist,
 		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
+		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
 		"BRIDGED_ENV_FILE":          c.EnvFile,
 		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
 		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
