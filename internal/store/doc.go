@@ -1,0 +1,76 @@
+// Package store is bridged's SQLite database (store/bridged.db): chats,
+// messages, registered groups, Claude sessions, cursors, the outbox, usage,
+// and scheduled tasks with their run log.
+//
+// # Connections
+//
+// The database runs in WAL mode with foreign keys on and a 10 s busy timeout.
+// Every write goes through one writer connection whose transactions begin
+// IMMEDIATE, so writers queue in Go instead of racing for SQLite's lock and
+// "database is locked" never reaches a caller, even with a second process on
+// the same file. Plain reads use a small read-only pool and never wait for
+// the writer.
+//
+// # Migrations
+//
+// The schema is the numbered files in package migrations, each applied once
+// in its own transaction and recorded in schema_migrations. Opening a
+// database that a newer bridged has migrated fails with ErrSchemaTooNew.
+//
+// # Schema decisions
+//
+//   - Times are stored as unix milliseconds and converted to time.Time (UTC)
+//     at the edge; a nil *time.Time is SQL NULL ("none").
+//   - Messages get an integer id in arrival order. A group's cursor is such
+//     an id (the last message handed to its agent), never a timestamp:
+//     WhatsApp timestamps have one-second resolution and arrive out of order.
+//     Ids are never reused, so a cursor stays meaningful forever.
+//   - (chat, external id) is unique: a redelivered message is stored once and
+//     InsertMessage reports inserted=false with the existing id.
+//   - Text is stored only for registered chats (groups). For any other chat
+//     InsertMessage updates the chat's metadata and stores nothing else.
+//     Messages with empty text are not stored either.
+//   - A message whose external id the outbox chose is marked IsBot, whatever
+//     the channel said. MarkSent also records the sent text as a message
+//     (FromMe, IsBot) in a registered chat, so messages holds both directions
+//     in one order; readers that want only people's messages skip IsBot.
+//
+// # Outbox
+//
+// Every message bridged sends is first committed to the outbox (state
+// pending), then sent. EnqueueOutbox chooses the channel message id
+// (ExternalID, WhatsApp style "3EB0" + 16 hex) before the first attempt; every
+// retry reuses it, so a retried send is idempotent and our own echoes are
+// recognised (IsOwnMessage). A row moves pending → sent (MarkSent) or
+// pending → failed (MarkFailed); MarkAttempt records a failed attempt that
+// will be retried. On start, PendingOutbox lists what still has to go out.
+// One row is one channel message: long text is split before it is enqueued.
+//
+// # Transactions
+//
+// Writes that must happen together use DB.Tx, whose *Tx has the same typed
+// write methods as *DB. A reply is committed like this:
+//
+//	err := db.Tx(ctx, func(tx *store.Tx) error {
+//		if _, err := tx.EnqueueOutbox(ctx, item); err != nil {
+//			return err
+//		}
+//		if err := tx.SetSession(ctx, sess); err != nil {
+//			return err
+//		}
+//		return tx.AddUsage(ctx, usage)
+//	})
+//
+// Inside the function use only tx: a write through the *DB would wait for
+// the writer connection the transaction holds.
+//
+// # Tasks
+//
+// ClaimDue selects due tasks and advances their next run in one IMMEDIATE
+// transaction, so a task is never claimed twice. A task with no next run (a
+// once task) becomes 'running' when claimed and 'done' when FinishTaskRun
+// records its run; a run interrupted by a restart is closed by
+// FailInterrupted, never repeated. Cancelling a task deletes it together with
+// its run log (DeleteTask). Removing a group leaves its tasks in place; the
+// scheduler pauses them (PauseTask) with a reason.
+package store

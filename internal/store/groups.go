@@ -1,0 +1,288 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Group is a registered chat: it has an agent, a folder and a trigger.
+type Group struct {
+	Chat            ChatID
+	Name            string // display name; the folder when empty
+	Folder          Folder
+	Trigger         string // e.g. "@Andy"
+	RequiresTrigger bool   // false: every message wakes the agent
+	IsMain          bool   // the one admin group
+	ContainerConfig ContainerConfig
+	CreatedAt       time.Time // set by AddGroup
+}
+
+// ContainerConfig holds a group's own container settings.
+type ContainerConfig struct {
+	ExtraMounts []MountRequest
+	Timeout     time.Duration // 0: the daemon's default
+	Model       string        // empty: the CLI's default
+}
+
+// MountRequest asks for an extra host directory in the group's container.
+// The mount allowlist decides whether it is granted.
+type MountRequest struct {
+	HostPath      string `json:"host_path"`
+	ContainerPath string `json:"container_path"` // name under /workspace/extra
+	ReadWrite     bool   `json:"read_write,omitempty"`
+}
+
+type containerConfigJSON struct {
+	ExtraMounts []MountRequest `json:"extra_mounts,omitempty"`
+	Timeout     string         `json:"timeout,omitempty"` // Go duration
+	Model       string         `json:"model,omitempty"`
+}
+
+// MarshalJSON encodes c with the timeout as a Go duration ("45m").
+func (c ContainerConfig) MarshalJSON() ([]byte, error) {
+	j := containerConfigJSON{ExtraMounts: c.ExtraMounts, Model: c.Model}
+	if c.Timeout != 0 {
+		j.Timeout = c.Timeout.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes; unknown fields are
+// rejected.
+func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
+	var j containerConfigJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("container config: %w", err)
+	}
+	var d time.Duration
+	if j.Timeout != "" {
+		var err error
+		if d, err = time.ParseDuration(j.Timeout); err != nil || d < 0 {
+			return fmt.Errorf("container config: invalid timeout %q: want a Go duration such as 45m", j.Timeout)
+		}
+	}
+	*c = ContainerConfig{ExtraMounts: j.ExtraMounts, Timeout: d, Model: j.Model}
+	return nil
+}
+
+const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at`
+
+func scanGroup(row interface{ Scan(...any) error }) (Group, error) {
+	var g Group
+	var cfg string
+	var created int64
+	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created); err != nil {
+		return Group{}, err
+	}
+	g.CreatedAt = fromMS(created)
+	if err := json.Unmarshal([]byte(cfg), &g.ContainerConfig); err != nil {
+		return Group{}, fmt.Errorf("group %s: %w", g.Folder, err)
+	}
+	return g, nil
+}
+
+func (g *Group) check() error {
+	if err := ValidateFolder(string(g.Folder)); err != nil {
+		return err
+	}
+	if g.Chat == "" {
+		return fmt.Errorf("%w: group %s has no chat id", ErrInvalid, g.Folder)
+	}
+	if g.Name == "" {
+		g.Name = string(g.Folder)
+	}
+	if g.ContainerConfig.Timeout < 0 {
+		return fmt.Errorf("%w: group %s: negative container timeout", ErrInvalid, g.Folder)
+	}
+	return nil
+}
+
+// conflicts returns an error if another group than self holds g's folder
+// (only when checkFolder), chat, or the main flag.
+func (tx *Tx) groupConflicts(ctx context.Context, g Group, checkFolder bool) error {
+	if checkFolder {
+		if _, err := getGroup(ctx, tx.tx, `folder = ?`, g.Folder); err == nil {
+			return fmt.Errorf("%w: group folder %q is taken", ErrExists, g.Folder)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	other, err := getGroup(ctx, tx.tx, `chat = ?`, g.Chat)
+	switch {
+	case err == nil && other.Folder != g.Folder:
+		return fmt.Errorf("%w: chat %s is already registered as group %q", ErrExists, g.Chat, other.Folder)
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if g.IsMain {
+		main, err := getGroup(ctx, tx.tx, `is_main = 1`)
+		switch {
+		case err == nil && main.Folder != g.Folder:
+			return fmt.Errorf("%w: %q is the main group", ErrMainExists, main.Folder)
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	return nil
+}
+
+// AddGroup registers g and returns it as stored. The folder must pass
+// ValidateFolder (ErrInvalidFolder) and neither the folder nor the chat may
+// be registered already (ErrExists); only one group may be main
+// (ErrMainExists). A group is main only when g.IsMain says so.
+func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
+	if err := g.check(); err != nil {
+		return Group{}, fmt.Errorf("add group: %w", err)
+	}
+	if err := tx.groupConflicts(ctx, g, true); err != nil {
+		return Group{}, fmt.Errorf("add group: %w", err)
+	}
+	cfg, err := json.Marshal(g.ContainerConfig)
+	if err != nil {
+		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
+	}
+	g.CreatedAt = fromMS(toMS(tx.now()))
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt)); err != nil {
+		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
+	}
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
+		return Group{}, fmt.Errorf("add group %s: record chat: %w", g.Folder, err)
+	}
+	return g, nil
+}
+
+// AddGroup registers g (see Tx.AddGroup).
+func (db *DB) AddGroup(ctx context.Context, g Group) (Group, error) {
+	return txValue(ctx, db, func(tx *Tx) (Group, error) { return tx.AddGroup(ctx, g) })
+}
+
+// UpdateGroup replaces the settings of the group with g.Folder (everything
+// but the folder and CreatedAt). Errors: ErrNotFound, ErrExists (the chat
+// belongs to another group), ErrMainExists.
+func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
+	if err := g.check(); err != nil {
+		return fmt.Errorf("update group: %w", err)
+	}
+	if err := tx.groupConflicts(ctx, g, false); err != nil {
+		return fmt.Errorf("update group: %w", err)
+	}
+	cfg, err := json.Marshal(g.ContainerConfig)
+	if err != nil {
+		return fmt.Errorf("update group %s: %w", g.Folder, err)
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?
+		WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), g.Folder)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("update group %s: %w", g.Folder, err)
+	}
+	return nil
+}
+
+// UpdateGroup replaces a group's settings (see Tx.UpdateGroup).
+func (db *DB) UpdateGroup(ctx context.Context, g Group) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.UpdateGroup(ctx, g) })
+}
+
+// RemoveGroup unregisters the group with folder (ErrNotFound if none). Its
+// stored messages, session, cursor and tasks stay; new message text from its
+// chat is no longer stored.
+func (tx *Tx) RemoveGroup(ctx context.Context, folder Folder) error {
+	res, err := tx.tx.ExecContext(ctx, `DELETE FROM registered_groups WHERE folder = ?`, folder)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("remove group %s: %w", folder, err)
+	}
+	return nil
+}
+
+// RemoveGroup unregisters a group (see Tx.RemoveGroup).
+func (db *DB) RemoveGroup(ctx context.Context, folder Folder) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.RemoveGroup(ctx, folder) })
+}
+
+func getGroup(ctx context.Context, q querier, where string, args ...any) (Group, error) {
+	g, err := scanGroup(q.QueryRowContext(ctx, `SELECT `+groupColumns+` FROM registered_groups WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Group{}, ErrNotFound
+	}
+	return g, err
+}
+
+// GetGroupByChat returns the group registered for chat, or ErrNotFound.
+func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
+	g, err := getGroup(ctx, db.read, `chat = ?`, chat)
+	if err != nil {
+		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
+	}
+	return g, nil
+}
+
+// GetGroupByFolder returns the group with folder, or ErrNotFound.
+func (db *DB) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
+	return getGroupByFolder(ctx, db.read, folder)
+}
+
+// GetGroupByFolder returns the group with folder, or ErrNotFound.
+func (tx *Tx) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
+	return getGroupByFolder(ctx, tx.tx, folder)
+}
+
+func getGroupByFolder(ctx context.Context, q querier, folder Folder) (Group, error) {
+	g, err := getGroup(ctx, q, `folder = ?`, folder)
+	if err != nil {
+		return Group{}, fmt.Errorf("get group %s: %w", folder, err)
+	}
+	return g, nil
+}
+
+// MainGroup returns the main group, or ErrNotFound when none is set.
+func (db *DB) MainGroup(ctx context.Context) (Group, error) {
+	g, err := getGroup(ctx, db.read, `is_main = 1`)
+	if err != nil {
+		return Group{}, fmt.Errorf("get main group: %w", err)
+	}
+	return g, nil
+}
+
+// ListGroups returns every registered group, oldest first.
+func (db *DB) ListGroups(ctx context.Context) ([]Group, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+groupColumns+` FROM registered_groups ORDER BY created_at, folder`)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		g, err := scanGroup(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list groups: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	return out, nil
+}
+
+// oneRow turns an UPDATE/DELETE result that touched no row into ErrNotFound.
+func oneRow(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAddGroup(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	cfg := ContainerConfig{
+		ExtraMounts: []MountRequest{{HostPath: "/home/me/notes", ContainerPath: "notes", ReadWrite: true}},
+		Timeout:     45 * time.Minute,
+		Model:       "sonnet",
+	}
+	first, err := db.AddGroup(ctx, Group{Chat: "1@g.us", Folder: "family", Trigger: "@Andy", RequiresTrigger: true, ContainerConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.IsMain {
+		t.Errorf("first group added is main; want main only when asked")
+	}
+	if _, err := db.MainGroup(ctx); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MainGroup with no main = %v; want ErrNotFound", err)
+	}
+	got, err := db.GetGroupByChat(ctx, "1@g.us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Group{Chat: "1@g.us", Name: "family", Folder: "family", Trigger: "@Andy", RequiresTrigger: true, ContainerConfig: cfg, CreatedAt: t0}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GetGroupByChat = %+v; want %+v", got, want)
+	}
+	if _, err := db.GetChat(ctx, "1@g.us"); err != nil {
+		t.Errorf("registered chat missing from chats: %v", err)
+	}
+
+	if _, err := db.AddGroup(ctx, Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
+		t.Fatalf("add main: %v", err)
+	}
+	tests := []struct {
+		name string
+		g    Group
+		want error
+		msg  string
+	}{
+		{"second main", Group{Chat: "2@g.us", Folder: "other", IsMain: true}, ErrMainExists, `"main" is the main group`},
+		{"folder taken", Group{Chat: "3@g.us", Folder: "family"}, ErrExists, `folder "family"`},
+		{"chat taken", Group{Chat: "1@g.us", Folder: "family2"}, ErrExists, `registered as group "family"`},
+		{"bad folder", Group{Chat: "4@g.us", Folder: "../x"}, ErrInvalidFolder, `"../x"`},
+		{"reserved folder", Group{Chat: "4@g.us", Folder: "global"}, ErrInvalidFolder, "reserved"},
+		{"no chat", Group{Folder: "nochat"}, ErrInvalid, "no chat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := db.AddGroup(ctx, tt.g)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("AddGroup = %v; want %v mentioning %q", err, tt.want, tt.msg)
+			}
+		})
+	}
+	gs, err := db.ListGroups(ctx)
+	if err != nil || len(gs) != 2 {
+		t.Fatalf("ListGroups = %d groups, %v; want 2 (no refused one stored)", len(gs), err)
+	}
+	main, err := db.MainGroup(ctx)
+	if err != nil || main.Folder != "main" {
+		t.Errorf("MainGroup = %+v, %v; want main", main, err)
+	}
+}
+
+func TestUpdateAndRemoveGroup(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	addGroup(t, db, "local:main", "main")
+	g := addGroup(t, db, "1@g.us", "family")
+	if _, err := db.AddGroup(ctx, Group{Chat: "9@g.us", Folder: "boss", IsMain: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	g.Name, g.RequiresTrigger, g.Trigger = "The Family", false, "@Bob"
+	if err := db.UpdateGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.GetGroupByFolder(ctx, "family")
+	if got.Name != "The Family" || got.RequiresTrigger || got.Trigger != "@Bob" || !got.CreatedAt.Equal(g.CreatedAt) {
+		t.Errorf("after update %+v; want new name, trigger off, @Bob, same created-at", got)
+	}
+	g.IsMain = true
+	if err := db.UpdateGroup(ctx, g); !errors.Is(err, ErrMainExists) {
+		t.Errorf("UpdateGroup to a second main = %v; want ErrMainExists", err)
+	}
+	g.IsMain, g.Chat = false, "local:main"
+	if err := db.UpdateGroup(ctx, g); !errors.Is(err, ErrExists) {
+		t.Errorf("UpdateGroup to another group's chat = %v; want ErrExists", err)
+	}
+	if err := db.UpdateGroup(ctx, Group{Chat: "5@g.us", Folder: "ghost"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateGroup(unknown) = %v; want ErrNotFound", err)
+	}
+
+	// Removing keeps the group's tasks and stops storing its chat's text.
+	task, err := db.CreateTask(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: "once", Value: "2026-12-01 09:00"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RemoveGroup(ctx, "family"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RemoveGroup(ctx, "family"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second RemoveGroup = %v; want ErrNotFound", err)
+	}
+	if _, err := db.GetGroupByFolder(ctx, "family"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetGroupByFolder(removed) = %v; want ErrNotFound", err)
+	}
+	if _, err := db.GetTask(ctx, task.ID); err != nil {
+		t.Errorf("task of the removed group: %v; want it kept", err)
+	}
+	if _, inserted, _ := db.InsertMessage(ctx, Message{Chat: "1@g.us", ExternalID: "Z", Text: "hello"}); inserted {
+		t.Errorf("message of a removed group stored; want only metadata")
+	}
+}
+
+func TestContainerConfigJSON(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    ContainerConfig
+		wantErr string
+	}{
+		{`{}`, ContainerConfig{}, ""},
+		{`{"timeout":"1h30m","model":"opus"}`, ContainerConfig{Timeout: 90 * time.Minute, Model: "opus"}, ""},
+		{`{"timeout":"90"}`, ContainerConfig{}, `invalid timeout "90"`},
+		{`{"timeout":"-1m"}`, ContainerConfig{}, `invalid timeout "-1m"`},
+		{`{"colour":"red"}`, ContainerConfig{}, `unknown field "colour"`},
+	}
+	for _, tt := range tests {
+		var got ContainerConfig
+		err := json.Unmarshal([]byte(tt.in), &got)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Unmarshal(%s) = %v; want error containing %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Unmarshal(%s) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+		b, _ := json.Marshal(got)
+		var back ContainerConfig
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, got) {
+			t.Errorf("round trip of %s via %s = %+v, %v", tt.in, b, back, err)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Chat is a chat a channel has seen.
+type Chat struct {
+	ID           ChatID
+	Name         string // empty when unknown
+	Channel      string // "whatsapp", "local", …
+	IsGroup      bool
+	LastActivity time.Time
+}
+
+// Message is a stored message.
+type Message struct {
+	ID         MessageID // assigned by InsertMessage
+	Chat       ChatID
+	ExternalID string // the channel's id, unique per chat
+	Sender     string
+	SenderName string
+	Text       string
+	SentAt     time.Time
+	FromMe     bool // sent by the account bridged is logged in as
+	IsBot      bool // sent by bridged (an id the outbox chose)
+}
+
+// An empty name or channel never overwrites a known one, a chat once seen as
+// a group stays one, and the last activity only moves forward.
+const upsertChatSQL = `INSERT INTO chats (id, name, channel, is_group, last_activity) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+	name = CASE WHEN excluded.name != '' THEN excluded.name ELSE chats.name END,
+	channel = CASE WHEN excluded.channel != '' THEN excluded.channel ELSE chats.channel END,
+	is_group = MAX(chats.is_group, excluded.is_group),
+	last_activity = MAX(chats.last_activity, excluded.last_activity)`
+
+const chatColumns = `id, name, channel, is_group, last_activity`
+
+func scanChat(row interface{ Scan(...any) error }) (Chat, error) {
+	var c Chat
+	var last int64
+	err := row.Scan(&c.ID, &c.Name, &c.Channel, &c.IsGroup, &last)
+	c.LastActivity = fromMS(last)
+	return c, err
+}
+
+// UpsertChat records c's metadata. An empty Name or Channel keeps the stored
+// one; LastActivity only moves forward; a zero LastActivity leaves it alone.
+func (tx *Tx) UpsertChat(ctx context.Context, c Chat) error {
+	if c.ID == "" {
+		return fmt.Errorf("upsert chat: %w: empty chat id", ErrInvalid)
+	}
+	var last int64
+	if !c.LastActivity.IsZero() {
+		last = toMS(c.LastActivity)
+	}
+	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, c.ID, c.Name, c.Channel, boolInt(c.IsGroup), last); err != nil {
+		return fmt.Errorf("upsert chat %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// UpsertChat records c's metadata (see Tx.UpsertChat).
+func (db *DB) UpsertChat(ctx context.Context, c Chat) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.UpsertChat(ctx, c) })
+}
+
+// GetChat returns the chat with id, or an error wrapping ErrNotFound.
+func (db *DB) GetChat(ctx context.Context, id ChatID) (Chat, error) {
+	c, err := scanChat(db.read.QueryRowContext(ctx, `SELECT `+chatColumns+` FROM chats WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Chat{}, fmt.Errorf("get chat %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Chat{}, fmt.Errorf("get chat %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// ListChats returns every chat seen, most recently active first.
+func (db *DB) ListChats(ctx context.Context) ([]Chat, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+chatColumns+` FROM chats ORDER BY last_activity DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	defer rows.Close()
+	var out []Chat
+	for rows.Next() {
+		c, err := scanChat(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list chats: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	return out, nil
+}
+
+// InsertMessage stores m and returns its id. It always records the chat
+// (creating its row, moving its last activity forward). The text is stored
+// only when the chat is a registered group and the text is not blank;
+// otherwise nothing else is stored and it returns id 0, inserted false. A
+// message already stored under the same (chat, external id) is not stored
+// again: it returns the existing id and inserted false. A message whose
+// external id the outbox chose is stored with IsBot set.
+func (tx *Tx) InsertMessage(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
+	if m.Chat == "" {
+		return 0, false, fmt.Errorf("insert message: %w: empty chat id", ErrInvalid)
+	}
+	if m.ExternalID == "" {
+		return 0, false, fmt.Errorf("insert message in %s: %w: empty external id", m.Chat, ErrInvalid)
+	}
+	if m.SentAt.IsZero() {
+		m.SentAt = tx.now()
+	}
+	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, m.Chat, "", "", 0, toMS(m.SentAt)); err != nil {
+		return 0, false, fmt.Errorf("insert message in %s: record chat: %w", m.Chat, err)
+	}
+	if strings.TrimSpace(m.Text) == "" {
+		return 0, false, nil
+	}
+	var registered bool
+	if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM registered_groups WHERE chat = ?)`, m.Chat).Scan(&registered); err != nil {
+		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
+	}
+	if !registered {
+		return 0, false, nil
+	}
+	err = tx.tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE chat = ? AND external_id = ?`, m.Chat, m.ExternalID).Scan(&id)
+	switch {
+	case err == nil:
+		return id, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
+	}
+	if !m.IsBot {
+		own, err := isOwnMessage(ctx, tx.tx, m.Chat, m.ExternalID)
+		if err != nil {
+			return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
+		}
+		m.IsBot = own
+	}
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot))
+	if err != nil {
+		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
+	}
+	return MessageID(last), true, nil
+}
+
+// InsertMessage stores m (see Tx.InsertMessage).
+func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
+	err = db.Tx(ctx, func(tx *Tx) error {
+		var err error
+		id, inserted, err = tx.InsertMessage(ctx, m)
+		return err
+	})
+	return id, inserted, err
+}
+
+const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot`
+
+func scanMessages(rows *sql.Rows) ([]Message, error) {
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		var m Message
+		var sent int64
+		if err := rows.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot); err != nil {
+			return nil, err
+		}
+		m.SentAt = fromMS(sent)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// MessagesAfter returns up to limit messages of chat with an id above after,
+// in arrival order, both directions (bridged's own have IsBot set). A limit
+// of 0 or less means no limit.
+func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, limit int) ([]Message, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE chat = ? AND id > ? ORDER BY id LIMIT ?`, chat, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("messages after %d in %s: %w", after, chat, err)
+	}
+	ms, err := scanMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("messages after %d in %s: %w", after, chat, err)
+	}
+	return ms, nil
+}
+
+// PendingMessages returns the messages people sent to chat after the cursor
+// after (IsBot messages are skipped): the newest limit of them, in arrival
+// order, and how many older ones were left out. A limit of 0 or less means
+// no limit.
+func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID, limit int) (msgs []Message, omitted int, err error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	err = db.readTx(ctx, func(q querier) error {
+		var total int
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE chat = ? AND id > ? AND is_bot = 0`, chat, after).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
+			WHERE chat = ? AND id > ? AND is_bot = 0 ORDER BY id DESC LIMIT ?`, chat, after, limit)
+		if err != nil {
+			return err
+		}
+		if msgs, err = scanMessages(rows); err != nil {
+			return err
+		}
+		omitted = total - len(msgs)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("pending messages after %d in %s: %w", after, chat, err)
+	}
+	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	return msgs, omitted, nil
+}
+
+// LatestMessageID returns the id of chat's newest stored message, 0 if none.
+func (db *DB) LatestMessageID(ctx context.Context, chat ChatID) (MessageID, error) {
+	var id MessageID
+	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE chat = ?`, chat).Scan(&id); err != nil {
+		return 0, fmt.Errorf("latest message in %s: %w", chat, err)
+	}
+	return id, nil
+}

@@ -1,0 +1,243 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OutboxItem is one message bridged will send, is sending, or sent.
+type OutboxItem struct {
+	ID         OutboxID
+	Chat       ChatID
+	Group      Folder // the group it came from; empty for the daemon's own
+	Text       string
+	Origin     Origin
+	State      OutboxState
+	ExternalID string // channel message id chosen at enqueue, reused on retries
+	SentID     string // the id the channel reported on success
+	Attempts   int
+	LastError  string
+	CreatedAt  time.Time
+	SentAt     *time.Time
+	FailedAt   *time.Time
+}
+
+const outboxColumns = `id, chat, folder, text, origin, state, external_id, sent_id, attempts, last_error, created_at, sent_at, failed_at`
+
+func scanOutbox(row interface{ Scan(...any) error }) (OutboxItem, error) {
+	var it OutboxItem
+	var created int64
+	var sent, failed sql.NullInt64
+	err := row.Scan(&it.ID, &it.Chat, &it.Group, &it.Text, &it.Origin, &it.State, &it.ExternalID, &it.SentID,
+		&it.Attempts, &it.LastError, &created, &sent, &failed)
+	it.CreatedAt = fromMS(created)
+	it.SentAt = fromNullMS(sent)
+	it.FailedAt = fromNullMS(failed)
+	return it, err
+}
+
+func scanOutboxRows(rows *sql.Rows) ([]OutboxItem, error) {
+	defer rows.Close()
+	var out []OutboxItem
+	for rows.Next() {
+		it, err := scanOutbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// NewExternalID returns a fresh channel message id in WhatsApp's style:
+// "3EB0" and 16 upper-case hex digits.
+func NewExternalID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "3EB0" + strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// EnqueueOutbox commits a message to send and returns the stored row
+// (pending, with its id and ExternalID). The text must not be blank and the
+// origin must be one of the Origin constants (ErrInvalid). ExternalID is
+// chosen here when it is empty.
+func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, error) {
+	switch {
+	case it.Chat == "":
+		return OutboxItem{}, fmt.Errorf("enqueue outbox: %w: empty chat id", ErrInvalid)
+	case strings.TrimSpace(it.Text) == "":
+		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w: empty text", it.Chat, ErrInvalid)
+	case !it.Origin.valid():
+		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w: unknown origin %q", it.Chat, ErrInvalid, it.Origin)
+	}
+	if it.ExternalID == "" {
+		it.ExternalID = NewExternalID()
+	}
+	it.State = OutboxPending
+	it.SentID, it.Attempts, it.LastError, it.SentAt, it.FailedAt = "", 0, "", nil, nil
+	it.CreatedAt = fromMS(toMS(tx.now()))
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO outbox (chat, folder, text, origin, state, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		it.Chat, it.Group, it.Text, it.Origin, it.State, it.ExternalID, toMS(it.CreatedAt))
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w", it.Chat, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w", it.Chat, err)
+	}
+	it.ID = OutboxID(id)
+	return it, nil
+}
+
+// EnqueueOutbox commits a message to send (see Tx.EnqueueOutbox).
+func (db *DB) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, error) {
+	return txValue(ctx, db, func(tx *Tx) (OutboxItem, error) { return tx.EnqueueOutbox(ctx, it) })
+}
+
+// GetOutbox returns the outbox row id, or ErrNotFound.
+func (db *DB) GetOutbox(ctx context.Context, id OutboxID) (OutboxItem, error) {
+	return getOutbox(ctx, db.read, id)
+}
+
+func getOutbox(ctx context.Context, q querier, id OutboxID) (OutboxItem, error) {
+	it, err := scanOutbox(q.QueryRowContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return OutboxItem{}, fmt.Errorf("get outbox %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("get outbox %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// PendingOutbox returns up to limit rows still to send, oldest first. A
+// limit of 0 or less means no limit.
+func (db *DB) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE state = 'pending' ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	out, err := scanOutboxRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	return out, nil
+}
+
+// MarkSent records that row id went out at at, under the channel's sentID
+// (ExternalID when empty). When the chat is a registered group the text is
+// also stored as a message (FromMe, IsBot), so the chat's history holds both
+// directions. Marking a row sent twice changes nothing. ErrNotFound if the
+// row does not exist.
+func (tx *Tx) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
+	it, err := getOutbox(ctx, tx.tx, id)
+	if err != nil {
+		return fmt.Errorf("mark sent: %w", err)
+	}
+	if it.State == OutboxSent {
+		return nil
+	}
+	if sentID == "" {
+		sentID = it.ExternalID
+	}
+	if at.IsZero() {
+		at = tx.now()
+	}
+	if _, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET state = 'sent', sent_id = ?, sent_at = ?, failed_at = NULL WHERE id = ?`,
+		sentID, toMS(at), id); err != nil {
+		return fmt.Errorf("mark outbox %d sent: %w", id, err)
+	}
+	if _, _, err := tx.InsertMessage(ctx, Message{
+		Chat: it.Chat, ExternalID: sentID, Text: it.Text, SentAt: at, FromMe: true, IsBot: true,
+	}); err != nil {
+		return fmt.Errorf("mark outbox %d sent: %w", id, err)
+	}
+	return nil
+}
+
+// MarkSent records a successful send (see Tx.MarkSent).
+func (db *DB) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkSent(ctx, id, sentID, at) })
+}
+
+// MarkAttempt records a failed attempt that will be retried: attempts+1 and
+// the error. The row stays pending with the same ExternalID.
+func (tx *Tx) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?`, errText, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("mark outbox %d attempt: %w", id, err)
+	}
+	return nil
+}
+
+// MarkAttempt records a failed attempt (see Tx.MarkAttempt).
+func (db *DB) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkAttempt(ctx, id, errText) })
+}
+
+// MarkFailed records that row id will not be sent: the attempt that failed
+// for good counts (attempts+1), the error is kept and the row becomes
+// failed. A row already sent stays sent.
+func (tx *Tx) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET state = CASE WHEN state = 'sent' THEN 'sent' ELSE 'failed' END,
+		attempts = attempts + (state != 'sent'),
+		last_error = CASE WHEN state = 'sent' THEN last_error ELSE ? END,
+		failed_at = CASE WHEN state = 'sent' THEN failed_at ELSE ? END
+		WHERE id = ?`, errText, toMS(tx.now()), id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("mark outbox %d failed: %w", id, err)
+	}
+	return nil
+}
+
+// MarkFailed records a send that failed for good (see Tx.MarkFailed).
+func (db *DB) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkFailed(ctx, id, errText) })
+}
+
+// RecentFailures returns up to limit rows that failed at or after since,
+// newest first. A limit of 0 or less means no limit.
+func (db *DB) RecentFailures(ctx context.Context, since time.Time, limit int) ([]OutboxItem, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox
+		WHERE state = 'failed' AND failed_at >= ? ORDER BY failed_at DESC, id DESC LIMIT ?`, toMS(since), limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent outbox failures: %w", err)
+	}
+	out, err := scanOutboxRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("recent outbox failures: %w", err)
+	}
+	return out, nil
+}
+
+// IsOwnMessage reports whether externalID in chat is a message bridged sent
+// (an id the outbox chose, or the id a channel reported for it).
+func (db *DB) IsOwnMessage(ctx context.Context, chat ChatID, externalID string) (bool, error) {
+	own, err := isOwnMessage(ctx, db.read, chat, externalID)
+	if err != nil {
+		return false, fmt.Errorf("check own message %s in %s: %w", externalID, chat, err)
+	}
+	return own, nil
+}
+
+func isOwnMessage(ctx context.Context, q querier, chat ChatID, externalID string) (bool, error) {
+	if externalID == "" {
+		return false, nil
+	}
+	var own bool
+	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE chat = ? AND external_id = ?)
+		OR EXISTS (SELECT 1 FROM outbox WHERE chat = ? AND sent_id = ?)`, chat, externalID, chat, externalID).Scan(&own)
+	return own, err
+}

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestOutboxExternalIDStable(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "hello", Origin: OriginReply, Group: "family"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^3EB0[0-9A-F]{16}$`).MatchString(it.ExternalID) {
+		t.Errorf("ExternalID %q; want 3EB0 and 16 upper-case hex digits", it.ExternalID)
+	}
+	if it.State != OutboxPending || it.ID == 0 || !it.CreatedAt.Equal(t0) {
+		t.Errorf("enqueued %+v; want pending with an id, created %s", it, t0)
+	}
+	for i := range 3 {
+		if err := db.MarkAttempt(ctx, it.ID, "not connected"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.GetOutbox(ctx, it.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ExternalID != it.ExternalID || got.Attempts != i+1 || got.LastError != "not connected" || got.State != OutboxPending {
+			t.Errorf("after attempt %d: %+v; want same ExternalID %s, attempts %d, pending", i+1, got, it.ExternalID, i+1)
+		}
+	}
+	pending, _ := db.PendingOutbox(ctx, 0)
+	if len(pending) != 1 || pending[0].ExternalID != it.ExternalID {
+		t.Errorf("PendingOutbox = %+v; want the row with its original ExternalID", pending)
+	}
+	other, _ := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "second", Origin: OriginTool})
+	if other.ExternalID == it.ExternalID {
+		t.Errorf("two rows share ExternalID %s", it.ExternalID)
+	}
+}
+
+func TestOutboxLifecycle(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	var ids []OutboxID
+	for _, text := range []string{"one", "two", "three"} {
+		it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: text, Origin: OriginNotice})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, it.ID)
+	}
+	pending, _ := db.PendingOutbox(ctx, 2)
+	if len(pending) != 2 || pending[0].Text != "one" || pending[1].Text != "two" {
+		t.Fatalf("PendingOutbox(2) = %+v; want one, two", pending)
+	}
+
+	sentAt := t0.Add(time.Second)
+	if err := db.MarkSent(ctx, ids[0], "SERVER-ID", sentAt); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MarkFailed(ctx, ids[1], "chat not found"); err != nil {
+		t.Fatal(err)
+	}
+	// Sent wins over a late failure.
+	if err := db.MarkFailed(ctx, ids[0], "late"); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := db.GetOutbox(ctx, ids[0])
+	if first.State != OutboxSent || first.SentID != "SERVER-ID" || first.SentAt == nil || !first.SentAt.Equal(sentAt) || first.FailedAt != nil {
+		t.Errorf("sent row %+v; want sent at %s as SERVER-ID", first, sentAt)
+	}
+	pending, _ = db.PendingOutbox(ctx, 0)
+	if len(pending) != 1 || pending[0].Text != "three" {
+		t.Errorf("PendingOutbox after send and failure = %+v; want only three", pending)
+	}
+
+	fails, _ := db.RecentFailures(ctx, t0.Add(-time.Hour), 10)
+	if len(fails) != 1 || fails[0].ID != ids[1] || fails[0].LastError != "chat not found" || fails[0].Attempts != 1 {
+		t.Errorf("RecentFailures = %+v; want row two, chat not found, 1 attempt", fails)
+	}
+	if fails, _ := db.RecentFailures(ctx, t0.Add(time.Minute), 10); len(fails) != 0 {
+		t.Errorf("RecentFailures since later = %d rows; want 0", len(fails))
+	}
+
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{{first.ExternalID, true}, {"SERVER-ID", true}, {"SOMEONE-ELSE", false}, {"", false}} {
+		if got, err := db.IsOwnMessage(ctx, "local:main", tt.id); err != nil || got != tt.want {
+			t.Errorf("IsOwnMessage(%q) = %v, %v; want %v", tt.id, got, err, tt.want)
+		}
+	}
+	if got, _ := db.IsOwnMessage(ctx, "local:other", first.ExternalID); got {
+		t.Errorf("IsOwnMessage in another chat = true; want false")
+	}
+
+	for name, err := range map[string]error{
+		"MarkSent":    db.MarkSent(ctx, 999, "", t0),
+		"MarkAttempt": db.MarkAttempt(ctx, 999, "x"),
+		"MarkFailed":  db.MarkFailed(ctx, 999, "x"),
+	} {
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s(unknown) = %v; want ErrNotFound", name, err)
+		}
+	}
+	if _, err := db.GetOutbox(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetOutbox(unknown) = %v; want ErrNotFound", err)
+	}
+}
+
+func TestEnqueueOutboxRefusesBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	for _, it := range []OutboxItem{
+		{Text: "x", Origin: OriginReply},
+		{Chat: "c", Text: "  ", Origin: OriginReply},
+		{Chat: "c", Text: "x", Origin: "carrier-pigeon"},
+	} {
+		if _, err := db.EnqueueOutbox(ctx, it); !errors.Is(err, ErrInvalid) {
+			t.Errorf("EnqueueOutbox(%+v) = %v; want ErrInvalid", it, err)
+		}
+	}
+	if n := count(t, db, "outbox", ""); n != 0 {
+		t.Errorf("%d outbox rows; want 0", n)
+	}
+}
+
+// A reply is committed together with the session and usage, or not at all.
+func TestReplyTransaction(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	commit := func(text string, fail error) error {
+		return db.Tx(ctx, func(tx *Tx) error {
+			if _, err := tx.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Group: "main", Text: text, Origin: OriginReply}); err != nil {
+				return err
+			}
+			if err := tx.SetSession(ctx, Session{Folder: "main", SessionID: "s-" + text, LastUUID: "u-" + text}); err != nil {
+				return err
+			}
+			if err := tx.AddUsage(ctx, Usage{Folder: "main", SessionID: "s-" + text, CostUSD: 0.25, InputTokens: 10, OutputTokens: 5}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	if err := commit("one", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit("two", errors.New("crash")); err == nil {
+		t.Fatal("failing transaction returned nil")
+	}
+	s, _ := db.GetSession(ctx, "main")
+	if s.SessionID != "s-one" || s.LastUUID != "u-one" {
+		t.Errorf("session %+v; want s-one/u-one", s)
+	}
+	if n := count(t, db, "outbox", ""); n != 1 {
+		t.Errorf("%d outbox rows; want 1", n)
+	}
+	if cost, _ := db.CostSince(ctx, t0.Add(-time.Hour)); cost != 0.25 {
+		t.Errorf("CostSince = %v; want 0.25", cost)
+	}
+	if cost, _ := db.CostSince(ctx, t0.Add(time.Hour)); cost != 0 {
+		t.Errorf("CostSince(later) = %v; want 0", cost)
+	}
+}
+
+func TestSessionsAndCursors(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	if s, err := db.GetSession(ctx, "main"); err != nil || s.SessionID != "" || s.Folder != "main" {
+		t.Errorf("GetSession with none = %+v, %v; want empty", s, err)
+	}
+	if err := db.SetSession(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetSession(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u2"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := db.GetSession(ctx, "main"); s.LastUUID != "u2" {
+		t.Errorf("LastUUID %q; want u2", s.LastUUID)
+	}
+	if err := db.ClearSession(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := db.GetSession(ctx, "main"); s.SessionID != "" {
+		t.Errorf("after ClearSession: %+v; want no session", s)
+	}
+
+	if c, err := db.GetCursor(ctx, "main"); err != nil || c != 0 {
+		t.Errorf("GetCursor with none = %d, %v; want 0", c, err)
+	}
+	for _, id := range []MessageID{10, 4} { // forward, then rolled back
+		if err := db.SetCursor(ctx, "main", id); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := db.GetCursor(ctx, "main"); c != id {
+			t.Errorf("GetCursor = %d; want %d", c, id)
+		}
+	}
+	if err := db.SetCursor(ctx, "main", -1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetCursor(-1) = %v; want ErrInvalid", err)
+	}
+}

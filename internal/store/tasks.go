@@ -1,0 +1,387 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/schedule"
+)
+
+// Task is a scheduled prompt for a group's agent.
+type Task struct {
+	ID          TaskID // "task-…", chosen by CreateTask
+	Folder      Folder
+	Chat        ChatID // where the output goes
+	Prompt      string
+	Kind        schedule.Kind
+	Value       string // the schedule value, as the user gave it
+	ContextMode ContextMode
+	Status      TaskStatus
+	NextRun     *time.Time // nil: none
+	LastRun     *time.Time
+	LastResult  string
+	CreatedAt   time.Time
+}
+
+// TaskRun is one run of a task, for the run log.
+type TaskRun struct {
+	ID        int64
+	TaskID    TaskID
+	StartedAt time.Time
+	Duration  time.Duration
+	Status    RunStatus
+	Result    string
+	Error     string
+	CostUSD   float64
+}
+
+const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at`
+
+func scanTask(row interface{ Scan(...any) error }) (Task, error) {
+	var t Task
+	var next, last sql.NullInt64
+	var created int64
+	err := row.Scan(&t.ID, &t.Folder, &t.Chat, &t.Prompt, &t.Kind, &t.Value, &t.ContextMode, &t.Status, &next, &last, &t.LastResult, &created)
+	t.NextRun = fromNullMS(next)
+	t.LastRun = fromNullMS(last)
+	t.CreatedAt = fromMS(created)
+	return t, err
+}
+
+func scanTasks(rows *sql.Rows) ([]Task, error) {
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func newTaskID() TaskID {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return TaskID("task-" + hex.EncodeToString(b[:]))
+}
+
+// check validates t's fields and fills the defaults (isolated, active).
+func (t *Task) check() error {
+	if err := ValidateFolder(string(t.Folder)); err != nil {
+		return err
+	}
+	if t.ContextMode == "" {
+		t.ContextMode = ContextIsolated
+	}
+	if t.Status == "" {
+		t.Status = TaskActive
+	}
+	switch {
+	case t.Chat == "":
+		return fmt.Errorf("%w: task has no chat", ErrInvalid)
+	case strings.TrimSpace(t.Prompt) == "":
+		return fmt.Errorf("%w: task prompt is empty", ErrInvalid)
+	case t.Kind != schedule.Cron && t.Kind != schedule.Interval && t.Kind != schedule.Once:
+		return fmt.Errorf("%w: schedule kind must be cron, interval or once, not %q", ErrInvalid, t.Kind)
+	case strings.TrimSpace(t.Value) == "":
+		return fmt.Errorf("%w: schedule value is empty", ErrInvalid)
+	case !t.ContextMode.valid():
+		return fmt.Errorf("%w: context mode must be group or isolated, not %q", ErrInvalid, t.ContextMode)
+	case !t.Status.valid():
+		return fmt.Errorf("%w: unknown task status %q", ErrInvalid, t.Status)
+	}
+	return nil
+}
+
+// CreateTask stores t with a new id and returns it as stored. ContextMode
+// defaults to isolated and Status to active. The schedule value is not
+// parsed here: callers check it with schedule.Parse and compute NextRun.
+func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
+	if err := t.check(); err != nil {
+		return Task{}, fmt.Errorf("create task: %w", err)
+	}
+	t.CreatedAt = fromMS(toMS(tx.now()))
+	for attempt := 0; ; attempt++ {
+		t.ID = newTaskID()
+		var taken bool
+		if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, t.ID).Scan(&taken); err != nil {
+			return Task{}, fmt.Errorf("create task: %w", err)
+		}
+		if !taken {
+			break
+		}
+		if attempt == 5 {
+			return Task{}, fmt.Errorf("create task: no free id after %d attempts", attempt+1)
+		}
+	}
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
+		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt)); err != nil {
+		return Task{}, fmt.Errorf("create task: %w", err)
+	}
+	return t, nil
+}
+
+// CreateTask stores a new task (see Tx.CreateTask).
+func (db *DB) CreateTask(ctx context.Context, t Task) (Task, error) {
+	return txValue(ctx, db, func(tx *Tx) (Task, error) { return tx.CreateTask(ctx, t) })
+}
+
+// GetTask returns the task id, or ErrNotFound.
+func (db *DB) GetTask(ctx context.Context, id TaskID) (Task, error) {
+	return getTask(ctx, db.read, id)
+}
+
+// GetTask returns the task id, or ErrNotFound.
+func (tx *Tx) GetTask(ctx context.Context, id TaskID) (Task, error) {
+	return getTask(ctx, tx.tx, id)
+}
+
+func getTask(ctx context.Context, q querier, id TaskID) (Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("get task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTasks returns folder's tasks (every task when folder is empty), oldest
+// first.
+func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE ? = '' OR folder = ? ORDER BY created_at, id`, folder, folder)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	out, err := scanTasks(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateTask replaces the prompt, schedule (kind, value), context mode,
+// status and next run of the task t.ID. To change one field atomically, read
+// and write inside DB.Tx. ErrNotFound if the task does not exist.
+func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
+	if err := t.check(); err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ? WHERE id = ?`,
+		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), t.ID)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// UpdateTask replaces a task's settings (see Tx.UpdateTask).
+func (db *DB) UpdateTask(ctx context.Context, t Task) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.UpdateTask(ctx, t) })
+}
+
+// SetTaskStatus sets the task's status. ErrNotFound if it does not exist.
+func (tx *Tx) SetTaskStatus(ctx context.Context, id TaskID, status TaskStatus) error {
+	if !status.valid() {
+		return fmt.Errorf("set status of task %s: %w: unknown task status %q", id, ErrInvalid, status)
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = ? WHERE id = ?`, status, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("set status of task %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetTaskStatus sets a task's status (see Tx.SetTaskStatus).
+func (db *DB) SetTaskStatus(ctx context.Context, id TaskID, status TaskStatus) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.SetTaskStatus(ctx, id, status) })
+}
+
+// PauseTask pauses the task; a non-empty reason becomes its last result, so
+// a person sees why. ErrNotFound if it does not exist.
+func (tx *Tx) PauseTask(ctx context.Context, id TaskID, reason string) error {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused',
+		last_result = CASE WHEN ? != '' THEN ? ELSE last_result END WHERE id = ?`, reason, reason, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("pause task %s: %w", id, err)
+	}
+	return nil
+}
+
+// PauseTask pauses a task (see Tx.PauseTask).
+func (db *DB) PauseTask(ctx context.Context, id TaskID, reason string) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.PauseTask(ctx, id, reason) })
+}
+
+// DeleteTask cancels a task: it and its run log are deleted. A run in flight
+// finishes, and its FinishTaskRun reports ErrNotFound. ErrNotFound if the
+// task does not exist.
+func (tx *Tx) DeleteTask(ctx context.Context, id TaskID) error {
+	res, err := tx.tx.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("delete task %s: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteTask cancels a task (see Tx.DeleteTask).
+func (db *DB) DeleteTask(ctx context.Context, id TaskID) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.DeleteTask(ctx, id) })
+}
+
+// NextDue returns the earliest next run of the active tasks, nil if none
+// has one.
+func (db *DB) NextDue(ctx context.Context) (*time.Time, error) {
+	var next sql.NullInt64
+	if err := db.read.QueryRowContext(ctx, `SELECT MIN(next_run) FROM tasks WHERE status = 'active' AND next_run IS NOT NULL`).Scan(&next); err != nil {
+		return nil, fmt.Errorf("next due task: %w", err)
+	}
+	return fromNullMS(next), nil
+}
+
+// ClaimDue claims every active task whose next run is at or before now,
+// earliest first, in one IMMEDIATE transaction, so that no task is claimed
+// twice, not even by another process. For each task, next (given the task
+// as stored, NextRun being the run now due) returns its following run; when
+// it returns nil (always for once tasks) the task's next run becomes none and
+// its status running. The claimed tasks are returned with their new NextRun
+// and Status.
+func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time.Time) ([]Task, error) {
+	var claimed []Task
+	err := db.Tx(ctx, func(tx *Tx) error {
+		claimed = nil
+		rows, err := tx.tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
+			WHERE status = 'active' AND next_run IS NOT NULL AND next_run <= ? ORDER BY next_run, id`, toMS(now))
+		if err != nil {
+			return fmt.Errorf("claim due tasks: %w", err)
+		}
+		due, err := scanTasks(rows)
+		if err != nil {
+			return fmt.Errorf("claim due tasks: %w", err)
+		}
+		for _, t := range due {
+			n := next(t)
+			if n != nil {
+				nt := fromMS(toMS(*n))
+				t.NextRun = &nt
+			} else {
+				t.NextRun = nil
+				t.Status = TaskRunning
+			}
+			if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET next_run = ?, status = ? WHERE id = ?`,
+				nullMS(t.NextRun), t.Status, t.ID); err != nil {
+				return fmt.Errorf("claim task %s: %w", t.ID, err)
+			}
+			claimed = append(claimed, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// FinishTaskRun records a run in the task's log and sets its last run
+// (r.StartedAt) and last result (the result, or "error: " and the error). A
+// running task (no next run) becomes done. ErrNotFound if the task was
+// deleted meanwhile; nothing is recorded then.
+func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
+	if r.Status != RunOK && r.Status != RunError {
+		return fmt.Errorf("finish run of task %s: %w: run status must be ok or error, not %q", r.TaskID, ErrInvalid, r.Status)
+	}
+	if r.StartedAt.IsZero() {
+		r.StartedAt = tx.now()
+	}
+	last := r.Result
+	if r.Status == RunError {
+		last = "error: " + r.Error
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET last_run = ?, last_result = ?,
+		status = CASE WHEN status = 'running' THEN 'done' ELSE status END WHERE id = ?`, toMS(r.StartedAt), last, r.TaskID)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+	}
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status, result, error, cost_usd)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.TaskID, toMS(r.StartedAt), r.Duration.Milliseconds(), r.Status, r.Result, r.Error, r.CostUSD); err != nil {
+		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+	}
+	return nil
+}
+
+// FinishTaskRun records a finished run (see Tx.FinishTaskRun).
+func (db *DB) FinishTaskRun(ctx context.Context, r TaskRun) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.FinishTaskRun(ctx, r) })
+}
+
+// FailInterrupted closes the runs a stopped daemon left in flight: every
+// running task becomes done with an error run "interrupted: bridged stopped
+// during the run" (a claimed task never runs twice). Call it once at start,
+// before the scheduler. It returns how many tasks it closed.
+func (db *DB) FailInterrupted(ctx context.Context) (int, error) {
+	return txValue(ctx, db, func(tx *Tx) (int, error) {
+		rows, err := tx.tx.QueryContext(ctx, `SELECT id FROM tasks WHERE status = 'running' ORDER BY id`)
+		if err != nil {
+			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
+		}
+		var ids []TaskID
+		for rows.Next() {
+			var id TaskID
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("fail interrupted tasks: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
+		}
+		for _, id := range ids {
+			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: id, StartedAt: tx.now(), Status: RunError,
+				Error: "interrupted: bridged stopped during the run"}); err != nil {
+				return 0, err
+			}
+		}
+		return len(ids), nil
+	})
+}
+
+// ListTaskRuns returns up to limit runs of the task, newest first. A limit
+// of 0 or less means no limit.
+func (db *DB) ListTaskRuns(ctx context.Context, id TaskID, limit int) ([]TaskRun, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id, task_id, started_at, duration_ms, status, result, error, cost_usd
+		FROM task_runs WHERE task_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of task %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []TaskRun
+	for rows.Next() {
+		var r TaskRun
+		var started, dur int64
+		if err := rows.Scan(&r.ID, &r.TaskID, &started, &dur, &r.Status, &r.Result, &r.Error, &r.CostUSD); err != nil {
+			return nil, fmt.Errorf("list runs of task %s: %w", id, err)
+		}
+		r.StartedAt = fromMS(started)
+		r.Duration = time.Duration(dur) * time.Millisecond
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs of task %s: %w", id, err)
+	}
+	return out, nil
+}

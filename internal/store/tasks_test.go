@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/schedule"
+)
+
+func ptr(t time.Time) *time.Time { return &t }
+
+func newTask(t *testing.T, db *DB, kind schedule.Kind, next *time.Time) Task {
+	t.Helper()
+	task, err := db.CreateTask(context.Background(), Task{
+		Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: kind, Value: "v", NextRun: next,
+	})
+	if err != nil {
+		t.Fatalf("CreateTask: %v", err)
+	}
+	return task
+}
+
+func TestCreateTask(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	task := newTask(t, db, schedule.Cron, ptr(t0.Add(time.Hour)))
+	if len(task.ID) < len("task-")+8 || task.ID[:5] != "task-" {
+		t.Errorf("task id %q; want task-<random>", task.ID)
+	}
+	got, err := db.GetTask(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ContextMode != ContextIsolated || got.Status != TaskActive || !got.NextRun.Equal(t0.Add(time.Hour)) || got.LastRun != nil || !got.CreatedAt.Equal(t0) {
+		t.Errorf("stored task %+v; want isolated, active, next run in an hour, no last run", got)
+	}
+	if other := newTask(t, db, schedule.Cron, nil); other.ID == task.ID {
+		t.Errorf("two tasks got id %s", task.ID)
+	}
+
+	bad := []Task{
+		{Folder: "../x", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: "v"},
+		{Folder: "main", Prompt: "p", Kind: schedule.Once, Value: "v"},
+		{Folder: "main", Chat: "c", Prompt: " ", Kind: schedule.Once, Value: "v"},
+		{Folder: "main", Chat: "c", Prompt: "p", Kind: "hourly", Value: "v"},
+		{Folder: "main", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: ""},
+		{Folder: "main", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: "v", ContextMode: "shared"},
+	}
+	for _, b := range bad {
+		if _, err := db.CreateTask(ctx, b); err == nil {
+			t.Errorf("CreateTask(%+v) = nil; want an error", b)
+		}
+	}
+	if all, _ := db.ListTasks(ctx, ""); len(all) != 2 {
+		t.Errorf("ListTasks = %d tasks; want 2", len(all))
+	}
+}
+
+// Two schedulers claiming at the same moment, in one process or in two,
+// claim each due task exactly once.
+func TestClaimDueConcurrent(t *testing.T) {
+	for _, twoHandles := range []bool{false, true} {
+		t.Run(fmt.Sprintf("two handles %v", twoHandles), func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "bridged.db")
+			a := openAt(t, path)
+			b := a
+			if twoHandles {
+				b = openAt(t, path)
+			}
+			const tasks = 20
+			for i := range tasks {
+				kind := schedule.Once
+				if i%2 == 0 {
+					kind = schedule.Interval
+				}
+				newTask(t, a, kind, ptr(t0.Add(-time.Duration(i)*time.Minute)))
+			}
+			newTask(t, a, schedule.Once, ptr(t0.Add(time.Minute))) // not due
+
+			next := func(task Task) *time.Time {
+				if task.Kind == schedule.Once {
+					return nil
+				}
+				return ptr(t0.Add(time.Hour))
+			}
+			start := make(chan struct{})
+			results := make([][]Task, 2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for i, db := range []*DB{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					results[i], errs[i] = db.ClaimDue(ctx, t0, next)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			seen := map[TaskID]int{}
+			for i := range 2 {
+				if errs[i] != nil {
+					t.Fatalf("ClaimDue %d: %v", i, errs[i])
+				}
+				for _, task := range results[i] {
+					seen[task.ID]++
+				}
+			}
+			if len(seen) != tasks {
+				t.Errorf("%d distinct tasks claimed; want %d", len(seen), tasks)
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("task %s claimed %d times; want once", id, n)
+				}
+			}
+			if again, _ := a.ClaimDue(ctx, t0, next); len(again) != 0 {
+				t.Errorf("third ClaimDue claimed %d tasks; want 0", len(again))
+			}
+		})
+	}
+}
+
+func TestClaimDueAndFinish(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	once := newTask(t, db, schedule.Once, ptr(t0.Add(-time.Minute)))
+	every := newTask(t, db, schedule.Interval, ptr(t0))
+	later := newTask(t, db, schedule.Cron, ptr(t0.Add(2*time.Hour)))
+	paused := newTask(t, db, schedule.Cron, ptr(t0.Add(-time.Hour)))
+	if err := db.PauseTask(ctx, paused.ID, "group removed"); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, _ := db.NextDue(ctx); n == nil || !n.Equal(t0.Add(-time.Minute)) {
+		t.Errorf("NextDue = %v; want %s (paused tasks ignored)", n, t0.Add(-time.Minute))
+	}
+	var sawDue []time.Time
+	claimed, err := db.ClaimDue(ctx, t0, func(task Task) *time.Time {
+		sawDue = append(sawDue, *task.NextRun)
+		if task.Kind == schedule.Once {
+			return nil
+		}
+		return ptr(task.NextRun.Add(time.Hour))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 2 || claimed[0].ID != once.ID || claimed[1].ID != every.ID {
+		t.Fatalf("claimed %+v; want once then every", claimed)
+	}
+	if !sawDue[0].Equal(t0.Add(-time.Minute)) || !sawDue[1].Equal(t0) {
+		t.Errorf("next() saw due times %v; want the stored next runs", sawDue)
+	}
+	if claimed[0].Status != TaskRunning || claimed[0].NextRun != nil {
+		t.Errorf("claimed once task %+v; want running with no next run", claimed[0])
+	}
+	if claimed[1].Status != TaskActive || !claimed[1].NextRun.Equal(t0.Add(time.Hour)) {
+		t.Errorf("claimed interval task %+v; want active, next run %s", claimed[1], t0.Add(time.Hour))
+	}
+	if n, _ := db.NextDue(ctx); n == nil || !n.Equal(t0.Add(time.Hour)) {
+		t.Errorf("NextDue after claim = %v; want %s", n, t0.Add(time.Hour))
+	}
+
+	for _, r := range []TaskRun{
+		{TaskID: once.ID, StartedAt: t0, Duration: 1500 * time.Millisecond, Status: RunOK, Result: "watered", CostUSD: 0.1},
+		{TaskID: every.ID, StartedAt: t0, Duration: time.Second, Status: RunError, Error: "container crashed"},
+	} {
+		if err := db.FinishTaskRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := db.GetTask(ctx, once.ID)
+	if got.Status != TaskDone || got.LastResult != "watered" || got.LastRun == nil || !got.LastRun.Equal(t0) {
+		t.Errorf("once task after run %+v; want done, watered, last run %s", got, t0)
+	}
+	got, _ = db.GetTask(ctx, every.ID)
+	if got.Status != TaskActive || got.LastResult != "error: container crashed" {
+		t.Errorf("interval task after failed run %+v; want still active, error result", got)
+	}
+	runs, _ := db.ListTaskRuns(ctx, once.ID, 10)
+	want := TaskRun{ID: runs[0].ID, TaskID: once.ID, StartedAt: t0, Duration: 1500 * time.Millisecond, Status: RunOK, Result: "watered", CostUSD: 0.1}
+	if len(runs) != 1 || runs[0] != want {
+		t.Errorf("ListTaskRuns = %+v; want [%+v]", runs, want)
+	}
+	if got, _ := db.GetTask(ctx, later.ID); got.Status != TaskActive || got.LastRun != nil {
+		t.Errorf("task not yet due was touched: %+v", got)
+	}
+	if got, _ := db.GetTask(ctx, paused.ID); got.Status != TaskPaused || got.LastResult != "group removed" {
+		t.Errorf("paused task %+v; want paused with its reason", got)
+	}
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: once.ID, Status: "meh"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("FinishTaskRun with status meh = %v; want ErrInvalid", err)
+	}
+}
+
+func TestDeleteTask(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	task := newTask(t, db, schedule.Cron, ptr(t0))
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteTask(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetTask after delete = %v; want ErrNotFound", err)
+	}
+	if n := count(t, db, "task_runs", ""); n != 0 {
+		t.Errorf("%d runs left after delete; want 0", n)
+	}
+	// A run that ends after the task was cancelled records nothing.
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("FinishTaskRun of a deleted task = %v; want ErrNotFound", err)
+	}
+	if err := db.DeleteTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second DeleteTask = %v; want ErrNotFound", err)
+	}
+}
+
+func TestUpdateTaskAndStatus(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	task := newTask(t, db, schedule.Cron, ptr(t0))
+	task.Prompt, task.Kind, task.Value, task.NextRun = "new prompt", schedule.Interval, "2h", ptr(t0.Add(2*time.Hour))
+	if err := db.UpdateTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.GetTask(ctx, task.ID)
+	if got.Prompt != "new prompt" || got.Kind != schedule.Interval || got.Value != "2h" || !got.NextRun.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("updated task %+v", got)
+	}
+	if err := db.SetTaskStatus(ctx, task.ID, TaskPaused); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.GetTask(ctx, task.ID); got.Status != TaskPaused {
+		t.Errorf("status %s; want paused", got.Status)
+	}
+	if err := db.SetTaskStatus(ctx, task.ID, "sleeping"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetTaskStatus(sleeping) = %v; want ErrInvalid", err)
+	}
+	if err := db.SetTaskStatus(ctx, "task-none", TaskActive); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetTaskStatus(unknown) = %v; want ErrNotFound", err)
+	}
+	if err := db.PauseTask(ctx, "task-none", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PauseTask(unknown) = %v; want ErrNotFound", err)
+	}
+	task.ID = "task-none"
+	if err := db.UpdateTask(ctx, task); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateTask(unknown) = %v; want ErrNotFound", err)
+	}
+
+	other, err := db.CreateTask(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: schedule.Once, Value: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for folder, want := range map[Folder]int{"": 2, "main": 1, "family": 1, "nobody": 0} {
+		ts, err := db.ListTasks(ctx, folder)
+		if err != nil || len(ts) != want {
+			t.Errorf("ListTasks(%q) = %d tasks, %v; want %d", folder, len(ts), err, want)
+		}
+	}
+	_ = other
+}
+
+// A once task claimed before a crash is closed with an error, never re-run.
+func TestFailInterrupted(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "bridged.db")
+	db := openAt(t, path)
+	task := newTask(t, db, schedule.Once, ptr(t0))
+	if claimed, _ := db.ClaimDue(ctx, t0, func(Task) *time.Time { return nil }); len(claimed) != 1 {
+		t.Fatalf("claimed %d; want 1", len(claimed))
+	}
+	db.Close() // the daemon dies mid-run
+
+	db = openAt(t, path)
+	n, err := db.FailInterrupted(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("FailInterrupted = %d, %v; want 1", n, err)
+	}
+	got, _ := db.GetTask(ctx, task.ID)
+	if got.Status != TaskDone || got.LastResult != "error: interrupted: bridged stopped during the run" {
+		t.Errorf("interrupted task %+v; want done with the interruption as last result", got)
+	}
+	runs, _ := db.ListTaskRuns(ctx, task.ID, 0)
+	if len(runs) != 1 || runs[0].Status != RunError {
+		t.Errorf("runs %+v; want one error run", runs)
+	}
+	if claimed, _ := db.ClaimDue(ctx, t0.Add(time.Hour), func(Task) *time.Time { return nil }); len(claimed) != 0 {
+		t.Errorf("ClaimDue after restart claimed %d; want 0", len(claimed))
+	}
+	if n, _ := db.FailInterrupted(ctx); n != 0 {
+		t.Errorf("second FailInterrupted = %d; want 0", n)
+	}
+}
+
+func TestStats(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	addGroup(t, db, "local:main", "main")
+	if err := db.UpsertChat(ctx, Chat{ID: "2@g.us"}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: "x", Origin: OriginReply})
+	_, _ = db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: "y", Origin: OriginReply})
+	if err := db.MarkFailed(ctx, a.ID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	newTask(t, db, schedule.Cron, nil)
+	p := newTask(t, db, schedule.Cron, nil)
+	if err := db.PauseTask(ctx, p.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Chats: 2, Groups: 1, PendingOutbox: 1, FailedOutbox: 1, ActiveTasks: 1, PausedTasks: 1}
+	if got != want {
+		t.Errorf("Stats = %+v; want %+v", got, want)
+	}
+}
