@@ -25,13 +25,16 @@ RUN apt-get update \
  && claude --version
 
 # The node image's uid 1000 is "node"; bridged expects a user "agent" with
-# HOME /home/agent, where the group's .claude directory is mounted.
+# HOME /home/agent, where the group's .claude directory is mounted. The
+# container runs as the daemon's uid, which need not be 1000: HOME is 1777 so
+# claude can write ~/.claude.json whatever the uid.
 RUN userdel -r node \
  && groupadd --gid 1000 agent \
  && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/agent --shell /bin/bash agent \
  && mkdir -p /home/agent/.claude /workspace/group /workspace/global /workspace/ipc \
              /workspace/extra /workspace/groups \
- && chown -R agent:agent /home/agent /workspace
+ && chown -R agent:agent /home/agent /workspace \
+ && chmod 1777 /home/agent
 
 COPY --from=build /out/agent-runner /usr/local/bin/agent-runner
 

@@ -2,7 +2,53 @@
 //
 // Runtime is the interface the rest of the daemon uses; Docker implements it
 // over the Engine API (github.com/moby/moby/client), never the docker CLI.
-// The package also builds the mount list of DESIGN §7, checks extra mounts
-// against the mount allowlist of DESIGN §11, and creates a group's
-// .claude/settings.json before its first run.
+// The package also builds the mount list of DESIGN §7 (Mounts), prepares a
+// group's host directories (PrepareGroupDirs), checks extra mounts against
+// the mount allowlist of DESIGN §11 (Allowlist), and creates a group's
+// .claude/settings.json before its first run (EnsureSettings).
+//
+// # Containers
+//
+// Every container carries the labels bridged.managed=1, bridged.group and
+// bridged.instance, runs the image's entrypoint as a non-root uid:gid (the
+// daemon's own, or 1000:1000 when the daemon runs as root; Start refuses
+// root), with every capability dropped, no-new-privileges, memory, CPU and
+// pids limits, a tmpfs /tmp (mode 1777), the engine's init process as PID 1,
+// and auto-remove. The run input, credentials included, travels only on the
+// container's stdin: Start refuses a Spec whose environment, labels or name
+// would carry a credential. Stdout lines are decoded as events; lines that do
+// not decode are logged (a short prefix, at warn) and skipped. Stderr lines go
+// to Spec.Stderr.
+//
+// # Mount allowlist
+//
+// Extra mounts are allowed only by a JSON file outside the bridged home
+// (BRIDGED_MOUNT_ALLOWLIST, default ~/.config/bridged/mount-allowlist.json),
+// which is never mounted into any container:
+//
+//	{
+//	  "allowedRoots": [
+//	    {"path": "~/projects", "allowReadWrite": true, "description": "code"},
+//	    {"path": "/srv/shared/docs", "allowReadWrite": false}
+//	  ],
+//	  "blockedPatterns": ["*.pem", "tokens"],
+//	  "nonMainReadOnly": true
+//	}
+//
+// No file means no extra mounts at all; a file that is not valid JSON, or has
+// unknown fields, is an error naming it. Roots that do not exist are ignored.
+// nonMainReadOnly defaults to true. A requested host path has ~ expanded and
+// its symlinks resolved before any check; it must exist, lie under an allowed
+// root, must not overlap the allowlist file or the bridged home, and no
+// component of it may match a blocked pattern: the defaults (.ssh .gnupg .aws
+// .azure .gcloud .kube .docker credentials .env .netrc .npmrc id_rsa
+// id_ed25519 private_key .secret) plus the file's. A pattern with * ? or [ is
+// a glob matched against a whole path component; any other pattern matches a
+// component containing it at word boundaries (".env" blocks ".env.local" and
+// "prod.env" but not ".environment"), ignoring case. Only the path itself is
+// checked, not what a mounted directory contains. The mount appears at
+// /workspace/extra/<name>, where name (default: the directory's name) is one
+// simple component (letters, digits, . _ -; no .., no /). It is read-write
+// only when asked for, allowed by its root, and the group is main or
+// nonMainReadOnly is false; otherwise read-only.
 package container

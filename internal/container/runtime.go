@@ -26,6 +26,7 @@ type Limits struct {
 	MemoryBytes int64   // 0: no limit
 	CPUs        float64 // 0: no limit
 	Pids        int64   // 0: no limit
+	TmpBytes    int64   // size of the /tmp tmpfs; 0: DefaultTmpBytes
 }
 
 // Spec is everything needed to start one agent container.
