@@ -1,0 +1,43 @@
+// Command fakeclaude is a stand-in for the Claude Code CLI (`claude`) in
+// bridged's tests and test image. It speaks the CLI's streaming protocol as
+// recorded in the claude-cli fixtures (--input-format/--output-format
+// stream-json): it answers initialize and the other control requests, prints
+// one system/init per turn, assistant lines and a result line per turn, keeps
+// session transcripts under $HOME/.claude/projects/<cwd slug>/<session>.jsonl so
+// --resume works from any working directory, and fails at start-up like the
+// real CLI for an unknown --resume id or for bypass mode as root.
+//
+// It has no model. What a turn does is scripted by directives in the latest
+// user message, after XML unescaping: every "fake:<verb>" in the text runs, in
+// order, with its arguments running to the end of the line (or to the next
+// directive on that line). When the prompt holds <message> elements (bridged's
+// prompt format), directives are read from the messages' texts.
+//
+//	fake:reply <text>       reply with text (several replies join with newlines)
+//	fake:sleep <duration>   wait (a Go duration); an interrupt cuts it short
+//	fake:crash              exit 2 mid-turn, after system/init and an assistant line
+//	fake:error <text>       end the turn with an API-error result (is_error, like fixture 08)
+//	fake:tool <name> <json> call an MCP tool of a --mcp-config server, reply with its answer
+//	                        ("tool error: " first when the tool reports an error)
+//	fake:bash <command>     fire the PreToolUse hook for Bash, run the command it returns
+//	                        (with /bin/sh, or a tiny built-in interpreter for `unset A B; env`,
+//	                        `env` and `echo` when there is no shell), reply with its output
+//	fake:compact            a /compact turn: PreCompact hook, then fixture 05's compact result
+//	fake:pid                reply "pid=<pid> session=<session id>"
+//
+// Without directives the reply is "echo: " and the text of the last <message>
+// element, or the whole prompt when there is none.
+//
+// Environment: FAKECLAUDE_STDIN_LOG=<path> appends "<unix nanos> <type> <first
+// 80 bytes of text>" for every stdin line as it is read (latency benchmarks);
+// FAKECLAUDE_NO_SHELL=1 uses the built-in interpreter even when /bin/sh exists.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ(), os.Getuid()))
+}
