@@ -1,0 +1,53 @@
+// Package groupqueue decides when each group's agent work runs.
+//
+// A run is one call to a caller-supplied handler: RunMessages (one container
+// for the group's pending messages, returning when the container is gone) or
+// RunTask (one container for one scheduled task). The queue never looks at
+// what a run does; it only orders, limits, retries and pre-empts runs. It
+// imports nothing from the store or the container runtime.
+//
+// Rules:
+//
+//   - At most one run per group at a time, and at most Config.MaxConcurrent
+//     runs overall. A group with work and no free slot waits; waiting groups
+//     start in FIFO order as slots free, except that a waiting group with a
+//     pending task goes before groups with only messages pending.
+//   - Per group, pending tasks go before pending messages, one task per run.
+//     A task whose ID is already queued or running for the group is not added
+//     again.
+//   - A group's container is "idle" between NotifyIdle (it finished a turn)
+//     and the next successful TryPipe. An idle container is closed at once
+//     (Handlers.CloseIdle) when a task is queued for its group, when messages
+//     for its group wait that could not be piped, when another group waits for
+//     a slot and the cap is reached (the longest-idle containers first, only
+//     as many as are needed), and when the queue shuts down. A busy container
+//     is never closed by the queue; the rule is applied again when it becomes
+//     idle.
+//   - A message container is closed Config.IdleTimeout after its last result;
+//     a task container Config.TaskCloseDelay after its first result.
+//   - TryPipe hands new messages to a live message run. It refuses task runs
+//     (user messages never reach a task's container), runs that are closing,
+//     and everything during shutdown. The send callback runs while the
+//     group's close decisions are held back, so a message is never written
+//     after the close sentinel. Messages that were not piped are picked up by
+//     a follow-up run when the current run ends.
+//   - A failed message run (an error or a panic) is retried after each of
+//     Config.RetryDelays in turn (5, 10, 20, 40, 80 s by default); after the
+//     last one the group waits for the next EnqueueMessages, which starts a
+//     fresh sequence. Messages enqueued while a retry sequence is under way
+//     (during a failed attempt or its back-off) join that sequence instead of
+//     starting an early run. A successful message run resets the count.
+//     Failed task runs are logged, not retried: the scheduler owns tasks.
+//   - A panic in any handler is recovered and logged with its stack; for a
+//     run it counts as a failed run.
+//   - Nothing runs before Run is called, so work may be enqueued while the
+//     daemon is still wiring itself up.
+//   - Shutdown (or the end of Run's context) stops intake: later enqueues are
+//     ignored with a debug log, pending work is not started, pending tasks are
+//     reported through Handlers.TaskDropped. Idle containers are closed, busy
+//     ones as soon as they become idle. Shutdown waits for runs to end until
+//     its context's deadline, then cancels the runs' contexts and returns an
+//     error naming the groups still running.
+//
+// Every method is safe for concurrent use.
+package groupqueue

@@ -1,0 +1,762 @@
+package groupqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Defaults used when the corresponding Config field is zero.
+const (
+	DefaultMaxConcurrent  = 5
+	DefaultIdleTimeout    = 30 * time.Minute
+	DefaultTaskCloseDelay = 10 * time.Second
+)
+
+// DefaultRetryDelays are the back-off delays of a failed message run.
+var DefaultRetryDelays = []time.Duration{
+	5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
+}
+
+// ErrPanic marks the error of a handler that panicked.
+var ErrPanic = errors.New("handler panicked")
+
+// ErrShutdown is returned by Run when the queue was already shut down.
+var ErrShutdown = errors.New("group queue is shut down")
+
+// RunKind says what a run does.
+type RunKind string
+
+// Run kinds. The zero RunKind means "no run".
+const (
+	KindMessages RunKind = "messages"
+	KindTask     RunKind = "task"
+)
+
+// TaskRef is a scheduled task handed through the queue. The queue only reads
+// ID (to avoid queuing the same task twice); Payload is passed back to
+// Handlers.RunTask untouched.
+type TaskRef struct {
+	ID      string
+	Payload any
+}
+
+// Handlers are the caller's side of the queue. RunMessages, RunTask and
+// CloseIdle are required; TaskDropped is optional.
+type Handlers struct {
+	// RunMessages runs one container for the group's pending messages and
+	// returns when the container is gone. A non-nil error is a failed run,
+	// which is retried. ctx is cancelled only when Shutdown's deadline passes.
+	// Input piped through TryPipe may be written from the moment RunMessages
+	// is called, so RunMessages must not discard input files other than a
+	// stale close sentinel when it starts the container.
+	RunMessages func(ctx context.Context, group string) error
+	// RunTask runs one container for one scheduled task and returns when the
+	// container is gone. Errors are logged; the queue does not retry tasks.
+	RunTask func(ctx context.Context, group string, t TaskRef) error
+	// CloseIdle asks the group's container to close now (it writes the close
+	// sentinel). It must not block for long. It is called at most once per
+	// run, never while a TryPipe send for the group is in progress.
+	CloseIdle func(group string)
+	// TaskDropped, if set, is told about every task the queue accepted or
+	// was offered but will never run: tasks pending when the queue shuts down,
+	// tasks enqueued after that, and tasks without an ID.
+	TaskDropped func(group string, t TaskRef)
+}
+
+// Config tunes the queue. Zero values mean the defaults.
+type Config struct {
+	// MaxConcurrent caps the runs (containers) active at once over all
+	// groups. 0 means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// RetryDelays are the waits before each retry of a failed message run.
+	// nil means DefaultRetryDelays; an empty non-nil slice disables retries.
+	RetryDelays []time.Duration
+	// IdleTimeout is how long a message container may sit idle after a
+	// result before it is closed. 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// TaskCloseDelay is how long after its first result a task container is
+	// closed. 0 means DefaultTaskCloseDelay.
+	TaskCloseDelay time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MaxConcurrent < 0 {
+		return c, fmt.Errorf("max concurrent runs must not be negative, got %d", c.MaxConcurrent)
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.RetryDelays == nil {
+		c.RetryDelays = DefaultRetryDelays
+	}
+	c.RetryDelays = slices.Clone(c.RetryDelays)
+	for i, d := range c.RetryDelays {
+		if d <= 0 {
+			return c, fmt.Errorf("retry delay %d must be positive, got %s", i+1, d)
+		}
+	}
+	if c.IdleTimeout < 0 || c.TaskCloseDelay < 0 {
+		return c, fmt.Errorf("idle timeout and task close delay must not be negative")
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.TaskCloseDelay == 0 {
+		c.TaskCloseDelay = DefaultTaskCloseDelay
+	}
+	return c, nil
+}
+
+// group is the queue's state for one group. All fields except pipeMu are
+// guarded by Queue.mu.
+type group struct {
+	name string
+
+	// pipeMu serializes TryPipe sends for the group, so piped messages are
+	// written in the order they were offered. Taken before Queue.mu, never
+	// while holding it.
+	pipeMu sync.Mutex
+
+	// The current run; kind is "" when there is none.
+	kind      RunKind
+	task      TaskRef
+	runID     uint64
+	started   time.Time
+	idle      bool      // finished a turn, waiting for input
+	idleSince time.Time // when idle last became true
+	idleDue   bool      // the idle or task-close timer fired
+	closing   bool      // CloseIdle was called, or the container is going away
+	piping    bool      // a TryPipe send is in progress
+	gotResult bool      // a task run already reported its first result
+	timer     *time.Timer
+	timerGen  uint64
+
+	// Pending work.
+	pendingMsgs bool
+	tasks       []TaskRef
+	waiting     bool // in Queue.waiting
+
+	// Retries of failed message runs.
+	retries    int
+	backoff    bool
+	retryAt    time.Time
+	retryTimer *time.Timer
+	retryGen   uint64
+	gaveUp     bool
+}
+
+func (g *group) active() bool { return g.kind != "" }
+
+func (g *group) hasTask(id string) bool {
+	if g.kind == KindTask && g.task.ID == id {
+		return true
+	}
+	return slices.ContainsFunc(g.tasks, func(t TaskRef) bool { return t.ID == id })
+}
+
+func (g *group) stopTimer() {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	g.timerGen++
+}
+
+func (g *group) stopRetry() {
+	if g.retryTimer != nil {
+		g.retryTimer.Stop()
+		g.retryTimer = nil
+	}
+	g.retryGen++
+	g.backoff = false
+	g.retryAt = time.Time{}
+}
+
+// Queue schedules runs per group. Create it with New, start it with Run.
+type Queue struct {
+	cfg Config
+	h   Handlers
+	log zerolog.Logger
+
+	mu         sync.Mutex
+	groups     map[string]*group
+	waiting    []*group // FIFO; exactly the inactive groups with runnable work
+	active     int
+	nextRunID  uint64
+	runCtx     context.Context // nil until Run starts
+	cancelRuns context.CancelFunc
+	shutting   bool
+	drained    chan struct{} // closed when shutting and no run is active
+
+	wg sync.WaitGroup // run goroutines; waited for by Run
+}
+
+// New returns a queue that starts no run until Run is called. It fails if a
+// required handler is missing or cfg holds a negative value.
+func New(cfg Config, h Handlers, log zerolog.Logger) (*Queue, error) {
+	if h.RunMessages == nil || h.RunTask == nil || h.CloseIdle == nil {
+		return nil, errors.New("new group queue: RunMessages, RunTask and CloseIdle handlers are required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("new group queue: %w", err)
+	}
+	return &Queue{
+		cfg:    cfg,
+		h:      h,
+		log:    log.With().Str("component", "groupqueue").Logger(),
+		groups: make(map[string]*group),
+	}, nil
+}
+
+// Run starts the queued work and keeps starting runs as work arrives and
+// slots free. It blocks until ctx ends, then shuts the queue down (as
+// Shutdown does, without a deadline) and returns once every run has ended;
+// call Shutdown with a deadline to bound that wait. The runs' contexts do not
+// inherit ctx's cancellation, so a run is not killed just because Run's
+// context ended. It returns nil, or ErrShutdown if the queue was already shut
+// down, or an error if Run is already running.
+func (q *Queue) Run(ctx context.Context) error {
+	q.mu.Lock()
+	if q.shutting {
+		q.mu.Unlock()
+		return ErrShutdown
+	}
+	if q.runCtx != nil {
+		q.mu.Unlock()
+		return errors.New("run group queue: already running")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	q.runCtx, q.cancelRuns = runCtx, cancel
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+
+	<-ctx.Done()
+	q.beginShutdown()
+	q.wg.Wait()
+	cancel()
+	return nil
+}
+
+// Shutdown stops intake, drops pending work, closes idle containers and
+// waits for active runs to end. It blocks until they have all ended (nil) or
+// ctx is done; then it cancels the remaining runs' contexts and returns an
+// error naming their groups, without waiting further. It may be called more
+// than once, and before or without Run.
+func (q *Queue) Shutdown(ctx context.Context) error {
+	q.beginShutdown()
+	q.mu.Lock()
+	drained := q.drained
+	q.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	names := q.activeNamesLocked()
+	cancel := q.cancelRuns
+	q.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	if cancel != nil {
+		cancel()
+	}
+	return fmt.Errorf("shut down group queue: runs still active for %s: %w", strings.Join(names, ", "), ctx.Err())
+}
+
+// beginShutdown switches the queue to shutting down once; later calls do
+// nothing.
+func (q *Queue) beginShutdown() {
+	q.mu.Lock()
+	if q.shutting {
+		q.mu.Unlock()
+		return
+	}
+	q.shutting = true
+	q.drained = make(chan struct{})
+	if q.active == 0 {
+		close(q.drained)
+	}
+	type drop struct {
+		group string
+		task  TaskRef
+	}
+	var drops []drop
+	for _, g := range q.sortedGroupsLocked() {
+		g.stopRetry()
+		g.pendingMsgs = false
+		for _, t := range g.tasks {
+			drops = append(drops, drop{g.name, t})
+		}
+		g.tasks = nil
+		g.waiting = false
+	}
+	q.waiting = nil
+	closes := q.settleLocked()
+	running := q.active
+	q.mu.Unlock()
+
+	q.log.Info().Int("running", running).Int("dropped_tasks", len(drops)).Msg("group queue shutting down")
+	for _, d := range drops {
+		q.log.Warn().Str("group", d.group).Str("task", d.task.ID).Msg("task dropped at shutdown")
+		q.taskDropped(d.group, d.task)
+	}
+	q.closeIdle(closes)
+}
+
+// EnqueueMessages records that the group has messages to handle. It never
+// blocks on a run: the messages run when the group and a slot are free, or
+// in a follow-up run if a run is active. Repeated calls coalesce into one run.
+// After Shutdown it does nothing (debug log).
+func (q *Queue) EnqueueMessages(name string) {
+	q.mu.Lock()
+	if q.shutting {
+		q.mu.Unlock()
+		q.log.Debug().Str("group", name).Msg("messages ignored: queue shutting down")
+		return
+	}
+	g := q.groupLocked(name)
+	inSequence := g.backoff || (g.kind == KindMessages && g.retries > 0)
+	if !inSequence {
+		g.retries = 0
+		g.gaveUp = false
+	}
+	g.pendingMsgs = true
+	q.refreshLocked(g)
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+}
+
+// EnqueueTask queues a scheduled task for the group. It never blocks on a
+// run. A task whose ID is already queued or running for the group is
+// ignored; if the group's container is idle it is closed at once so the task
+// can run after it exits. After Shutdown, or without an ID, the task is
+// ignored and reported through Handlers.TaskDropped.
+func (q *Queue) EnqueueTask(name string, t TaskRef) {
+	if t.ID == "" {
+		q.log.Warn().Str("group", name).Msg("task without id ignored")
+		q.taskDropped(name, t)
+		return
+	}
+	q.mu.Lock()
+	if q.shutting {
+		q.mu.Unlock()
+		q.log.Debug().Str("group", name).Str("task", t.ID).Msg("task ignored: queue shutting down")
+		q.taskDropped(name, t)
+		return
+	}
+	g := q.groupLocked(name)
+	if g.hasTask(t.ID) {
+		q.mu.Unlock()
+		q.log.Debug().Str("group", name).Str("task", t.ID).Msg("task already queued")
+		return
+	}
+	g.tasks = append(g.tasks, t)
+	q.refreshLocked(g)
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+}
+
+// NotifyIdle records that the group's container finished a turn and waits
+// for input; call it for every result the container reports. It starts the
+// idle timer (message runs) or, on the first result, the task close timer
+// (task runs), and closes the container at once if the rules in the package
+// doc say so. Non-blocking; it does nothing if the group has no run or its
+// run is closing.
+func (q *Queue) NotifyIdle(name string) {
+	q.mu.Lock()
+	g := q.groups[name]
+	if g == nil || !g.active() || g.closing {
+		q.mu.Unlock()
+		q.log.Debug().Str("group", name).Msg("idle notice without a live run")
+		return
+	}
+	g.idle = true
+	g.idleSince = time.Now()
+	switch g.kind {
+	case KindMessages:
+		g.idleDue = false
+		q.armTimerLocked(g, q.cfg.IdleTimeout)
+	case KindTask:
+		if !g.gotResult {
+			g.gotResult = true
+			q.armTimerLocked(g, q.cfg.TaskCloseDelay)
+		}
+	}
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+}
+
+// MarkClosing records that the group's current container is going away on
+// its own (it exited, crashed, or is being stopped by a timeout). From then
+// on TryPipe returns false for this run and new messages wait for a
+// follow-up run. It does not call CloseIdle. Non-blocking; it does nothing
+// without a run.
+func (q *Queue) MarkClosing(name string) {
+	q.mu.Lock()
+	g := q.groups[name]
+	if g == nil || !g.active() || g.closing {
+		q.mu.Unlock()
+		return
+	}
+	g.closing = true
+	g.stopTimer()
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+}
+
+// TryPipe hands new messages to the group's live message run. If the group
+// is running messages, is not closing and the queue is not shutting down, it
+// calls send (which writes the IPC input file) while close decisions for the
+// group are held back, marks the container busy again and returns true. It
+// returns false without calling send otherwise (the caller then calls
+// EnqueueMessages). If send fails or panics, TryPipe returns false and the
+// error; the group's state is unchanged. TryPipe blocks while send runs and
+// while another TryPipe for the same group runs; send must not call TryPipe
+// for the same group.
+func (q *Queue) TryPipe(name string, send func() error) (bool, error) {
+	q.mu.Lock()
+	g := q.groups[name]
+	if !q.pipeableLocked(g) {
+		q.mu.Unlock()
+		return false, nil
+	}
+	q.mu.Unlock()
+
+	g.pipeMu.Lock()
+	defer g.pipeMu.Unlock()
+
+	q.mu.Lock()
+	if !q.pipeableLocked(g) { // the run may have changed while we waited
+		q.mu.Unlock()
+		return false, nil
+	}
+	runID := g.runID
+	g.piping = true
+	q.mu.Unlock()
+
+	err := q.safeSend(send)
+
+	q.mu.Lock()
+	g.piping = false
+	if err == nil && g.active() && g.runID == runID {
+		g.idle = false
+		g.idleDue = false
+		g.stopTimer()
+	}
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+	if err != nil {
+		return false, fmt.Errorf("pipe messages to %s: %w", name, err)
+	}
+	return true, nil
+}
+
+func (q *Queue) pipeableLocked(g *group) bool {
+	return g != nil && !q.shutting && g.kind == KindMessages && !g.closing
+}
+
+// Active reports whether the group has a run and whether that run is a
+// task. Non-blocking.
+func (q *Queue) Active(name string) (running bool, isTask bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g := q.groups[name]
+	if g == nil || !g.active() {
+		return false, false
+	}
+	return true, g.kind == KindTask
+}
+
+// groupLocked returns the group's state, creating it.
+func (q *Queue) groupLocked(name string) *group {
+	g := q.groups[name]
+	if g == nil {
+		g = &group{name: name}
+		q.groups[name] = g
+	}
+	return g
+}
+
+// refreshLocked keeps g's membership of the waiting list in step with its
+// state: a group waits exactly when it has no run and has runnable work.
+func (q *Queue) refreshLocked(g *group) {
+	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || (g.pendingMsgs && !g.backoff))
+	switch {
+	case runnable && !g.waiting:
+		g.waiting = true
+		q.waiting = append(q.waiting, g)
+	case !runnable && g.waiting:
+		g.waiting = false
+		q.waiting = slices.DeleteFunc(q.waiting, func(w *group) bool { return w == g })
+	}
+}
+
+// settleLocked starts runs while slots are free and returns the groups whose
+// idle containers must be closed now; the caller calls closeIdle with them
+// after unlocking.
+func (q *Queue) settleLocked() []string {
+	if q.runCtx != nil && !q.shutting {
+		for q.active < q.cfg.MaxConcurrent && len(q.waiting) > 0 {
+			i := slices.IndexFunc(q.waiting, func(g *group) bool { return len(g.tasks) > 0 })
+			if i < 0 {
+				i = 0
+			}
+			g := q.waiting[i]
+			q.waiting = slices.Delete(q.waiting, i, i+1)
+			g.waiting = false
+			q.startLocked(g)
+		}
+	}
+
+	var closes []string
+	var idle []*group
+	closing := 0
+	for _, g := range q.sortedGroupsLocked() {
+		if !g.active() {
+			continue
+		}
+		if g.closing {
+			closing++
+			continue
+		}
+		if !g.idle || g.piping {
+			continue
+		}
+		if g.idleDue || q.shutting || len(g.tasks) > 0 || (g.pendingMsgs && !g.backoff) {
+			g.closing = true
+			g.stopTimer()
+			closes = append(closes, g.name)
+			closing++
+			continue
+		}
+		idle = append(idle, g)
+	}
+	// Other groups wait for a slot: free as many as are needed, longest idle
+	// first. Runs already closing will free their slots on their own.
+	if need := len(q.waiting) - closing; need > 0 && q.active >= q.cfg.MaxConcurrent {
+		sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
+		for _, g := range idle[:min(need, len(idle))] {
+			g.closing = true
+			g.stopTimer()
+			closes = append(closes, g.name)
+		}
+	}
+	return closes
+}
+
+// startLocked starts g's next run: its first task, or its messages.
+func (q *Queue) startLocked(g *group) {
+	if len(g.tasks) > 0 {
+		g.kind = KindTask
+		g.task = g.tasks[0]
+		g.tasks = slices.Delete(g.tasks, 0, 1)
+	} else {
+		g.kind = KindMessages
+		g.task = TaskRef{}
+		g.pendingMsgs = false
+	}
+	q.nextRunID++
+	g.runID = q.nextRunID
+	g.started = time.Now()
+	g.idle, g.idleDue, g.closing, g.gotResult = false, false, false, false
+	g.stopTimer()
+	q.active++
+	q.wg.Add(1)
+	go q.execute(q.runCtx, g, g.kind, g.task, g.runID)
+}
+
+// execute runs one handler call and records its end. It is the body of
+// every run goroutine.
+func (q *Queue) execute(ctx context.Context, g *group, kind RunKind, t TaskRef, runID uint64) {
+	defer q.wg.Done()
+	log := q.log.With().Str("group", g.name).Str("kind", string(kind)).Logger()
+	if kind == KindTask {
+		log = log.With().Str("task", t.ID).Logger()
+	}
+	log.Debug().Msg("run started")
+	err := q.invoke(ctx, log, g.name, kind, t)
+	q.finish(log, g, kind, runID, err)
+}
+
+func (q *Queue) invoke(ctx context.Context, log zerolog.Logger, name string, kind RunKind, t TaskRef) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("run handler panicked")
+			err = fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	if kind == KindTask {
+		return q.h.RunTask(ctx, name, t)
+	}
+	return q.h.RunMessages(ctx, name)
+}
+
+// finish records the end of a run: retry bookkeeping, then the next runs.
+func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64, err error) {
+	q.mu.Lock()
+	duration := time.Since(g.started)
+	g.kind = ""
+	g.task = TaskRef{}
+	g.idle, g.idleDue, g.closing, g.gotResult = false, false, false, false
+	g.stopTimer()
+	q.active--
+	if q.shutting && q.active == 0 {
+		close(q.drained)
+	}
+
+	var retryIn time.Duration
+	switch {
+	case kind == KindTask:
+	case err == nil:
+		g.retries = 0
+		g.gaveUp = false
+	case q.shutting:
+	default:
+		g.retries++
+		if g.retries <= len(q.cfg.RetryDelays) {
+			retryIn = q.cfg.RetryDelays[g.retries-1]
+			g.pendingMsgs = true
+			g.backoff = true
+			g.retryAt = time.Now().Add(retryIn)
+			g.retryGen++
+			gen := g.retryGen
+			g.retryTimer = time.AfterFunc(retryIn, func() { q.retryDue(g, gen) })
+		} else {
+			g.pendingMsgs = false
+			g.gaveUp = true
+		}
+	}
+	retries, gaveUp := g.retries, g.gaveUp
+	q.refreshLocked(g)
+	closes := q.settleLocked()
+	q.mu.Unlock()
+
+	switch {
+	case err == nil:
+		log.Debug().Dur("duration", duration).Msg("run finished")
+	case kind == KindTask:
+		log.Warn().Err(err).Dur("duration", duration).Msg("task run failed")
+	case retryIn > 0:
+		log.Warn().Err(err).Int("attempt", retries).Dur("retry_in", retryIn).Msg("message run failed, will retry")
+	case gaveUp:
+		log.Error().Err(err).Int("attempts", retries).Msg("message run failed for good, waiting for the next message")
+	default:
+		log.Warn().Err(err).Msg("message run failed during shutdown")
+	}
+	q.closeIdle(closes)
+}
+
+// retryDue ends a back-off: the group's messages become runnable again.
+func (q *Queue) retryDue(g *group, gen uint64) {
+	q.mu.Lock()
+	if g.retryGen != gen || q.shutting {
+		q.mu.Unlock()
+		return
+	}
+	g.retryTimer = nil
+	g.backoff = false
+	g.retryAt = time.Time{}
+	g.pendingMsgs = true
+	q.refreshLocked(g)
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	q.closeIdle(closes)
+}
+
+// armTimerLocked (re)starts g's close timer.
+func (q *Queue) armTimerLocked(g *group, d time.Duration) {
+	g.stopTimer()
+	gen, runID := g.timerGen, g.runID
+	g.timer = time.AfterFunc(d, func() { q.timerDue(g, gen, runID) })
+}
+
+// timerDue handles the idle timeout of a message run or the close delay of
+// a task run.
+func (q *Queue) timerDue(g *group, gen, runID uint64) {
+	q.mu.Lock()
+	if g.timerGen != gen || g.runID != runID || !g.active() || g.closing {
+		q.mu.Unlock()
+		return
+	}
+	g.timer = nil
+	g.idleDue = true
+	closes := q.settleLocked()
+	q.mu.Unlock()
+	if len(closes) > 0 {
+		q.log.Debug().Str("group", g.name).Msg("closing container after idle period")
+	}
+	q.closeIdle(closes)
+}
+
+func (q *Queue) closeIdle(names []string) {
+	for _, name := range names {
+		q.log.Debug().Str("group", name).Msg("closing idle container")
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					q.log.Error().Str("group", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("close handler panicked")
+				}
+			}()
+			q.h.CloseIdle(name)
+		}()
+	}
+}
+
+func (q *Queue) taskDropped(name string, t TaskRef) {
+	if q.h.TaskDropped == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			q.log.Error().Str("group", name).Str("task", t.ID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("task dropped handler panicked")
+		}
+	}()
+	q.h.TaskDropped(name, t)
+}
+
+func (q *Queue) safeSend(send func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			q.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("pipe send panicked")
+			err = fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	return send()
+}
+
+func (q *Queue) sortedGroupsLocked() []*group {
+	gs := make([]*group, 0, len(q.groups))
+	for _, g := range q.groups {
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+	return gs
+}
+
+func (q *Queue) activeNamesLocked() []string {
+	var names []string
+	for _, g := range q.sortedGroupsLocked() {
+		if g.active() {
+			names = append(names, g.name)
+		}
+	}
+	return names
+}
