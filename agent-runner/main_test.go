@@ -1,0 +1,880 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc"
+)
+
+// The tests run agent-runner as a plain process against cmd/fakeclaude, both
+// built once into a temporary directory.
+var bin struct{ runner, claude string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agent-runner-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.runner = filepath.Join(dir, "agent-runner")
+	bin.claude = filepath.Join(dir, "claude")
+	for _, b := range []struct{ out, pkg string }{
+		{bin.runner, "github.com/bridged-app/bridged/agent-runner"},
+		{bin.claude, "github.com/bridged-app/bridged/cmd/fakeclaude"},
+	} {
+		args := []string{"build", "-o", b.out}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, b.pkg)...)
+
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Secrets given in the run input; they must reach claude's environment and
+// nothing else.
+const (
+	secretKey   = "sk-ant-secret-value-8c1f"
+	secretOAuth = "oauth-secret-value-77d2"
+)
+
+type agent struct {
+	t       testing.TB
+	root    string
+	ipc     ipc.Layout
+	work    string
+	home    string
+	cmd     *exec.Cmd
+	events  chan ipc.Event
+	badOut  chan string
+	stderr  *syncBuffer
+	exited  chan struct{}
+	exitErr error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type agentOpts struct {
+	args    []string
+	env     []string
+	noSandx bool
+	claude  string
+	rawIn   []byte
+	setup   func(root string) // runs before the runner starts
+}
+
+func defaultInput(prompt string) ipc.RunInput {
+	return ipc.RunInput{
+		Prompt:        prompt,
+		Group:         "family",
+		Chat:          "120363001@g.us",
+		AssistantName: "Andy",
+		Timezone:      "Europe/Berlin",
+		Secrets:       map[string]string{"ANTHROPIC_API_KEY": secretKey, "CLAUDE_CODE_OAUTH_TOKEN": secretOAuth},
+	}
+}
+
+func startAgent(t testing.TB, in ipc.RunInput, o agentOpts) *agent {
+	t.Helper()
+	root := t.TempDir()
+	a := &agent{
+		t:      t,
+		root:   root,
+		ipc:    ipc.Layout{Root: filepath.Join(root, "ipc")},
+		work:   filepath.Join(root, "group"),
+		home:   filepath.Join(root, "home"),
+		events: make(chan ipc.Event, 256),
+		badOut: make(chan string, 16),
+		stderr: &syncBuffer{},
+		exited: make(chan struct{}),
+	}
+	for _, d := range []string{a.work, a.home, filepath.Join(root, "global"), filepath.Join(root, "extra")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.ipc.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if o.setup != nil {
+		o.setup(root)
+	}
+	claude := o.claude
+	if claude == "" {
+		claude = bin.claude
+	}
+	args := append([]string{
+		"--ipc-dir", a.ipc.Root, "--workdir", a.work,
+		"--global-dir", filepath.Join(root, "global"), "--extra-dir", filepath.Join(root, "extra"),
+		"--claude", claude,
+	}, o.args...)
+	a.cmd = exec.Command(bin.runner, args...)
+	env := []string{
+		"HOME=" + a.home,
+		"PATH=" + os.Getenv("PATH"),
+		// Present in the runner's environment: must not reach claude.
+		"ANTHROPIC_API_KEY=parent-key-must-not-leak",
+		"CLAUDECODE=1",
+		// Race-enabled binaries otherwise sleep 1s at exit.
+		"GORACE=atexit_sleep_ms=0",
+	}
+	if !o.noSandx {
+		env = append(env, "IS_SANDBOX=1") // these tests run as root
+	}
+	a.cmd.Env = append(env, o.env...)
+	a.cmd.Dir = root
+	input := o.rawIn
+	if input == nil {
+		var err error
+		if input, err = json.Marshal(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.cmd.Stdin = bytes.NewReader(input)
+	a.cmd.Stderr = a.stderr
+	stdout, err := a.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			ev, err := ipc.DecodeEvent(sc.Bytes())
+			if err != nil {
+				a.badOut <- sc.Text()
+				continue
+			}
+			a.events <- ev
+		}
+	}()
+	go func() {
+		<-readDone
+		a.exitErr = a.cmd.Wait()
+		close(a.events)
+		close(a.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-a.exited:
+		default:
+			_ = a.cmd.Process.Kill()
+			<-a.exited
+		}
+		select {
+		case line := <-a.badOut:
+			t.Errorf("stdout carried a line that is not an event: %q", line)
+		default:
+		}
+		if t.Failed() {
+			t.Logf("agent-runner stderr:\n%s", a.stderr.String())
+		}
+	})
+	return a
+}
+
+// next returns the next event.
+func (a *agent) next() ipc.Event {
+	a.t.Helper()
+	select {
+	case ev, ok := <-a.events:
+		if !ok {
+			a.t.Fatalf("agent-runner exited (%v) while an event was expected", a.exitErr)
+		}
+		return ev
+	case <-time.After(20 * time.Second):
+		a.t.Fatal("no event within 20s")
+	}
+	return ipc.Event{}
+}
+
+// nextOf skips session events and returns the next event of type typ;
+// any other event fails the test.
+func (a *agent) nextOf(typ ipc.EventType) ipc.Event {
+	a.t.Helper()
+	for {
+		ev := a.next()
+		if ev.Type == typ {
+			return ev
+		}
+		if ev.Type != ipc.EventSession {
+			a.t.Fatalf("got event %+v; want %s", ev, typ)
+		}
+	}
+}
+
+// wait returns the exit code once the runner has exited.
+func (a *agent) wait() int {
+	a.t.Helper()
+	var rest []ipc.Event
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev, ok := <-a.events:
+			if !ok {
+				<-a.exited
+				if len(rest) > 0 {
+					a.t.Logf("events before exit: %+v", rest)
+				}
+				return a.cmd.ProcessState.ExitCode()
+			}
+			rest = append(rest, ev)
+		case <-timeout:
+			a.t.Fatal("agent-runner did not exit within 20s")
+		}
+	}
+}
+
+func (a *agent) writeInput(text string) string {
+	a.t.Helper()
+	name, err := a.ipc.WriteInput(text)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return name
+}
+
+func (a *agent) close() {
+	a.t.Helper()
+	if err := a.ipc.WriteClose(); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// waitFor polls cond with a short tick until it holds or the deadline passes.
+func waitFor(t testing.TB, deadline time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// assertNoSecrets fails if a secret appears in any file under root or in the
+// runner's stderr.
+func (a *agent) assertNoSecrets() {
+	a.t.Helper()
+	for _, s := range []string{secretKey, secretOAuth} {
+		if strings.Contains(a.stderr.String(), s) {
+			a.t.Errorf("secret %q appears in agent-runner's stderr", s)
+		}
+		_ = filepath.WalkDir(a.root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err == nil && bytes.Contains(data, []byte(s)) {
+				a.t.Errorf("secret %q written to %s", s, path)
+			}
+			return nil
+		})
+	}
+}
+
+func prompt(text string) string {
+	return `<context timezone="Europe/Berlin" now="2026-11-22T09:30:00+01:00"/>` + "\n<messages>\n" +
+		`<message sender="Alice" time="2026-11-22T09:29:58+01:00">` + text + "</message>\n</messages>"
+}
+
+func TestPromptGivesResult(t *testing.T) {
+	a := startAgent(t, defaultInput(prompt("@Andy hello there")), agentOpts{})
+	sess := a.next()
+	if sess.Type != ipc.EventSession || sess.SessionID == "" || sess.Fresh {
+		t.Fatalf("first event %+v; want the new session", sess)
+	}
+	res := a.nextOf(ipc.EventResult)
+	if res.Text != "echo: @Andy hello there" || res.IsError {
+		t.Errorf("result %q (error %v); want the echo", res.Text, res.IsError)
+	}
+	if res.SessionID != sess.SessionID || res.LastUUID == "" {
+		t.Errorf("result session %q last uuid %q; want session %q and a uuid", res.SessionID, res.LastUUID, sess.SessionID)
+	}
+	if res.Usage == nil || res.Usage.InputTokens == 0 || res.NumTurns == 0 {
+		t.Errorf("result usage %+v turns %d; want the CLI's figures", res.Usage, res.NumTurns)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+	if exists(filepath.Join(a.ipc.Input(), ipc.CloseName)) {
+		t.Error("close sentinel left behind")
+	}
+}
+
+func pidOf(t *testing.T, text string) (pid, session string) {
+	t.Helper()
+	// fake:pid replies "pid=<pid> session=<id>".
+	for _, f := range strings.Fields(text) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			pid = v
+		}
+		if v, ok := strings.CutPrefix(f, "session="); ok {
+			session = v
+		}
+	}
+	if pid == "" || session == "" {
+		t.Fatalf("reply %q does not reveal pid and session", text)
+	}
+	return pid, session
+}
+
+func TestFollowUpReachesSameProcessMidTurn(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:sleep 1s\nfake:pid"), agentOpts{})
+	a.nextOf(ipc.EventSession)
+	name := a.writeInput("fake:pid")
+	// The file is consumed (written to claude's stdin) while the first turn
+	// is still sleeping: no result has arrived yet.
+	waitFor(t, 5*time.Second, "follow-up consumed", func() bool { return !exists(filepath.Join(a.ipc.Input(), name)) })
+	select {
+	case ev := <-a.events:
+		t.Fatalf("event %+v before the follow-up was consumed; want it consumed mid-turn", ev)
+	default:
+	}
+	first := a.nextOf(ipc.EventResult)
+	second := a.nextOf(ipc.EventResult)
+	pid1, s1 := pidOf(t, first.Text)
+	pid2, s2 := pidOf(t, second.Text)
+	if pid1 != pid2 || s1 != s2 {
+		t.Errorf("follow-up answered by pid %s session %s; want the same process %s and session %s", pid2, s2, pid1, s1)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestCloseWaitsForTurnInFlight(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:sleep 800ms\nfake:reply finished"), agentOpts{})
+	a.nextOf(ipc.EventSession)
+	a.close()
+	res := a.nextOf(ipc.EventResult)
+	if res.Text != "finished" {
+		t.Errorf("result %q; want the turn in flight to finish", res.Text)
+	}
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestFollowUpsAfterCloseAreLeftForNextContainer(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:reply one"), agentOpts{})
+	a.nextOf(ipc.EventResult)
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Fatalf("exit code %d; want 0", code)
+	}
+	// Written after the runner exited: still there for the next container.
+	name := a.writeInput("late")
+	if !exists(filepath.Join(a.ipc.Input(), name)) {
+		t.Error("late follow-up vanished")
+	}
+}
+
+func TestLeftoverInputIsDelivered(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:reply first"), agentOpts{setup: func(root string) {
+		// Waiting before the runner started, with a stale close sentinel
+		// from an earlier container.
+		l := ipc.Layout{Root: filepath.Join(root, "ipc")}
+		if _, err := l.WriteInput("fake:reply second"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WriteClose(); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	r1 := a.nextOf(ipc.EventResult)
+	r2 := a.nextOf(ipc.EventResult)
+	if r1.Text != "first" || r2.Text != "second" {
+		t.Errorf("results %q, %q; want first, second in order", r1.Text, r2.Text)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestMalformedInputMovedToErrors(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:reply ready"), agentOpts{})
+	a.nextOf(ipc.EventResult)
+	for name, data := range map[string]string{
+		"0001-bad.json":   `{"type":"message","text":""}`,
+		"0002-junk.json":  `not json at all`,
+		"0003-extra.json": `{"type":"message","text":"x","extra":1}`,
+	} {
+		if err := ipc.WriteFileAtomic(a.ipc.Input(), name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.writeInput("fake:reply still alive")
+	if res := a.nextOf(ipc.EventResult); res.Text != "still alive" {
+		t.Errorf("result %q; want the good follow-up answered", res.Text)
+	}
+	for _, name := range []string{"0001-bad.json", "0002-junk.json", "0003-extra.json"} {
+		if !exists(filepath.Join(a.ipc.Root, "errors", "input-"+name)) {
+			t.Errorf("%s not moved to errors/", name)
+		}
+		if exists(filepath.Join(a.ipc.Input(), name)) {
+			t.Errorf("%s still in input/", name)
+		}
+	}
+	if !strings.Contains(a.stderr.String(), "malformed input file") {
+		t.Error("no log line for the malformed files")
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestCrashRestartsOnceWithResume(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:pid"), agentOpts{})
+	pid1, s1 := pidOf(t, a.nextOf(ipc.EventResult).Text)
+
+	a.writeInput("fake:crash")
+	ev := a.nextOf(ipc.EventError)
+	if !ev.Retryable || !strings.Contains(ev.Message, "restarted with --resume "+s1) {
+		t.Errorf("crash report %+v; want a retryable error naming the resumed session", ev)
+	}
+	a.writeInput("fake:pid")
+	pid2, s2 := pidOf(t, a.nextOf(ipc.EventResult).Text)
+	if pid2 == pid1 || s2 != s1 {
+		t.Errorf("after restart pid %s session %s; want a new process on session %s", pid2, s2, s1)
+	}
+
+	// A second crash is not survived.
+	a.writeInput("fake:crash")
+	ev = a.nextOf(ipc.EventError)
+	if !strings.Contains(ev.Message, "giving up") {
+		t.Errorf("second crash report %+v; want giving up", ev)
+	}
+	if code := a.wait(); code == 0 {
+		t.Error("exit code 0 after claude could not be kept running; want non-zero")
+	}
+}
+
+func TestUnknownSessionStartsFresh(t *testing.T) {
+	in := defaultInput("fake:reply hello again")
+	in.SessionID = "5f1d3b8e-0000-4000-8000-00000000dead"
+	in.ResumeAt = "6a2e4c9f-0000-4000-8000-00000000beef"
+	a := startAgent(t, in, agentOpts{})
+	a.writeInput("fake:reply and this too")
+	sess := a.next()
+	if sess.Type != ipc.EventSession || !sess.Fresh || sess.SessionID == "" || sess.SessionID == in.SessionID {
+		t.Fatalf("first event %+v; want a fresh session replacing the unknown one", sess)
+	}
+	r1 := a.nextOf(ipc.EventResult)
+	r2 := a.nextOf(ipc.EventResult)
+	if r1.Text != "hello again" || r1.IsError || r1.SessionID != sess.SessionID {
+		t.Errorf("result %+v; want the prompt answered in the fresh session", r1)
+	}
+	if r2.Text != "and this too" {
+		t.Errorf("second result %q; want the follow-up answered too", r2.Text)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestBashCommandsNeverSeeCredentials(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:bash env\nfake:pid"), agentOpts{})
+	res := a.nextOf(ipc.EventResult)
+	if !strings.Contains(res.Text, "HOME=") {
+		t.Fatalf("result %q; want the env output", res.Text)
+	}
+	for _, leak := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", secretKey, secretOAuth, "parent-key"} {
+		if strings.Contains(res.Text, leak) {
+			t.Errorf("Bash command saw %q", leak)
+		}
+	}
+	// claude itself does hold the credentials (and not the runner's own).
+	pid, _ := pidOf(t, res.Text[strings.Index(res.Text, "pid="):])
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatalf("read claude's environment: %v", err)
+	}
+	vars := strings.Split(string(environ), "\x00")
+	has := func(kv string) bool {
+		for _, v := range vars {
+			if v == kv {
+				return true
+			}
+		}
+		return false
+	}
+	for _, want := range []string{"ANTHROPIC_API_KEY=" + secretKey, "CLAUDE_CODE_OAUTH_TOKEN=" + secretOAuth,
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_RETRIES=3",
+		"IS_SANDBOX=1", "HOME=" + a.home} {
+		if !has(want) {
+			t.Errorf("claude's environment lacks %s", strings.SplitN(want, "=", 2)[0])
+		}
+	}
+	for _, v := range vars {
+		if strings.HasPrefix(v, "CLAUDECODE=") || strings.Contains(v, "parent-key") {
+			t.Errorf("claude's environment has %q", v)
+		}
+	}
+	a.close()
+	a.wait()
+	a.assertNoSecrets()
+}
+
+func TestCompactArchivesConversation(t *testing.T) {
+	in := defaultInput(prompt("@Jarvis plan the trip to Lisbon"))
+	in.AssistantName = "Jarvis"
+	a := startAgent(t, in, agentOpts{})
+	a.nextOf(ipc.EventResult)
+	a.writeInput("fake:compact")
+	if res := a.nextOf(ipc.EventResult); res.IsError {
+		t.Fatalf("compaction result %+v", res)
+	}
+	loc, _ := time.LoadLocation(in.Timezone)
+	files, _ := filepath.Glob(filepath.Join(a.work, "conversations", "*.md"))
+	if len(files) != 1 {
+		t.Fatalf("archives %v; want one", files)
+	}
+	name := filepath.Base(files[0])
+	today := time.Now().In(loc).Format("2006-01-02")
+	if want := today + "-jarvis-plan-the-trip-to-lisbon.md"; name != want {
+		t.Errorf("archive named %q; want %q", name, want)
+	}
+	data, _ := os.ReadFile(files[0])
+	text := string(data)
+	for _, want := range []string{"**User**: ", "**Jarvis**: echo: @Jarvis plan the trip to Lisbon", "plan the trip to Lisbon"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("archive lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "**Andy**") {
+		t.Error("archive uses a hard-coded assistant name")
+	}
+	a.close()
+	a.wait()
+}
+
+// nextRequest waits for one request file and returns it.
+func nextRequest(t *testing.T, l ipc.Layout) ipc.Request {
+	t.Helper()
+	var names []string
+	waitFor(t, 10*time.Second, "a request file", func() bool {
+		names, _ = ipc.List(l.Requests())
+		return len(names) > 0
+	})
+	data, err := os.ReadFile(filepath.Join(l.Requests(), names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := ipc.DecodeRequest(data)
+	if err != nil {
+		t.Fatalf("request %s: %v", data, err)
+	}
+	return req
+}
+
+func TestToolCallRoundTrip(t *testing.T) {
+	a := startAgent(t, defaultInput(`fake:tool send_message {"text":"hi"}`), agentOpts{})
+	req := nextRequest(t, a.ipc)
+	args, ok := req.Args.(ipc.SendMessageArgs)
+	if req.Type != ipc.TypeSendMessage || !ok || args.Text != "hi" {
+		t.Fatalf("request %+v; want send_message hi", req)
+	}
+	resp, err := ipc.OKResponse(req.ID, ipc.SendResult{OutboxID: 7, Chat: "120363001@g.us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ipc.WriteJSON(a.ipc.Responses(), req.FileName(), resp); err != nil {
+		t.Fatal(err)
+	}
+	res := a.nextOf(ipc.EventResult)
+	if res.IsError || !strings.Contains(res.Text, "Message queued for delivery to this chat.") {
+		t.Errorf("result %q; want the tool's answer", res.Text)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
+	}
+}
+
+func TestUnansweredToolCallTimesOut(t *testing.T) {
+	a := startAgent(t, defaultInput(`fake:tool send_message {"text":"anyone?"}`), agentOpts{args: []string{"--mcp-timeout", "300ms"}})
+	res := a.nextOf(ipc.EventResult)
+	if !strings.Contains(res.Text, "tool error") || !strings.Contains(res.Text, "did not answer within 300ms") {
+		t.Errorf("result %q; want a clear timeout error", res.Text)
+	}
+	a.close()
+	a.wait()
+}
+
+func TestRegisterGroupRefusedOutsideMain(t *testing.T) {
+	a := startAgent(t, defaultInput(`fake:tool register_group {"chat":"120363999@g.us","name":"Other","folder":"other"}`), agentOpts{})
+	res := a.nextOf(ipc.EventResult)
+	if !strings.Contains(res.Text, "tool error") || !strings.Contains(res.Text, "only the main group") {
+		t.Errorf("result %q; want the refusal", res.Text)
+	}
+	if names, _ := ipc.List(a.ipc.Requests()); len(names) != 0 {
+		t.Errorf("requests written for a refused call: %v", names)
+	}
+	a.close()
+	a.wait()
+}
+
+func TestBadInputIsReported(t *testing.T) {
+	tests := []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"not json", []byte("hello"), "bad run input"},
+		{"unknown field", []byte(`{"prompt":"x","group":"g","assistant_name":"A","bogus":1}`), "bad run input"},
+		{"empty prompt", []byte(`{"prompt":" ","group":"g","assistant_name":"A"}`), "prompt is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startAgent(t, ipc.RunInput{}, agentOpts{rawIn: tc.input})
+			ev := a.next()
+			if ev.Type != ipc.EventError || ev.Retryable || !strings.Contains(ev.Message, tc.want) {
+				t.Errorf("event %+v; want a non-retryable error containing %q", ev, tc.want)
+			}
+			if code := a.wait(); code == 0 {
+				t.Error("exit code 0 for bad input")
+			}
+		})
+	}
+}
+
+func TestRootWithoutSandboxIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not running as root: the refusal cannot be observed")
+	}
+	a := startAgent(t, defaultInput("fake:reply x"), agentOpts{noSandx: true})
+	ev := a.next()
+	if ev.Type != ipc.EventError || !strings.Contains(ev.Message, "root") {
+		t.Errorf("event %+v; want an error about running as root", ev)
+	}
+	if code := a.wait(); code == 0 {
+		t.Error("exit code 0 as root without IS_SANDBOX")
+	}
+}
+
+// A recording stand-in for claude: the first time, it saves argv, the
+// environment and the first two stdin lines; it always exits 3.
+const recorderScript = `#!/bin/sh
+out="$RECORD_DIR"
+[ -e "$out/argv" ] && exit 3
+env > "$out/env"
+head -n 2 > "$out/stdin"
+printf '%s\n' "$@" > "$out/argv"
+exit 3
+`
+
+func TestClaudeInvocation(t *testing.T) {
+	rec := t.TempDir()
+	script := filepath.Join(rec, "claude")
+	if err := os.WriteFile(script, []byte(recorderScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := defaultInput("first prompt")
+	in.Model = "claude-sonnet-4-5"
+	in.SessionID = "sess-1"
+	in.ResumeAt = "uuid-1"
+	a := startAgent(t, in, agentOpts{
+		env:    []string{"RECORD_DIR=" + rec},
+		claude: script,
+		args:   []string{"--mcp-timeout", "5s"},
+		setup: func(root string) {
+			os.WriteFile(filepath.Join(root, "global", "CLAUDE.md"), []byte("Be kind.\n"), 0o644)
+			os.MkdirAll(filepath.Join(root, "extra", "b-docs"), 0o755)
+			os.MkdirAll(filepath.Join(root, "extra", "a-notes"), 0o755)
+			os.WriteFile(filepath.Join(root, "extra", "not-a-dir"), nil, 0o644)
+		},
+	})
+	if code := a.wait(); code == 0 {
+		t.Error("exit code 0 although claude kept exiting")
+	}
+	read := func(name string) []string {
+		data, err := os.ReadFile(filepath.Join(rec, name))
+		if err != nil {
+			t.Fatalf("recorder: %v", err)
+		}
+		return strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	}
+	argv := read("argv")
+	type server struct {
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}
+	mcp, _ := json.Marshal(map[string]any{"mcpServers": map[string]server{"bridge": {
+		Command: bin.runner, Args: []string{"mcp"},
+		Env: map[string]string{
+			"BRIDGED_MCP_CHAT": in.Chat, "BRIDGED_MCP_GROUP": in.Group, "BRIDGED_MCP_IPC_DIR": a.ipc.Root,
+			"BRIDGED_MCP_IS_MAIN": "0", "BRIDGED_MCP_TIMEOUT": "5s", "BRIDGED_MCP_TIMEZONE": in.Timezone,
+		},
+	}}})
+	want := []string{
+		"--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+		"--model=claude-sonnet-4-5",
+		"--resume=sess-1",
+		"--allowedTools=Bash,Read,Write,Edit,Glob,Grep,WebSearch,WebFetch,Task,TaskOutput,TaskStop,TeamCreate,TeamDelete,SendMessage,TodoWrite,ToolSearch,Skill,NotebookEdit,mcp__bridge__*",
+		"--mcp-config", string(mcp),
+		"--setting-sources=project,user",
+		"--permission-mode=bypassPermissions",
+		"--allow-dangerously-skip-permissions",
+		"--add-dir=" + filepath.Join(a.root, "extra", "a-notes"),
+		"--add-dir=" + filepath.Join(a.root, "extra", "b-docs"),
+		"--resume-session-at=uuid-1",
+	}
+	if strings.Join(argv, "\n") != strings.Join(want, "\n") {
+		t.Errorf("argv\n got %q\nwant %q", argv, want)
+	}
+
+	stdin := read("stdin")
+	if len(stdin) != 2 {
+		t.Fatalf("stdin %q; want initialize and the prompt", stdin)
+	}
+	var init struct {
+		Type    string         `json:"type"`
+		Request map[string]any `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(stdin[0]), &init); err != nil {
+		t.Fatal(err)
+	}
+	var wantHooks any
+	_ = json.Unmarshal([]byte(`{"PreCompact":[{"hookCallbackIds":["hook_1"]}],"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"]}]}`), &wantHooks)
+	if init.Type != "control_request" || init.Request["subtype"] != "initialize" ||
+		!reflect.DeepEqual(init.Request["hooks"], wantHooks) {
+		t.Errorf("first stdin line %s; want initialize registering the Bash and PreCompact hooks", stdin[0])
+	}
+	if init.Request["appendSystemPrompt"] != "Be kind.\n" {
+		t.Errorf("appendSystemPrompt %q; want the global CLAUDE.md", init.Request["appendSystemPrompt"])
+	}
+	if _, ok := init.Request["systemPrompt"]; ok {
+		t.Error("initialize carries systemPrompt")
+	}
+	if want := `{"type":"user","message":{"role":"user","content":"first prompt"},"parent_tool_use_id":null,"session_id":""}`; stdin[1] != want {
+		t.Errorf("second stdin line %s; want %s", stdin[1], want)
+	}
+
+	env := read("env")
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "CLAUDECODE" || strings.HasPrefix(name, "BRIDGED_AGENT_") || strings.Contains(kv, "parent-key") {
+			t.Errorf("claude's environment has %q", kv)
+		}
+	}
+}
+
+func TestMainGroupGetsNoGlobalPrompt(t *testing.T) {
+	rec := t.TempDir()
+	script := filepath.Join(rec, "claude")
+	if err := os.WriteFile(script, []byte(recorderScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := defaultInput("hi")
+	in.IsMain = true
+	a := startAgent(t, in, agentOpts{
+		env: []string{"RECORD_DIR=" + rec}, claude: script,
+		setup: func(root string) { os.WriteFile(filepath.Join(root, "global", "CLAUDE.md"), []byte("Be kind."), 0o644) },
+	})
+	a.wait()
+	data, err := os.ReadFile(filepath.Join(rec, "stdin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	if strings.Contains(first, "appendSystemPrompt") || strings.Contains(first, "systemPrompt") {
+		t.Errorf("main group's initialize %s; want no system prompt addition", first)
+	}
+	argv, _ := os.ReadFile(filepath.Join(rec, "argv"))
+	if !strings.Contains(string(argv), `"BRIDGED_MCP_IS_MAIN":"1"`) {
+		t.Errorf("argv %s; want the MCP server told it serves the main group", argv)
+	}
+}
+
+// claudeProcesses lists the live processes whose working directory is dir.
+func claudeProcesses(dir string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func TestTermSignalStopsClaude(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:sleep 60s"), agentOpts{})
+	a.nextOf(ipc.EventSession)
+	if len(claudeProcesses(a.work)) == 0 {
+		t.Fatal("no claude process found in the workdir")
+	}
+	start := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(); code == 0 {
+		t.Error("exit code 0 after being stopped mid-turn; want non-zero")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("stopping took %v", d)
+	}
+	waitFor(t, 5*time.Second, "claude gone", func() bool { return len(claudeProcesses(a.work)) == 0 })
+}

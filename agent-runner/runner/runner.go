@@ -1,0 +1,633 @@
+// Package runner is the agent-runner's core: it drives one claude CLI process
+// for a group's container, feeds it the first prompt and every follow-up
+// message from the IPC input directory, and reports results and session
+// changes as ipc.Event lines.
+//
+// Life of a run: the prompt from the run input is the first user message;
+// each input/*.json file becomes another user message on the same stdin, even
+// while a turn is in flight, and is deleted once written; a malformed file is
+// moved to <ipc>/errors/. input/_close makes the runner close claude's stdin as
+// soon as claude is idle, and the runner exits 0 once claude has exited.
+//
+// Failures: a --resume id the CLI does not know ends the CLI at start-up; the
+// runner starts a fresh session, sends what it had written again, and reports
+// the new session with fresh:true. Any other unexpected exit is reported and
+// claude is restarted once with --resume; a second one ends the run with an
+// error.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/claudecli"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/rs/zerolog"
+)
+
+// AllowedTools returns the tools claude may use without asking: the
+// built-in ones, the agent-team tools and every tool of the bridge server.
+func AllowedTools() []string {
+	return []string{
+		"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch",
+		"Task", "TaskOutput", "TaskStop", "TeamCreate", "TeamDelete", "SendMessage",
+		"TodoWrite", "ToolSearch", "Skill", "NotebookEdit", "mcp__" + MCPServerName + "__*",
+	}
+}
+
+// MCPServerName is the name of the bridge server in --mcp-config; the agent
+// sees its tools as mcp__bridge__<tool>.
+const MCPServerName = "bridge"
+
+// Environment of the MCP server entry (read by mcpserver.ConfigFromEnv).
+const (
+	mcpEnvIPCDir   = "BRIDGED_MCP_IPC_DIR"
+	mcpEnvGroup    = "BRIDGED_MCP_GROUP"
+	mcpEnvChat     = "BRIDGED_MCP_CHAT"
+	mcpEnvIsMain   = "BRIDGED_MCP_IS_MAIN"
+	mcpEnvTimezone = "BRIDGED_MCP_TIMEZONE"
+	mcpEnvTimeout  = "BRIDGED_MCP_TIMEOUT"
+)
+
+// ErrorsDir is the directory under the IPC root where malformed files go.
+const ErrorsDir = "errors"
+
+// Defaults.
+const (
+	// DefaultCloseGrace: after a result, a close waits this long for a turn
+	// the CLI had queued to start (its system/init), so stdin is not closed
+	// under a turn that may still need hook answers.
+	DefaultCloseGrace = 150 * time.Millisecond
+	// DefaultStopWait is the wait after each step of stopping claude when the
+	// runner is told to stop (stdin closed, then SIGTERM, then SIGKILL): both
+	// steps fit in the engine's default 10 s stop grace.
+	DefaultStopWait = 3 * time.Second
+)
+
+// Config is everything Run needs.
+type Config struct {
+	Input     ipc.RunInput
+	IPCDir    string // the IPC root as the runner sees it
+	WorkDir   string // claude's working directory
+	GlobalDir string // holds the global CLAUDE.md
+	ExtraDir  string // one --add-dir per directory in it
+	// Claude is the CLI executable.
+	Claude string
+	// Self is the agent-runner executable, run as `<Self> mcp` by claude.
+	Self string
+	// MCPTimeout, when set, is passed to the MCP server as its request
+	// timeout.
+	MCPTimeout time.Duration
+	// Environ is the runner's environment; claude's is built from it.
+	Environ []string
+	// Events receives the ipc.Event lines (the runner's stdout).
+	Events io.Writer
+	Logger zerolog.Logger
+	// Sweep is the IPC watcher's safety-net interval (ipc.DefaultSweep if 0).
+	Sweep      time.Duration
+	CloseGrace time.Duration
+	StopWait   time.Duration
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// Exit errors.
+var (
+	// ErrClaudeDied: claude exited unexpectedly and could not be kept running.
+	ErrClaudeDied = errors.New("claude could not be kept running")
+)
+
+// Run drives claude until the host closes the input (nil), ctx ends
+// (ctx.Err()), or claude cannot be kept running (ErrClaudeDied). Every
+// failure is also reported as an error event.
+func Run(ctx context.Context, cfg Config) error {
+	r, err := newRun(cfg)
+	if err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
+		return err
+	}
+	return r.loop(ctx)
+}
+
+type run struct {
+	cfg     Config
+	log     zerolog.Logger
+	layout  ipc.Layout
+	emitMu  sync.Mutex
+	now     func() time.Time
+	env     []string
+	prefix  string
+	append  string
+	addDirs []string
+	hooks   []claudecli.Hook
+
+	// State below is owned by loop's goroutine.
+	proc        *claudecli.Process
+	msgs        <-chan claudecli.Message
+	resume      string
+	resumeAt    string
+	reported    string // last session id reported
+	freshReport bool   // the next session report is a fresh replacement
+	sawInit     bool   // the current process started a turn
+	unconfirmed []string
+	unknownSes  bool
+	restarts    int
+	lastUUID    string // the last assistant message to resume at ("" after compaction)
+	procUUID    string // the current process's last assistant uuid, as last seen
+	closing     bool
+	inputClosed bool
+	lastCost    float64 // total_cost_usd of the current process so far
+
+	seq        uint64
+	lastWrite  uint64
+	lastResult uint64
+	lastInit   uint64
+	resultAt   time.Time
+	state      string
+}
+
+func newRun(cfg Config) (*run, error) {
+	r := &run{cfg: cfg, log: cfg.Logger, layout: ipc.Layout{Root: cfg.IPCDir}, now: cfg.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if cfg.CloseGrace <= 0 {
+		r.cfg.CloseGrace = DefaultCloseGrace
+	}
+	if cfg.StopWait <= 0 {
+		r.cfg.StopWait = DefaultStopWait
+	}
+	if cfg.Claude == "" || cfg.Self == "" || cfg.IPCDir == "" || cfg.WorkDir == "" {
+		return r, errors.New("runner misconfigured: claude, self, ipc dir and workdir are required")
+	}
+	env, secretNames, skipped := claudeEnv(cfg.Environ, cfg.Input.Secrets)
+	if len(skipped) > 0 {
+		r.log.Warn().Strs("names", skipped).Msg("secrets with unusable variable names ignored")
+	}
+	r.env = env
+	r.prefix = unsetPrefix(secretNames)
+	r.resume = cfg.Input.SessionID
+	r.resumeAt = cfg.Input.ResumeAt
+	r.lastUUID = cfg.Input.ResumeAt
+
+	if !cfg.Input.IsMain && cfg.GlobalDir != "" {
+		data, err := os.ReadFile(filepath.Join(cfg.GlobalDir, "CLAUDE.md"))
+		switch {
+		case err == nil:
+			r.append = string(data)
+		case !errors.Is(err, os.ErrNotExist):
+			r.log.Warn().Err(err).Msg("global CLAUDE.md unreadable; not appended")
+		}
+	}
+	if cfg.ExtraDir != "" {
+		entries, err := os.ReadDir(cfg.ExtraDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn().Err(err).Msg("extra directories unreadable")
+		}
+		for _, e := range entries {
+			p := filepath.Join(cfg.ExtraDir, e.Name())
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				r.addDirs = append(r.addDirs, p)
+			}
+		}
+		sort.Strings(r.addDirs)
+	}
+	loc, err := time.LoadLocation(cfg.Input.Timezone)
+	if err != nil || cfg.Input.Timezone == "" {
+		loc = time.UTC
+	}
+	arch := &archiver{
+		dir:       filepath.Join(cfg.WorkDir, "conversations"),
+		assistant: cfg.Input.AssistantName,
+		loc:       loc,
+		now:       r.now,
+		log:       r.log,
+	}
+	r.hooks = []claudecli.Hook{
+		{Event: claudecli.HookPreToolUse, Matcher: "Bash", Func: bashHook(r.prefix, r.log)},
+		{Event: claudecli.HookPreCompact, Func: arch.hook},
+	}
+	return r, nil
+}
+
+// emit writes one event line. Events are the runner's only stdout output.
+func (r *run) emit(ev ipc.Event) {
+	line, err := json.Marshal(ev)
+	if err != nil {
+		r.log.Error().Err(err).Msg("encode event")
+		return
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if _, err := r.cfg.Events.Write(append(line, '\n')); err != nil {
+		r.log.Error().Err(err).Str("type", string(ev.Type)).Msg("write event")
+	}
+}
+
+func (r *run) args() ([]string, error) {
+	mcpEnv := map[string]string{
+		mcpEnvIPCDir:   r.cfg.IPCDir,
+		mcpEnvGroup:    r.cfg.Input.Group,
+		mcpEnvChat:     r.cfg.Input.Chat,
+		mcpEnvIsMain:   "0",
+		mcpEnvTimezone: r.cfg.Input.Timezone,
+	}
+	if r.cfg.Input.IsMain {
+		mcpEnv[mcpEnvIsMain] = "1"
+	}
+	if r.cfg.MCPTimeout > 0 {
+		mcpEnv[mcpEnvTimeout] = r.cfg.MCPTimeout.String()
+	}
+	c := claudecli.Config{
+		Model:                           r.cfg.Input.Model,
+		Resume:                          r.resume,
+		AllowedTools:                    AllowedTools(),
+		MCPServers:                      map[string]claudecli.MCPServer{MCPServerName: {Command: r.cfg.Self, Args: []string{"mcp"}, Env: mcpEnv}},
+		SettingSources:                  []string{"project", "user"},
+		PermissionMode:                  claudecli.PermissionBypass,
+		AllowDangerouslySkipPermissions: true,
+		AddDirs:                         r.addDirs,
+	}
+	if r.resume != "" {
+		c.ResumeSessionAt = r.resumeAt
+	}
+	return c.Args()
+}
+
+// start runs a new claude process and writes msgs to it (the prompt first).
+func (r *run) start(msgs []string) error {
+	args, err := r.args()
+	if err != nil {
+		return err
+	}
+	p, err := claudecli.Start(context.Background(), claudecli.Options{
+		Path:               r.cfg.Claude,
+		Args:               args,
+		Dir:                r.cfg.WorkDir,
+		Env:                r.env,
+		AppendSystemPrompt: r.append,
+		Hooks:              r.hooks,
+		Logger:             r.log.With().Str("source", "claude").Logger(),
+		StopWait:           r.cfg.StopWait,
+	})
+	if err != nil {
+		return err
+	}
+	r.proc, r.msgs = p, p.Messages()
+	r.sawInit, r.unconfirmed, r.unknownSes, r.lastCost, r.state, r.procUUID = false, nil, false, 0, "", ""
+	r.lastWrite, r.lastResult, r.lastInit = r.seq, r.seq, r.seq
+	r.log.Info().Int("pid", p.Pid()).Bool("resume", r.resume != "").Msg("claude started")
+	for i, m := range msgs {
+		if err := r.send(m); err != nil {
+			// It died at once; its exit is handled like any other, and these
+			// messages go to the next process.
+			r.log.Warn().Err(err).Msg("claude did not take its first messages")
+			r.unconfirmed = append(r.unconfirmed, msgs[i:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// send writes one user message to the current claude.
+func (r *run) send(text string) error {
+	if err := r.proc.SendUser(text); err != nil {
+		return err
+	}
+	r.seq++
+	r.lastWrite = r.seq
+	if !r.sawInit {
+		r.unconfirmed = append(r.unconfirmed, text)
+	}
+	return nil
+}
+
+// inFlight reports whether claude may be working or about to work on a turn.
+func (r *run) inFlight() bool {
+	busy := r.state != "" && r.state != claudecli.StateIdle
+	return r.lastWrite > r.lastResult || r.lastInit > r.lastResult || busy
+}
+
+func (r *run) loop(ctx context.Context) error {
+	if err := os.MkdirAll(r.layout.Input(), 0o755); err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("create input directory: %v", err), Retryable: true})
+		return fmt.Errorf("create input directory: %w", err)
+	}
+	// A close sentinel left by an earlier container is not meant for this one.
+	if err := os.Remove(filepath.Join(r.layout.Input(), ipc.CloseName)); err == nil {
+		r.log.Info().Msg("stale close sentinel removed")
+	}
+
+	w, err := ipc.NewWatcher(r.cfg.Sweep)
+	if err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
+		return err
+	}
+	if err := w.Add(r.layout.Input()); err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
+		return err
+	}
+	kick := make(chan struct{}, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		_ = w.Run(wctx, func(string) {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		wcancel()
+		<-wdone
+	}()
+
+	if err := r.start([]string{r.cfg.Input.Prompt}); err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
+		return err
+	}
+	defer func() {
+		// A no-op for a process that already exited.
+		_ = r.proc.Stop(r.cfg.StopWait, r.cfg.StopWait)
+		for range r.msgs {
+		}
+	}()
+
+	var closeTimer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			r.log.Info().Msg("stopping claude: runner told to stop")
+			return ctx.Err() // the deferred stop ends claude
+
+		case <-kick:
+			r.scanInput()
+			closeTimer = r.closeWhenIdle(closeTimer)
+
+		case <-closeTimer:
+			closeTimer = nil
+			closeTimer = r.closeWhenIdle(nil)
+
+		case m, ok := <-r.msgs:
+			if !ok {
+				done, err := r.exited()
+				if done {
+					return err
+				}
+				// A new process runs: feed it what is waiting.
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			r.handle(m)
+			closeTimer = r.closeWhenIdle(closeTimer)
+		}
+	}
+}
+
+// closeWhenIdle closes claude's input once the host asked for it and claude
+// is idle, waiting CloseGrace after a result for a queued turn to begin. It
+// returns the timer to wait on, if any.
+func (r *run) closeWhenIdle(timer <-chan time.Time) <-chan time.Time {
+	if !r.closing || r.inputClosed || r.inFlight() {
+		return timer
+	}
+	if wait := r.cfg.CloseGrace - r.now().Sub(r.resultAt); !r.resultAt.IsZero() && wait > 0 {
+		if timer == nil {
+			timer = time.After(wait)
+		}
+		return timer
+	}
+	r.inputClosed = true
+	r.log.Info().Msg("closing claude input: host asked to close and claude is idle")
+	if err := r.proc.CloseInput(); err != nil {
+		r.log.Warn().Err(err).Msg("close claude input")
+	}
+	return nil
+}
+
+// scanInput feeds every waiting input file to claude, in name order.
+func (r *run) scanInput() {
+	dir := r.layout.Input()
+	names, err := ipc.List(dir)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("list input directory")
+		return
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if name == ipc.CloseName {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				r.log.Warn().Err(err).Msg("remove close sentinel")
+			}
+			if !r.closing {
+				r.log.Info().Msg("host asked to close")
+			}
+			r.closing = true
+			continue
+		}
+		if r.inputClosed {
+			// Left in place: the next container picks it up.
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			r.log.Warn().Err(err).Str("file", name).Msg("read input file")
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			r.reject(path, name, errors.New("not a .json file"))
+			continue
+		}
+		in, err := ipc.DecodeInput(data)
+		if err != nil {
+			r.reject(path, name, err)
+			continue
+		}
+		if err := r.send(in.Text); err != nil {
+			// claude is gone; the file stays and is fed to the next process.
+			r.log.Warn().Err(err).Str("file", name).Msg("follow-up not delivered yet")
+			return
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn().Err(err).Str("file", name).Msg("remove delivered input file")
+		}
+		r.log.Debug().Str("file", name).Msg("follow-up delivered")
+	}
+}
+
+// reject moves a malformed input file to <ipc>/errors/.
+func (r *run) reject(path, name string, why error) {
+	errDir := filepath.Join(r.cfg.IPCDir, ErrorsDir)
+	r.log.Warn().Err(why).Str("file", name).Str("moved_to", errDir).Msg("malformed input file")
+	if err := os.MkdirAll(errDir, 0o755); err == nil {
+		if err := os.Rename(path, filepath.Join(errDir, "input-"+name)); err == nil {
+			return
+		}
+	}
+	// Could not move it: remove it so it is not read again and again.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.log.Error().Err(err).Str("file", name).Msg("remove malformed input file")
+	}
+}
+
+func (r *run) reportSession(id string) {
+	if id == "" || id == r.reported {
+		return
+	}
+	r.reported = id
+	ev := ipc.Event{Type: ipc.EventSession, SessionID: id, Fresh: r.freshReport}
+	r.freshReport = false
+	r.emit(ev)
+}
+
+func (r *run) handle(m claudecli.Message) {
+	switch {
+	case m.System != nil:
+		switch m.System.Subtype {
+		case claudecli.SystemInit:
+			r.sawInit = true
+			r.unconfirmed = nil
+			r.seq++
+			r.lastInit = r.seq
+			r.reportSession(m.System.SessionID)
+		case claudecli.SystemSessionStateChanged:
+			r.state = m.System.State
+		case claudecli.SystemAPIRetry:
+			r.log.Info().Int("attempt", m.System.Attempt).Int("max", m.System.MaxRetries).
+				Int("status", m.System.ErrorStatus).Str("error", m.System.Error).Msg("claude retrying the API")
+		case claudecli.SystemCompactBoundary:
+			// Resuming at a message from before the compaction would undo it.
+			r.lastUUID = ""
+			r.log.Info().Msg("conversation compacted")
+		}
+	case m.Result != nil:
+		res := m.Result
+		if !r.sawInit && res.UnknownSession() {
+			r.unknownSes = true
+			r.log.Warn().Str("session", res.SessionID).Msg("claude does not know the session; starting a fresh one")
+			_ = r.proc.CloseInput()
+			return
+		}
+		r.seq++
+		r.lastResult = r.seq
+		r.resultAt = r.now()
+		r.state = "" // a later session_state_changed says whether a queued turn runs
+		r.reportSession(res.SessionID)
+		cost, ok := res.TurnCostUSD()
+		if !ok {
+			cost = res.TotalCostUSD - r.lastCost
+		}
+		r.lastCost = res.TotalCostUSD
+		if u := r.proc.LastAssistantUUID(); u != r.procUUID {
+			r.lastUUID, r.procUUID = u, u
+		}
+		r.emit(ipc.Event{
+			Type:      ipc.EventResult,
+			Text:      res.Text(),
+			IsError:   res.IsError,
+			SessionID: res.SessionID,
+			LastUUID:  r.lastUUID,
+			CostUSD:   cost,
+			Usage: &ipc.Usage{
+				InputTokens:              res.Usage.InputTokens,
+				OutputTokens:             res.Usage.OutputTokens,
+				CacheCreationInputTokens: res.Usage.CacheCreationInputTokens,
+				CacheReadInputTokens:     res.Usage.CacheReadInputTokens,
+			},
+			DurationMS: res.DurationMS,
+			NumTurns:   res.NumTurns,
+		})
+		r.log.Info().Bool("is_error", res.IsError).Int("turns", res.NumTurns).
+			Int64("duration_ms", res.DurationMS).Float64("cost_usd", cost).Msg("turn finished")
+	case m.Assistant != nil:
+		if m.Assistant.Error != "" {
+			r.log.Warn().Str("error", m.Assistant.Error).Msg("claude reported an API error")
+		}
+	}
+}
+
+// exited handles the end of a claude process. It returns done=true with the
+// run's result, or done=false after starting a replacement.
+func (r *run) exited() (bool, error) {
+	p := r.proc
+	code := p.ExitCode()
+	exitErr := p.Err()
+	if r.inputClosed {
+		r.log.Info().Int("exit_code", code).Msg("claude finished after input closed")
+		return true, nil
+	}
+	if r.unknownSes {
+		// The CLI dropped everything written to it: start fresh and send it
+		// all again.
+		msgs := r.unconfirmed
+		r.resume, r.resumeAt, r.lastUUID = "", "", ""
+		r.freshReport = true
+		if err := r.start(msgs); err != nil {
+			r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("start fresh session: %v", err), Retryable: true})
+			return true, fmt.Errorf("start fresh session: %w", err)
+		}
+		return false, nil
+	}
+
+	why := describeExit(code, exitErr, p.StderrTail())
+	if r.closing || r.restarts >= 1 {
+		msg := "claude exited unexpectedly again (" + why + "); giving up"
+		if r.restarts == 0 {
+			msg = "claude exited unexpectedly while closing (" + why + ")"
+		}
+		r.log.Error().Int("exit_code", code).Msg("claude exited unexpectedly; not restarting")
+		r.emit(ipc.Event{Type: ipc.EventError, Message: msg, Retryable: true})
+		return true, fmt.Errorf("%w: %s", ErrClaudeDied, why)
+	}
+	r.restarts++
+	// Messages the dead process never started a turn for are sent again;
+	// the turn in flight is not (it may be what killed it).
+	msgs := r.unconfirmed
+	session := p.SessionID()
+	if session == "" {
+		session = r.reported
+	}
+	if session == "" {
+		session = r.resume
+	}
+	r.resume, r.resumeAt = session, ""
+	msg := "claude exited unexpectedly (" + why + "); restarted"
+	if session != "" {
+		msg += " with --resume " + session
+	}
+	r.log.Warn().Int("exit_code", code).Str("session", session).Msg("claude exited unexpectedly; restarting once")
+	r.emit(ipc.Event{Type: ipc.EventError, Message: msg, Retryable: true})
+	if err := r.start(msgs); err != nil {
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("restart claude: %v", err), Retryable: true})
+		return true, fmt.Errorf("%w: restart: %v", ErrClaudeDied, err)
+	}
+	return false, nil
+}
+
+func describeExit(code int, err error, stderr []string) string {
+	s := fmt.Sprintf("exit status %d", code)
+	if code < 0 && err != nil {
+		s = err.Error()
+	}
+	if n := len(stderr); n > 0 {
+		s += ": " + stderr[n-1]
+	}
+	return s
+}
