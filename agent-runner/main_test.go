@@ -759,6 +759,8 @@ func TestClaudeInvocation(t *testing.T) {
 		Env: map[string]string{
 			"BRIDGED_MCP_CHAT": in.Chat, "BRIDGED_MCP_GROUP": in.Group, "BRIDGED_MCP_IPC_DIR": a.ipc.Root,
 			"BRIDGED_MCP_IS_MAIN": "0", "BRIDGED_MCP_TIMEOUT": "5s", "BRIDGED_MCP_TIMEZONE": in.Timezone,
+			// The credentials are blanked so claude does not pass them on to the server.
+			"ANTHROPIC_API_KEY": "", "CLAUDE_CODE_OAUTH_TOKEN": "",
 		},
 	}}})
 	want := []string{

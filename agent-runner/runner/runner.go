@@ -244,6 +244,11 @@ func (r *run) args() ([]string, error) {
 	if r.cfg.Input.IsMain {
 		mcpEnv[mcpEnvIsMain] = "1"
 	}
+	// claude passes its own environment, credentials included, to the MCP
+	// servers it starts; blank them, the bridge server has no use for them.
+	for _, name := range credentialVars {
+		mcpEnv[name] = ""
+	}
 	if r.cfg.MCPTimeout > 0 {
 		mcpEnv[mcpEnvTimeout] = r.cfg.MCPTimeout.String()
 	}
