@@ -1,0 +1,348 @@
+package whatsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mau.fi/whatsmeow"
+	waLog "go.mau.fi/whatsmeow/util/log"
+
+	"github.com/bridged-app/bridged/internal/channel"
+)
+
+// DefaultMaxMediaBytes is the default cap on downloaded media (20 MB).
+const DefaultMaxMediaBytes int64 = 20 << 20
+
+// ChannelName is the channel's name.
+const ChannelName = "whatsapp"
+
+// Options configures a Client. Inbound, ChatSeen and IsRegistered are
+// required; the rest have defaults.
+type Options struct {
+	// StorePath is whatsmeow's device store, <home>/store/whatsapp.db.
+	StorePath string
+	// AssistantName is the assistant's display name ("Andy").
+	AssistantName string
+	// SharedNumber is true when the assistant uses the owner's own number:
+	// every sent message is then prefixed "<AssistantName>: ".
+	SharedNumber bool
+	// Inbound stores one message and returns after the commit. An error
+	// withholds the acknowledgement, so WhatsApp redelivers the message.
+	Inbound channel.Inbound
+	// ChatSeen records the metadata of every chat a message arrives in
+	// (registered or not). name is "" when unknown.
+	ChatSeen func(ctx context.Context, chat, name string, isGroup bool) error
+	// IsRegistered reports whether chat is a registered group: only those
+	// get their text and media stored.
+	IsRegistered func(chat string) bool
+	// IsOwnMessage reports whether id in chat is a message the outbox sent.
+	// Optional.
+	IsOwnMessage func(ctx context.Context, chat, id string) bool
+	// MediaDir returns the group folder media of chat is saved under
+	// (inbox/ inside it). Optional: without it nothing is downloaded.
+	MediaDir func(chat string) (dir string, ok bool)
+	// MaxMediaBytes caps downloads (DefaultMaxMediaBytes when zero).
+	MaxMediaBytes int64
+	// Log is the channel's logger.
+	Log zerolog.Logger
+}
+
+func (o *Options) validate() error {
+	var missing []string
+	if o.Inbound == nil {
+		missing = append(missing, "Inbound")
+	}
+	if o.ChatSeen == nil {
+		missing = append(missing, "ChatSeen")
+	}
+	if o.IsRegistered == nil {
+		missing = append(missing, "IsRegistered")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("whatsapp options: missing %s", strings.Join(missing, ", "))
+	}
+	if o.AssistantName == "" {
+		o.AssistantName = "Andy"
+	}
+	if o.MaxMediaBytes <= 0 {
+		o.MaxMediaBytes = DefaultMaxMediaBytes
+	}
+	if o.IsOwnMessage == nil {
+		o.IsOwnMessage = func(context.Context, string, string) bool { return false }
+	}
+	if o.MediaDir == nil {
+		o.MediaDir = func(string) (string, bool) { return "", false }
+	}
+	return nil
+}
+
+// GroupInfo is a WhatsApp group the account is a member of.
+type GroupInfo struct {
+	ID   string // "120363…@g.us"
+	Name string
+}
+
+// Client is the WhatsApp channel.
+type Client struct {
+	opts Options
+	log  zerolog.Logger
+	wa   waClient
+	ds   *deviceStore // nil in tests
+	ver  *versioner
+
+	// base is cancelled by Close; it bounds typing loops and event handling.
+	base       context.Context
+	cancelBase context.CancelFunc
+	wg         sync.WaitGroup
+
+	mu          sync.Mutex
+	status      channel.Status
+	changed     chan struct{} // closed and replaced on every status change
+	started     bool
+	attempts    int // failed connection attempts since the last success
+	job         job // the supervisor's next job
+	outdatedTry bool
+	typing      map[string]*typingLoop // guarded by mu; changed under typingMu
+	typingMu    sync.Mutex
+
+	wake      chan struct{} // supervisor: job changed
+	connected chan struct{} // worker: send presence and sync groups
+	presence  chan struct{} // worker: send presence
+	closeOnce sync.Once
+
+	sent *recentIDs
+	now  func() time.Time
+}
+
+var _ channel.Channel = (*Client)(nil)
+
+// New opens the device store at opts.StorePath and prepares a client. It
+// never waits for a QR code or the network: an unpaired store gives a client
+// whose Connect returns at once with Status not-paired.
+func New(ctx context.Context, opts Options) (*Client, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Log.With().Str("component", "whatsapp").Logger()
+	ds, err := openStore(ctx, opts.StorePath, log)
+	if err != nil {
+		return nil, err
+	}
+	device, err := ds.container.GetFirstDevice(ctx)
+	if err != nil {
+		_ = ds.Close()
+		return nil, fmt.Errorf("load whatsapp device: %w", err)
+	}
+	waLevel := zerolog.InfoLevel
+	if log.GetLevel() <= zerolog.TraceLevel {
+		waLevel = zerolog.DebugLevel
+	}
+	wlog := opts.Log.With().Str("component", "whatsmeow").Logger().Level(max(waLevel, log.GetLevel()))
+	wc := whatsmeow.NewClient(device, waLog.Zerolog(wlog))
+	wc.EnableAutoReconnect = false // the supervisor reconnects, with a capped backoff
+	wc.SynchronousAck = true       // ack only after the handler committed the message
+	wc.EnableDecryptedEventBuffer = true
+	wc.AutomaticMessageRerequestFromPhone = true
+	wc.UseRetryMessageStore = true
+	wc.BackgroundEventCtx = wlog.WithContext(context.Background())
+
+	ver := newVersioner(ds, log)
+	ver.applyCached(ctx)
+
+	c := newClient(opts, realClient{wc}, ver)
+	c.ds = ds
+	wc.AddEventHandlerWithSuccessStatus(c.handleEvent)
+	return c, nil
+}
+
+// newClient builds a client around wa. opts must be validated.
+func newClient(opts Options, wa waClient, ver *versioner) *Client {
+	base, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		opts:       opts,
+		log:        opts.Log.With().Str("component", "whatsapp").Logger(),
+		wa:         wa,
+		ver:        ver,
+		base:       base,
+		cancelBase: cancel,
+		changed:    make(chan struct{}),
+		typing:     make(map[string]*typingLoop),
+		wake:       make(chan struct{}, 1),
+		connected:  make(chan struct{}, 1),
+		presence:   make(chan struct{}, 1),
+		sent:       newRecentIDs(4096),
+		now:        time.Now,
+	}
+	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
+	if !wa.Paired() {
+		c.setState(channel.StateNotPaired, detailNotPaired)
+	}
+	return c
+}
+
+// Name returns "whatsapp".
+func (c *Client) Name() string { return ChannelName }
+
+// Owns reports whether chat is a WhatsApp chat id (group, phone number or
+// LID). It does not block.
+func (c *Client) Owns(chat string) bool {
+	for _, suffix := range []string{"@g.us", "@s.whatsapp.net", "@lid"} {
+		if strings.HasSuffix(chat, suffix) && len(chat) > len(suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Status reports the connection state and what the owner should do about
+// it. It does not block.
+func (c *Client) Status() channel.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// StateMetricName is the gauge StateMetric reports.
+const StateMetricName = "bridged_whatsapp_state"
+
+// StateMetric returns the connection state as a gauge for /metrics: 1
+// connected, 2 connecting, 3 reconnecting, 4 disconnected, 5 not paired,
+// 6 logged out, 7 replaced by another client, 8 temporarily banned, 9 client
+// outdated.
+func (c *Client) StateMetric() (name string, value int) {
+	return StateMetricName, stateCode(c.Status().State)
+}
+
+func stateCode(s channel.ConnState) int {
+	switch s {
+	case channel.StateConnected:
+		return 1
+	case channel.StateConnecting:
+		return 2
+	case channel.StateReconnecting:
+		return 3
+	case channel.StateDisconnected:
+		return 4
+	case channel.StateNotPaired:
+		return 5
+	case channel.StateLoggedOut:
+		return 6
+	case channel.StateReplaced:
+		return 7
+	case channel.StateBanned:
+		return 8
+	case channel.StateOutdated:
+		return 9
+	}
+	return 0
+}
+
+// Connect starts connecting and returns nil once connected, or once the state
+// needs the owner (not paired, logged out, replaced, banned, outdated), or
+// ctx.Err() when ctx ends first. Reconnection keeps running in the background
+// until ctx ends or Close is called.
+func (c *Client) Connect(ctx context.Context) error {
+	if !c.wa.Paired() {
+		c.setState(channel.StateNotPaired, detailNotPaired)
+		return nil
+	}
+	c.start(ctx)
+	for {
+		c.mu.Lock()
+		st, changed := c.status.State, c.changed
+		c.mu.Unlock()
+		if st == channel.StateConnected || needsOwner(st) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// needsOwner reports states that only the owner can end.
+func needsOwner(s channel.ConnState) bool {
+	switch s {
+	case channel.StateNotPaired, channel.StateLoggedOut, channel.StateReplaced, channel.StateBanned, channel.StateOutdated:
+		return true
+	}
+	return false
+}
+
+// start launches the supervisor and the worker once.
+func (c *Client) start(ctx context.Context) {
+	c.mu.Lock()
+	if c.started || c.base.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.started = true
+	c.mu.Unlock()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.base, cancel)
+	c.setState(channel.StateConnecting, "")
+	c.schedule(jobStart, 0)
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		defer stop()
+		defer cancel()
+		c.supervise(runCtx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.work(runCtx)
+	}()
+}
+
+// Close disconnects, stops every background goroutine and closes the device
+// store. It is safe to call more than once.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.cancelBase()
+		c.wg.Wait()
+		c.wa.Disconnect()
+		if c.ds != nil {
+			if cerr := c.ds.Close(); cerr != nil {
+				err = fmt.Errorf("close whatsapp store: %w", cerr)
+			}
+		}
+	})
+	return err
+}
+
+// setState records a new status, logging it once with what to do.
+func (c *Client) setState(state channel.ConnState, detail string) {
+	c.mu.Lock()
+	if c.status.State == state && c.status.Detail == detail {
+		c.mu.Unlock()
+		return
+	}
+	c.status = channel.Status{State: state, Detail: detail, Since: c.now()}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+
+	ev := c.log.Info()
+	switch {
+	case state == channel.StateReconnecting || state == channel.StateDisconnected:
+		ev = c.log.Warn()
+	case state == channel.StateNotPaired:
+		ev = c.log.Warn()
+	case needsOwner(state):
+		ev = c.log.Error()
+	}
+	ev.Str("state", string(state)).Str("detail", detail).Msg("whatsapp connection state changed")
+}
+
+// errNotConnected is returned by calls that need a live connection.
+var errNotConnected = errors.New("whatsapp is not connected")

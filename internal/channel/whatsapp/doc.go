@@ -1,0 +1,38 @@
+// Package whatsapp is bridged's WhatsApp channel, built on go.mau.fi/whatsmeow.
+//
+// The device store (keys, sessions, the LID map) lives in its own SQLite file,
+// store/whatsapp.db, opened with modernc.org/sqlite, foreign keys on and one
+// connection. Deleting the file logs the daemon out.
+//
+// Inbound: whatsmeow runs with synchronous acks and its decrypted-event
+// buffer, and the event handler reports success only after Options.Inbound
+// returned (the message is committed), so a crash before the commit makes
+// WhatsApp redeliver. Every chat's metadata goes to Options.ChatSeen; text is
+// built only for registered chats. Text, captions and the ephemeral,
+// view-once, edited and document-with-caption wrappers become text; other
+// content becomes a short placeholder such as "[voice note]". A caption stays
+// first, so "@Andy what is this?" on a photo still starts with the trigger,
+// and the placeholder follows on its own line. Images, documents and voice
+// notes in registered chats are saved to <group folder>/inbox/ when they are
+// under the size cap, and the placeholder names the saved file
+// ("[image: inbox/2026-11-22-3EB0….jpg]"). Reactions, revokes, poll votes and
+// protocol messages never become prompts.
+//
+// Identities: a person or a direct chat seen both as a LID (…@lid) and as a
+// phone number (…@s.whatsapp.net) is stored in the phone-number form when
+// whatsmeow's LID map knows it (the LID otherwise). Group chats keep their
+// …@g.us id. A mention of the bot's own number or LID sets
+// channel.Message.Mentioned and is rewritten to "@<assistant name>".
+//
+// Outbound: the outbox's id is reused on every retry (split parts get ids
+// derived from it by hashing), long text is split below MaxMessageRunes at
+// paragraph, then sentence, then word boundaries, and with a shared number
+// every message is prefixed "<Name>: " once.
+//
+// Connection: the client owns reconnection (whatsmeow's own loop is off): a
+// lost connection is retried with an exponential backoff capped at
+// MaxReconnectDelay, a temporary ban is retried when it expires, a 405
+// "client outdated" is retried once if a newer web version is published, and
+// logged-out or replaced sessions stop and say what the owner should do.
+// Each state is logged once and exposed by Status and StateMetric.
+package whatsapp

@@ -1,0 +1,351 @@
+package whatsapp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/bridged-app/bridged/internal/channel"
+)
+
+// Identities used across the tests.
+var (
+	botPN      = types.NewJID("491700000001", types.DefaultUserServer)
+	botLID     = types.NewJID("200000000000001", types.HiddenUserServer)
+	alicePN    = types.NewJID("491700000002", types.DefaultUserServer)
+	aliceLID   = types.NewJID("200000000000002", types.HiddenUserServer)
+	bobPN      = types.NewJID("491700000003", types.DefaultUserServer)
+	familyChat = types.NewJID("120363000000000001", types.GroupServer)
+	otherChat  = types.NewJID("120363000000000002", types.GroupServer)
+	msgTime    = time.Date(2026, 11, 22, 9, 29, 58, 0, time.Local)
+)
+
+type sentMessage struct {
+	to   types.JID
+	text string
+	id   string
+}
+
+// fakeWA is a hand-written stand-in for *whatsmeow.Client.
+type fakeWA struct {
+	mu          sync.Mutex
+	paired      bool
+	pn, lid     types.JID
+	lidToPN     map[types.JID]types.JID
+	names       map[types.JID]string
+	sent        []sentMessage
+	sendErrs    []error // returned by successive SendMessage calls
+	presences   []string
+	connects    int
+	connectErrs []error // returned by successive ConnectContext calls
+	disconnects int
+	groups      []*types.GroupInfo
+	downloads   int
+	download    func(msg whatsmeow.DownloadableMessage, f whatsmeow.File) error
+}
+
+func newFakeWA() *fakeWA {
+	return &fakeWA{
+		paired:  true,
+		pn:      botPN,
+		lid:     botLID,
+		lidToPN: map[types.JID]types.JID{aliceLID: alicePN},
+		names:   map[types.JID]string{alicePN: "Alice Contact"},
+	}
+}
+
+func (f *fakeWA) Paired() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paired
+}
+
+func (f *fakeWA) OwnIDs() (types.JID, types.JID) { return f.pn, f.lid }
+
+func (f *fakeWA) ConnectContext(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.connects++
+	if len(f.connectErrs) > 0 {
+		err := f.connectErrs[0]
+		f.connectErrs = f.connectErrs[1:]
+		return err
+	}
+	return nil
+}
+
+func (f *fakeWA) connectCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.connects
+}
+
+func (f *fakeWA) Disconnect() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disconnects++
+}
+
+func (f *fakeWA) SendMessage(_ context.Context, to types.JID, msg *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := ""
+	if len(extra) == 1 {
+		id = string(extra[0].ID)
+	}
+	f.sent = append(f.sent, sentMessage{to: to, text: msg.GetConversation(), id: id})
+	if len(f.sendErrs) > 0 {
+		err := f.sendErrs[0]
+		f.sendErrs = f.sendErrs[1:]
+		if err != nil {
+			return whatsmeow.SendResponse{}, err
+		}
+	}
+	return whatsmeow.SendResponse{ID: types.MessageID(id), Timestamp: time.Now()}, nil
+}
+
+func (f *fakeWA) sentMessages() []sentMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentMessage(nil), f.sent...)
+}
+
+func (f *fakeWA) SendPresence(_ context.Context, state types.Presence) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.presences = append(f.presences, string(state))
+	return nil
+}
+
+func (f *fakeWA) SendChatPresence(_ context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.presences = append(f.presences, string(state)+" "+jid.String())
+	return nil
+}
+
+func (f *fakeWA) presenceLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.presences...)
+}
+
+func (f *fakeWA) GetJoinedGroups(context.Context) ([]*types.GroupInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groups, nil
+}
+
+func (f *fakeWA) DownloadToFile(_ context.Context, msg whatsmeow.DownloadableMessage, file whatsmeow.File) error {
+	f.mu.Lock()
+	f.downloads++
+	fn := f.download
+	f.mu.Unlock()
+	if fn == nil {
+		return errors.New("no download scripted")
+	}
+	return fn(msg, file)
+}
+
+func (f *fakeWA) downloadCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.downloads
+}
+
+func (f *fakeWA) PNForLID(_ context.Context, lid types.JID) (types.JID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lidToPN[lid.ToNonAD()], nil
+}
+
+func (f *fakeWA) LIDForPN(_ context.Context, pn types.JID) (types.JID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for l, p := range f.lidToPN {
+		if p == pn.ToNonAD() {
+			return l, nil
+		}
+	}
+	return types.EmptyJID, nil
+}
+
+func (f *fakeWA) ContactName(_ context.Context, user types.JID) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.names[user]
+}
+
+// recorder collects what the channel hands to the rest of the daemon.
+type recorder struct {
+	mu         sync.Mutex
+	messages   []channel.Message
+	chats      []string // "chat|name|isGroup"
+	inboundErr error
+	chatErr    error
+	registered map[string]bool
+	own        map[string]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		registered: map[string]bool{familyChat.String(): true, alicePN.String(): true},
+		own:        map[string]bool{},
+	}
+}
+
+func (r *recorder) inbound(_ context.Context, m channel.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inboundErr != nil {
+		return r.inboundErr
+	}
+	r.messages = append(r.messages, m)
+	return nil
+}
+
+func (r *recorder) chatSeen(_ context.Context, chat, name string, isGroup bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chatErr != nil {
+		return r.chatErr
+	}
+	g := "dm"
+	if isGroup {
+		g = "group"
+	}
+	r.chats = append(r.chats, chat+"|"+name+"|"+g)
+	return nil
+}
+
+func (r *recorder) stored() []channel.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]channel.Message(nil), r.messages...)
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.chats...)
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testClient struct {
+	*Client
+	wa   *fakeWA
+	rec  *recorder
+	logs *syncBuffer
+	ver  *fakeVersion
+}
+
+type fakeVersion struct {
+	mu      sync.Mutex
+	current store.WAVersionContainer
+	latest  store.WAVersionContainer
+	fetches int
+}
+
+func (v *fakeVersion) versioner() *versioner {
+	return &versioner{
+		fetch: func(context.Context) (store.WAVersionContainer, error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.fetches++
+			if v.latest.IsZero() {
+				return store.WAVersionContainer{}, errors.New("offline")
+			}
+			return v.latest, nil
+		},
+		apply: func(n store.WAVersionContainer) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.current = n
+		},
+		get: func() store.WAVersionContainer {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			return v.current
+		},
+		log: zerolog.Nop(),
+	}
+}
+
+// newTestClient builds a client around a fake whatsmeow. edit may change the
+// options before they are validated.
+func newTestClient(t *testing.T, edit func(*Options)) *testClient {
+	t.Helper()
+	wa := newFakeWA()
+	rec := newRecorder()
+	logs := &syncBuffer{}
+	opts := Options{
+		AssistantName: "Andy",
+		Inbound:       rec.inbound,
+		ChatSeen:      rec.chatSeen,
+		IsRegistered: func(chat string) bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.registered[chat]
+		},
+		IsOwnMessage: func(_ context.Context, chat, id string) bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.own[chat+"/"+id]
+		},
+		Log: zerolog.New(logs).Level(zerolog.DebugLevel),
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	if err := opts.validate(); err != nil {
+		t.Fatalf("validate options: %v", err)
+	}
+	fv := &fakeVersion{current: store.WAVersionContainer{2, 3000, 1}}
+	c := newClient(opts, wa, fv.versioner())
+	t.Cleanup(func() { _ = c.Close() })
+	return &testClient{Client: c, wa: wa, rec: rec, logs: logs, ver: fv}
+}
+
+// msgEvent builds the event whatsmeow would dispatch for raw.
+func msgEvent(info types.MessageInfo, raw *waE2E.Message) *events.Message {
+	if info.Timestamp.IsZero() {
+		info.Timestamp = msgTime
+	}
+	return (&events.Message{Info: info, RawMessage: raw}).UnwrapRaw()
+}
+
+// groupInfo is a message from sender in the family group.
+func groupInfo(id string, sender types.JID) types.MessageInfo {
+	return types.MessageInfo{
+		MessageSource: types.MessageSource{Chat: familyChat, Sender: sender, IsGroup: true},
+		ID:            id,
+		PushName:      "Alice",
+	}
+}

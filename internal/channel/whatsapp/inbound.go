@@ -1,0 +1,300 @@
+package whatsapp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/bridged-app/bridged/internal/channel"
+)
+
+// handleEvent is registered with whatsmeow's success-status handlers:
+// returning false withholds the acknowledgement of the message or
+// notification, so WhatsApp delivers it again later.
+func (c *Client) handleEvent(evt any) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			// whatsmeow would treat a panic as handled and ack the message.
+			c.log.Error().Any("panic", r).Type("event", evt).Msg("whatsapp event handler panicked; not acknowledging")
+			ok = false
+		}
+	}()
+	ctx := c.base
+	switch e := evt.(type) {
+	case *events.Message:
+		return c.handleMessage(ctx, e)
+	case *events.UndecryptableMessage:
+		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
+			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
+	case *events.JoinedGroup:
+		return c.chatSeen(ctx, e.JID, e.Name, true)
+	case *events.GroupInfo:
+		if e.Name != nil {
+			return c.chatSeen(ctx, e.JID, e.Name.Name, true)
+		}
+	case *events.PushNameSetting:
+		signal(c.presence)
+	case *events.StreamError:
+		c.log.Warn().Str("code", e.Code).Msg("whatsapp stream error")
+	case *events.OfflineSyncCompleted:
+		c.log.Info().Int("events", e.Count).Msg("caught up with messages missed while offline")
+	default:
+		c.handleConnEvent(evt)
+	}
+	return true
+}
+
+func (c *Client) chatSeen(ctx context.Context, chat types.JID, name string, isGroup bool) bool {
+	if err := c.opts.ChatSeen(ctx, chat.String(), name, isGroup); err != nil {
+		c.log.Error().Err(err).Str("chat", chat.String()).Msg("cannot record chat; WhatsApp will redeliver")
+		return false
+	}
+	return true
+}
+
+// handleMessage records the chat, and for registered chats stores the
+// message. It returns true once everything was committed (or there was
+// nothing to store).
+func (c *Client) handleMessage(ctx context.Context, evt *events.Message) bool {
+	info := &evt.Info
+	if isHousekeeping(evt.Message) {
+		return true // key shares, history-sync notices, revokes: not chat activity
+	}
+	chat, ok := c.chatOf(ctx, info)
+	if !ok {
+		return true
+	}
+	isGroup := chat.Server == types.GroupServer
+	name := ""
+	if !isGroup && !info.IsFromMe {
+		name = info.PushName
+	}
+	if !c.chatSeen(ctx, chat, name, isGroup) {
+		return false
+	}
+	if !c.opts.IsRegistered(chat.String()) {
+		return true
+	}
+	msg, ok := c.convert(ctx, evt, chat)
+	if !ok {
+		return true
+	}
+	log := c.log.With().Str("chat", msg.Chat).Str("message_id", msg.ExternalID).Logger()
+	if err := c.opts.Inbound(ctx, msg); err != nil {
+		log.Error().Err(err).Msg("cannot store WhatsApp message; not acknowledging, WhatsApp will redeliver")
+		return false
+	}
+	log.Debug().Str("sender", msg.Sender).Bool("from_me", msg.FromMe).Bool("is_bot", msg.IsBot).
+		Bool("mentioned", msg.Mentioned).Str("text", msg.Text).Msg("stored WhatsApp message")
+	return true
+}
+
+// isHousekeeping reports messages that carry no content at all: protocol
+// messages other than edits, and key distribution alone.
+func isHousekeeping(m *waE2E.Message) bool {
+	if m == nil {
+		return true
+	}
+	if pm := m.GetProtocolMessage(); pm != nil {
+		return pm.GetType() != waE2E.ProtocolMessage_MESSAGE_EDIT
+	}
+	content := false
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		switch fd.Name() {
+		case "senderKeyDistributionMessage", "fastRatchetKeySenderKeyDistributionMessage", "messageContextInfo":
+			return true
+		}
+		content = true
+		return false
+	})
+	return !content
+}
+
+// convert builds the channel message for a registered chat, downloading
+// media into the group's inbox. ok is false when the message is not a prompt.
+func (c *Client) convert(ctx context.Context, evt *events.Message, chat types.JID) (channel.Message, bool) {
+	info := &evt.Info
+	ct, ok := describe(evt.Message)
+	if !ok {
+		return channel.Message{}, false
+	}
+	ownPN, ownLID := c.wa.OwnIDs()
+	msg := channel.Message{
+		Chat:       chat.String(),
+		IsGroup:    chat.Server == types.GroupServer,
+		ExternalID: info.ID,
+		SentAt:     info.Timestamp,
+		FromMe:     info.IsFromMe,
+	}
+	sender := c.senderOf(ctx, info, ownPN)
+	msg.Sender = sender.String()
+	msg.SenderName = info.PushName
+	if msg.SenderName == "" {
+		msg.SenderName = sender.User
+	}
+	if info.IsFromMe && (c.sent.has(info.ID) || c.opts.IsOwnMessage(ctx, msg.Chat, info.ID)) {
+		msg.IsBot = true
+		msg.SenderName = c.opts.AssistantName
+	}
+	if !msg.IsGroup {
+		msg.ChatName = msg.SenderName
+		if info.IsFromMe {
+			msg.ChatName = ""
+		}
+	}
+
+	text := ct.render(c.fetchMedia(ctx, msg.Chat, info, ct))
+	text, msg.Mentioned = c.rewriteMentions(ctx, text, ct.ctx.GetMentionedJID(), ownPN, ownLID)
+	if q := c.quote(ctx, ct.ctx, ownPN, ownLID); q != "" {
+		text += "\n" + q
+	}
+	msg.Text = text
+	return msg, true
+}
+
+// chatOf is the chat a message belongs to, in its stable form. ok is false
+// for chats bridged ignores (status updates, newsletters, bots).
+func (c *Client) chatOf(ctx context.Context, info *types.MessageInfo) (types.JID, bool) {
+	chat := info.Chat.ToNonAD()
+	switch chat.Server {
+	case types.GroupServer:
+		return chat, true // group ids are the same in LID and PN addressing
+	case types.BroadcastServer:
+		if chat == types.StatusBroadcastJID || info.IsFromMe {
+			return types.EmptyJID, false
+		}
+		// A broadcast-list message shows up in the direct chat with its sender.
+		return c.stableUser(ctx, info.Sender, info.SenderAlt), true
+	case types.DefaultUserServer:
+		return chat, true
+	case types.HiddenUserServer:
+		switch {
+		case !info.IsFromMe && info.Sender.ToNonAD() == chat:
+			return c.stableUser(ctx, chat, info.SenderAlt), true
+		case info.IsFromMe:
+			return c.stableUser(ctx, chat, info.RecipientAlt), true
+		}
+		return c.stableUser(ctx, chat, types.EmptyJID), true
+	}
+	return types.EmptyJID, false
+}
+
+// senderOf is the message's sender in its stable form.
+func (c *Client) senderOf(ctx context.Context, info *types.MessageInfo, ownPN types.JID) types.JID {
+	if info.IsFromMe && !ownPN.IsEmpty() {
+		return ownPN
+	}
+	return c.stableUser(ctx, info.Sender, info.SenderAlt)
+}
+
+// stableUser returns the phone-number form of a user seen as id (and maybe
+// alt), resolving LIDs through whatsmeow's LID map; the LID when no phone
+// number is known.
+func (c *Client) stableUser(ctx context.Context, id, alt types.JID) types.JID {
+	id = id.ToNonAD()
+	if id.Server != types.HiddenUserServer {
+		return id
+	}
+	if !alt.IsEmpty() && alt.Server == types.DefaultUserServer {
+		return alt.ToNonAD()
+	}
+	pn, err := c.wa.PNForLID(ctx, id)
+	if err != nil {
+		c.log.Warn().Err(err).Str("lid", id.String()).Msg("cannot resolve LID; keeping it")
+		return id
+	}
+	if pn.IsEmpty() {
+		return id
+	}
+	return pn.ToNonAD()
+}
+
+// isOwn reports whether jid is the account itself, as a number or a LID.
+func isOwn(jid, ownPN, ownLID types.JID) bool {
+	jid = jid.ToNonAD()
+	return (!ownPN.IsEmpty() && jid.User == ownPN.User && jid.Server == ownPN.Server) ||
+		(!ownLID.IsEmpty() && jid.User == ownLID.User && jid.Server == ownLID.Server)
+}
+
+// rewriteMentions makes WhatsApp's "@<number>" mentions readable: the bot's
+// own number or LID becomes "@<assistant name>" (and sets mentioned), other
+// people their name or phone number.
+func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string, ownPN, ownLID types.JID) (string, bool) {
+	mentioned := false
+	for _, raw := range jids {
+		jid, err := types.ParseJID(raw)
+		if err != nil || jid.User == "" {
+			continue
+		}
+		var name string
+		if isOwn(jid, ownPN, ownLID) {
+			mentioned = true
+			name = c.opts.AssistantName
+		} else {
+			name = c.displayName(ctx, jid)
+		}
+		if name != "" && name != jid.User {
+			text = replaceMention(text, jid.User, name)
+		}
+	}
+	return text, mentioned
+}
+
+// displayName is how a user is named for the agent: their contact or push
+// name, else their phone number, else their LID.
+func (c *Client) displayName(ctx context.Context, jid types.JID) string {
+	stable := c.stableUser(ctx, jid, types.EmptyJID)
+	for _, j := range []types.JID{stable, jid.ToNonAD()} {
+		if name := c.wa.ContactName(ctx, j); name != "" {
+			return name
+		}
+	}
+	return stable.User
+}
+
+// quote renders the message a reply refers to, or "".
+func (c *Client) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID types.JID) string {
+	if ci.GetQuotedMessage() == nil && ci.GetStanzaID() == "" {
+		return ""
+	}
+	who := "a message"
+	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
+		if isOwn(p, ownPN, ownLID) {
+			who = c.opts.AssistantName
+		} else {
+			who = c.displayName(ctx, p)
+		}
+	}
+	s := snippet(ci.GetQuotedMessage())
+	if s == "" {
+		return fmt.Sprintf("[in reply to %s]", who)
+	}
+	return fmt.Sprintf("[in reply to %s: \"%s\"]", who, s)
+}
+
+// replaceMention replaces "@<user>" (not followed by another digit) with
+// "@<name>".
+func replaceMention(text, user, name string) string {
+	needle := "@" + user
+	var b strings.Builder
+	for {
+		i := strings.Index(text, needle)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		end := i + len(needle)
+		b.WriteString(text[:i])
+		if end < len(text) && text[end] >= '0' && text[end] <= '9' {
+			b.WriteString(needle)
+		} else {
+			b.WriteString("@" + name)
+		}
+		text = text[end:]
+	}
+}

@@ -1,0 +1,203 @@
+package whatsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.mau.fi/whatsmeow/types"
+)
+
+// Media download limits.
+const (
+	// mediaTimeout bounds one download, which runs before the message is
+	// acknowledged.
+	mediaTimeout = 2 * time.Minute
+	// inboxDir is the folder, inside the group's folder, media are saved to.
+	inboxDir = "inbox"
+	// encOverhead is what encryption adds to a file (padding and MAC).
+	encOverhead = 64
+)
+
+// errTooLarge is returned when a download grows past the cap.
+var errTooLarge = errors.New("file is larger than the download limit")
+
+// fetchMedia saves ct's attachment into the chat's inbox/ when it is allowed
+// and returns the placeholder detail: the saved path relative to the group
+// folder, or why nothing was saved. "" means nothing to say.
+func (c *Client) fetchMedia(ctx context.Context, chat string, info *types.MessageInfo, ct content) string {
+	if ct.media == nil {
+		return ""
+	}
+	dir, ok := c.opts.MediaDir(chat)
+	if !ok || dir == "" {
+		return ""
+	}
+	limit := c.opts.MaxMediaBytes
+	if ct.media.size > uint64(limit) {
+		return fmt.Sprintf("not downloaded, %s is over the %s limit", humanBytes(ct.media.size), humanBytes(uint64(limit)))
+	}
+	name := fmt.Sprintf("%s-%s.%s", info.Timestamp.Format("2006-01-02"), safeName(info.ID), extension(ct.media))
+	rel := inboxDir + "/" + name
+	log := c.log.With().Str("chat", chat).Str("message_id", info.ID).Logger()
+	path, err := c.download(ctx, filepath.Join(dir, inboxDir), name, ct.media, limit)
+	if errors.Is(err, errTooLarge) {
+		log.Warn().Int64("limit", limit).Msg("media over the download limit; not saved")
+		return fmt.Sprintf("not downloaded, it is over the %s limit", humanBytes(uint64(limit)))
+	} else if err != nil {
+		log.Warn().Err(err).Msg("cannot download WhatsApp media")
+		return "download failed: " + truncate(oneLine(err.Error()), 120)
+	}
+	log.Debug().Str("path", path).Msg("saved WhatsApp media")
+	return rel
+}
+
+// download writes the attachment to inbox/name through a temporary file. A
+// file already there (a redelivered message) is kept.
+func (c *Client) download(ctx context.Context, inbox, name string, m *media, limit int64) (string, error) {
+	final := filepath.Join(inbox, name)
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	if err := os.MkdirAll(inbox, 0o755); err != nil {
+		return "", fmt.Errorf("create inbox: %w", err)
+	}
+	tmp, err := os.CreateTemp(inbox, ".download-*")
+	if err != nil {
+		return "", fmt.Errorf("create temporary file: %w", err)
+	}
+	defer func() {
+		if tmp != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, mediaTimeout)
+	defer cancel()
+	if err := c.wa.DownloadToFile(ctx, m.msg, &cappedFile{f: tmp, limit: limit + encOverhead}); err != nil {
+		return "", err
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat download: %w", err)
+	}
+	if st.Size() > limit {
+		return "", errTooLarge
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("sync download: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("close download: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return "", fmt.Errorf("chmod download: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return "", fmt.Errorf("move download into place: %w", err)
+	}
+	tmp = nil
+	return final, nil
+}
+
+// cappedFile is a whatsmeow.File that refuses to grow past limit, so a
+// sender who lies about a file's size cannot fill the disk. It hides
+// *os.File's ReadFrom, so every write goes through the check.
+type cappedFile struct {
+	f     *os.File
+	limit int64
+}
+
+func (c *cappedFile) Read(p []byte) (int, error)                { return c.f.Read(p) }
+func (c *cappedFile) ReadAt(p []byte, off int64) (int, error)   { return c.f.ReadAt(p, off) }
+func (c *cappedFile) Seek(off int64, whence int) (int64, error) { return c.f.Seek(off, whence) }
+func (c *cappedFile) Stat() (os.FileInfo, error)                { return c.f.Stat() }
+
+func (c *cappedFile) Write(p []byte) (int, error) {
+	pos, err := c.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	if pos+int64(len(p)) > c.limit {
+		return 0, errTooLarge
+	}
+	return c.f.Write(p)
+}
+
+func (c *cappedFile) WriteAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > c.limit {
+		return 0, errTooLarge
+	}
+	return c.f.WriteAt(p, off)
+}
+
+func (c *cappedFile) Truncate(size int64) error {
+	if size > c.limit {
+		return errTooLarge
+	}
+	return c.f.Truncate(size)
+}
+
+// safeName keeps letters, digits, '-' and '_' of a message id, so an id can
+// never name a path outside the inbox.
+func safeName(id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "message"
+	}
+	return truncate(b.String(), 64)
+}
+
+var mimeExt = map[string]string{
+	"image/jpeg":         "jpg",
+	"image/png":          "png",
+	"image/webp":         "webp",
+	"image/gif":          "gif",
+	"image/heic":         "heic",
+	"audio/ogg":          "ogg",
+	"audio/mpeg":         "mp3",
+	"audio/mp4":          "m4a",
+	"audio/aac":          "aac",
+	"audio/amr":          "amr",
+	"video/mp4":          "mp4",
+	"application/pdf":    "pdf",
+	"application/zip":    "zip",
+	"application/json":   "json",
+	"text/plain":         "txt",
+	"text/csv":           "csv",
+	"application/msword": "doc",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet":       "xlsx",
+}
+
+// extension picks a file extension: the document's own (when it is a plain
+// short one), else from the MIME type, else "bin".
+func extension(m *media) string {
+	if ext := strings.TrimPrefix(filepath.Ext(m.fileName), "."); ext != "" && len(ext) <= 8 && isAlnum(ext) {
+		return strings.ToLower(ext)
+	}
+	mt := strings.ToLower(strings.TrimSpace(strings.SplitN(m.mime, ";", 2)[0]))
+	if ext, ok := mimeExt[mt]; ok {
+		return ext
+	}
+	return "bin"
+}
+
+func isAlnum(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
