@@ -164,6 +164,9 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 	labels[LabelManaged] = ManagedValue
 	labels[LabelGroup] = spec.Group
 	labels[LabelInstance] = spec.Instance
+	if spec.Home != "" {
+		labels[LabelHome] = spec.Home
+	}
 
 	env := append([]string(nil), spec.Env...)
 	hasHome := false
@@ -380,6 +383,7 @@ func (d *Docker) ListManaged(ctx context.Context) ([]Info, error) {
 			Name:     name,
 			Group:    c.Labels[LabelGroup],
 			Instance: c.Labels[LabelInstance],
+			Home:     c.Labels[LabelHome],
 			State:    string(c.State),
 		})
 	}

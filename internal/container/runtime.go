@@ -2,6 +2,9 @@ package container
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -12,6 +15,10 @@ const (
 	LabelManaged  = "bridged.managed"
 	LabelGroup    = "bridged.group"
 	LabelInstance = "bridged.instance"
+	// LabelHome identifies the bridged home a container belongs to (see
+	// HomeLabel), so start-up cleanup removes only the leftovers of the same
+	// home and never another daemon's containers on the same engine.
+	LabelHome = "bridged.home"
 )
 
 // Mount is one bind mount.
@@ -35,6 +42,7 @@ type Spec struct {
 	Image    string            // image reference
 	Group    string            // group folder, for the label
 	Instance string            // daemon instance id, for the label
+	Home     string            // HomeLabel of the daemon's home, for the label
 	User     string            // "uid:gid"; never empty, never root
 	Mounts   []Mount           // see Mounts
 	Env      []string          // KEY=value, never secrets
@@ -67,6 +75,7 @@ type Info struct {
 	Name     string
 	Group    string
 	Instance string
+	Home     string // the bridged.home label
 	State    string
 }
 
@@ -80,4 +89,11 @@ type Runtime interface {
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// ListManaged lists containers carrying the bridged.managed label.
 	ListManaged(ctx context.Context) ([]Info, error)
+}
+
+// HomeLabel is the value of the bridged.home label for a home directory: a
+// short hash of its absolute path, so the path itself is not exposed.
+func HomeLabel(home string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	return hex.EncodeToString(sum[:8])
 }

@@ -1,0 +1,482 @@
+// Package e2e drives the bridged daemon end to end, only through its command
+// line and its control API, against the real Docker engine and the test image
+// bridged-agent:test (whose claude is the scripted fake). Without a Docker
+// daemon the tests skip loudly, except under CI=true, where they fail.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/testimage"
+)
+
+const (
+	testImage = "bridged-agent:test"
+	// secret is the credential handed to the daemon; it must appear nowhere
+	// but inside claude's environment.
+	secret = "sk-ant-e2e-SECRET-5f0c2a9d7e"
+)
+
+var (
+	bridgedBin string
+	docker     *client.Client
+	skipReason string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if os.Getenv("BRIDGED_SKIP_DOCKER") != "" && os.Getenv("CI") != "true" {
+		skipReason = "BRIDGED_SKIP_DOCKER is set"
+		return m.Run()
+	}
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintf(os.Stderr, "e2e: CI=true but no Docker daemon answers: %v\n", err)
+			return 1
+		}
+		skipReason = fmt.Sprintf("no Docker daemon answers (%v)", err)
+		return m.Run()
+	}
+	docker = cli
+	root, err := testimage.FindRepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := testimage.Ensure(ctx, cli, testimage.Options{Tag: testImage, RepoRoot: root}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: test image:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "bridged-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bridgedBin = filepath.Join(dir, "bridged")
+	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", bridgedBin, "./cmd/bridged")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func needDocker(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip("SKIPPING Docker end-to-end test: " + skipReason)
+	}
+}
+
+// env is one fresh bridged home.
+type env struct {
+	t    *testing.T
+	home string
+	args []string // extra daemon flags
+}
+
+func newEnv(t *testing.T, daemonArgs ...string) *env {
+	t.Helper()
+	needDocker(t)
+	home := t.TempDir()
+	e := &env{t: t, home: home, args: daemonArgs}
+	t.Cleanup(func() { e.assertNoContainers(t) })
+	return e
+}
+
+func (e *env) environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "BRIDGED_") || strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "CLAUDE_CODE_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
+		"BRIDGED_MOUNT_ALLOWLIST="+filepath.Join(os.TempDir(), "bridged-e2e-no-allowlist.json"))
+}
+
+// cli runs a bridged subcommand to completion and returns its stdout.
+func (e *env) cli(args ...string) (string, error) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sub := args[0]
+	full := append([]string{sub, "--home", e.home}, args[1:]...)
+	cmd := exec.CommandContext(ctx, bridgedBin, full...)
+	cmd.Env = e.environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("bridged %s: %w\nstderr: %s", strings.Join(full, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func (e *env) mustCLI(args ...string) string {
+	e.t.Helper()
+	out, err := e.cli(args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// daemon is a running `bridged run`.
+type daemon struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
+	mu     sync.Mutex
+	stderr bytes.Buffer
+}
+
+func (d *daemon) logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stderr.String()
+}
+
+type lockedWriter struct{ d *daemon }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.d.mu.Lock()
+	defer w.d.mu.Unlock()
+	return w.d.stderr.Write(p)
+}
+
+// start runs the daemon and waits until its control API answers.
+func (e *env) start() *daemon {
+	e.t.Helper()
+	args := append([]string{"run", "--home", e.home, "--image", testImage}, e.args...)
+	cmd := exec.Command(bridgedBin, args...)
+	cmd.Env = e.environ()
+	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = lockedWriter{d}
+	cmd.Stderr = lockedWriter{d}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-d.done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				<-d.done
+			}
+		}
+		if e.t.Failed() {
+			e.t.Logf("daemon log:\n%s", tail(d.logs(), 80))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := e.api("GET", "/healthz", nil, nil); err == nil {
+			return d
+		}
+		select {
+		case <-d.done:
+			e.t.Fatalf("daemon exited during start-up: %v\n%s", d.err, d.logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("control API did not answer within 30s\n%s", d.logs())
+		}
+	}
+}
+
+// stop sends SIGTERM and returns the exit error (nil for exit 0).
+func (d *daemon) stop(t *testing.T) error {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return d.err
+	case <-time.After(90 * time.Second):
+		t.Fatalf("daemon did not stop within 90s after SIGTERM\n%s", tail(d.logs(), 60))
+		return nil
+	}
+}
+
+func (d *daemon) kill9() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *env) httpClient() *http.Client {
+	sock := filepath.Join(e.home, "bridged.sock")
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+// api calls the control API; body and out may be nil.
+func (e *env) api(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://bridged"+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.httpClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+type chatMessage struct {
+	ID        int64  `json:"id"`
+	Direction string `json:"direction"`
+	Sender    string `json:"sender"`
+	Text      string `json:"text"`
+	Time      string `json:"time"`
+}
+
+// post stores a message from "Alice" in a local chat and returns its id.
+func (e *env) post(chat, text string) int64 {
+	e.t.Helper()
+	var res struct {
+		ID int64 `json:"id"`
+	}
+	if err := e.api("POST", "/v1/chats/"+url.PathEscape(chat)+"/messages", map[string]string{"sender": "Alice", "text": text}, &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return res.ID
+}
+
+// waitOut waits until at least n outbound messages after id are in chat, and
+// returns every outbound message seen.
+func (e *env) waitOut(chat string, after int64, n int, within time.Duration) []chatMessage {
+	e.t.Helper()
+	var out []chatMessage
+	deadline := time.Now().Add(within)
+	cursor := after
+	for len(out) < n {
+		left := time.Until(deadline)
+		if left <= 0 {
+			e.t.Fatalf("waited %s for %d replies in %s after #%d; got %d: %+v", within, n, chat, after, len(out), out)
+		}
+		wait := min(left, 20*time.Second).Round(time.Second)
+		if wait < time.Second {
+			wait = time.Second
+		}
+		var res struct {
+			Messages []chatMessage `json:"messages"`
+		}
+		q := fmt.Sprintf("/v1/chats/%s/messages?after=%d&wait=%s", url.PathEscape(chat), cursor, wait)
+		if err := e.api("GET", q, nil, &res); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, m := range res.Messages {
+			cursor = max(cursor, m.ID)
+			if m.Direction == "out" {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// outSince returns every outbound message after id without waiting.
+func (e *env) outSince(chat string, after int64) []chatMessage {
+	e.t.Helper()
+	var res struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	if err := e.api("GET", fmt.Sprintf("/v1/chats/%s/messages?after=%d", url.PathEscape(chat), after), nil, &res); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []chatMessage
+	for _, m := range res.Messages {
+		if m.Direction == "out" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// containers lists this home's managed containers.
+func (e *env) containers(ctx context.Context) []container.Info {
+	e.t.Helper()
+	res, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []container.Info
+	for _, c := range res.Items {
+		out = append(out, container.Info{ID: c.ID, Group: c.Labels[container.LabelGroup], State: string(c.State)})
+	}
+	return out
+}
+
+// assertNoContainers fails when a managed container of this home is left,
+// and removes it so one failure does not leak into other tests.
+func (e *env) assertNoContainers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	left := e.containers(ctx)
+	for _, c := range left {
+		docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+	if len(left) > 0 {
+		t.Errorf("%d managed containers left behind: %+v", len(left), left)
+	}
+}
+
+// watchContainers follows container start and die events of this home.
+type containerWatch struct {
+	mu      sync.Mutex
+	running map[string]bool
+	max     int
+	starts  int
+	changed chan struct{}
+}
+
+func (e *env) watchContainers(ctx context.Context) *containerWatch {
+	e.t.Helper()
+	w := &containerWatch{running: make(map[string]bool), changed: make(chan struct{}, 1)}
+	res := docker.Events(ctx, client.EventsListOptions{Since: fmt.Sprint(time.Now().Unix() - 1), Filters: make(client.Filters).
+		Add("type", "container").
+		Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
+	ready := make(chan struct{})
+	go func() {
+		close(ready)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-res.Err:
+				return
+			case m := <-res.Messages:
+				w.mu.Lock()
+				switch m.Action {
+				case events.ActionStart:
+					w.running[m.Actor.ID] = true
+					w.starts++
+				case events.ActionDie, events.ActionDestroy:
+					delete(w.running, m.Actor.ID)
+				}
+				w.max = max(w.max, len(w.running))
+				w.mu.Unlock()
+				select {
+				case w.changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	<-ready
+	return w
+}
+
+func (w *containerWatch) snapshot() (running, maxRunning, starts int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running), w.max, w.starts
+}
+
+// waitRunning waits until exactly n containers of the home run.
+func (w *containerWatch) waitRunning(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		if r, _, _ := w.snapshot(); r == n {
+			return
+		}
+		select {
+		case <-w.changed:
+		case <-deadline:
+			r, _, _ := w.snapshot()
+			t.Fatalf("waited %s for %d running containers; %d run", within, n, r)
+		}
+	}
+}
+
+// grepFiles reports the files under dir that contain s.
+func grepFiles(t *testing.T, dir, s string) []string {
+	t.Helper()
+	var hits []string
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || info.Mode()&os.ModeSocket != 0 || info.Size() > 64<<20 {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), s) {
+				hits = append(hits, p)
+				break
+			}
+		}
+		return nil
+	})
+	return hits
+}
