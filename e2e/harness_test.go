@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -83,7 +84,14 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bridgedBin = filepath.Join(dir, "bridged")
-	build := exec.CommandContext(ctx, "go", "build", "-race", "-o", bridgedBin, "./cmd/bridged")
+	// Tests run the daemon with the race detector; benchmarks without it,
+	// so the figures are the product's.
+	flag.Parse()
+	buildArgs := []string{"build", "-race", "-o", bridgedBin, "./cmd/bridged"}
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		buildArgs = []string{"build", "-o", bridgedBin, "./cmd/bridged"}
+	}
+	build := exec.CommandContext(ctx, "go", buildArgs...)
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -102,7 +110,7 @@ func needDocker(t *testing.T) {
 
 // env is one fresh bridged home.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	home string
 	args []string // extra daemon flags
 }
@@ -224,7 +232,7 @@ func (e *env) start() *daemon {
 }
 
 // stop sends SIGTERM and returns the exit error (nil for exit 0).
-func (d *daemon) stop(t *testing.T) error {
+func (d *daemon) stop(t testing.TB) error {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -374,7 +382,7 @@ func (e *env) containers(ctx context.Context) []container.Info {
 
 // assertNoContainers fails when a managed container of this home is left,
 // and removes it so one failure does not leak into other tests.
-func (e *env) assertNoContainers(t *testing.T) {
+func (e *env) assertNoContainers(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	left := e.containers(ctx)
@@ -439,7 +447,7 @@ func (w *containerWatch) snapshot() (running, maxRunning, starts int) {
 }
 
 // waitRunning waits until exactly n containers of the home run.
-func (w *containerWatch) waitRunning(t *testing.T, n int, within time.Duration) {
+func (w *containerWatch) waitRunning(t testing.TB, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
 	for {
@@ -456,7 +464,7 @@ func (w *containerWatch) waitRunning(t *testing.T, n int, within time.Duration) 
 }
 
 // grepFiles reports the files under dir that contain s.
-func grepFiles(t *testing.T, dir, s string) []string {
+func grepFiles(t testing.TB, dir, s string) []string {
 	t.Helper()
 	var hits []string
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -64,6 +64,9 @@ type Options struct {
 	Tag      string // image to make; default DefaultTag
 	RepoRoot string // module root holding ./agent-runner and ./cmd/fakeclaude; default: found from the working directory
 	Force    bool   // import even when the image is up to date
+	// Env adds KEY=value variables to the image's environment (benchmarks
+	// turn on the fake claude's stdin log this way).
+	Env []string
 }
 
 // Ensure builds the agent binaries and makes sure the image opts.Tag holds
@@ -97,9 +100,9 @@ func EnsureAgent(ctx context.Context, cli ImageAPI, opts Options) (bool, error) 
 		return false, err
 	}
 	if opts.Force {
-		return true, Build(ctx, cli, opts.Tag, bins)
+		return true, Build(ctx, cli, opts.Tag, bins, opts.Env...)
 	}
-	return EnsureImage(ctx, cli, opts.Tag, bins)
+	return EnsureImage(ctx, cli, opts.Tag, bins, opts.Env...)
 }
 
 // BuildAgentBinaries builds ./agent-runner and ./cmd/fakeclaude of the module
@@ -158,8 +161,8 @@ func FindRepoRoot() (string, error) {
 // EnsureImage imports an image holding binaries under tag unless the image
 // already there carries the same content hash. It reports whether it
 // imported.
-func EnsureImage(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string) (bool, error) {
-	hash, err := ContentHash(binaries)
+func EnsureImage(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string, env ...string) (bool, error) {
+	hash, err := imageHash(binaries, env)
 	if err != nil {
 		return false, err
 	}
@@ -173,33 +176,47 @@ func EnsureImage(ctx context.Context, cli ImageAPI, tag string, binaries map[str
 	default:
 		return false, fmt.Errorf("inspect image %s: %w", tag, err)
 	}
-	return true, build(ctx, cli, tag, binaries, hash)
+	return true, build(ctx, cli, tag, binaries, env, hash)
+}
+
+// imageHash covers the binaries and the extra environment.
+func imageHash(binaries map[string]string, env []string) (string, error) {
+	hash, err := ContentHash(binaries)
+	if err != nil || len(env) == 0 {
+		return hash, err
+	}
+	sum := sha256.Sum256([]byte(hash + "\x00" + strings.Join(env, "\x00")))
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Build imports an image named tag from a root filesystem holding binaries
 // (path in the image → host path), whatever is there already.
-func Build(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string) error {
-	hash, err := ContentHash(binaries)
+func Build(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string, env ...string) error {
+	hash, err := imageHash(binaries, env)
 	if err != nil {
 		return err
 	}
-	return build(ctx, cli, tag, binaries, hash)
+	return build(ctx, cli, tag, binaries, env, hash)
 }
 
-func build(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string, hash string) error {
+func build(ctx context.Context, cli ImageAPI, tag string, binaries map[string]string, env []string, hash string) error {
+	changes := []string{
+		fmt.Sprintf(`ENTRYPOINT [%q]`, Entrypoint),
+		fmt.Sprintf("USER %d:%d", UID, GID),
+		"WORKDIR /workspace/group",
+		"ENV HOME=/home/agent",
+		"ENV PATH=/usr/local/bin",
+		fmt.Sprintf("LABEL %s=%s", HashLabel, hash),
+	}
+	for _, kv := range env {
+		changes = append(changes, "ENV "+kv)
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(WriteRootfs(pw, binaries)) }()
 	defer pr.Close()
 	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, tag, client.ImageImportOptions{
 		Message: "bridged test agent image",
-		Changes: []string{
-			fmt.Sprintf(`ENTRYPOINT [%q]`, Entrypoint),
-			fmt.Sprintf("USER %d:%d", UID, GID),
-			"WORKDIR /workspace/group",
-			"ENV HOME=/home/agent",
-			"ENV PATH=/usr/local/bin",
-			fmt.Sprintf("LABEL %s=%s", HashLabel, hash),
-		},
+		Changes: changes,
 	})
 	if err != nil {
 		return fmt.Errorf("import image %s: %w", tag, err)

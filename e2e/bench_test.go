@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/testimage"
+)
+
+const (
+	benchImage = "bridged-agent:bench"
+	// stdinLog is where the bench image's fake claude appends a timestamped
+	// line for every line it reads on stdin (inside the group's folder).
+	stdinLog = "/workspace/group/.fakeclaude-stdin.log"
+)
+
+func benchEnv(b *testing.B, args ...string) *env {
+	b.Helper()
+	if skipReason != "" {
+		b.Skip("SKIPPING Docker benchmark: " + skipReason)
+	}
+	root, err := testimage.FindRepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := testimage.Ensure(ctx, docker, testimage.Options{Tag: benchImage, RepoRoot: root,
+		Env: []string{"FAKECLAUDE_STDIN_LOG=" + stdinLog}}); err != nil {
+		b.Fatal(err)
+	}
+	e := &env{t: b, home: b.TempDir(), args: append([]string{"--image", benchImage}, args...)}
+	b.Cleanup(func() { e.assertNoContainers(b) })
+	return e
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// stdinStamps reads the fake's stdin log: the time each user message with the
+// given marker reached claude's stdin.
+func stdinStamps(b *testing.B, path string) map[string]time.Time {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	out := make(map[string]time.Time)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 3)
+		if len(fields) < 3 || fields[1] != "user" {
+			continue
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if i := strings.Index(fields[2], "warm-"); i >= 0 {
+			key := fields[2][i:]
+			if j := strings.IndexAny(key, " <\n"); j >= 0 {
+				key = key[:j]
+			}
+			out[key] = time.Unix(0, ns)
+		}
+	}
+	return out
+}
+
+// BenchmarkE2EWarmLatency: a message posted to the control API → the user
+// message on the fake claude's stdin, in a live container, 200 messages.
+func BenchmarkE2EWarmLatency(b *testing.B) {
+	for range b.N {
+		e := benchEnv(b, "--idle-timeout", "10m")
+		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		d := e.start()
+		id := e.post("local:main", "warm up")
+		e.waitOut("local:main", id, 1, time.Minute)
+
+		const n = 200
+		posted := make(map[string]time.Time, n)
+		for i := range n {
+			key := fmt.Sprintf("warm-%03d", i)
+			posted[key] = time.Now()
+			id := e.post("local:main", key)
+			e.waitOut("local:main", id, 1, time.Minute)
+		}
+		stamps := stdinStamps(b, filepath.Join(e.home, "groups", "main", ".fakeclaude-stdin.log"))
+		var lat []time.Duration
+		for key, t0 := range posted {
+			if t1, ok := stamps[key]; ok {
+				lat = append(lat, t1.Sub(t0))
+			}
+		}
+		if len(lat) != n {
+			b.Fatalf("found %d of %d messages in claude's stdin log", len(lat), n)
+		}
+		med, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		b.ReportMetric(ms(med), "ms-median")
+		b.ReportMetric(ms(p99), "ms-p99")
+		fmt.Printf("warm latency (control API → claude stdin), %d messages: median %.2f ms, p99 %.2f ms\n", n, ms(med), ms(p99))
+		if err := d.stop(b); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkE2EIngest: messages per second stored through the control API, in
+// a group that needs a trigger (so no agent runs).
+func BenchmarkE2EIngest(b *testing.B) {
+	for range b.N {
+		e := benchEnv(b)
+		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		e.mustCLI("groups", "add", "--name", "quiet", "local:quiet")
+		d := e.start()
+		const n, workers = 2000, 8
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += workers {
+					e.post("local:quiet", fmt.Sprintf("chatter %d", i))
+				}
+			}()
+		}
+		wg.Wait()
+		el := time.Since(start)
+		rate := float64(n) / el.Seconds()
+		b.ReportMetric(rate, "msgs/s")
+		fmt.Printf("ingest through the control API: %d messages in %s, %.0f msgs/s\n", n, el.Round(time.Millisecond), rate)
+		if err := d.stop(b); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkE2EIdleRSS: the daemon's resident memory with 100 groups
+// registered and idle.
+func BenchmarkE2EIdleRSS(b *testing.B) {
+	for range b.N {
+		e := benchEnv(b)
+		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		for i := range 99 {
+			n := fmt.Sprintf("group-%02d", i)
+			e.mustCLI("groups", "add", "--name", n, "local:"+n)
+		}
+		d := e.start()
+		// Let start-up work settle: one round trip through the API.
+		e.mustCLI("groups", "list")
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var kb float64
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				kb, _ = strconv.ParseFloat(strings.Fields(l)[1], 64)
+			}
+		}
+		b.ReportMetric(kb/1024, "MB-RSS")
+		fmt.Printf("daemon RSS with 100 groups registered and idle: %.1f MB\n", kb/1024)
+		if err := d.stop(b); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
