@@ -1,0 +1,80 @@
+// Package router is the heart of the bridged daemon: it stores inbound
+// messages, decides which of them wake a group's agent, hands them to the
+// agent (a new container through the group queue, or piped into the live
+// one), follows each container's events, commits the agent's replies to the
+// outbox and sends the outbox through the channels (DESIGN §6, §7, §11).
+//
+// # Triggers
+//
+// The main group and groups with requires-trigger off answer every message.
+// Any other group wakes only when a pending message starts with its trigger
+// (the group's trigger column, default "@" + the assistant's name), ignoring
+// case and surrounding space, and the trigger ends there as a word ("@Andy's"
+// counts, "@Andyx" and "hi @Andy" do not), or when the channel reports a
+// mention of the bot. Untriggered messages are kept and go to the agent as
+// context with the next trigger. Bot messages never trigger and are never in a
+// prompt. Mentions are remembered in memory only: after a restart a message
+// wakes the agent only through its text.
+//
+// # Prompts
+//
+// A prompt is a <context timezone now/> line and the pending messages as
+// <message sender time> elements, XML-escaped, times RFC 3339 in the
+// configured timezone. At most Config.PromptCap messages go in (and never
+// more than one IPC text may hold): older ones are dropped with a note saying
+// how many. A scheduled task's prompt is its text in a <scheduled_task>
+// element after the context line.
+//
+// # Cursors
+//
+// A group's cursor is the id of the last message handed to its agent. In
+// memory it advances when messages are handed over (container start or pipe).
+// It is stored when a reply of the run is committed (in the same transaction
+// as the outbox row; a send_message of the agent to its own chat counts) and
+// when the run ends well. A run that fails before any reply went out puts the
+// cursor back, so the queue's retry hands the same messages over again; after
+// a reply it is never put back. Because an unanswered hand-over is never
+// stored, messages in flight when the daemon is killed are still after the
+// cursor at the next start and run again, while answered ones are not. Input
+// files piped into a container that ended without reading them are removed
+// and their messages run again.
+//
+// # Containers
+//
+// Before each run the group's directories, its .claude/settings.json and the
+// CLAUDE.md templates are created where missing, and a stale close sentinel
+// is removed. Secrets travel only in the run input. Every stdout event resets
+// the hard timeout (Config.ContainerTimeout, or the group's own, at least the
+// idle timeout plus 30 s); when it fires the container is stopped, which is a
+// normal end when a reply already went out. The idle timeout and the task
+// close delay are the group queue's: when it asks, the router writes the
+// close sentinel. A result with is_error before any reply closes the container
+// and fails the run, so it is retried. Each run writes
+// groups/<folder>/logs/run-<time>.log with its input (no secrets; the prompt
+// only at debug level), the container's stderr, exit code and duration.
+//
+// When a group's message runs fail more times in a row than the queue
+// retries, one notice is posted in its chat and the failure shows in Status;
+// the group then waits for its next message. A failed task run is recorded in
+// its run log and announced in its chat when the task's previous run did not
+// fail.
+//
+// # Outbox
+//
+// Every message is committed to the outbox before it is sent. The sender is
+// woken by each commit; it sends each chat's rows in order (chats in
+// parallel) through the channel that owns the chat, with the row's external
+// id so a retried send is idempotent. Transient errors are retried with
+// backoff (a channel that is reconnecting is waited for without using up
+// attempts); errors wrapping channel.ErrPermanent, or too many attempts, mark
+// the row failed. Rows left pending by an earlier run are sent at start.
+//
+// # Start and stop
+//
+// Run first stops every managed container a previous instance left, removes
+// their unread input files, and then hands every group whose pending messages
+// would wake its agent to the queue. When its context ends it stops taking
+// work, waits up to Config.ShutdownTimeout for runs to end (stopping those
+// still busy, whose messages then stay pending), sends what they committed,
+// and returns.
+package router

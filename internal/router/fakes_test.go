@@ -1,0 +1,413 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// testWait bounds every wait for an event in these tests.
+const testWait = 10 * time.Second
+
+// ---- fake runtime ----
+
+type fakeRuntime struct {
+	mu       sync.Mutex
+	specs    []container.Spec
+	runs     map[string]*fakeRun
+	stopped  []string
+	history  []string // "start <group>", "stop <id>" in order
+	managed  []container.Info
+	started  chan *fakeRun
+	onStart  func(*fakeRun) // run in its own goroutine after Start
+	startErr error
+	n        int
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{runs: make(map[string]*fakeRun), started: make(chan *fakeRun, 100)}
+}
+
+func (f *fakeRuntime) Start(ctx context.Context, spec container.Spec) (container.Run, error) {
+	f.mu.Lock()
+	if f.startErr != nil {
+		err := f.startErr
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.n++
+	run := &fakeRun{id: fmt.Sprintf("c%d", f.n), spec: spec, events: make(chan ipc.Event, 64), exited: make(chan struct{})}
+	f.specs = append(f.specs, spec)
+	f.runs[run.id] = run
+	f.history = append(f.history, "start "+spec.Group)
+	hook := f.onStart
+	f.mu.Unlock()
+	f.started <- run
+	if hook != nil {
+		go hook(run)
+	}
+	return run, nil
+}
+
+func (f *fakeRuntime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	f.mu.Lock()
+	f.stopped = append(f.stopped, id)
+	f.history = append(f.history, "stop "+id)
+	run := f.runs[id]
+	f.mu.Unlock()
+	if run != nil {
+		run.exit(137)
+	}
+	return nil
+}
+
+func (f *fakeRuntime) ListManaged(ctx context.Context) ([]container.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]container.Info(nil), f.managed...), nil
+}
+
+func (f *fakeRuntime) starts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.specs)
+}
+
+func (f *fakeRuntime) stops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.stopped...)
+}
+
+type fakeRun struct {
+	id     string
+	spec   container.Spec
+	mu     sync.Mutex
+	closed bool
+	code   int
+	events chan ipc.Event
+	exited chan struct{}
+}
+
+func (r *fakeRun) ID() string               { return r.id }
+func (r *fakeRun) Events() <-chan ipc.Event { return r.events }
+func (r *fakeRun) Wait(ctx context.Context) (container.Exit, error) {
+	select {
+	case <-r.exited:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return container.Exit{Code: r.code}, nil
+	case <-ctx.Done():
+		return container.Exit{}, ctx.Err()
+	}
+}
+
+// emit writes one stdout event; it does nothing once the run exited.
+func (r *fakeRun) emit(ev ipc.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.events <- ev
+	}
+}
+
+func (r *fakeRun) result(text string) {
+	r.emit(ipc.Event{Type: ipc.EventResult, Text: text, SessionID: "sess-1", CostUSD: 0.01})
+}
+
+// exit ends the container with code (the first call wins).
+func (r *fakeRun) exit(code int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.code = code
+	close(r.events)
+	close(r.exited)
+}
+
+// ---- fake channel ----
+
+type fakeChannel struct {
+	mu     sync.Mutex
+	sent   []channel.Outgoing
+	tries  []channel.Outgoing
+	typing []bool
+	sends  chan channel.Outgoing
+	// fail, when set, decides the error of each attempt (nil: success).
+	fail func(m channel.Outgoing) error
+}
+
+func newFakeChannel() *fakeChannel { return &fakeChannel{sends: make(chan channel.Outgoing, 100)} }
+
+func (c *fakeChannel) Name() string                      { return "fake" }
+func (c *fakeChannel) Owns(chat string) bool             { return strings.HasPrefix(chat, "fake:") }
+func (c *fakeChannel) Connect(ctx context.Context) error { return nil }
+func (c *fakeChannel) Status() channel.Status {
+	return channel.Status{State: channel.StateConnected}
+}
+
+func (c *fakeChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	c.mu.Lock()
+	c.tries = append(c.tries, m)
+	fail := c.fail
+	c.mu.Unlock()
+	if fail != nil {
+		if err := fail(m); err != nil {
+			return "", err
+		}
+	}
+	c.mu.Lock()
+	c.sent = append(c.sent, m)
+	c.mu.Unlock()
+	select {
+	case c.sends <- m:
+	default: // nobody reads (benchmarks): the record above is enough
+	}
+	return m.ID, nil
+}
+
+func (c *fakeChannel) SetTyping(ctx context.Context, chat string, on bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.typing = append(c.typing, on)
+	return nil
+}
+
+func (c *fakeChannel) sentTexts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// ---- harness ----
+
+const (
+	mainChat = store.ChatID("fake:main")
+	famChat  = store.ChatID("fake:fam")
+	testName = "Robo" // the assistant's name in these tests
+)
+
+type harness struct {
+	t    testing.TB
+	r    *Router
+	db   *store.DB
+	rt   *fakeRuntime
+	ch   *fakeChannel
+	cfg  Config
+	home string
+	stop context.CancelFunc
+	done chan error
+}
+
+// newHarness builds a router over a real store with two groups: main
+// (fake:main) and fam (fake:fam, trigger "@Robo" required).
+func newHarness(t testing.TB, mod func(*Config)) *harness {
+	t.Helper()
+	home := t.TempDir()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(home, "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, g := range []store.Group{
+		{Chat: mainChat, Name: "Main", Folder: "main", Trigger: "@" + testName, IsMain: true},
+		{Chat: famChat, Name: "Family", Folder: "fam", Trigger: "@" + testName, RequiresTrigger: true},
+	} {
+		if _, err := db.AddGroup(ctx, g); err != nil {
+			t.Fatalf("add group: %v", err)
+		}
+	}
+	cfg := Config{
+		AssistantName: testName,
+		Timezone:      time.UTC,
+		Image:         "bridged-agent:test",
+		Instance:      "test-instance",
+		Home:          home,
+		RetryDelays:   []time.Duration{time.Millisecond},
+		Secrets:       map[string]string{"ANTHROPIC_API_KEY": "sk-secret-value"},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: newFakeChannel(), cfg: cfg, home: home}
+	h.r, err = New(cfg, Deps{Store: db, Runtime: h.rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t)})
+	if err != nil {
+		t.Fatalf("new router: %v", err)
+	}
+	h.r.sendBackoff = 5 * time.Millisecond
+	return h
+}
+
+// testLogger logs to the test at debug level when -v is given.
+func testLogger(t testing.TB) zerolog.Logger {
+	if !testing.Verbose() {
+		return zerolog.New(io.Discard)
+	}
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop = cancel
+	h.done = make(chan error, 1)
+	go func() { h.done <- h.r.Run(ctx) }()
+	h.t.Cleanup(h.shutdown)
+}
+
+// shutdown stops the router and waits for Run to return.
+func (h *harness) shutdown() {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	h.stop = nil
+	// Containers still running end when stopped.
+	h.rt.mu.Lock()
+	for _, run := range h.rt.runs {
+		go run.exit(0)
+	}
+	h.rt.mu.Unlock()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("router Run: got %v; want nil", err)
+		}
+	case <-time.After(testWait):
+		h.t.Errorf("router did not stop within %s", testWait)
+	}
+}
+
+// post delivers a message from Alice through Inbound and returns its id.
+func (h *harness) post(chat store.ChatID, text string) store.MessageID {
+	h.t.Helper()
+	ext := uuid.NewString()
+	if err := h.r.Inbound(context.Background(), channel.Message{
+		Chat: string(chat), ExternalID: ext, Sender: "alice@x", SenderName: "Alice", Text: text, SentAt: time.Now(),
+	}); err != nil {
+		h.t.Fatalf("inbound: %v", err)
+	}
+	msgs, err := h.db.MessagesAfter(context.Background(), chat, 0, 0)
+	if err != nil {
+		h.t.Fatalf("messages: %v", err)
+	}
+	for _, m := range msgs {
+		if m.ExternalID == ext {
+			return m.ID
+		}
+	}
+	h.t.Fatalf("message %q was not stored", text)
+	return 0
+}
+
+func (h *harness) nextRun() *fakeRun {
+	h.t.Helper()
+	select {
+	case run := <-h.rt.started:
+		return run
+	case <-time.After(testWait):
+		h.t.Fatalf("no container started within %s", testWait)
+		return nil
+	}
+}
+
+func (h *harness) nextSend() channel.Outgoing {
+	h.t.Helper()
+	select {
+	case m := <-h.ch.sends:
+		return m
+	case <-time.After(testWait):
+		h.t.Fatalf("nothing sent within %s (sent so far: %q)", testWait, h.ch.sentTexts())
+		return channel.Outgoing{}
+	}
+}
+
+func (h *harness) cursor(folder store.Folder) store.MessageID {
+	h.t.Helper()
+	c, err := h.db.GetCursor(context.Background(), folder)
+	if err != nil {
+		h.t.Fatalf("get cursor: %v", err)
+	}
+	return c
+}
+
+func (h *harness) inputDir(folder string) string {
+	return ipc.Layout{Root: h.r.paths.IPCDir(folder)}.Input()
+}
+
+// waitIdle waits until the group has no run, nothing pending and no retry
+// in progress, and returns its queue status (zero if the queue forgot it).
+func (h *harness) waitIdle(folder string) groupqueue.GroupStatus {
+	h.t.Helper()
+	var last groupqueue.GroupStatus
+	waitFor(h.t, func() bool {
+		last = groupqueue.GroupStatus{}
+		for _, g := range h.r.Status().Queue.Groups {
+			if g.Group == folder {
+				last = g
+			}
+		}
+		return last.Run == "" && !last.PendingMessages && last.NextRetry.IsZero() && len(last.PendingTasks) == 0
+	}, "group %s idle", folder)
+	return last
+}
+
+// waitFor polls cond with a short tick until it holds or testWait passes.
+func waitFor(t testing.TB, cond func() bool, what string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for "+what, args...)
+		}
+		time.Sleep(time.Millisecond) // polling tick, not a wait for an event
+	}
+}
+
+// waitFile waits for a file to exist and returns when it appeared.
+func waitFile(t *testing.T, path string) time.Time {
+	t.Helper()
+	waitFor(t, func() bool { _, err := os.Stat(path); return err == nil }, "file %s", path)
+	return time.Now()
+}
+
+func jsonFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := ipc.List(dir)
+	if err != nil {
+		t.Fatalf("list %s: %v", dir, err)
+	}
+	var out []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".json") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+var errTransient = errors.New("network hiccup")

@@ -1,0 +1,212 @@
+package router
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// MatchTrigger reports whether text starts with trigger, ignoring case and
+// surrounding white space, and the trigger ends there as a word: "@Andy hi",
+// "@andy", "@Andy's" and "@Andy, hi" match "@Andy"; "@Andyx" and "hi @Andy" do
+// not. A trigger that ends in a non-word character ("!bot!") needs no
+// boundary after it. An empty trigger never matches.
+func MatchTrigger(trigger, text string) bool {
+	trig := strings.TrimSpace(trigger)
+	if trig == "" {
+		return false
+	}
+	rest := strings.TrimSpace(text)
+	var last rune
+	for _, want := range trig {
+		got, size := utf8.DecodeRuneInString(rest)
+		if size == 0 || !equalFoldRune(got, want) {
+			return false
+		}
+		rest = rest[size:]
+		last = want
+	}
+	if !isWordRune(last) || rest == "" {
+		return true
+	}
+	next, _ := utf8.DecodeRuneInString(rest)
+	return !isWordRune(next)
+}
+
+func equalFoldRune(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	for f := unicode.SimpleFold(a); f != a; f = unicode.SimpleFold(f) {
+		if f == b {
+			return true
+		}
+	}
+	return false
+}
+
+// isWordRune says whether r continues a word. An apostrophe does not, so
+// "@Andy's" starts with the trigger "@Andy".
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+}
+
+var (
+	internalBlock = regexp.MustCompile(`(?is)<internal>.*?</internal>`)
+	internalOpen  = regexp.MustCompile(`(?is)<internal>.*$`)
+)
+
+// StripInternal removes every <internal>…</internal> block (across lines, any
+// number of them) from an agent's outbound text, and an unclosed <internal>
+// up to the end, then trims white space. An empty result means nothing is
+// sent.
+func StripInternal(text string) string {
+	text = internalBlock.ReplaceAllString(text, "")
+	text = internalOpen.ReplaceAllString(text, "")
+	return strings.TrimSpace(text)
+}
+
+var xmlEscaper = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;", `"`, "&quot;", `'`, "&apos;")
+
+// escapeXML escapes text for an XML attribute or element and replaces
+// characters XML cannot carry (control characters, invalid UTF-8) with U+FFFD.
+func escapeXML(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == utf8.RuneError:
+			return unicode.ReplacementChar
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF || (r >= 0xD800 && r <= 0xDFFF):
+			return unicode.ReplacementChar
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(unicode.ReplacementChar)))
+	return xmlEscaper.Replace(s)
+}
+
+// contextLine is the first line of every prompt: the configured timezone and
+// the current time in it.
+func contextLine(loc *time.Location, now time.Time) string {
+	return fmt.Sprintf(`<context timezone="%s" now="%s"/>`, escapeXML(loc.String()), now.In(loc).Format(time.RFC3339))
+}
+
+func messageLine(loc *time.Location, m store.Message) string {
+	sender := m.SenderName
+	if strings.TrimSpace(sender) == "" {
+		sender = m.Sender
+	}
+	return fmt.Sprintf(`<message sender="%s" time="%s">%s</message>`,
+		escapeXML(sender), m.SentAt.In(loc).Format(time.RFC3339), escapeXML(m.Text))
+}
+
+func omittedNote(n int) string {
+	if n == 1 {
+		return "<note>1 earlier message was left out</note>"
+	}
+	return fmt.Sprintf("<note>%d earlier messages were left out</note>", n)
+}
+
+// FormatPrompt renders messages as the agent's prompt (DESIGN §6): a context
+// line with the timezone and the current time, then the messages, sender and
+// text XML-escaped, times RFC 3339 in loc. omitted earlier messages are
+// announced in a note before the first message.
+func FormatPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted int) string {
+	var b strings.Builder
+	b.WriteString(contextLine(loc, now))
+	b.WriteString("\n<messages>\n")
+	if omitted > 0 {
+		b.WriteString(omittedNote(omitted))
+		b.WriteByte('\n')
+	}
+	for _, m := range msgs {
+		b.WriteString(messageLine(loc, m))
+		b.WriteByte('\n')
+	}
+	b.WriteString("</messages>")
+	return b.String()
+}
+
+// fitPrompt formats msgs so that the prompt fits in limit bytes (the IPC limit
+// on one text): the oldest messages are dropped (and counted in the note)
+// until it fits; a single message too long on its own is cut, with a mark
+// saying so. It returns the prompt and how many messages it holds.
+func fitPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted, limit int) (string, int) {
+	prompt := FormatPrompt(loc, now, msgs, omitted)
+	if len(prompt) <= limit {
+		return prompt, len(msgs)
+	}
+	// Drop the oldest messages until the rest fits; reserve room for the
+	// note (at most this long).
+	overhead := len(FormatPrompt(loc, now, nil, omitted+len(msgs))) + 1
+	sizes := make([]int, len(msgs))
+	total := overhead
+	for i, m := range msgs {
+		sizes[i] = len(messageLine(loc, m)) + 1
+		total += sizes[i]
+	}
+	first := 0
+	for first < len(msgs)-1 && total > limit {
+		total -= sizes[first]
+		first++
+	}
+	kept := msgs[first:]
+	omitted += first
+	prompt = FormatPrompt(loc, now, kept, omitted)
+	if len(prompt) <= limit {
+		return prompt, len(kept)
+	}
+	// One message, still too long: cut its text.
+	m := kept[len(kept)-1]
+	const mark = "\n[the rest of this message was cut: it is too long]"
+	cut := m
+	cut.Text = mark
+	room := limit - len(FormatPrompt(loc, now, []store.Message{cut}, omitted))
+	keep := len(m.Text)
+	for keep > 0 && room > 0 {
+		head := truncateUTF8(m.Text, keep)
+		size := len(escapeXML(head))
+		if size <= room {
+			cut.Text = head + mark
+			break
+		}
+		keep = min(keep*room/size, len(head)-1)
+	}
+	return FormatPrompt(loc, now, []store.Message{cut}, omitted), 1
+}
+
+// truncateUTF8 returns the longest prefix of s of at most n bytes that does
+// not split a rune.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// FormatTaskPrompt renders a scheduled task's prompt: the context line, then
+// the task's prompt (XML-escaped) in a <scheduled_task> element, so the agent
+// knows the text was scheduled earlier and is not a new message.
+func FormatTaskPrompt(loc *time.Location, now time.Time, t store.Task) string {
+	head := contextLine(loc, now) + "\n" +
+		fmt.Sprintf(`<scheduled_task id="%s" schedule="%s %s">`, escapeXML(string(t.ID)), escapeXML(string(t.Kind)), escapeXML(t.Value)) + "\n"
+	const tail = "\n</scheduled_task>"
+	body := escapeXML(t.Prompt)
+	if room := ipc.MaxTextBytes - len(head) - len(tail); len(body) > room {
+		body = truncateUTF8(body, max(room, 0))
+		// Never end inside an entity.
+		if i := strings.LastIndexByte(body, '&'); i >= 0 && !strings.Contains(body[i:], ";") {
+			body = body[:i]
+		}
+	}
+	return head + body + tail
+}

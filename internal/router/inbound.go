@@ -1,0 +1,230 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// errNoRun makes a pipe fall back to the queue: the queue's run has not
+// handed messages to a container yet, or has ended.
+var errNoRun = errors.New("no live container to pipe into")
+
+// Inbound stores one inbound message and its chat's metadata in one
+// transaction and returns after the commit (it is a channel.Inbound). A new
+// message of a registered chat wakes the message loop at once. A non-nil
+// error means nothing was stored.
+func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
+	if strings.TrimSpace(m.Chat) == "" {
+		return fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
+	}
+	if m.ExternalID == "" {
+		// Without the network's id a redelivery cannot be recognised;
+		// store it under an id of our own rather than lose it.
+		m.ExternalID = "bridged-in-" + uuid.NewString()
+	}
+	chat := store.ChatID(m.Chat)
+	last := m.SentAt
+	if last.IsZero() {
+		last = r.now()
+	}
+	var chName string
+	if c := r.channelFor(m.Chat); c != nil {
+		chName = c.Name()
+	}
+	var id store.MessageID
+	var inserted bool
+	err := r.db.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.UpsertChat(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}); err != nil {
+			return err
+		}
+		var err error
+		id, inserted, err = tx.InsertMessage(ctx, store.Message{
+			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
+			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store inbound message: %w", err)
+	}
+	if !inserted || id == 0 || m.IsBot {
+		return nil
+	}
+	r.mu.Lock()
+	if m.Mentioned {
+		ids := r.mentioned[chat]
+		if ids == nil {
+			ids = make(map[store.MessageID]struct{})
+			r.mentioned[chat] = ids
+		}
+		ids[id] = struct{}{}
+	}
+	r.dirty[chat] = struct{}{}
+	r.mu.Unlock()
+	signal(r.wake)
+	r.log.Debug().Str("chat", m.Chat).Int64("message", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
+	return nil
+}
+
+func (r *Router) markAllDirty() {
+	r.mu.Lock()
+	r.dirtyAll = true
+	r.mu.Unlock()
+	signal(r.wake)
+}
+
+// loop is the message loop: woken by Inbound (or at start for every group),
+// it hands each changed group's pending messages to its agent.
+func (r *Router) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		r.mu.Lock()
+		dirty, all := r.dirty, r.dirtyAll
+		r.dirty, r.dirtyAll = make(map[store.ChatID]struct{}), false
+		r.mu.Unlock()
+
+		if all {
+			groups, err := r.db.ListGroups(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.log.Error().Err(err).Msg("cannot list groups")
+				r.markAllDirty() // try again on the next wake
+				continue
+			}
+			for _, g := range groups {
+				r.protect("message loop", func() { r.consider(ctx, g) })
+			}
+			continue
+		}
+		for chat := range dirty {
+			g, err := r.db.GetGroupByChat(ctx, chat)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
+				continue
+			}
+			r.protect("message loop", func() { r.consider(ctx, g) })
+		}
+	}
+}
+
+// consider hands g's pending messages to its agent if one of them wakes it:
+// piped into a live message container, or else through the queue.
+func (r *Router) consider(ctx context.Context, g store.Group) {
+	log := r.log.With().Str("group", string(g.Folder)).Logger()
+	gs := r.state(g.Folder)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if err := gs.loadLocked(ctx, r.db, g.Folder); err != nil {
+		log.Error().Err(err).Msg("cannot read cursor")
+		return
+	}
+	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot read pending messages")
+		return
+	}
+	if len(msgs) == 0 || !r.triggered(g, msgs) {
+		return
+	}
+	layout := ipc.Layout{Root: r.paths.IPCDir(string(g.Folder))}
+	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
+		run := gs.run
+		if run == nil {
+			// The queue's run has not taken its messages yet; it takes
+			// these too.
+			return nil
+		}
+		if run.ended || run.kind != groupqueue.KindMessages || run.chat != g.Chat {
+			return errNoRun
+		}
+		prompt, _ := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		name, err := layout.WriteInput(prompt)
+		if err != nil {
+			return err
+		}
+		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
+		run.busy = true
+		gs.handed = msgs[len(msgs)-1].ID
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoRun) {
+		log.Error().Err(err).Msg("cannot pipe messages into the container")
+	}
+	if piped {
+		log.Debug().Int("messages", len(msgs)).Msg("messages piped into the live container")
+		r.setTyping(string(g.Chat), true)
+		return
+	}
+	r.queue.EnqueueMessages(string(g.Folder))
+}
+
+// triggered reports whether msgs wake g's agent: always for the main group
+// and groups that need no trigger; otherwise when a message starts with the
+// group's trigger or mentions the bot. Bot messages never count.
+func (r *Router) triggered(g store.Group, msgs []store.Message) bool {
+	if g.IsMain || !g.RequiresTrigger {
+		return true
+	}
+	trig := g.Trigger
+	if strings.TrimSpace(trig) == "" {
+		trig = "@" + r.cfg.AssistantName
+	}
+	r.mu.Lock()
+	mentioned := r.mentioned[g.Chat]
+	r.mu.Unlock()
+	for _, m := range msgs {
+		if m.IsBot {
+			continue
+		}
+		if MatchTrigger(trig, m.Text) {
+			return true
+		}
+		r.mu.Lock()
+		_, ok := mentioned[m.ID]
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetMentions drops remembered mentions at or before the stored cursor.
+func (r *Router) forgetMentions(chat store.ChatID, cursor store.MessageID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.mentioned[chat]
+	for id := range ids {
+		if id <= cursor {
+			delete(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		delete(r.mentioned, chat)
+	}
+}
+
+// shortTimeout bounds the small writes done outside a caller's context.
+const shortTimeout = 30 * time.Second

@@ -1,0 +1,462 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Defaults used when the corresponding Config field is zero.
+const (
+	DefaultPromptCap        = 200
+	DefaultIdleTimeout      = 30 * time.Minute
+	DefaultContainerTimeout = 30 * time.Minute
+	DefaultTaskCloseDelay   = 10 * time.Second
+	DefaultShutdownTimeout  = 60 * time.Second
+)
+
+const (
+	// timeoutMargin is how much longer than the idle timeout a container's
+	// hard timeout must be, so the graceful close acts first.
+	timeoutMargin = 30 * time.Second
+	// stopGrace is how long a stopped container gets before it is killed.
+	stopGrace = 10 * time.Second
+	// leftoverGrace is how long a previous instance's container gets.
+	leftoverGrace = 5 * time.Second
+	// maxFailures is how many failures Status remembers.
+	maxFailures = 50
+)
+
+// ErrEmpty is returned by SendMessage when nothing is left to send once the
+// <internal> blocks are removed.
+var ErrEmpty = errors.New("message is empty")
+
+// Config configures a Router.
+type Config struct {
+	AssistantName string
+	Timezone      *time.Location // nil: UTC
+	PromptCap     int            // most messages in one prompt; 0: DefaultPromptCap
+
+	// IdleTimeout closes a message container this long after its last
+	// result. ContainerTimeout stops a container that printed nothing for
+	// that long (a group's own timeout, when set, is raised to at least
+	// IdleTimeout + 30 s). TaskCloseDelay closes a task container this long
+	// after its first result. Zero values mean the defaults.
+	IdleTimeout, ContainerTimeout, TaskCloseDelay time.Duration
+
+	MaxContainers int             // 0: groupqueue.DefaultMaxConcurrent
+	RetryDelays   []time.Duration // nil: groupqueue.DefaultRetryDelays; empty: no retries
+
+	Image, Instance string
+	Limits          container.Limits
+	Home            string               // bridged home (groups/, data/ live under it)
+	Allowlist       *container.Allowlist // nil: no extra mounts
+	Secrets         map[string]string    // passed ONLY in ipc.RunInput.Secrets
+
+	// ShutdownTimeout bounds the drain when Run's context ends: runs still
+	// busy then are stopped (their messages stay pending). 0: 60 s.
+	ShutdownTimeout time.Duration
+}
+
+// Deps are the parts a Router works with.
+type Deps struct {
+	Store    *store.DB
+	Runtime  container.Runtime
+	Channels []channel.Channel
+	Log      zerolog.Logger
+	Now      func() time.Time // nil: time.Now
+}
+
+// Status is the router's live state for `bridged status`.
+type Status struct {
+	Queue      groupqueue.Status `json:"queue"`
+	Containers []ContainerStatus `json:"containers"`
+	Failures   []Failure         `json:"failures"`
+}
+
+// ContainerStatus is one live container.
+type ContainerStatus struct {
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"` // "messages" or "task"
+	TaskID  string    `json:"task_id,omitempty"`
+	Name    string    `json:"name"`
+	ID      string    `json:"id,omitempty"` // empty while starting
+	Since   time.Time `json:"since"`
+	Busy    bool      `json:"busy"`    // working on a turn
+	Replied bool      `json:"replied"` // a reply of this run went out
+}
+
+// Failure is a run that failed for good: a message run whose retries ran out,
+// or a task run.
+type Failure struct {
+	Time   time.Time `json:"time"`
+	Group  string    `json:"group"`
+	Kind   string    `json:"kind"` // "messages" or "task"
+	TaskID string    `json:"task_id,omitempty"`
+	Error  string    `json:"error"`
+}
+
+// Router moves messages between the channels and the agents: it stores
+// inbound messages, decides which wake an agent, starts containers or pipes
+// into live ones through the group queue, commits replies to the outbox and
+// sends the outbox. Create it with New and start it with Run.
+type Router struct {
+	cfg      Config
+	db       *store.DB
+	rt       container.Runtime
+	channels []channel.Channel
+	log      zerolog.Logger
+	now      func() time.Time
+	paths    container.Paths
+	queue    *groupqueue.Queue
+	retries  int // failed message runs before the queue gives up
+
+	wake    chan struct{} // message loop
+	outWake chan struct{} // outbox sender
+	flushQ  chan chan struct{}
+	typing  chan typingReq
+
+	running  atomic.Bool
+	stopping atomic.Bool
+	seq      atomic.Uint64
+
+	mu        sync.Mutex
+	groups    map[store.Folder]*groupState
+	dirty     map[store.ChatID]struct{}
+	dirtyAll  bool
+	mentioned map[store.ChatID]map[store.MessageID]struct{}
+	fails     map[store.Folder]int
+	failures  []Failure
+
+	// sendBackoff is the wait after a row's first failed send; it doubles
+	// with each attempt.
+	sendBackoff time.Duration
+	// onSent, when set (tests), is called after an outbox row is marked sent.
+	onSent func(store.OutboxItem)
+}
+
+// groupState is the router's state for one group. Its mutex orders every
+// hand-over of messages to the group's agent (container start, pipe) and
+// every cursor change.
+type groupState struct {
+	mu        sync.Mutex
+	loaded    bool
+	persisted store.MessageID // the cursor as stored
+	handed    store.MessageID // the last message handed to the live agent
+	run       *liveRun        // nil when no container runs
+}
+
+// liveRun is one container's run. Its fields are guarded by the group's mutex.
+type liveRun struct {
+	kind    groupqueue.RunKind
+	task    store.TaskID
+	chat    store.ChatID
+	name    string
+	id      string
+	started time.Time
+	piped   []pipedFile
+	replied bool // a reply of this run was committed to the outbox
+	busy    bool // working on a turn (since start or the last pipe)
+	ended   bool
+}
+
+// pipedFile is an input file written into a live container, and the cursor
+// from before the messages it carries.
+type pipedFile struct {
+	name   string
+	before store.MessageID
+}
+
+// New builds a router and its group queue. Nothing runs until Run.
+func New(cfg Config, d Deps) (*Router, error) {
+	switch {
+	case d.Store == nil:
+		return nil, errors.New("new router: no store")
+	case d.Runtime == nil:
+		return nil, errors.New("new router: no container runtime")
+	case cfg.AssistantName == "":
+		return nil, errors.New("new router: assistant name is empty")
+	case cfg.Home == "":
+		return nil, errors.New("new router: home directory is empty")
+	case cfg.Image == "":
+		return nil, errors.New("new router: image is empty")
+	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0:
+		return nil, errors.New("new router: negative prompt cap or duration")
+	}
+	home, err := filepath.Abs(cfg.Home)
+	if err != nil {
+		return nil, fmt.Errorf("new router: home: %w", err)
+	}
+	cfg.Home = home
+	if cfg.Timezone == nil {
+		cfg.Timezone = time.UTC
+	}
+	if cfg.PromptCap == 0 {
+		cfg.PromptCap = DefaultPromptCap
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.ContainerTimeout == 0 {
+		cfg.ContainerTimeout = max(DefaultContainerTimeout, cfg.IdleTimeout+timeoutMargin)
+	}
+	if cfg.TaskCloseDelay == 0 {
+		cfg.TaskCloseDelay = DefaultTaskCloseDelay
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	r := &Router{
+		cfg:       cfg,
+		db:        d.Store,
+		rt:        d.Runtime,
+		channels:  slices.Clone(d.Channels),
+		log:       d.Log.With().Str("component", "router").Logger(),
+		now:       d.Now,
+		paths:     container.Paths{Home: cfg.Home},
+		wake:      make(chan struct{}, 1),
+		outWake:   make(chan struct{}, 1),
+		flushQ:    make(chan chan struct{}),
+		typing:    make(chan typingReq, 256),
+		groups:    make(map[store.Folder]*groupState),
+		dirty:     make(map[store.ChatID]struct{}),
+		mentioned: make(map[store.ChatID]map[store.MessageID]struct{}),
+		fails:     make(map[store.Folder]int),
+
+		sendBackoff: time.Second,
+	}
+	r.retries = len(groupqueue.DefaultRetryDelays)
+	if cfg.RetryDelays != nil {
+		r.retries = len(cfg.RetryDelays)
+	}
+	q, err := groupqueue.New(groupqueue.Config{
+		MaxConcurrent:  cfg.MaxContainers,
+		RetryDelays:    cfg.RetryDelays,
+		IdleTimeout:    cfg.IdleTimeout,
+		TaskCloseDelay: cfg.TaskCloseDelay,
+	}, groupqueue.Handlers{
+		RunMessages: r.runMessages,
+		RunTask:     r.runTask,
+		CloseIdle:   r.closeIdle,
+		TaskDropped: r.taskDropped,
+	}, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	r.queue = q
+	return r, nil
+}
+
+// Run runs the router until ctx ends: it first stops the containers a
+// previous instance left behind and clears their input files, then runs the
+// message loop, the outbox sender and the group queue, and hands every group
+// whose pending messages would wake its agent to the queue (their messages
+// are after the cursor: they are run again). When ctx ends it stops taking
+// work, waits up to Config.ShutdownTimeout for the runs to end (stopping those
+// still busy then), sends the replies they committed, and returns nil.
+func (r *Router) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("run router: already running")
+	}
+	r.cleanLeftovers(ctx)
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	var wg sync.WaitGroup
+	queueDone := make(chan struct{})
+	goOwned := func(name string, fn func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.protect(name, fn)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(queueDone)
+		if err := r.queue.Run(ctx); err != nil {
+			r.log.Error().Err(err).Msg("group queue stopped with an error")
+		}
+	}()
+	goOwned("outbox sender", func() { r.sender(bg) })
+	goOwned("typing", func() { r.typingLoop(bg) })
+	goOwned("message loop", func() { r.loop(ctx) })
+
+	r.markAllDirty()
+	r.log.Info().Msg("router running")
+
+	<-ctx.Done()
+	r.stopping.Store(true)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := r.queue.Shutdown(dctx); err != nil {
+		r.log.Warn().Err(err).Msg("runs still busy at the shutdown deadline were stopped")
+	}
+	<-queueDone
+	r.flush(dctx)
+	stopBG()
+	wg.Wait()
+	r.log.Info().Msg("router stopped")
+	return nil
+}
+
+// protect runs fn and turns a panic into a logged error.
+func (r *Router) protect(what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error().Str("part", what).Interface("panic", p).Msg("router part panicked")
+		}
+	}()
+	fn()
+}
+
+// cleanLeftovers stops every managed container of an earlier instance and
+// removes the input files they never read. Their messages are still after
+// the cursors (a cursor is stored only with a reply), so they run again.
+func (r *Router) cleanLeftovers(ctx context.Context) {
+	infos, err := r.rt.ListManaged(ctx)
+	if err != nil {
+		r.log.Error().Err(err).Msg("cannot list leftover containers")
+	}
+	var wg sync.WaitGroup
+	for _, info := range infos {
+		if r.cfg.Instance != "" && info.Instance == r.cfg.Instance {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.rt.Stop(ctx, info.ID, leftoverGrace); err != nil {
+				r.log.Error().Err(err).Str("container", info.Name).Str("group", info.Group).Msg("cannot stop leftover container")
+				return
+			}
+			r.log.Info().Str("container", info.Name).Str("group", info.Group).Msg("stopped leftover container")
+		}()
+	}
+	wg.Wait()
+
+	groups, err := r.db.ListGroups(ctx)
+	if err != nil {
+		r.log.Error().Err(err).Msg("cannot list groups to clear stale input")
+		return
+	}
+	for _, g := range groups {
+		if container.CheckFolder(string(g.Folder)) != nil {
+			continue
+		}
+		dir := ipc.Layout{Root: r.paths.IPCDir(string(g.Folder))}.Input()
+		names, err := ipc.List(dir)
+		if err != nil {
+			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot list stale input")
+			continue
+		}
+		for _, n := range names {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				r.log.Warn().Err(err).Str("group", string(g.Folder)).Str("file", n).Msg("cannot remove stale input")
+			}
+		}
+	}
+}
+
+// EnqueueTask queues a claimed scheduled task for its group's agent. It
+// never blocks on a run.
+func (r *Router) EnqueueTask(t store.Task) {
+	r.queue.EnqueueTask(string(t.Folder), groupqueue.TaskRef{ID: string(t.ID), Payload: t})
+}
+
+// Status reports the queue, the live containers and the recent failures.
+// It does not block on runs.
+func (r *Router) Status() Status {
+	st := Status{Queue: r.queue.Status(), Containers: []ContainerStatus{}}
+	r.mu.Lock()
+	states := make(map[store.Folder]*groupState, len(r.groups))
+	for f, gs := range r.groups {
+		states[f] = gs
+	}
+	st.Failures = slices.Clone(r.failures)
+	r.mu.Unlock()
+	for f, gs := range states {
+		gs.mu.Lock()
+		if run := gs.run; run != nil {
+			st.Containers = append(st.Containers, ContainerStatus{
+				Group: string(f), Kind: string(run.kind), TaskID: string(run.task), Name: run.name, ID: run.id,
+				Since: run.started, Busy: run.busy, Replied: run.replied,
+			})
+		}
+		gs.mu.Unlock()
+	}
+	sort.Slice(st.Containers, func(i, j int) bool { return st.Containers[i].Group < st.Containers[j].Group })
+	if st.Failures == nil {
+		st.Failures = []Failure{}
+	}
+	return st
+}
+
+func (r *Router) state(folder store.Folder) *groupState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gs := r.groups[folder]
+	if gs == nil {
+		gs = &groupState{}
+		r.groups[folder] = gs
+	}
+	return gs
+}
+
+// loadLocked reads the stored cursor once. gs.mu must be held.
+func (gs *groupState) loadLocked(ctx context.Context, db *store.DB, folder store.Folder) error {
+	if gs.loaded {
+		return nil
+	}
+	c, err := db.GetCursor(ctx, folder)
+	if err != nil {
+		return err
+	}
+	gs.persisted, gs.handed, gs.loaded = c, c, true
+	return nil
+}
+
+func (r *Router) addFailure(f Failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures = append(r.failures, f)
+	if n := len(r.failures) - maxFailures; n > 0 {
+		r.failures = slices.Delete(r.failures, 0, n)
+	}
+}
+
+// channelFor returns the first channel that owns chat, nil if none does.
+func (r *Router) channelFor(chat string) channel.Channel {
+	for _, c := range r.channels {
+		if c.Owns(chat) {
+			return c
+		}
+	}
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,684 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+func TestReplyFlow(t *testing.T) {
+	h := newHarness(t, nil)
+	// The reply must be in the outbox, pending, before the channel sees it.
+	var committedFirst []bool
+	h.ch.fail = func(m channel.Outgoing) error {
+		rows, err := h.db.PendingOutbox(context.Background(), 0)
+		if err != nil {
+			return err
+		}
+		committedFirst = append(committedFirst, slices.ContainsFunc(rows, func(it store.OutboxItem) bool {
+			return it.ExternalID == m.ID && it.Text == m.Text
+		}))
+		if len(committedFirst) == 1 {
+			return errTransient // the first attempt fails; the retry reuses the id
+		}
+		return nil
+	}
+	h.start()
+	id := h.post(mainChat, `hi <there> & "you"`)
+	run := h.nextRun()
+
+	in := run.spec.Input
+	if !strings.Contains(in.Prompt, `<message sender="Alice"`) || !strings.Contains(in.Prompt, "hi &lt;there&gt; &amp; &quot;you&quot;</message>") {
+		t.Fatalf("prompt: got %q; want Alice's escaped message", in.Prompt)
+	}
+	if in.Secrets["ANTHROPIC_API_KEY"] != "sk-secret-value" || in.Group != "main" || !in.IsMain || in.IsTask || in.AssistantName != testName {
+		t.Fatalf("run input: got %+v; want secrets, group main, main, not a task, assistant %s", in, testName)
+	}
+	for _, e := range run.spec.Env {
+		if strings.Contains(e, "sk-secret-value") {
+			t.Fatalf("container env carries the secret: %q", e)
+		}
+	}
+	if run.spec.Image != "bridged-agent:test" || run.spec.Instance != "test-instance" || run.spec.User == "" {
+		t.Fatalf("spec: got image %q instance %q user %q", run.spec.Image, run.spec.Instance, run.spec.User)
+	}
+	want := container.Mounts(container.Paths{Home: h.home}, "main", true, nil)
+	if !slices.Equal(run.spec.Mounts, want) {
+		t.Fatalf("mounts: got %+v; want %+v", run.spec.Mounts, want)
+	}
+	for _, p := range []string{
+		filepath.Join(h.home, "groups", "main", "CLAUDE.md"),
+		filepath.Join(h.home, "groups", "global", "CLAUDE.md"),
+		filepath.Join(h.home, "data", "sessions", "main", ".claude", "settings.json"),
+	} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("group setup: %v", err)
+		}
+	}
+	run.spec.Stderr("runner says hello")
+
+	run.emit(ipc.Event{Type: ipc.EventSession, SessionID: "sess-1"})
+	run.emit(ipc.Event{Type: ipc.EventResult, Text: "Hello Alice <internal>she seems nice</internal>", SessionID: "sess-1", LastUUID: "u-1", CostUSD: 0.5})
+	got := h.nextSend()
+	if got.Text != "Hello Alice" || got.Chat != string(mainChat) {
+		t.Fatalf("sent: got %+v; want %q to %s", got, "Hello Alice", mainChat)
+	}
+	if len(committedFirst) != 2 || !committedFirst[0] || !committedFirst[1] {
+		t.Fatalf("outbox row present at each send attempt: got %v; want [true true]", committedFirst)
+	}
+	if h.ch.tries[0].ID != h.ch.tries[1].ID || got.ID == "" {
+		t.Fatalf("retry ids: got %q and %q; want the same non-empty id", h.ch.tries[0].ID, h.ch.tries[1].ID)
+	}
+	if c := h.cursor("main"); c != id {
+		t.Fatalf("cursor after reply: got %d; want %d", c, id)
+	}
+	sess, err := h.db.GetSession(context.Background(), "main")
+	if err != nil || sess.SessionID != "sess-1" || sess.LastUUID != "u-1" {
+		t.Fatalf("session: got %+v, %v; want sess-1 at u-1", sess, err)
+	}
+
+	// A second turn through the pipe; the first reply is not sent again.
+	h.post(mainChat, "and again")
+	inputs := waitInputs(t, h.inputDir("main"), 1)
+	run.result("Second answer")
+	if got := h.nextSend(); got.Text != "Second answer" {
+		t.Fatalf("second send: got %q; want %q", got.Text, "Second answer")
+	}
+	consume(t, h.inputDir("main"), inputs)
+	run.exit(0)
+	h.waitIdle("main")
+	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Hello Alice", "Second answer"}) {
+		t.Fatalf("sent: got %q; want each reply exactly once", texts)
+	}
+	waitFor(t, func() bool {
+		rows, err := h.db.PendingOutbox(context.Background(), 0)
+		return err == nil && len(rows) == 0
+	}, "every reply marked sent")
+
+	// The run log holds the stderr line and the exit, never the secret.
+	logs, _ := filepath.Glob(filepath.Join(h.home, "groups", "main", "logs", "run-*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("run logs: got %v; want one", logs)
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "runner says hello") || !strings.Contains(text, "exit code: 0") {
+		t.Fatalf("run log: got %q; want the stderr line and the exit code", text)
+	}
+	if strings.Contains(text, "sk-secret-value") || strings.Contains(text, "hi &lt;there") {
+		t.Fatalf("run log carries the secret or the prompt: %q", text)
+	}
+}
+
+// waitInputs waits for n input files in dir and returns their names.
+func waitInputs(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	var names []string
+	waitFor(t, func() bool { names = jsonFiles(t, dir); return len(names) >= n }, "%d input files in %s", n, dir)
+	return names
+}
+
+// consume deletes input files as the runner does once it read them.
+func consume(t *testing.T, dir string, names []string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTriggerGate(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	h.post(famChat, "just chatting")
+	h.post(famChat, "ask @"+testName+" later")
+	h.post(famChat, "@"+testName+"'s opinion?")
+	run := h.nextRun()
+	p := run.spec.Input.Prompt
+	for _, want := range []string{"just chatting", "ask @" + testName + " later", "@" + testName + "&apos;s opinion?"} {
+		if !strings.Contains(p, want) {
+			t.Fatalf("prompt: got %q; want it to hold %q (untriggered messages are context)", p, want)
+		}
+	}
+	if run.spec.Input.IsMain {
+		t.Fatalf("fam run input says main")
+	}
+	run.result("ok")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("fam")
+	if n := h.rt.starts(); n != 1 {
+		t.Fatalf("containers started: got %d; want 1", n)
+	}
+}
+
+func TestPipeIntoLiveContainer(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	h.post(mainChat, "first")
+	run := h.nextRun()
+	second := h.post(mainChat, "second")
+	names := waitInputs(t, h.inputDir("main"), 1)
+	b, err := os.ReadFile(filepath.Join(h.inputDir("main"), names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ipc.DecodeInput(b)
+	if err != nil || !strings.Contains(in.Text, ">second</message>") || strings.Contains(in.Text, ">first</message>") {
+		t.Fatalf("piped input: got %+v, %v; want only the new message", in, err)
+	}
+	if n := h.rt.starts(); n != 1 {
+		t.Fatalf("containers started: got %d; want 1 (the message is piped)", n)
+	}
+	run.result("both answered")
+	h.nextSend()
+	consume(t, h.inputDir("main"), names)
+	run.exit(0)
+	h.waitIdle("main")
+	if c := h.cursor("main"); c != second {
+		t.Fatalf("cursor: got %d; want %d", c, second)
+	}
+	if n := h.rt.starts(); n != 1 {
+		t.Fatalf("containers started: got %d; want 1", n)
+	}
+}
+
+func TestUnreadPipedInputRunsAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	first := h.post(mainChat, "first")
+	run := h.nextRun()
+	run.result("answer one")
+	h.nextSend()
+	h.post(mainChat, "second")
+	waitInputs(t, h.inputDir("main"), 1)
+	run.exit(1) // crashed before reading the piped message
+	again := h.nextRun()
+	if p := again.spec.Input.Prompt; !strings.Contains(p, ">second</message>") || strings.Contains(p, ">first</message>") {
+		t.Fatalf("follow-up prompt: got %q; want only the unread message", p)
+	}
+	if n := len(jsonFiles(t, h.inputDir("main"))); n != 0 {
+		t.Fatalf("input files after the crash: got %d; want 0 (their messages are in the new prompt)", n)
+	}
+	if c := h.cursor("main"); c != first {
+		t.Fatalf("stored cursor during the follow-up: got %d; want %d", c, first)
+	}
+	again.result("answer two")
+	h.nextSend()
+	again.exit(0)
+	h.waitIdle("main")
+}
+
+func TestNoPipeIntoTaskContainer(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	task, err := h.db.CreateTask(context.Background(), store.Task{Folder: "main", Chat: mainChat, Prompt: "water the plants", Kind: "once", Value: "2026-01-01T00:00:00Z", ContextMode: store.ContextIsolated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.EnqueueTask(task)
+	run := h.nextRun()
+	if in := run.spec.Input; !in.IsTask || !strings.Contains(in.Prompt, "water the plants") || in.SessionID != "" {
+		t.Fatalf("task input: got %+v; want a task with its prompt and no session", in)
+	}
+	h.post(mainChat, "are you there?")
+	waitFor(t, func() bool {
+		for _, g := range h.r.Status().Queue.Groups {
+			if g.Group == "main" && g.PendingMessages {
+				return true
+			}
+		}
+		return false
+	}, "the message waiting for the task to end")
+	if n := len(jsonFiles(t, h.inputDir("main"))); n != 0 {
+		t.Fatalf("input files during the task: got %d; want 0 (never piped into a task)", n)
+	}
+	run.result("plants watered")
+	if got := h.nextSend(); got.Text != "plants watered" {
+		t.Fatalf("task output: got %q", got.Text)
+	}
+	// A message waits: the idle task container is closed at once.
+	waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
+	run.exit(0)
+	msgRun := h.nextRun()
+	if in := msgRun.spec.Input; in.IsTask || !strings.Contains(in.Prompt, "are you there?") {
+		t.Fatalf("after the task: got %+v; want a message run with the waiting message", in)
+	}
+	if _, err := os.Stat(filepath.Join(h.inputDir("main"), ipc.CloseName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale close sentinel at the next start: got %v; want it removed", err)
+	}
+	msgRun.result("yes")
+	h.nextSend()
+	msgRun.exit(0)
+	h.waitIdle("main")
+	runs, err := h.db.ListTaskRuns(context.Background(), task.ID, 0)
+	if err != nil || len(runs) != 1 || runs[0].Status != store.RunOK || runs[0].Result != "plants watered" {
+		t.Fatalf("task runs: got %+v, %v; want one ok run with its result", runs, err)
+	}
+}
+
+func TestTaskCloseDelay(t *testing.T) {
+	const delay = 50 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.TaskCloseDelay = delay })
+	h.start()
+	h.r.EnqueueTask(store.Task{ID: "task-x", Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", ContextMode: store.ContextGroup})
+	run := h.nextRun()
+	run.result("report done")
+	resultAt := time.Now()
+	closedAt := waitFile(t, filepath.Join(h.inputDir("fam"), ipc.CloseName))
+	if d := closedAt.Sub(resultAt); d < delay {
+		t.Fatalf("task container closed %s after its first result; want at least %s", d, delay)
+	}
+	if got := h.nextSend(); got.Text != "report done" || got.Chat != string(famChat) {
+		t.Fatalf("task output: got %+v", got)
+	}
+	run.exit(0)
+	h.waitIdle("fam")
+}
+
+func TestIdleTimeoutWritesClose(t *testing.T) {
+	const idle = 40 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.IdleTimeout = idle })
+	h.start()
+	h.post(mainChat, "hello")
+	run := h.nextRun()
+	run.result("hi")
+	resultAt := time.Now()
+	closedAt := waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
+	if d := closedAt.Sub(resultAt); d < idle {
+		t.Fatalf("closed %s after the result; want at least the idle timeout %s", d, idle)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+	if stops := h.rt.stops(); len(stops) != 0 {
+		t.Fatalf("containers stopped: got %v; want none (closed gracefully)", stops)
+	}
+}
+
+func TestHardTimeout(t *testing.T) {
+	t.Run("no output: stopped and retried", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.ContainerTimeout = 50 * time.Millisecond })
+		h.start()
+		h.post(mainChat, "hello")
+		run := h.nextRun()
+		<-run.exited // stopped by the timeout
+		if stops := h.rt.stops(); len(stops) == 0 || stops[0] != run.id {
+			t.Fatalf("stopped: got %v; want %s first", stops, run.id)
+		}
+		retry := h.nextRun()
+		if !strings.Contains(retry.spec.Input.Prompt, ">hello</message>") {
+			t.Fatalf("retry prompt: got %q; want the same message again", retry.spec.Input.Prompt)
+		}
+		if c := h.cursor("main"); c != 0 {
+			t.Fatalf("cursor after a timeout without reply: got %d; want 0", c)
+		}
+	})
+	t.Run("after a reply: a normal end", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.ContainerTimeout = 200 * time.Millisecond })
+		h.start()
+		id := h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.result("hi")
+		h.nextSend()
+		<-run.exited
+		st := h.waitIdle("main")
+		if st.Retries != 0 || h.rt.starts() != 1 {
+			t.Fatalf("after the timeout: retries %d, starts %d; want 0 and 1", st.Retries, h.rt.starts())
+		}
+		if c := h.cursor("main"); c != id {
+			t.Fatalf("cursor: got %d; want %d", c, id)
+		}
+	})
+}
+
+func TestCursorRules(t *testing.T) {
+	t.Run("rolled back when no reply went out", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		id := h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.result("<internal>nothing to say yet</internal>")
+		run.emit(ipc.Event{Type: ipc.EventError, Message: "claude exited", Retryable: true})
+		run.exit(1)
+		retry := h.nextRun()
+		if !strings.Contains(retry.spec.Input.Prompt, ">hello</message>") {
+			t.Fatalf("retry prompt: got %q; want the same message", retry.spec.Input.Prompt)
+		}
+		if c := h.cursor("main"); c != 0 {
+			t.Fatalf("stored cursor before any reply: got %d; want 0", c)
+		}
+		retry.result("answered")
+		h.nextSend()
+		retry.exit(0)
+		h.waitIdle("main")
+		if c := h.cursor("main"); c != id {
+			t.Fatalf("cursor: got %d; want %d", c, id)
+		}
+	})
+	t.Run("kept after a reply went out", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		id := h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.result("answered")
+		h.nextSend()
+		run.exit(1)
+		st := h.waitIdle("main")
+		if c := h.cursor("main"); c != id {
+			t.Fatalf("cursor: got %d; want %d", c, id)
+		}
+		if n := h.rt.starts(); n != 1 || st.Retries != 0 {
+			t.Fatalf("starts %d, retries %d; want 1 and 0 (the question is not answered twice)", n, st.Retries)
+		}
+	})
+	t.Run("send_message to its own chat counts as a reply", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		id := h.post(mainChat, "hello")
+		run := h.nextRun()
+		if _, err := h.r.SendMessage(context.Background(), string(mainChat), "on it", store.OriginTool, "main"); err != nil {
+			t.Fatal(err)
+		}
+		h.nextSend()
+		if c := h.cursor("main"); c != id {
+			t.Fatalf("cursor after send_message: got %d; want %d", c, id)
+		}
+		run.exit(1)
+		h.waitIdle("main")
+		if n := h.rt.starts(); n != 1 {
+			t.Fatalf("starts: got %d; want 1", n)
+		}
+	})
+	t.Run("error result before a reply closes and retries", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.emit(ipc.Event{Type: ipc.EventResult, IsError: true, Text: "API Error: overloaded"})
+		waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
+		run.exit(0)
+		retry := h.nextRun()
+		retry.result("better now")
+		if got := h.nextSend(); got.Text != "better now" {
+			t.Fatalf("sent: got %q; want only the retry's answer (no error text)", got.Text)
+		}
+		retry.exit(0)
+		h.waitIdle("main")
+	})
+}
+
+func TestRetriesExhaustedNoticeOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond} })
+	h.rt.onStart = func(r *fakeRun) { r.exit(1) }
+	h.start()
+	h.post(mainChat, "hello")
+	notice := h.nextSend()
+	if !strings.Contains(notice.Text, "failed 3 times") {
+		t.Fatalf("notice: got %q; want it to say the agent failed 3 times", notice.Text)
+	}
+	st := h.waitIdle("main")
+	if !st.GaveUp || h.rt.starts() != 3 {
+		t.Fatalf("gave up %v after %d starts; want true after 3", st.GaveUp, h.rt.starts())
+	}
+	if texts := h.ch.sentTexts(); len(texts) != 1 {
+		t.Fatalf("sent: got %q; want exactly one notice", texts)
+	}
+	fs := h.r.Status().Failures
+	if len(fs) != 1 || fs[0].Group != "main" || fs[0].Kind != "messages" {
+		t.Fatalf("status failures: got %+v; want one for main", fs)
+	}
+	rows, err := h.db.RecentFailures(context.Background(), time.Time{}, 0)
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("outbox failures: got %v, %v; want none (the notice was sent)", rows, err)
+	}
+	// The next message starts a fresh sequence with the old one as context.
+	h.rt.mu.Lock()
+	h.rt.onStart = nil
+	h.rt.mu.Unlock()
+	h.post(mainChat, "still there?")
+	run := h.nextRun()
+	for !strings.Contains(run.spec.Input.Prompt, "still there?") {
+		run = h.nextRun() // skip the failed runs
+	}
+	if !strings.Contains(run.spec.Input.Prompt, ">hello</message>") {
+		t.Fatalf("next prompt: got %q; want the unanswered message too", run.spec.Input.Prompt)
+	}
+	run.result("yes")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("main")
+}
+
+func TestOutboxSentAtStart(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	left, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: mainChat, Text: "left over", Origin: store.OriginReply, Group: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	got := h.nextSend()
+	if got.Text != "left over" || got.ID != left.ExternalID {
+		t.Fatalf("sent at start: got %+v; want %q with id %s", got, "left over", left.ExternalID)
+	}
+	waitFor(t, func() bool {
+		it, err := h.db.GetOutbox(ctx, left.ID)
+		return err == nil && it.State == store.OutboxSent
+	}, "row marked sent")
+}
+
+func TestOutboxFailures(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.ch.fail = func(m channel.Outgoing) error {
+		if strings.HasPrefix(m.Text, "bad") {
+			return fmt.Errorf("unknown chat: %w", channel.ErrPermanent)
+		}
+		return nil
+	}
+	bad, err := h.r.SendMessage(ctx, string(mainChat), "bad one", store.OriginTool, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := h.r.SendMessage(ctx, "nowhere:1", "nobody owns this chat", store.OriginTool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.r.SendMessage(ctx, string(mainChat), "good one", store.OriginTool, "main"); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	if got := h.nextSend(); got.Text != "good one" {
+		t.Fatalf("sent: got %q; want the good one (the permanent failure does not block it)", got.Text)
+	}
+	for _, id := range []store.OutboxID{bad.ID, orphan.ID} {
+		waitFor(t, func() bool {
+			it, err := h.db.GetOutbox(ctx, id)
+			return err == nil && it.State == store.OutboxFailed && it.LastError != ""
+		}, "row %d failed", id)
+	}
+}
+
+func TestSendMessageStripsInternal(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	if _, err := h.r.SendMessage(ctx, string(mainChat), "<internal>only thoughts</internal>\n", store.OriginTool, "main"); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("internal-only text: got %v; want ErrEmpty", err)
+	}
+	it, err := h.r.SendMessage(ctx, string(mainChat), "Done.<internal>\nchecked twice\n</internal>", store.OriginTool, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Text != "Done." || it.State != store.OutboxPending || it.Origin != store.OriginTool {
+		t.Fatalf("outbox row: got %+v; want pending %q from the tool", it, "Done.")
+	}
+	h.start()
+	if got := h.nextSend(); got.Text != "Done." {
+		t.Fatalf("sent: got %q; want %q", got.Text, "Done.")
+	}
+	waitFor(t, func() bool { rows, err := h.db.PendingOutbox(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
+	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Done."}) {
+		t.Fatalf("sent: got %q; want only %q (nothing committed for the empty message)", texts, "Done.")
+	}
+}
+
+func TestLeftoversStoppedAndRerun(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.rt.managed = []container.Info{
+		{ID: "old-1", Name: "bridged-main-1", Group: "main", Instance: "previous"},
+		{ID: "old-2", Name: "bridged-fam-1", Group: "fam", Instance: "previous"},
+	}
+	// A message the killed daemon had handed over without replying, and
+	// an input file its container never read.
+	id, _, err := h.db.InsertMessage(ctx, store.Message{Chat: mainChat, ExternalID: "x1", SenderName: "Alice", Text: "were you listening?", SentAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (ipc.Layout{Root: h.r.paths.IPCDir("main")}).WriteInput("stale"); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	run := h.nextRun()
+	h.rt.mu.Lock()
+	history := slices.Clone(h.rt.history)
+	h.rt.mu.Unlock()
+	if len(history) != 3 || history[2] != "start main" || !slices.Contains(history[:2], "stop old-1") || !slices.Contains(history[:2], "stop old-2") {
+		t.Fatalf("runtime calls: got %v; want both leftovers stopped, then main started", history)
+	}
+	if !strings.Contains(run.spec.Input.Prompt, "were you listening?") {
+		t.Fatalf("prompt: got %q; want the unanswered message", run.spec.Input.Prompt)
+	}
+	if n := len(jsonFiles(t, h.inputDir("main"))); n != 0 {
+		t.Fatalf("stale input files: got %d; want 0", n)
+	}
+	run.result("yes, sorry")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("main")
+	if n := h.rt.starts(); n != 1 {
+		t.Fatalf("starts: got %d; want the message re-run exactly once", n)
+	}
+	if c := h.cursor("main"); c != id {
+		t.Fatalf("cursor: got %d; want %d", c, id)
+	}
+}
+
+func TestSessionUpdates(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	if err := h.db.SetSession(ctx, store.Session{Folder: "main", SessionID: "old", LastUUID: "old-u"}); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.post(mainChat, "hello")
+	run := h.nextRun()
+	if in := run.spec.Input; in.SessionID != "old" || in.ResumeAt != "old-u" {
+		t.Fatalf("resume: got %q at %q; want old at old-u", in.SessionID, in.ResumeAt)
+	}
+	run.emit(ipc.Event{Type: ipc.EventSession, SessionID: "new", Fresh: true})
+	waitFor(t, func() bool {
+		s, err := h.db.GetSession(ctx, "main")
+		return err == nil && s.SessionID == "new" && s.LastUUID == ""
+	}, "fresh session stored without the old uuid")
+	run.emit(ipc.Event{Type: ipc.EventResult, Text: "hi", SessionID: "new", LastUUID: "new-u"})
+	h.nextSend()
+	s, err := h.db.GetSession(ctx, "main")
+	if err != nil || s.SessionID != "new" || s.LastUUID != "new-u" {
+		t.Fatalf("session: got %+v, %v; want new at new-u", s, err)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+}
+
+func TestTaskFailureNotice(t *testing.T) {
+	h := newHarness(t, nil)
+	h.rt.onStart = func(r *fakeRun) { r.exit(2) }
+	h.start()
+	ctx := context.Background()
+	task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.EnqueueTask(task)
+	got := h.nextSend()
+	if got.Chat != string(famChat) || !strings.Contains(got.Text, string(task.ID)) {
+		t.Fatalf("notice: got %+v; want one naming the task in its chat", got)
+	}
+	h.waitIdle("fam")
+	runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+	if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "code 2") {
+		t.Fatalf("task runs: got %+v, %v; want one error run naming the exit code", runs, err)
+	}
+	// A task that failed last time fails quietly (no notice per run).
+	task.LastResult = "error: container exited with code 2"
+	task.ID = "task-again"
+	h.r.EnqueueTask(task)
+	waitFor(t, func() bool { return h.rt.starts() == 2 }, "the second task run")
+	h.waitIdle("fam")
+	st, err := h.db.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.ch.sentTexts()); n != 1 || st.PendingOutbox != 0 {
+		t.Fatalf("notices: %d sent, %d pending; want 1 and 0", n, st.PendingOutbox)
+	}
+}
+
+func TestInboundStoresChatAndDedupes(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	m := channel.Message{Chat: string(famChat), ChatName: "The Family", IsGroup: true, ExternalID: "wa-1", Sender: "bob@x", SenderName: "Bob", Text: "@" + testName + " hi", SentAt: time.Now()}
+	for range 2 { // a redelivery is stored once
+		if err := h.r.Inbound(ctx, m); err != nil {
+			t.Fatalf("inbound: %v", err)
+		}
+	}
+	if err := h.r.Inbound(ctx, channel.Message{Chat: "fake:stranger", ExternalID: "wa-2", Text: "hello?"}); err != nil {
+		t.Fatalf("inbound from an unregistered chat: %v", err)
+	}
+	if err := h.r.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
+		t.Fatalf("inbound without a chat: got nil; want an error")
+	}
+	c, err := h.db.GetChat(ctx, famChat)
+	if err != nil || c.Name != "The Family" || c.Channel != "fake" || !c.IsGroup {
+		t.Fatalf("chat: got %+v, %v; want name, channel fake, group", c, err)
+	}
+	if _, err := h.db.GetChat(ctx, "fake:stranger"); err != nil {
+		t.Fatalf("unregistered chat's metadata: %v", err)
+	}
+	msgs, err := h.db.MessagesAfter(ctx, famChat, 0, 0)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("stored messages: got %d, %v; want 1", len(msgs), err)
+	}
+	h.start()
+	run := h.nextRun()
+	if st := h.r.Status(); len(st.Containers) != 1 || st.Containers[0].Group != "fam" || st.Containers[0].Kind != "messages" {
+		t.Fatalf("status containers: got %+v; want fam's message container", st.Containers)
+	}
+	if n := strings.Count(run.spec.Input.Prompt, "<message "); n != 1 {
+		t.Fatalf("prompt holds %d messages; want 1", n)
+	}
+	run.result("hi Bob")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("fam")
+	if st := h.r.Status(); len(st.Containers) != 0 {
+		t.Fatalf("status containers after the run: got %+v; want none", st.Containers)
+	}
+}

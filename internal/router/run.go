@@ -1,0 +1,682 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/groups"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Errors of a run that ended without a reply.
+var (
+	errTimedOut   = errors.New("the agent printed nothing before the container timeout")
+	errNoResult   = errors.New("the container ended without a result")
+	errStopped    = errors.New("the run was stopped at shutdown")
+	errAgentError = errors.New("the agent reported an error")
+)
+
+// outcome is how a container run ended.
+type outcome struct {
+	exit     container.Exit
+	timedOut bool
+	stopped  bool   // stopped because the run's context ended
+	results  int    // result events seen
+	agentErr string // text of the last is_error result before any reply
+	lastText string // last reply text (a task's result)
+	cost     float64
+	duration time.Duration
+	err      error // a failure of the run itself (start, wait)
+}
+
+// failure returns the error of a run that did not get its job done, nil if
+// it did: it ended cleanly after at least one result, or timed out idle
+// after one. Whether a reply went out is decided by the caller.
+func (o outcome) failure() error {
+	switch {
+	case o.err != nil:
+		return o.err
+	case o.agentErr != "":
+		return fmt.Errorf("%w: %s", errAgentError, clip(oneLine(o.agentErr), 300))
+	case o.stopped:
+		return errStopped
+	case o.timedOut && o.results == 0:
+		return errTimedOut
+	case o.timedOut:
+		return nil
+	case o.exit.Err != nil:
+		return fmt.Errorf("container exit: %w", o.exit.Err)
+	case o.exit.Code != 0:
+		return fmt.Errorf("container exited with code %d", o.exit.Code)
+	case o.results == 0:
+		return errNoResult
+	}
+	return nil
+}
+
+// runMessages is the queue's RunMessages handler: one container for the
+// group's pending messages.
+func (r *Router) runMessages(ctx context.Context, name string) error {
+	folder := store.Folder(name)
+	g, err := r.db.GetGroupByFolder(ctx, folder)
+	if err != nil {
+		r.queue.MarkClosing(name) // no container: new messages need a new run
+		if errors.Is(err, store.ErrNotFound) {
+			r.log.Info().Str("group", name).Msg("group was removed; its messages are not run")
+			return nil
+		}
+		return fmt.Errorf("run messages of %s: %w", name, err)
+	}
+	err = r.runMessagesFor(ctx, g)
+	r.countRun(g, err)
+	return err
+}
+
+// handover takes the group's pending messages for a new container. It
+// returns nil when none would wake the agent. Until it has run, a pipe into
+// this run hands nothing over (handover takes those messages too); when it
+// returns nil the run is marked closing, so later messages start a new run.
+func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*liveRun, string, error) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	run, prompt, err := func() (*liveRun, string, error) {
+		if err := gs.loadLocked(ctx, r.db, g.Folder); err != nil {
+			return nil, "", err
+		}
+		msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(msgs) == 0 || !r.triggered(g, msgs) {
+			return nil, "", nil
+		}
+		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true}
+		gs.run = run
+		gs.handed = msgs[len(msgs)-1].ID
+		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+omitted).Msg("starting agent for messages")
+		return run, prompt, nil
+	}()
+	if run == nil {
+		r.queue.MarkClosing(string(g.Folder))
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("run messages of %s: %w", g.Folder, err)
+	}
+	return run, prompt, nil
+}
+
+func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
+	folder := g.Folder
+	log := r.log.With().Str("group", string(folder)).Logger()
+	gs := r.state(folder)
+	run, prompt, err := r.handover(ctx, g, gs)
+	if run == nil {
+		return err
+	}
+
+	r.setTyping(string(g.Chat), true)
+	sess, err := r.db.GetSession(ctx, folder)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
+		sess = store.Session{}
+	}
+	sess.Folder = folder
+	o := r.runContainer(ctx, log, g, run, prompt, &sess, store.OriginReply)
+
+	// The container is gone: nothing can be piped into it any more.
+	r.queue.MarkClosing(string(folder))
+	gs.mu.Lock()
+	run.ended = true
+	replied := run.replied
+	fail := o.failure()
+	if replied && fail != nil {
+		log.Warn().Err(fail).Msg("run ended badly after a reply went out; its messages are not run again")
+		fail = nil
+	}
+	// Input files the agent never read: their messages go back to pending.
+	layout := ipc.Layout{Root: r.paths.IPCDir(string(folder))}
+	rollback, unread := store.MessageID(-1), 0
+	for _, p := range run.piped {
+		path := filepath.Join(layout.Input(), p.name)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		if rollback < 0 {
+			rollback = p.before
+		}
+		unread++
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn().Err(err).Str("file", p.name).Msg("cannot remove unread input file")
+		}
+	}
+	again := false
+	switch {
+	case fail != nil:
+		gs.handed = gs.persisted
+	case rollback >= 0:
+		gs.handed = rollback
+		again = true
+	}
+	if fail == nil && gs.handed != gs.persisted {
+		if err := r.db.SetCursor(context.WithoutCancel(ctx), folder, gs.handed); err != nil {
+			log.Error().Err(err).Msg("cannot store cursor")
+		} else {
+			gs.persisted = gs.handed
+		}
+	}
+	cursor := gs.persisted
+	gs.run = nil
+	gs.mu.Unlock()
+
+	r.forgetMentions(g.Chat, cursor)
+	r.setTyping(string(g.Chat), false)
+	if unread > 0 {
+		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")
+	}
+	if again {
+		r.queue.EnqueueMessages(string(folder))
+	}
+	if fail != nil {
+		return fmt.Errorf("run messages of %s: %w", folder, fail)
+	}
+	return nil
+}
+
+// countRun counts consecutive failed message runs; when the queue's retries
+// are used up it posts one notice in the chat and records the failure.
+func (r *Router) countRun(g store.Group, err error) {
+	if r.stopping.Load() {
+		return
+	}
+	r.mu.Lock()
+	if err == nil {
+		delete(r.fails, g.Folder)
+		r.mu.Unlock()
+		return
+	}
+	r.fails[g.Folder]++
+	n := r.fails[g.Folder]
+	final := n > r.retries
+	if final {
+		delete(r.fails, g.Folder)
+	}
+	r.mu.Unlock()
+	if !final {
+		return
+	}
+	r.log.Error().Err(err).Str("group", string(g.Folder)).Int("attempts", n).Msg("agent failed for good; waiting for the next message")
+	r.addFailure(Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages), Error: clip(err.Error(), 500)})
+	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("run messages of %s: ", g.Folder))
+	r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", n, clip(oneLine(why), 200)))
+}
+
+// runTask is the queue's RunTask handler: one container for one task.
+func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRef) error {
+	t, ok := ref.Payload.(store.Task)
+	if !ok {
+		return fmt.Errorf("run task %s: payload is %T, not a task", ref.ID, ref.Payload)
+	}
+	log := r.log.With().Str("group", name).Str("task", string(t.ID)).Logger()
+	started := r.now()
+	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
+	if err != nil {
+		err = fmt.Errorf("run task %s: group %s: %w", t.ID, name, err)
+		r.finishTask(log, t, started, outcome{err: err}, err)
+		return err
+	}
+	sess := store.Session{Folder: g.Folder}
+	var sessp *store.Session
+	if t.ContextMode != store.ContextIsolated {
+		if s, err := r.db.GetSession(ctx, g.Folder); err == nil {
+			sess = s
+			sess.Folder = g.Folder
+		} else {
+			log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
+		}
+		sessp = &sess
+	}
+	chat := t.Chat
+	if chat == "" {
+		chat = g.Chat
+	}
+	gs := r.state(g.Folder)
+	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, busy: true}
+	gs.mu.Lock()
+	gs.run = run
+	gs.mu.Unlock()
+	log.Info().Msg("starting agent for scheduled task")
+
+	prompt := FormatTaskPrompt(r.cfg.Timezone, r.now(), t)
+	taskGroup := g
+	taskGroup.Chat = chat
+	o := r.runContainer(ctx, log, taskGroup, run, prompt, sessp, store.OriginTask)
+	r.queue.MarkClosing(name)
+	gs.mu.Lock()
+	run.ended = true
+	gs.run = nil
+	gs.mu.Unlock()
+
+	fail := o.failure()
+	if fail != nil && o.results > 0 && o.agentErr == "" {
+		fail = nil
+	}
+	r.finishTask(log, t, started, o, fail)
+	if fail != nil {
+		return fmt.Errorf("run task %s: %w", t.ID, fail)
+	}
+	return nil
+}
+
+// finishTask records a task run in its log; a failure is also shown in
+// status and, when the task's previous run did not fail, in its chat.
+func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time, o outcome, fail error) {
+	run := store.TaskRun{
+		TaskID:    t.ID,
+		StartedAt: started,
+		Duration:  r.now().Sub(started),
+		Status:    store.RunOK,
+		Result:    clip(o.lastText, 2000),
+		CostUSD:   o.cost,
+	}
+	if fail != nil {
+		run.Status = store.RunError
+		run.Error = clip(fail.Error(), 2000)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
+	defer cancel()
+	if err := r.db.FinishTaskRun(ctx, run); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			log.Info().Msg("task was cancelled during its run")
+		} else {
+			log.Error().Err(err).Msg("cannot record task run")
+		}
+	}
+	if fail == nil {
+		log.Info().Dur("duration", run.Duration).Msg("task run finished")
+		return
+	}
+	log.Error().Err(fail).Msg("task run failed")
+	r.addFailure(Failure{Time: r.now(), Group: string(t.Folder), Kind: string(groupqueue.KindTask), TaskID: string(t.ID), Error: clip(fail.Error(), 500)})
+	if strings.HasPrefix(t.LastResult, "error: ") || t.Chat == "" {
+		return // already announced when it started failing
+	}
+	r.notice(t.Chat, t.Folder, fmt.Sprintf("Scheduled task %s failed: %s", t.ID, clip(oneLine(fail.Error()), 200)))
+}
+
+// taskDropped is the queue's TaskDropped handler: the task will not run
+// (the daemon is stopping); its run log says so.
+func (r *Router) taskDropped(name string, ref groupqueue.TaskRef) {
+	t, ok := ref.Payload.(store.Task)
+	if !ok {
+		return
+	}
+	log := r.log.With().Str("group", name).Str("task", string(t.ID)).Logger()
+	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
+	defer cancel()
+	err := r.db.FinishTaskRun(ctx, store.TaskRun{
+		TaskID: t.ID, StartedAt: r.now(), Status: store.RunError, Error: "not run: bridged was stopping",
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		log.Error().Err(err).Msg("cannot record dropped task")
+	}
+}
+
+// closeIdle is the queue's CloseIdle handler: it writes the close sentinel,
+// and the runner exits once its turn is done. It takes no lock.
+func (r *Router) closeIdle(name string) {
+	if container.CheckFolder(name) != nil {
+		return
+	}
+	if err := (ipc.Layout{Root: r.paths.IPCDir(name)}).WriteClose(); err != nil {
+		r.log.Error().Err(err).Str("group", name).Msg("cannot write close sentinel")
+		return
+	}
+	r.log.Debug().Str("group", name).Msg("close sentinel written")
+}
+
+func (r *Router) containerName(folder store.Folder) string {
+	return fmt.Sprintf("bridged-%s-%d-%d", folder, r.now().UnixMilli(), r.seq.Add(1))
+}
+
+// prepare creates the group's directories, settings and templates, and
+// removes a stale close sentinel (piped input files are kept).
+func (r *Router) prepare(g store.Group) error {
+	folder := string(g.Folder)
+	if err := container.CheckFolder(folder); err != nil {
+		return err
+	}
+	if g.IsMain {
+		if _, err := groups.Install(r.paths.GroupDir(folder), "main", r.cfg.AssistantName); err != nil {
+			return err
+		}
+	}
+	if _, err := groups.Install(r.paths.GlobalDir(), "global", r.cfg.AssistantName); err != nil {
+		return err
+	}
+	uid, gid := container.ContainerUser()
+	if err := container.PrepareGroupDirs(r.paths, folder, uid, gid); err != nil {
+		return err
+	}
+	if err := container.EnsureSettings(r.paths, folder); err != nil {
+		return err
+	}
+	stale := filepath.Join(ipc.Layout{Root: r.paths.IPCDir(folder)}.Input(), ipc.CloseName)
+	if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale close sentinel: %w", err)
+	}
+	return nil
+}
+
+// extraMounts checks the group's extra mounts against the allowlist; refused
+// ones are logged and left out.
+func (r *Router) extraMounts(log zerolog.Logger, g store.Group) []container.Mount {
+	reqs := g.ContainerConfig.ExtraMounts
+	if len(reqs) == 0 {
+		return nil
+	}
+	if r.cfg.Allowlist == nil {
+		log.Warn().Int("mounts", len(reqs)).Msg("extra mounts requested but no mount allowlist is loaded; none mounted")
+		return nil
+	}
+	creqs := make([]container.MountRequest, len(reqs))
+	for i, m := range reqs {
+		creqs[i] = container.MountRequest{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadWrite: m.ReadWrite}
+	}
+	mounts, err := r.cfg.Allowlist.CheckAll(creqs, g.IsMain)
+	if err != nil {
+		log.Warn().Err(err).Msg("extra mounts refused")
+	}
+	return mounts
+}
+
+// hardTimeout is the group's container timeout: its own (at least the idle
+// timeout plus a margin) or the daemon's.
+func (r *Router) hardTimeout(g store.Group) time.Duration {
+	if t := g.ContainerConfig.Timeout; t > 0 {
+		return max(t, r.cfg.IdleTimeout+timeoutMargin)
+	}
+	return r.cfg.ContainerTimeout
+}
+
+// runContainer starts one container for g with prompt and follows it until
+// it is gone: results are committed to the outbox (origin) with the session
+// and usage, each stdout event resets the hard timeout, and the container is
+// stopped when that fires or ctx ends. sess is nil for an isolated task (its
+// session is not kept).
+func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, prompt string, sess *store.Session, origin store.Origin) outcome {
+	start := time.Now()
+	var o outcome
+	defer func() { o.duration = time.Since(start) }()
+	folder := string(g.Folder)
+	if err := r.prepare(g); err != nil {
+		o.err = fmt.Errorf("prepare group directories: %w", err)
+		return o
+	}
+	input := ipc.RunInput{
+		Prompt:        prompt,
+		Group:         folder,
+		Chat:          string(g.Chat),
+		IsMain:        g.IsMain,
+		IsTask:        origin == store.OriginTask,
+		AssistantName: r.cfg.AssistantName,
+		Timezone:      r.cfg.Timezone.String(),
+		Model:         g.ContainerConfig.Model,
+	}
+	if sess != nil {
+		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
+	}
+	uid, gid := container.ContainerUser()
+	spec := container.Spec{
+		Name:     run.name,
+		Image:    r.cfg.Image,
+		Group:    folder,
+		Instance: r.cfg.Instance,
+		User:     container.UserSpec(uid, gid),
+		Mounts:   container.Mounts(r.paths, folder, g.IsMain, r.extraMounts(log, g)),
+		Limits:   r.cfg.Limits,
+	}
+	if tz := r.cfg.Timezone.String(); tz != "" && tz != "Local" {
+		spec.Env = []string{"TZ=" + tz}
+	}
+	rl := openRunLog(log, r.paths.LogsDir(folder), r.now())
+	defer rl.close()
+	rl.header(r.log.GetLevel() <= zerolog.DebugLevel, run, spec, input)
+	stderrLog := log.With().Str("container", spec.Name).Logger()
+	spec.Stderr = func(line string) {
+		rl.stderr(line)
+		stderrLog.Debug().Str("line", line).Msg("container stderr")
+	}
+	input.Secrets = maps.Clone(r.cfg.Secrets)
+	spec.Input = input
+
+	c, err := r.rt.Start(ctx, spec)
+	if err != nil {
+		o.err = fmt.Errorf("start container: %w", err)
+		rl.footer(o, false)
+		return o
+	}
+	gs := r.state(g.Folder)
+	gs.mu.Lock()
+	run.id = c.ID()
+	gs.mu.Unlock()
+	log = log.With().Str("container", spec.Name).Logger()
+	log.Debug().Msg("container started")
+
+	timeout := r.hardTimeout(g)
+	hard := time.NewTimer(timeout)
+	defer hard.Stop()
+	stopDone := make(chan struct{})
+	stopping := false
+	stop := func(why string) {
+		if stopping {
+			return
+		}
+		stopping = true
+		r.queue.MarkClosing(folder)
+		log.Info().Str("reason", why).Msg("stopping container")
+		go func() {
+			defer close(stopDone)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
+			defer cancel()
+			if err := r.rt.Stop(sctx, c.ID(), stopGrace); err != nil {
+				log.Error().Err(err).Msg("cannot stop container")
+			}
+		}()
+	}
+	events := c.Events()
+	done := ctx.Done()
+	errClosed := false
+loop:
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				break loop
+			}
+			if !stopping {
+				hard.Reset(timeout)
+			}
+			r.handleEvent(ctx, log, g, run, sess, origin, ev, &o)
+			if o.agentErr != "" && origin == store.OriginReply && !stopping && !errClosed {
+				// Nothing was answered: close now so the run is retried.
+				errClosed = true
+				r.queue.MarkClosing(folder)
+				r.closeIdle(folder)
+			}
+		case <-hard.C:
+			o.timedOut = true
+			stop("timeout")
+		case <-done:
+			done = nil
+			o.stopped = true
+			stop("shutdown")
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
+	exit, err := c.Wait(wctx)
+	cancel()
+	if err != nil {
+		stop("wait failed")
+		o.err = fmt.Errorf("wait for container: %w", err)
+	}
+	o.exit = exit
+	if stopping {
+		<-stopDone
+	}
+	gs.mu.Lock()
+	replied := run.replied
+	gs.mu.Unlock()
+	rl.footer(o, replied)
+	log.Info().Int("exit_code", exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.timedOut).
+		Int("results", o.results).Bool("replied", replied).Msg("container finished")
+	return o
+}
+
+// handleEvent acts on one line of the runner's stdout.
+func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, sess *store.Session, origin store.Origin, ev ipc.Event, o *outcome) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
+	defer cancel()
+	switch ev.Type {
+	case ipc.EventSession:
+		if sess == nil || ev.SessionID == "" {
+			return
+		}
+		next := *sess
+		if ev.Fresh || ev.SessionID != sess.SessionID {
+			next.LastUUID = ""
+		}
+		next.SessionID = ev.SessionID
+		if next == *sess {
+			return
+		}
+		if err := r.db.SetSession(wctx, next); err != nil {
+			log.Error().Err(err).Msg("cannot store session")
+			return
+		}
+		*sess = next
+		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
+	case ipc.EventError:
+		log.Warn().Str("error", clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
+	case ipc.EventResult:
+		r.handleResult(wctx, log, g, run, sess, origin, ev, o)
+	}
+}
+
+func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, sess *store.Session, origin store.Origin, ev ipc.Event, o *outcome) {
+	o.results++
+	o.cost += ev.CostUSD
+	text := StripInternal(ev.Text)
+	send := text != "" && !ev.IsError
+	var next store.Session
+	if sess != nil {
+		next = *sess
+		if ev.SessionID != "" && ev.SessionID != next.SessionID {
+			next.SessionID, next.LastUUID = ev.SessionID, ""
+		}
+		if ev.LastUUID != "" {
+			next.LastUUID = ev.LastUUID
+		}
+	}
+	usage := store.Usage{Folder: g.Folder, SessionID: ev.SessionID, CostUSD: ev.CostUSD, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: r.now()}
+	if ev.Usage != nil {
+		usage.InputTokens, usage.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
+	}
+
+	gs := r.state(g.Folder)
+	gs.mu.Lock()
+	cursor := gs.handed
+	err := r.db.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.AddUsage(ctx, usage); err != nil {
+			return err
+		}
+		if sess != nil && next != *sess {
+			if err := tx.SetSession(ctx, next); err != nil {
+				return err
+			}
+		}
+		if !send {
+			return nil
+		}
+		if _, err := tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: g.Chat, Group: g.Folder, Text: text, Origin: origin}); err != nil {
+			return err
+		}
+		if origin == store.OriginReply {
+			return tx.SetCursor(ctx, g.Folder, cursor)
+		}
+		return nil
+	})
+	if err == nil {
+		if sess != nil {
+			*sess = next
+		}
+		if send {
+			run.replied = true
+			if origin == store.OriginReply {
+				gs.persisted = cursor
+			}
+		}
+	}
+	run.busy = false
+	replied := run.replied
+	gs.mu.Unlock()
+
+	switch {
+	case err != nil:
+		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result")
+	case send:
+		o.lastText = text
+		signal(r.outWake)
+		log.Debug().Int("bytes", len(text)).Msg("reply committed")
+	case origin == store.OriginReply:
+		r.setTyping(string(g.Chat), false)
+	}
+	if ev.IsError {
+		log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
+		log.Debug().Str("error", clip(ev.Text, 300)).Msg("agent error text")
+		if !replied {
+			o.agentErr = ev.Text
+			if o.agentErr == "" {
+				o.agentErr = "error result without text"
+			}
+		} else if origin == store.OriginReply {
+			r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, the agent hit an error and could not finish (%s).", clip(oneLine(ev.Text), 200)))
+		}
+	}
+	r.queue.NotifyIdle(string(g.Folder))
+}
+
+// notice commits a short message from bridged itself to chat.
+func (r *Router) notice(chat store.ChatID, folder store.Folder, text string) {
+	if chat == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
+	defer cancel()
+	if _, err := r.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice}); err != nil {
+		r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot queue notice")
+		return
+	}
+	signal(r.outWake)
+}
+
+// clip shortens s to at most n bytes without splitting a rune.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return truncateUTF8(s, n) + "…"
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,133 @@
+package router
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/ipc"
+)
+
+// maxRunLogStderr bounds the stderr kept in one run log.
+const maxRunLogStderr = 10 << 20
+
+// runLog is groups/<folder>/logs/run-<time>.log: the run's input (never the
+// secrets; the prompt only at debug level), the container's stderr, its exit
+// status and duration. A log that cannot be written is skipped with a
+// warning; the run goes on.
+type runLog struct {
+	mu      sync.Mutex
+	f       *os.File
+	w       *bufio.Writer
+	written int
+	cut     bool
+	start   time.Time
+}
+
+func openRunLog(log zerolog.Logger, dir string, now time.Time) *runLog {
+	rl := &runLog{start: time.Now()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Warn().Err(err).Msg("cannot create run log directory")
+		return rl
+	}
+	name := "run-" + now.UTC().Format("20060102T150405.000Z") + ".log"
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot create run log")
+		return rl
+	}
+	rl.f, rl.w = f, bufio.NewWriter(f)
+	return rl
+}
+
+func (rl *runLog) printf(format string, args ...any) {
+	if rl.w != nil {
+		fmt.Fprintf(rl.w, format, args...)
+	}
+}
+
+// header writes what the run was started with. in must not carry secrets
+// (they are added to the spec after this).
+func (rl *runLog) header(withPrompt bool, run *liveRun, spec container.Spec, in ipc.RunInput) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	in.Secrets = nil
+	promptBytes := len(in.Prompt)
+	if !withPrompt {
+		in.Prompt = ""
+	}
+	b, _ := json.MarshalIndent(in, "", "  ")
+	rl.printf("=== bridged run ===\n")
+	rl.printf("started: %s\ngroup: %s\nkind: %s\n", rl.start.UTC().Format(time.RFC3339Nano), spec.Group, run.kind)
+	if run.task != "" {
+		rl.printf("task: %s\n", run.task)
+	}
+	rl.printf("container: %s\nimage: %s\nuser: %s\nprompt bytes: %d\n", spec.Name, spec.Image, spec.User, promptBytes)
+	for _, m := range spec.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		rl.printf("mount: %s -> %s (%s)\n", m.Source, m.Target, mode)
+	}
+	if !withPrompt {
+		rl.printf("input (prompt left out; it is logged at debug level):\n")
+	} else {
+		rl.printf("input:\n")
+	}
+	rl.printf("%s\n--- stderr ---\n", b)
+	rl.flushLocked()
+}
+
+func (rl *runLog) stderr(line string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.w == nil || rl.cut {
+		return
+	}
+	if rl.written+len(line) > maxRunLogStderr {
+		rl.cut = true
+		rl.printf("[stderr cut: over %d bytes]\n", maxRunLogStderr)
+		return
+	}
+	rl.written += len(line) + 1
+	rl.printf("%s\n", line)
+}
+
+func (rl *runLog) footer(o outcome, replied bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.printf("--- end ---\nexit code: %d\nduration: %s\nresults: %d\nreplied: %t\ntimed out: %t\n",
+		o.exit.Code, time.Since(rl.start).Round(time.Millisecond), o.results, replied, o.timedOut)
+	if o.exit.Err != nil {
+		rl.printf("exit error: %v\n", o.exit.Err)
+	}
+	if err := o.failure(); err != nil {
+		rl.printf("failure: %v\n", err)
+	}
+	rl.flushLocked()
+}
+
+func (rl *runLog) flushLocked() {
+	if rl.w != nil {
+		_ = rl.w.Flush()
+	}
+}
+
+func (rl *runLog) close() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.f == nil {
+		return
+	}
+	rl.flushLocked()
+	_ = rl.f.Close()
+	rl.f, rl.w = nil, nil
+}
