@@ -329,8 +329,10 @@ func (r *Router) protect(what string, fn func()) {
 	fn()
 }
 
-// cleanLeftovers stops every managed container of an earlier instance and
-// removes the input files they never read. Their messages are still after
+// cleanLeftovers stops every managed container an earlier instance with the
+// same home left behind (containers of other homes on the same engine belong
+// to other daemons and are left alone) and removes the input files they
+// never read. Their messages are still after
 // the cursors (a cursor is stored only with a reply), so they run again.
 func (r *Router) cleanLeftovers(ctx context.Context) {
 	infos, err := r.rt.ListManaged(ctx)
@@ -340,6 +342,9 @@ func (r *Router) cleanLeftovers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, info := range infos {
 		if r.cfg.Instance != "" && info.Instance == r.cfg.Instance {
+			continue
+		}
+		if info.Home != container.HomeLabel(r.cfg.Home) {
 			continue
 		}
 		wg.Add(1)

@@ -541,8 +541,10 @@ func TestLeftoversStoppedAndRerun(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	h.rt.managed = []container.Info{
-		{ID: "old-1", Name: "bridged-main-1", Group: "main", Instance: "previous"},
-		{ID: "old-2", Name: "bridged-fam-1", Group: "fam", Instance: "previous"},
+		{ID: "old-1", Name: "bridged-main-1", Group: "main", Instance: "previous", Home: container.HomeLabel(h.home)},
+		{ID: "old-2", Name: "bridged-fam-1", Group: "fam", Instance: "previous", Home: container.HomeLabel(h.home)},
+		// Another daemon's container on the same engine is left alone.
+		{ID: "other-home", Name: "bridged-main-9", Group: "main", Instance: "elsewhere", Home: container.HomeLabel("/srv/other")},
 	}
 	// A message the killed daemon had handed over without replying, and
 	// an input file its container never read.

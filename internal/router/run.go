@@ -443,6 +443,7 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 		Image:    r.cfg.Image,
 		Group:    folder,
 		Instance: r.cfg.Instance,
+		Home:     container.HomeLabel(r.cfg.Home),
 		User:     container.UserSpec(uid, gid),
 		Mounts:   container.Mounts(r.paths, folder, g.IsMain, r.extraMounts(log, g)),
 		Limits:   r.cfg.Limits,
