@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// errUsage marks a usage error whose message was already printed.
+var errUsage = errors.New("usage error")
+
+// errChecksFailed is returned by doctor when a check failed.
+var errChecksFailed = errors.New("some checks failed")
+
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	return 1
+}
+
+// app is the command line with its streams and environment, so tests can run
+// it in-process.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(a *app, ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run the daemon", (*app).cmdRun},
+		{"login", "pair WhatsApp (QR code in the terminal, or --phone for a pairing code)", (*app).cmdLogin},
+		{"chat", "talk to a group's agent from the terminal (local chats)", (*app).cmdChat},
+		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
+		{"tasks", "list, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
+		{"status", "connection, containers, queue, recent failures, cost today", (*app).cmdStatus},
+		{"doctor", "check Docker, the image, credentials, pairing, allowlist, permissions, clock", (*app).cmdDoctor},
+		{"config", "print the effective configuration (secrets masked)", (*app).cmdConfig},
+		{"version", "print the version", (*app).cmdVersion},
+	}
+}
+
+func (a *app) usage() {
+	fmt.Fprintln(a.stderr, "Usage: bridged <command> [flags] [args]")
+	fmt.Fprintln(a.stderr, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(a.stderr, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME). Flags come before arguments;")
+	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")
+}
+
+func (a *app) run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		a.usage()
+		return errUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "--help", "-help":
+		a.usage()
+		return nil
+	case "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(a, ctx, args[1:])
+		}
+	}
+	fmt.Fprintf(a.stderr, "bridged: unknown command %q\n\n", name)
+	a.usage()
+	return errUsage
+}
+
+// newFlagSet returns a flag set for a subcommand that prints its usage to
+// stderr.
+func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "Usage: bridged %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags and positional arguments; flags may also follow
+// positional arguments ("groups set main --model opus"). It returns the
+// positional arguments. want bounds their number (min, max; max < 0: any).
+func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		// After "--" everything is positional.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
+		fs.Usage()
+		return nil, errUsage
+	}
+	return pos, nil
+}
+
+// resolve computes the configuration from parsed config flags.
+func (a *app) resolve(cf *config.Flags) (*config.Config, error) {
+	cfg, err := cf.Resolve(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// cliLogger is the logger of the short-lived commands: warnings and errors
+// only, on stderr.
+func (a *app) cliLogger() zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: true}).
+		Level(zerolog.WarnLevel).With().Timestamp().Logger()
+}
+
+// backend is what the group, task and status commands need. The control
+// Client implements it through the running daemon, control.Admin directly on
+// the database when the daemon is stopped.
+type backend interface {
+	Groups(ctx context.Context) ([]control.Group, error)
+	AddGroup(ctx context.Context, req control.GroupAdd) (control.Group, error)
+	RemoveGroup(ctx context.Context, folder string) error
+	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)
+	Chats(ctx context.Context) ([]control.Chat, error)
+	Tasks(ctx context.Context) ([]control.Task, error)
+	PauseTask(ctx context.Context, id string) (control.Task, error)
+	ResumeTask(ctx context.Context, id string) (control.Task, error)
+	CancelTask(ctx context.Context, id string) error
+	TaskRuns(ctx context.Context, id string, limit int) ([]control.TaskRun, error)
+	Status(ctx context.Context) (control.Status, error)
+}
+
+var (
+	_ backend = (*control.Client)(nil)
+	_ backend = (*control.Admin)(nil)
+)
+
+// healthTimeout bounds the check whether the daemon answers.
+const healthTimeout = 3 * time.Second
+
+// daemonRunning reports whether a daemon answers on the control socket.
+// A socket that accepts but does not answer is an error: writing to the
+// database behind a hung daemon's back would confuse it.
+func daemonRunning(ctx context.Context, c *control.Client, socket string) (bool, error) {
+	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	err := c.Health(hctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, control.ErrNotRunning):
+		return false, nil
+	}
+	return false, fmt.Errorf("the daemon's control socket %s does not answer (%w); is bridged hung?", socket, err)
+}
+
+// openBackend returns the daemon's API when it runs, else the database
+// opened directly. close releases what was opened.
+func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, running bool, closeFn func(), err error) {
+	c := control.NewClient(cfg.Socket())
+	running, err = daemonRunning(ctx, c, cfg.Socket())
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if running {
+		return c, true, func() {}, nil
+	}
+	db, err := store.Open(ctx, cfg.StoreDB(), a.cliLogger())
+	if err != nil {
+		return nil, false, nil, err
+	}
+	adm := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone}
+	return adm, false, func() { db.Close() }, nil
+}
+
+// oneLine shortens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func nopLogger() zerolog.Logger { return zerolog.Nop() }

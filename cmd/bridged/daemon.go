@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bridged-app/bridged/groups"
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/ipc/ipchost"
+	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/scheduler"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// dockerTimeout bounds the start-up checks against the Docker engine.
+const dockerTimeout = 15 * time.Second
+
+// taskCloseDelay closes a task's container this long after its first result.
+const taskCloseDelay = 10 * time.Second
+
+func (a *app) cmdRun(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("run", "run [flags]")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	return runDaemon(ctx, cfg, newLogger(cfg, a.stderr))
+}
+
+// prepareHome creates the home layout and installs the shipped CLAUDE.md
+// templates where none exist.
+func prepareHome(cfg *config.Config) error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{cfg.Home, 0o755},
+		{filepath.Join(cfg.Home, "store"), 0o700},
+		{cfg.DataDir(), 0o700},
+		{filepath.Join(cfg.DataDir(), "ipc"), 0o700},
+		{filepath.Join(cfg.DataDir(), "sessions"), 0o700},
+		{cfg.GroupsDir(), 0o755},
+	} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("prepare home: %w", err)
+		}
+	}
+	for _, name := range []string{"global", "main"} {
+		if _, err := groups.Install(filepath.Join(cfg.GroupsDir(), name), name, cfg.AssistantName); err != nil {
+			return fmt.Errorf("prepare home: %w", err)
+		}
+	}
+	return nil
+}
+
+func newInstanceID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// checkDocker makes sure the engine answers and the agent image exists.
+func checkDocker(ctx context.Context, d *container.Docker, image string) error {
+	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
+	defer cancel()
+	if err := d.Ping(cctx); err != nil {
+		return fmt.Errorf("docker is not reachable (is the Docker engine running, and may this user use its socket?): %w", err)
+	}
+	ok, err := d.ImageExists(cctx, image)
+	if err != nil {
+		return fmt.Errorf("check agent image %s: %w", image, err)
+	}
+	if !ok {
+		return fmt.Errorf("agent image %s is not in Docker: build it with `make image`, or set BRIDGED_IMAGE to an image that exists", image)
+	}
+	return nil
+}
+
+// waRefresher adapts the WhatsApp client to ipchost.GroupRefresher.
+type waRefresher struct{ c *whatsapp.Client }
+
+func (r waRefresher) RefreshGroups(ctx context.Context) error {
+	_, err := r.c.RefreshGroups(ctx)
+	return err
+}
+
+// liveStatus adapts the router's status to the control API's.
+type liveStatus struct{ rt *router.Router }
+
+func (l liveStatus) Live() control.Live {
+	return liveFromRouter(l.rt.Status())
+}
+
+// runDaemon runs the daemon until ctx ends, then drains and returns nil.
+// Everything is built before anything runs; if a part cannot be built, the
+// parts built so far are released and nothing has run.
+func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	log.Info().Str("version", buildVersion()).Str("home", cfg.Home).Msg("bridged starting")
+	if err := prepareHome(cfg); err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.StoreDB(), log.With().Str("component", "store").Logger())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	// A second daemon on the same home stops here, before it opens the
+	// WhatsApp device store or touches the first one's containers.
+	if err := control.CheckNotRunning(cfg.Socket()); err != nil {
+		return err
+	}
+
+	docker, err := container.NewDocker(log.With().Str("component", "docker").Logger())
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer docker.Close()
+	if err := checkDocker(ctx, docker, cfg.Image); err != nil {
+		return err
+	}
+
+	var allow *container.Allowlist
+	if cfg.MountAllowlist != "" {
+		protect := []string{cfg.Home}
+		if cfg.EnvFile != "" {
+			protect = append(protect, cfg.EnvFile)
+		}
+		if allow, err = container.LoadAllowlist(cfg.MountAllowlist, protect...); err != nil {
+			return err
+		}
+	}
+
+	instance := newInstanceID()
+	loc := local.New(db, cfg.AssistantName, log)
+
+	// rt is set before any channel connects, so no message arrives first.
+	var rt *router.Router
+	inbound := func(ctx context.Context, m channel.Message) error { return rt.Inbound(ctx, m) }
+	lookup := func(chat string) (store.Group, error) {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return db.GetGroupByChat(lctx, store.ChatID(chat))
+	}
+	wa, err := whatsapp.New(ctx, whatsapp.Options{
+		StorePath:     cfg.WhatsAppDB(),
+		AssistantName: cfg.AssistantName,
+		SharedNumber:  !cfg.OwnNumber,
+		Inbound:       inbound,
+		ChatSeen: func(ctx context.Context, chat, name string, isGroup bool) error {
+			return db.UpsertChat(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
+		},
+		IsRegistered: func(chat string) bool {
+			_, err := lookup(chat)
+			// On a database error say yes: the store decides again when
+			// the message is inserted, and an error there withholds the ack.
+			return !errors.Is(err, store.ErrNotFound)
+		},
+		IsOwnMessage: func(ctx context.Context, chat, id string) bool {
+			own, err := db.IsOwnMessage(ctx, store.ChatID(chat), id)
+			return err == nil && own
+		},
+		MediaDir: func(chat string) (string, bool) {
+			g, err := lookup(chat)
+			if err != nil {
+				return "", false
+			}
+			return filepath.Join(cfg.GroupsDir(), string(g.Folder)), true
+		},
+		Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer wa.Close()
+	channels := []channel.Channel{loc, wa}
+
+	rt, err = router.New(router.Config{
+		AssistantName:    cfg.AssistantName,
+		Timezone:         cfg.Timezone,
+		PromptCap:        cfg.PromptCap,
+		IdleTimeout:      cfg.IdleTimeout,
+		ContainerTimeout: cfg.ContainerTimeout,
+		TaskCloseDelay:   taskCloseDelay,
+		MaxContainers:    cfg.MaxContainers,
+		RetryDelays:      cfg.RetryDelays(),
+		Image:            cfg.Image,
+		Instance:         instance,
+		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids},
+		Home:             cfg.Home,
+		Allowlist:        allow,
+		Secrets:          cfg.Secrets,
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now})
+	if err != nil {
+		return err
+	}
+	loc.SetInbound(rt.Inbound)
+
+	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
+	uid, gid := container.ContainerUser()
+	host, err := ipchost.New(ipchost.Config{
+		Home: cfg.Home, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
+	}, db, rt, sched, waRefresher{wa}, log)
+	if err != nil {
+		return err
+	}
+	srv, err := control.Listen(control.Options{
+		Socket:   cfg.Socket(),
+		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone},
+		Local:    loc,
+		Status:   liveStatus{rt},
+		Channels: channels,
+		Groups:   host,
+		Tasks:    sched,
+		Version:  buildVersion(),
+		Instance: instance,
+		Log:      log,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error { return rt.Run(gctx) })
+	g.Go(func() error { return sched.Run(gctx) })
+	g.Go(func() error { return host.Run(gctx) })
+	for _, ch := range channels {
+		g.Go(func() error {
+			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {
+				return fmt.Errorf("connect %s: %w", ch.Name(), err)
+			}
+			return nil
+		})
+	}
+	log.Info().Str("instance", instance).Str("socket", cfg.Socket()).Msg("bridged running")
+	err = g.Wait()
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	log.Info().Msg("bridged stopped")
+	return nil
+}

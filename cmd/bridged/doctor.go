@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/control"
+)
+
+// check is one line of `bridged doctor`.
+type check struct {
+	name   string
+	status string // "ok", "warn" or "FAIL"
+	detail string
+	hint   string
+}
+
+func (a *app) cmdDoctor(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("doctor", "doctor [flags]")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
+		return errChecksFailed
+	}
+	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
+	checks = append(checks, checkHome(cfg)...)
+	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
+	checks = append(checks, checkCredentials(cfg), checkPairing(cfg), checkAllowlist(cfg), checkClock(cfg), checkDaemon(ctx, cfg))
+	failed := false
+	for _, c := range checks {
+		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, c.detail)
+		if c.hint != "" && c.status != "ok" {
+			fmt.Fprintf(a.stdout, "%-12s       → %s\n", "", c.hint)
+		}
+		failed = failed || c.status == "FAIL"
+	}
+	if failed {
+		return errChecksFailed
+	}
+	return nil
+}
+
+func checkHome(cfg *config.Config) []check {
+	fi, err := os.Stat(cfg.Home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return []check{{name: "home", status: "warn", detail: cfg.Home + " does not exist yet", hint: "`bridged run` creates it"}}
+	case err != nil:
+		return []check{{name: "home", status: "FAIL", detail: err.Error()}}
+	case !fi.IsDir():
+		return []check{{name: "home", status: "FAIL", detail: cfg.Home + " is not a directory"}}
+	}
+	probe, err := os.CreateTemp(cfg.Home, ".doctor-*")
+	if err != nil {
+		return []check{{name: "home", status: "FAIL", detail: cfg.Home + " is not writable: " + err.Error(), hint: "run bridged as the owner of its home"}}
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	out := []check{{name: "home", status: "ok", detail: cfg.Home + " is writable"}}
+	for _, p := range []string{filepath.Join(cfg.Home, "store"), cfg.DataDir(), cfg.StoreDB(), cfg.WhatsAppDB()} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			out = append(out, check{name: "permissions", status: "warn",
+				detail: fmt.Sprintf("%s is readable by others (mode %o)", p, fi.Mode().Perm()),
+				hint:   "chmod go-rwx " + p + " (it holds messages and WhatsApp keys)"})
+		}
+	}
+	if len(out) == 1 {
+		out = append(out, check{name: "permissions", status: "ok", detail: "store and data are private to their owner"})
+	}
+	return out
+}
+
+func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
+	d, err := container.NewDocker(nopLogger())
+	if err != nil {
+		return []check{{name: "docker", status: "FAIL", detail: err.Error(), hint: "check DOCKER_HOST"}}
+	}
+	defer d.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Ping(cctx); err != nil {
+		return []check{
+			{name: "docker", status: "FAIL", detail: "the engine does not answer: " + err.Error(), hint: "start Docker, and add this user to the docker group"},
+			{name: "image", status: "FAIL", detail: "cannot check " + cfg.Image + " without Docker"},
+		}
+	}
+	out := []check{{name: "docker", status: "ok", detail: "the engine answers"}}
+	ok, err := d.ImageExists(cctx, cfg.Image)
+	switch {
+	case err != nil:
+		out = append(out, check{name: "image", status: "FAIL", detail: err.Error()})
+	case !ok:
+		out = append(out, check{name: "image", status: "FAIL", detail: cfg.Image + " is not in Docker", hint: "build it with `make image`, or set BRIDGED_IMAGE"})
+	default:
+		out = append(out, check{name: "image", status: "ok", detail: cfg.Image})
+	}
+	return out
+}
+
+func checkCredentials(cfg *config.Config) check {
+	for _, k := range []string{config.EnvOAuthToken, config.EnvAPIKey} {
+		if v := cfg.Secrets[k]; v != "" {
+			return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(v) + ")"}
+		}
+	}
+	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
+		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+}
+
+func checkPairing(cfg *config.Config) check {
+	if fi, err := os.Stat(cfg.WhatsAppDB()); err == nil && fi.Size() > 0 {
+		return check{name: "whatsapp", status: "ok", detail: "device store present; `bridged status` shows the connection"}
+	}
+	return check{name: "whatsapp", status: "warn", detail: "not paired (local chats still work)", hint: "run `bridged login` to pair"}
+}
+
+func checkAllowlist(cfg *config.Config) check {
+	if cfg.MountAllowlist == "" {
+		return check{name: "allowlist", status: "ok", detail: "none configured: no extra mounts"}
+	}
+	if !exists(cfg.MountAllowlist) {
+		return check{name: "allowlist", status: "ok", detail: "no file at " + cfg.MountAllowlist + ": no extra mounts"}
+	}
+	protect := []string{cfg.Home}
+	if cfg.EnvFile != "" {
+		protect = append(protect, cfg.EnvFile)
+	}
+	al, err := container.LoadAllowlist(cfg.MountAllowlist, protect...)
+	switch {
+	case err != nil:
+		return check{name: "allowlist", status: "FAIL", detail: err.Error(), hint: "fix the JSON or remove the file"}
+	case al.Empty():
+		return check{name: "allowlist", status: "ok", detail: cfg.MountAllowlist + ": no extra mounts allowed"}
+	}
+	return check{name: "allowlist", status: "ok", detail: cfg.MountAllowlist + " parses"}
+}
+
+func checkClock(cfg *config.Config) check {
+	now := time.Now()
+	detail := fmt.Sprintf("%s, now %s", cfg.Timezone, now.In(cfg.Timezone).Format(time.RFC3339))
+	if now.Year() < 2025 {
+		return check{name: "clock", status: "FAIL", detail: detail, hint: "the system clock is wrong; enable NTP (timedatectl set-ntp true)"}
+	}
+	return check{name: "clock", status: "ok", detail: detail}
+}
+
+func checkDaemon(ctx context.Context, cfg *config.Config) check {
+	running, err := daemonRunning(ctx, control.NewClient(cfg.Socket()), cfg.Socket())
+	switch {
+	case err != nil:
+		return check{name: "daemon", status: "FAIL", detail: err.Error(), hint: "restart bridged"}
+	case running:
+		return check{name: "daemon", status: "ok", detail: "running, control socket " + cfg.Socket()}
+	}
+	detail := "not running"
+	if exists(cfg.StoreDB()) {
+		detail += "; database " + cfg.StoreDB() + " present"
+	}
+	return check{name: "daemon", status: "ok", detail: detail}
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/router"
+)
+
+// liveFromRouter turns the router's status into the control API's live part.
+func liveFromRouter(st router.Status) control.Live {
+	live := control.Live{Queue: control.QueueStatus{Active: st.Queue.Running, Waiting: len(st.Queue.Waiting)}}
+	closing := make(map[string]bool)
+	for _, g := range st.Queue.Groups {
+		closing[g.Group] = g.Closing
+	}
+	for _, c := range st.Containers {
+		live.Containers = append(live.Containers, control.ContainerStatus{
+			Group: c.Group, Kind: c.Kind, TaskID: c.TaskID, Since: c.Since, Idle: !c.Busy, Closing: closing[c.Group],
+		})
+	}
+	for _, f := range st.Failures {
+		where, kind := f.Group, "run"
+		if f.TaskID != "" {
+			where, kind = f.TaskID, "task"
+		}
+		live.Failures = append(live.Failures, control.Failure{Time: f.Time, Kind: kind, Where: where, Error: f.Error})
+	}
+	return live
+}

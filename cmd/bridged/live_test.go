@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/router"
+)
+
+func TestLiveFromRouter(t *testing.T) {
+	since := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
+	st := router.Status{
+		Queue: groupqueue.Status{
+			Running: 2,
+			Waiting: []string{"c"},
+			Groups:  []groupqueue.GroupStatus{{Group: "a", Run: "messages", Closing: true}, {Group: "b", Run: "task"}},
+		},
+		Containers: []router.ContainerStatus{
+			{Group: "a", Kind: "messages", Since: since},
+			{Group: "b", Kind: "task", TaskID: "task-1", Since: since, Busy: true},
+		},
+		Failures: []router.Failure{
+			{Time: since, Group: "d", Kind: "messages", Error: "gave up"},
+			{Time: since, Group: "b", Kind: "task", TaskID: "task-9", Error: "crashed"},
+		},
+	}
+	live := liveFromRouter(st)
+	if live.Queue.Active != 2 || live.Queue.Waiting != 1 {
+		t.Errorf("got queue %+v; want 2 active, 1 waiting", live.Queue)
+	}
+	if len(live.Containers) != 2 || !live.Containers[0].Idle || !live.Containers[0].Closing || live.Containers[1].Idle || live.Containers[1].TaskID != "task-1" {
+		t.Errorf("got containers %+v; want a idle and closing, b busy with task-1", live.Containers)
+	}
+	if len(live.Failures) != 2 || live.Failures[0].Where != "d" || live.Failures[0].Kind != "run" || live.Failures[1].Where != "task-9" || live.Failures[1].Kind != "task" {
+		t.Errorf("got failures %+v; want group d's run and task-9", live.Failures)
+	}
+}

@@ -1,0 +1,487 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// newHome returns a fresh home directory with a path short enough for the
+// control socket.
+func newHome(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "bcli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// cli runs the command line in-process with an environment of its own.
+func cli(t *testing.T, ctx context.Context, env map[string]string, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := &app{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	err = a.run(ctx, args)
+	return out.String(), errb.String(), err
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		min, max int
+		wantPos  []string
+		wantName string
+		wantMain bool
+		wantErr  error
+	}{
+		{"flags first", []string{"--name", "main", "--main", "local:main"}, 1, 1, []string{"local:main"}, "main", true, nil},
+		{"flags after", []string{"local:main", "--name", "main", "--main"}, 1, 1, []string{"local:main"}, "main", true, nil},
+		{"single dash", []string{"-name=x", "chat"}, 1, 1, []string{"chat"}, "x", false, nil},
+		{"double dash", []string{"--name", "x", "--", "--main"}, 1, 1, []string{"--main"}, "x", false, nil},
+		{"missing arg", []string{"--name", "x"}, 1, 1, nil, "x", false, errUsage},
+		{"extra arg", []string{"a", "b"}, 1, 1, nil, "", false, errUsage},
+		{"unknown flag", []string{"--colour", "red", "a"}, 1, 1, nil, "", false, errUsage},
+		{"help", []string{"-h"}, 0, 0, nil, "", false, flag.ErrHelp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			name := fs.String("name", "", "")
+			isMain := fs.Bool("main", false, "")
+			pos, err := parse(fs, tt.args, tt.min, tt.max)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got error %v; want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if !reflect.DeepEqual(pos, tt.wantPos) || *name != tt.wantName || *isMain != tt.wantMain {
+				t.Errorf("got pos %q name %q main %v; want %q %q %v", pos, *name, *isMain, tt.wantPos, tt.wantName, tt.wantMain)
+			}
+		})
+	}
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	tests := []struct {
+		name    string
+		args    []string
+		want    error
+		wantErr string
+	}{
+		{"no command", nil, errUsage, "Usage: bridged"},
+		{"unknown command", []string{"fly"}, errUsage, `unknown command "fly"`},
+		{"groups without sub", []string{"groups"}, errUsage, "groups list|add"},
+		{"add without name", []string{"groups", "add", "--home", home, "local:main"}, errUsage, "--name is required"},
+		{"add without chat", []string{"groups", "add", "--home", home, "--name", "x"}, errUsage, "Usage: bridged groups add"},
+		{"set nothing", []string{"groups", "set", "--home", home, "main"}, errUsage, "nothing to change"},
+		{"chat -m without group", []string{"chat", "--home", home, "-m", "hi"}, errUsage, "-m needs a GROUP"},
+		{"bad requires-trigger", []string{"groups", "set", "--home", home, "--requires-trigger=maybe", "main"}, errUsage, "want true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, err := cli(t, ctx, nil, "", tt.args...)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("got error %v; want %v", err, tt.want)
+			}
+			if !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("stderr %q lacks %q", stderr, tt.wantErr)
+			}
+		})
+	}
+	if exitCode(errUsage) != 2 || exitCode(errors.New("x")) != 1 || exitCode(flag.ErrHelp) != 0 {
+		t.Error("exit codes: want usage 2, failure 1, help 0")
+	}
+}
+
+// TestGroupsWithDaemonStopped is the first thing a new user does.
+func TestGroupsWithDaemonStopped(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	out, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home)
+	if err != nil {
+		t.Fatalf("groups add: %v", err)
+	}
+	if !strings.Contains(out, "Registered local:main") {
+		t.Errorf("groups add printed %q; want a confirmation", out)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "The Family", "--no-trigger", "120363@g.us"); err != nil {
+		t.Fatalf("groups add family: %v", err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "groups", "list", "--home", home)
+	if err != nil {
+		t.Fatalf("groups list: %v", err)
+	}
+	for _, want := range []string{"main", "local:main", "@Andy", "everything (main)", "the-family", "120363@g.us", "everything"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("groups list lacks %q:\n%s", want, out)
+		}
+	}
+	// A second main group is refused with the store's reason.
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "other", "--main", "local:other"); err == nil || !strings.Contains(err.Error(), "main") {
+		t.Errorf("second main group got %v; want an error about the main group", err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "groups", "set", "the-family", "--home", home, "--model", "opus", "--requires-trigger=true", "--timeout", "45m")
+	if err != nil {
+		t.Fatalf("groups set: %v", err)
+	}
+	if !strings.Contains(out, "model opus") || !strings.Contains(out, "requires trigger true") {
+		t.Errorf("groups set printed %q", out)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "remove", "--home", home, "the-family"); err != nil {
+		t.Fatalf("groups remove: %v", err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "remove", "--home", home, "the-family"); err == nil || !strings.Contains(err.Error(), `no group with folder "the-family"`) {
+		t.Errorf("second remove got %v; want no such group", err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "groups", "list", "--home", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "the-family") {
+		t.Errorf("removed group still listed:\n%s", out)
+	}
+	// The settings went to the database under the home.
+	db := openDB(t, home)
+	g, err := db.GetGroupByFolder(ctx, "main")
+	if err != nil || !g.IsMain || g.Chat != "local:main" {
+		t.Errorf("stored main group %+v, %v; want main on local:main", g, err)
+	}
+}
+
+func openDB(t *testing.T, home string) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(home, "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// fakeDaemon serves the control API on home's socket with a real store and
+// local channel. reply, if set, answers every posted message.
+type fakeDaemon struct {
+	db    *store.DB
+	loc   *local.Channel
+	syncs atomic.Int32
+	wg    sync.WaitGroup
+}
+
+func (d *fakeDaemon) SyncGroups(context.Context) error { d.syncs.Add(1); return nil }
+
+func startDaemon(t *testing.T, home string, reply func(text string) []string) *fakeDaemon {
+	t.Helper()
+	d := &fakeDaemon{db: openDB(t, home)}
+	d.loc = local.New(d.db, "Andy", zerolog.Nop())
+	d.loc.SetInbound(func(ctx context.Context, m channel.Message) error {
+		if _, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
+			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt}); err != nil {
+			return err
+		}
+		if reply == nil {
+			return nil
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			for _, r := range reply(m.Text) {
+				if _, err := d.loc.Send(context.Background(), channel.Outgoing{Chat: m.Chat, Text: r, ID: store.NewExternalID()}); err != nil {
+					t.Errorf("reply: %v", err)
+				}
+			}
+		}()
+		return nil
+	})
+	srv, err := control.Listen(control.Options{
+		Socket:   filepath.Join(home, "bridged.sock"),
+		Admin:    &control.Admin{DB: d.db, AssistantName: "Andy", Timezone: time.UTC},
+		Local:    d.loc,
+		Channels: []channel.Channel{d.loc},
+		Groups:   d,
+		Version:  "test",
+		Log:      zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("control server: %v", err)
+		}
+		d.wg.Wait()
+	})
+	return d
+}
+
+func TestGroupsWithDaemonRunning(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	d := startDaemon(t, home, nil)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatalf("groups add: %v", err)
+	}
+	if got := d.syncs.Load(); got != 1 {
+		t.Errorf("daemon synced groups %d times; want 1 (the change must go through the daemon)", got)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "set", "--home", home, "--name", "Main room", "main"); err != nil {
+		t.Fatalf("groups set: %v", err)
+	}
+	if got := d.syncs.Load(); got != 2 {
+		t.Errorf("daemon synced groups %d times; want 2", got)
+	}
+	out, _, err := cli(t, ctx, nil, "", "groups", "list", "--home", home)
+	if err != nil || !strings.Contains(out, "Main room") {
+		t.Errorf("groups list got %q, %v; want the renamed group", out, err)
+	}
+}
+
+func TestChatOnce(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	startDaemon(t, home, func(text string) []string {
+		return []string{"echo: " + text, "and one more thing"}
+	})
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "family", "120363@g.us", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "--quiet", "300ms", "-m", "hello there", "main")
+	if err != nil {
+		t.Fatalf("chat -m: %v", err)
+	}
+	if out != "echo: hello there\nand one more thing\n" {
+		t.Errorf("chat -m printed %q; want both replies, one per line", out)
+	}
+	_, _, err = cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hi", "family")
+	if err == nil || err.Error() != "group family is a WhatsApp chat; talk to it in WhatsApp" {
+		t.Errorf("chat to a WhatsApp group got %v; want the WhatsApp error", err)
+	}
+	_, _, err = cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hi", "nobody")
+	if err == nil || !strings.Contains(err.Error(), `no group with folder "nobody"`) {
+		t.Errorf("chat to an unknown group got %v", err)
+	}
+}
+
+func TestChatOnceTimesOut(t *testing.T) {
+	home := newHome(t)
+	startDaemon(t, home, nil)
+	ctx := context.Background()
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "--timeout", "300ms", "-m", "anyone?", "main")
+	if err == nil || !strings.Contains(err.Error(), "no reply from main within 300ms") {
+		t.Errorf("got %v; want a timeout error", err)
+	}
+}
+
+func TestChatInteractive(t *testing.T) {
+	home := newHome(t)
+	startDaemon(t, home, func(text string) []string { return []string{"echo: " + text} })
+	ctx := context.Background()
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := cli(t, ctx, map[string]string{"USER": "bob"}, "first\n\nsecond\n", "chat", "--home", home, "--quiet", "300ms")
+	if err != nil {
+		t.Fatalf("chat: %v (stderr %s)", err, stderr)
+	}
+	if !strings.Contains(out, "Andy: echo: first\n") || !strings.Contains(out, "Andy: echo: second\n") {
+		t.Errorf("chat printed %q; want both echoes", out)
+	}
+	if strings.Contains(out, "bob: first") {
+		t.Errorf("chat echoed the user's own message: %q", out)
+	}
+	if !strings.Contains(stderr, "as bob") {
+		t.Errorf("stderr %q does not name the sender from $USER", stderr)
+	}
+}
+
+func TestChatNeedsDaemon(t *testing.T) {
+	_, _, err := cli(t, context.Background(), nil, "", "chat", "--home", newHome(t), "-m", "hi", "main")
+	if err == nil || !strings.Contains(err.Error(), "bridged is not running") {
+		t.Errorf("got %v; want 'bridged is not running'", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	out, _, err := cli(t, ctx, nil, "", "status", "--home", home)
+	if err != nil || !strings.Contains(out, "no database yet") {
+		t.Errorf("status on an empty home got %q, %v", out, err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, home)
+	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: "lost", Origin: store.OriginReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.125}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "status", "--home", home, "--timezone", "UTC")
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stopped status lacks %q:\n%s", want, out)
+		}
+	}
+	startDaemon(t, home, nil)
+	out, _, err = cli(t, ctx, nil, "", "status", "--home", home, "--timezone", "UTC")
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	for _, want := range []string{"bridged is running", "version test", "local", "connected", "Containers: 0 running", "chat vanished"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("running status lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestTasksWithDaemonStopped(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, home)
+	next := time.Now().Add(time.Hour)
+	tk, err := db.CreateTask(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, ctx, nil, "", "tasks", "list", "--home", home)
+	if err != nil || !strings.Contains(out, string(tk.ID)) || !strings.Contains(out, "water the plants") || !strings.Contains(out, "interval 2h") {
+		t.Errorf("tasks list got %q, %v", out, err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "tasks", "pause", "--home", home, string(tk.ID)); err != nil {
+		t.Fatalf("tasks pause: %v", err)
+	}
+	if got, _ := db.GetTask(ctx, tk.ID); got.Status != store.TaskPaused {
+		t.Errorf("got status %s after pause; want paused", got.Status)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "tasks", "resume", "--home", home, string(tk.ID)); err != nil {
+		t.Fatalf("tasks resume: %v", err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "tasks", "runs", "--home", home, string(tk.ID))
+	if err != nil || !strings.Contains(out, "has not run yet") {
+		t.Errorf("tasks runs got %q, %v", out, err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "tasks", "cancel", "--home", home, string(tk.ID)); err != nil {
+		t.Fatalf("tasks cancel: %v", err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "tasks", "pause", "--home", home, string(tk.ID)); err == nil || !strings.Contains(err.Error(), "no task") {
+		t.Errorf("pause of a cancelled task got %v; want no task", err)
+	}
+}
+
+func TestConfigMasksSecrets(t *testing.T) {
+	secret := "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+	out, _, err := cli(t, context.Background(), map[string]string{"ANTHROPIC_API_KEY": secret}, "", "config", "--home", newHome(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, secret) || !strings.Contains(out, "ANTHROPIC_API_KEY=sk-ant-") {
+		t.Errorf("config output leaks or hides the key entirely:\n%s", out)
+	}
+	_, _, err = cli(t, context.Background(), map[string]string{"BRIDGED_MAX_CONTAINERS": "zero"}, "", "config", "--home", newHome(t))
+	if err == nil || !strings.Contains(err.Error(), "BRIDGED_MAX_CONTAINERS") {
+		t.Errorf("invalid setting got %v; want an error naming BRIDGED_MAX_CONTAINERS", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := cli(t, context.Background(), nil, "", "version")
+	if err != nil || !strings.HasPrefix(out, "bridged ") || len(strings.TrimSpace(out)) <= len("bridged") {
+		t.Errorf("version printed %q, %v", out, err)
+	}
+}
+
+func TestGroupsListAvailable(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "family", "120363111@g.us", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, ctx, nil, "", "groups", "list", "--available", "--home", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "120363111@g.us") {
+		t.Errorf("--available lacks the registered chat:\n%s", out)
+	}
+	db := openDB(t, home)
+	if err := db.UpsertChat(ctx, store.Chat{ID: "120363222@g.us", Name: "Book club", Channel: "whatsapp", IsGroup: true, LastActivity: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = cli(t, ctx, nil, "", "groups", "list", "--available", "--home", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "120363222@g.us") || !strings.Contains(lines[1], "Book club") || !strings.Contains(lines[1], "group") {
+		t.Errorf("--available does not list the book club first (most recent):\n%s", out)
+	}
+	if !strings.Contains(out, "family") {
+		t.Errorf("--available does not say which chat is registered as family:\n%s", out)
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	home := newHome(t)
+	out, _, err := cli(t, context.Background(), nil, "", "doctor", "--home", home, "--mount-allowlist", filepath.Join(newHome(t), "none.json"))
+	if !errors.Is(err, errChecksFailed) {
+		t.Errorf("doctor without credentials got %v; want errChecksFailed", err)
+	}
+	for _, want := range []string{"config", "home", "docker", "image", "credentials  FAIL", "whatsapp     warn", "bridged login", "allowlist", "clock", "daemon       ok    not running"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	bad := filepath.Join(newHome(t), "allow.json")
+	if err := os.WriteFile(bad, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = cli(t, context.Background(), map[string]string{"ANTHROPIC_API_KEY": "sk-ant-xxxxxxxxxxxxxxxxxxxx"}, "", "doctor", "--home", home, "--mount-allowlist", bad)
+	if !strings.Contains(out, "allowlist    FAIL") || !strings.Contains(out, "credentials  ok") {
+		t.Errorf("doctor with a broken allowlist and a key:\n%s", out)
+	}
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/control"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
+var version string
+
+// buildVersion is the stamped version, else what the Go toolchain recorded.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "-dirty"
+			}
+		}
+	}
+	if (v == "" || v == "(devel)") && rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		return "devel-" + rev + modified
+	}
+	if v == "" || v == "(devel)" {
+		return "devel"
+	}
+	return v
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (a *app) cmdVersion(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("version", "version")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "bridged", buildVersion())
+	return nil
+}
+
+func (a *app) cmdConfig(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("config", "config [flags]")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	cfg.Print(a.stdout)
+	return nil
+}
+
+func (a *app) cmdLogin(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("login", "login [--phone NUMBER] [flags]")
+	phone := fs.String("phone", "", "pair with a code for this phone number (digits with country code) instead of a QR code")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	running, err := daemonRunning(ctx, control.NewClient(cfg.Socket()), cfg.Socket())
+	if err != nil {
+		return err
+	}
+	if running {
+		return fmt.Errorf("bridged is running and holds the WhatsApp device store: stop it, run `bridged login`, then start it again")
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.WhatsAppDB()), 0o700); err != nil {
+		return fmt.Errorf("create store directory: %w", err)
+	}
+	if err := whatsapp.Login(ctx, whatsapp.LoginOptions{
+		StorePath: cfg.WhatsAppDB(),
+		Phone:     *phone,
+		Out:       a.stdout,
+		Log:       a.cliLogger(),
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "WhatsApp is paired. Start (or restart) the daemon with `bridged run`.")
+	return nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/control"
+)
+
+func (a *app) cmdStatus(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("status", "status [--json] [flags]")
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	c := control.NewClient(cfg.Socket())
+	running, err := daemonRunning(ctx, c, cfg.Socket())
+	if err != nil {
+		return err
+	}
+	if !running && !exists(cfg.StoreDB()) {
+		fmt.Fprintf(a.stdout, "bridged is not running, and %s has no database yet.\n", cfg.Home)
+		return nil
+	}
+	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := b.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, st)
+	}
+	printStatus(a.stdout, st, cfg)
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// printStatus writes st for a person.
+func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
+	loc := cfg.Timezone
+	clock := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		t = t.In(loc)
+		if y, m, d := t.Date(); time.Now().In(loc).Format("2006-01-02") == fmt.Sprintf("%04d-%02d-%02d", y, m, d) {
+			return t.Format("15:04:05")
+		}
+		return t.Format("2006-01-02 15:04")
+	}
+	if st.Running && st.Daemon != nil {
+		fmt.Fprintf(w, "bridged is running (pid %d, version %s, since %s, instance %s)\n",
+			st.Daemon.PID, orDash(st.Daemon.Version), clock(st.Daemon.Started), orDash(st.Daemon.Instance))
+	} else {
+		fmt.Fprintln(w, "bridged is not running; showing what the store knows.")
+	}
+	fmt.Fprintln(w, "\nChannels:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if st.Running {
+		for _, c := range st.Channels {
+			fmt.Fprintf(tw, "  %s\t%s\tsince %s\t%s\n", c.Name, c.State, clock(c.Since), c.Detail)
+		}
+	} else {
+		wa := "not paired: run `bridged login` to pair"
+		if exists(cfg.WhatsAppDB()) {
+			wa = "device store present (paired unless WhatsApp logged it out)"
+		}
+		fmt.Fprintf(tw, "  whatsapp\t%s\n", wa)
+	}
+	tw.Flush()
+	if st.Running {
+		fmt.Fprintf(w, "\nContainers: %d running (queue: %d active, %d waiting)\n", len(st.Containers), st.Queue.Active, st.Queue.Waiting)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, c := range st.Containers {
+			state := "working"
+			switch {
+			case c.Closing:
+				state = "closing"
+			case c.Idle:
+				state = "idle"
+			}
+			kind := c.Kind
+			if c.TaskID != "" {
+				kind += " " + c.TaskID
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tsince %s\t%s\n", c.Group, kind, clock(c.Since), state)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nGroups: %d   Tasks: %d active, %d paused   Outbox: %d pending, %d failed\n",
+		st.Groups, st.Tasks.Active, st.Tasks.Paused, st.Outbox.Pending, st.Outbox.Failed)
+	if len(st.Failures) > 0 {
+		fmt.Fprintln(w, "\nRecent failures (24 h):")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, f := range st.Failures {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clock(f.Time), f.Kind, f.Where, oneLine(f.Error, 80))
+		}
+		tw.Flush()
+	} else {
+		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
+	}
+	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+}

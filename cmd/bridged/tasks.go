@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/control"
+)
+
+func (a *app) cmdTasks(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(a.stderr, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
+		return errUsage
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "list", "ls":
+		return a.tasksList(ctx, args)
+	case "pause", "resume", "cancel", "runs":
+		return a.taskCmd(ctx, sub, args)
+	}
+	fmt.Fprintf(a.stderr, "bridged tasks: unknown subcommand %q (want list, pause, resume, cancel or runs)\n", sub)
+	return errUsage
+}
+
+func fmtTime(t *time.Time, loc *time.Location) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.In(loc).Format("2006-01-02 15:04")
+}
+
+func (a *app) tasksList(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("tasks list", "tasks list [flags]")
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ts, err := b.Tasks(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		fmt.Fprintln(a.stdout, "No scheduled tasks. Agents create them with their schedule_task tool.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tGROUP\tSTATUS\tSCHEDULE\tNEXT RUN\tLAST RUN\tPROMPT")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, t.Status, t.Kind, t.Value,
+			fmtTime(t.NextRun, cfg.Timezone), fmtTime(t.LastRun, cfg.Timezone), oneLine(t.Prompt, 50))
+	}
+	return tw.Flush()
+}
+
+func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
+	fs := a.newFlagSet("tasks "+sub, "tasks "+sub+" [flags] ID")
+	limit := 20
+	if sub == "runs" {
+		fs.IntVar(&limit, "limit", 20, "most runs to show (0: all)")
+	}
+	cf := config.Register(fs)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.resolve(cf)
+	if err != nil {
+		return err
+	}
+	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	id := pos[0]
+	var t control.Task
+	switch sub {
+	case "pause":
+		t, err = b.PauseTask(ctx, id)
+	case "resume":
+		t, err = b.ResumeTask(ctx, id)
+	case "cancel":
+		err = b.CancelTask(ctx, id)
+	case "runs":
+		return a.printRuns(ctx, b, id, limit, cfg.Timezone)
+	}
+	if errors.Is(err, control.ErrNotFound) {
+		return fmt.Errorf("no task %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "cancel":
+		fmt.Fprintf(a.stdout, "Cancelled task %s (its run log is deleted too).\n", id)
+	case "pause":
+		fmt.Fprintf(a.stdout, "Paused task %s.\n", id)
+	case "resume":
+		fmt.Fprintf(a.stdout, "Resumed task %s; next run %s.\n", id, fmtTime(t.NextRun, cfg.Timezone))
+	}
+	return nil
+}
+
+func (a *app) printRuns(ctx context.Context, b backend, id string, limit int, loc *time.Location) error {
+	runs, err := b.TaskRuns(ctx, id, limit)
+	if errors.Is(err, control.ErrNotFound) {
+		return fmt.Errorf("no task %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		fmt.Fprintf(a.stdout, "Task %s has not run yet.\n", id)
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tDURATION\tSTATUS\tCOST\tRESULT")
+	for _, r := range runs {
+		out := r.Result
+		if r.Error != "" {
+			out = r.Error
+		}
+		started := r.StartedAt
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.4f\t%s\n", fmtTime(&started, loc), r.Duration, r.Status, r.CostUSD, oneLine(out, 60))
+	}
+	return tw.Flush()
+}

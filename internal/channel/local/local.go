@@ -1,0 +1,234 @@
+// Package local is the local channel: chats named "local:<name>" that live
+// only in bridged's own database. The control API reaches it (Post to talk,
+// Wait to long-poll for what was stored), which is how `bridged chat` and the
+// end-to-end tests talk to agents without WhatsApp.
+//
+// An inbound message goes through the same Inbound callback as any channel's
+// (the router stores it). An outbound message is "delivered" by storing it in
+// the messages table (IsBot, FromMe, the outbox's id as external id, the
+// assistant's name as sender); the outbox's MarkSent then finds the row under
+// the same (chat, external id) and does not store it again. Every stored
+// message wakes the long-poll waiters after its row is committed.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Name is the channel's name.
+const Name = "local"
+
+// Prefix starts every local chat id.
+const Prefix = "local:"
+
+// Errors returned by Post.
+var (
+	// ErrNotLocal means the chat id is not a local chat ("local:<name>").
+	ErrNotLocal = errors.New("not a local chat")
+	// ErrNotRegistered means no group is registered for the chat, so the
+	// message would not be stored.
+	ErrNotRegistered = errors.New("chat is not a registered group")
+	// ErrEmpty means the text is blank.
+	ErrEmpty = errors.New("empty message")
+	// ErrNoInbound means SetInbound was not called.
+	ErrNoInbound = errors.New("local channel has no inbound handler")
+)
+
+// Channel is the local channel. It is safe for concurrent use.
+type Channel struct {
+	db        *store.DB
+	assistant string
+	log       zerolog.Logger
+	now       func() time.Time
+	since     time.Time
+
+	mu      sync.Mutex
+	in      channel.Inbound
+	changed chan struct{} // closed and replaced whenever a local message is stored
+	typing  map[string]bool
+}
+
+var _ channel.Channel = (*Channel)(nil)
+
+// New returns the local channel over db. assistantName is the sender of
+// outbound messages.
+func New(db *store.DB, assistantName string, log zerolog.Logger) *Channel {
+	return &Channel{
+		db:        db,
+		assistant: assistantName,
+		log:       log.With().Str("component", "local").Logger(),
+		now:       time.Now,
+		since:     time.Now(),
+		changed:   make(chan struct{}),
+		typing:    make(map[string]bool),
+	}
+}
+
+// IsLocal reports whether chat is a local chat id.
+func IsLocal(chat string) bool {
+	return strings.HasPrefix(chat, Prefix) && len(chat) > len(Prefix)
+}
+
+// SetInbound sets the callback that stores inbound messages. Call it before
+// the first Post.
+func (c *Channel) SetInbound(in channel.Inbound) {
+	c.mu.Lock()
+	c.in = in
+	c.mu.Unlock()
+}
+
+// Name returns "local".
+func (c *Channel) Name() string { return Name }
+
+// Owns reports whether chat is a local chat. It does not block.
+func (c *Channel) Owns(chat string) bool { return IsLocal(chat) }
+
+// Connect returns nil at once: the local channel is always connected.
+func (c *Channel) Connect(ctx context.Context) error { return nil }
+
+// Status reports the channel as connected since it was created.
+func (c *Channel) Status() channel.Status {
+	return channel.Status{State: channel.StateConnected, Since: c.since}
+}
+
+// SetTyping records whether the agent is working in chat (see Typing).
+func (c *Channel) SetTyping(ctx context.Context, chat string, on bool) error {
+	if !IsLocal(chat) {
+		return fmt.Errorf("set typing in %s: %w", chat, ErrNotLocal)
+	}
+	c.mu.Lock()
+	if on {
+		c.typing[chat] = true
+	} else {
+		delete(c.typing, chat)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Typing reports whether the agent of chat is working, as last set by
+// SetTyping.
+func (c *Channel) Typing(chat string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.typing[chat]
+}
+
+// Send stores m as a message from the assistant (IsBot, FromMe, external id
+// m.ID) and wakes the waiters. It returns m.ID. A chat that is not local or
+// not registered is a permanent failure: nobody could ever read the message.
+func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	if !IsLocal(m.Chat) {
+		return "", fmt.Errorf("send to %s: %w: %w", m.Chat, ErrNotLocal, channel.ErrPermanent)
+	}
+	if strings.TrimSpace(m.Text) == "" {
+		return "", fmt.Errorf("send to %s: %w: %w", m.Chat, ErrEmpty, channel.ErrPermanent)
+	}
+	id := m.ID
+	if id == "" {
+		id = store.NewExternalID()
+	}
+	stored, _, err := c.db.InsertMessage(ctx, store.Message{
+		Chat:       store.ChatID(m.Chat),
+		ExternalID: id,
+		Sender:     c.assistant,
+		SenderName: c.assistant,
+		Text:       m.Text,
+		SentAt:     c.now(),
+		FromMe:     true,
+		IsBot:      true,
+	})
+	if err != nil {
+		return "", fmt.Errorf("send to %s: %w", m.Chat, err)
+	}
+	if stored == 0 {
+		return "", fmt.Errorf("send to %s: %w: %w", m.Chat, ErrNotRegistered, channel.ErrPermanent)
+	}
+	c.notify()
+	return id, nil
+}
+
+// Post delivers a message from sender to chat through the inbound callback
+// and returns its stored id once it is committed. The chat must be a local
+// chat registered as a group.
+func (c *Channel) Post(ctx context.Context, chat, sender, text string) (store.MessageID, error) {
+	if !IsLocal(chat) {
+		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotLocal)
+	}
+	if strings.TrimSpace(text) == "" {
+		return 0, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
+	}
+	if strings.TrimSpace(sender) == "" {
+		sender = "you"
+	}
+	c.mu.Lock()
+	in := c.in
+	c.mu.Unlock()
+	if in == nil {
+		return 0, fmt.Errorf("post to %s: %w", chat, ErrNoInbound)
+	}
+	cid := store.ChatID(chat)
+	if _, err := c.db.GetGroupByChat(ctx, cid); errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+	} else if err != nil {
+		return 0, fmt.Errorf("post to %s: %w", chat, err)
+	}
+	before, err := c.db.LatestMessageID(ctx, cid)
+	if err != nil {
+		return 0, fmt.Errorf("post to %s: %w", chat, err)
+	}
+	ext := "local-" + uuid.NewString()
+	err = in(ctx, channel.Message{
+		Chat:       chat,
+		ChatName:   strings.TrimPrefix(chat, Prefix),
+		ExternalID: ext,
+		Sender:     sender,
+		SenderName: sender,
+		Text:       text,
+		SentAt:     c.now(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("post to %s: %w", chat, err)
+	}
+	c.notify()
+	msgs, err := c.db.MessagesAfter(ctx, cid, before, 0)
+	if err != nil {
+		return 0, fmt.Errorf("post to %s: %w", chat, err)
+	}
+	for _, m := range msgs {
+		if m.ExternalID == ext {
+			c.log.Debug().Str("chat", chat).Int64("id", int64(m.ID)).Msg("local message stored")
+			return m.ID, nil
+		}
+	}
+	return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+}
+
+// Wait returns a channel that is closed when the next message (inbound or
+// outbound) is stored in a local chat after the call. Call Wait before
+// reading what is stored, then wait on the channel, and no message is missed.
+// ctx is not retained.
+func (c *Channel) Wait(ctx context.Context) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// notify wakes every waiter.
+func (c *Channel) notify() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}

@@ -1,0 +1,216 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+func openStore(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder) {
+	t.Helper()
+	if _, err := db.AddGroup(context.Background(), store.Group{Chat: chat, Folder: folder, Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+		t.Fatalf("AddGroup: %v", err)
+	}
+}
+
+// storeInbound is what the router's Inbound does with a message: store it.
+func storeInbound(db *store.DB) channel.Inbound {
+	return func(ctx context.Context, m channel.Message) error {
+		_, _, err := db.InsertMessage(ctx, store.Message{
+			Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID, Sender: m.Sender,
+			SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt,
+		})
+		return err
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestPostStoresAndWakes(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+	c.SetInbound(storeInbound(db))
+
+	w := c.Wait(ctx)
+	if closed(w) {
+		t.Fatal("Wait channel closed before anything was stored")
+	}
+	id, err := c.Post(ctx, "local:main", "alice", "hello there")
+	if err != nil {
+		t.Fatalf("Post: %v", err)
+	}
+	if !closed(w) {
+		t.Error("Wait channel still open after Post stored a message")
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("got %d stored messages; want 1", len(msgs))
+	}
+	if msgs[0].ID != id || msgs[0].Text != "hello there" || msgs[0].Sender != "alice" || msgs[0].IsBot {
+		t.Errorf("got stored %+v (Post returned id %d); want id %d, text %q from alice, not bot", msgs[0], id, msgs[0].ID, "hello there")
+	}
+	if w2 := c.Wait(ctx); closed(w2) {
+		t.Error("a fresh Wait channel is already closed")
+	}
+}
+
+func TestPostRejects(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	failing := errors.New("disk full")
+	tests := []struct {
+		name    string
+		inbound channel.Inbound
+		chat    string
+		text    string
+		want    error
+	}{
+		{"whatsapp chat", storeInbound(db), "123@g.us", "hi", ErrNotLocal},
+		{"bare prefix", storeInbound(db), "local:", "hi", ErrNotLocal},
+		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
+		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
+		{"no inbound", nil, "local:main", "hi", ErrNoInbound},
+		{"inbound fails", func(context.Context, channel.Message) error { return failing }, "local:main", "hi", failing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(db, "Andy", zerolog.Nop())
+			if tt.inbound != nil {
+				c.SetInbound(tt.inbound)
+			}
+			w := c.Wait(ctx)
+			_, err := c.Post(ctx, tt.chat, "alice", tt.text)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("got error %v; want %v", err, tt.want)
+			}
+			if closed(w) {
+				t.Error("waiters woken although nothing was stored")
+			}
+		})
+	}
+	if msgs, _ := db.MessagesAfter(ctx, "local:main", 0, 0); len(msgs) != 0 {
+		t.Errorf("got %d stored messages after rejected posts; want 0", len(msgs))
+	}
+}
+
+// TestSendThroughOutbox follows a reply the way the router sends it: commit
+// to the outbox, Send, MarkSent. The reply must be stored exactly once, as
+// the assistant's, and waiters must be woken when it can be read.
+func TestSendThroughOutbox(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+
+	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "the answer", Origin: store.OriginReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Wait(ctx)
+	sent, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: it.Text, ID: it.ExternalID})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if sent != it.ExternalID {
+		t.Errorf("got sent id %q; want the outbox id %q", sent, it.ExternalID)
+	}
+	if !closed(w) {
+		t.Fatal("Wait channel still open after Send")
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Text != "the answer" || !msgs[0].IsBot || msgs[0].Sender != "Andy" {
+		t.Fatalf("after Send got %+v; want one bot message %q from Andy", msgs, "the answer")
+	}
+	if err := db.MarkSent(ctx, it.ID, sent, time.Now()); err != nil {
+		t.Fatalf("MarkSent: %v", err)
+	}
+	// A retry after a crash between Send and MarkSent sends the same id again.
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: it.Text, ID: it.ExternalID}); err != nil {
+		t.Fatalf("second Send: %v", err)
+	}
+	msgs, err = db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Errorf("got %d stored messages after MarkSent and a resend; want 1", len(msgs))
+	}
+}
+
+func TestSendPermanentFailures(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+	tests := []struct {
+		name string
+		m    channel.Outgoing
+	}{
+		{"not local", channel.Outgoing{Chat: "123@g.us", Text: "x", ID: "A"}},
+		{"unregistered", channel.Outgoing{Chat: "local:gone", Text: "x", ID: "B"}},
+		{"blank", channel.Outgoing{Chat: "local:main", Text: " ", ID: "C"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.Send(ctx, tt.m); !errors.Is(err, channel.ErrPermanent) {
+				t.Errorf("got error %v; want one wrapping ErrPermanent", err)
+			}
+		})
+	}
+}
+
+func TestTypingAndStatus(t *testing.T) {
+	c := New(openStore(t), "Andy", zerolog.Nop())
+	if got := c.Status().State; got != channel.StateConnected {
+		t.Errorf("got state %s; want %s", got, channel.StateConnected)
+	}
+	if !c.Owns("local:x") || c.Owns("x@g.us") {
+		t.Error("Owns: want local:x owned and x@g.us not")
+	}
+	ctx := context.Background()
+	if err := c.SetTyping(ctx, "local:main", true); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Typing("local:main") {
+		t.Error("got typing off after SetTyping(on)")
+	}
+	if err := c.SetTyping(ctx, "local:main", false); err != nil {
+		t.Fatal(err)
+	}
+	if c.Typing("local:main") {
+		t.Error("got typing on after SetTyping(off)")
+	}
+}

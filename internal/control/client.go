@@ -1,0 +1,220 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// APIError is an error answer of the control API.
+type APIError struct {
+	Code    int    // HTTP status
+	Message string // the server's {"error": …}
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Is matches the error classes: 404 ErrNotFound, 409 ErrConflict,
+// 400 ErrInvalid, 503 ErrNotRunning.
+func (e *APIError) Is(target error) bool {
+	switch e.Code {
+	case http.StatusNotFound:
+		return target == ErrNotFound
+	case http.StatusConflict:
+		return target == ErrConflict
+	case http.StatusBadRequest:
+		return target == ErrInvalid
+	case http.StatusServiceUnavailable:
+		return target == ErrNotRunning
+	}
+	return false
+}
+
+// Client calls the control API over the daemon's unix socket. Every method
+// fails with an error wrapping ErrNotRunning when nothing answers on it.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:    2,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// do sends a request and decodes a JSON answer into out (nil: none expected).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://bridged"+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("%w (no answer on %s)", ErrNotRunning, c.socket)
+		}
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var eb errorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+			eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		}
+		return &APIError{Code: resp.StatusCode, Message: eb.Error}
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if s, ok := out.(*string); ok {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		*s = string(b)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Health checks that the daemon answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Metrics returns the Prometheus text of /metrics.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	var s string
+	err := c.do(ctx, http.MethodGet, "/metrics", nil, &s)
+	return s, err
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st)
+	return st, err
+}
+
+// Groups lists the registered groups.
+func (c *Client) Groups(ctx context.Context) ([]Group, error) {
+	var gs []Group
+	err := c.do(ctx, http.MethodGet, "/v1/groups", nil, &gs)
+	return gs, err
+}
+
+// AddGroup registers a group.
+func (c *Client) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
+	var g Group
+	err := c.do(ctx, http.MethodPost, "/v1/groups", req, &g)
+	return g, err
+}
+
+// RemoveGroup unregisters a group.
+func (c *Client) RemoveGroup(ctx context.Context, folder string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/groups/"+url.PathEscape(folder), nil, nil)
+}
+
+// UpdateGroup changes a group's settings.
+func (c *Client) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (Group, error) {
+	var g Group
+	err := c.do(ctx, http.MethodPatch, "/v1/groups/"+url.PathEscape(folder), p, &g)
+	return g, err
+}
+
+// Chats lists every chat seen.
+func (c *Client) Chats(ctx context.Context) ([]Chat, error) {
+	var cs []Chat
+	err := c.do(ctx, http.MethodGet, "/v1/chats", nil, &cs)
+	return cs, err
+}
+
+// Tasks lists every task.
+func (c *Client) Tasks(ctx context.Context) ([]Task, error) {
+	var ts []Task
+	err := c.do(ctx, http.MethodGet, "/v1/tasks", nil, &ts)
+	return ts, err
+}
+
+func (c *Client) taskAction(ctx context.Context, id, action string) (Task, error) {
+	var t Task
+	err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/"+action, nil, &t)
+	return t, err
+}
+
+// PauseTask pauses a task.
+func (c *Client) PauseTask(ctx context.Context, id string) (Task, error) {
+	return c.taskAction(ctx, id, "pause")
+}
+
+// ResumeTask resumes a paused task.
+func (c *Client) ResumeTask(ctx context.Context, id string) (Task, error) {
+	return c.taskAction(ctx, id, "resume")
+}
+
+// CancelTask deletes a task and its run log.
+func (c *Client) CancelTask(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, nil)
+}
+
+// TaskRuns lists up to limit runs of a task, newest first (0: all).
+func (c *Client) TaskRuns(ctx context.Context, id string, limit int) ([]TaskRun, error) {
+	var rs []TaskRun
+	err := c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/runs?limit="+strconv.Itoa(limit), nil, &rs)
+	return rs, err
+}
+
+// PostMessage sends text from sender to a local chat and returns the stored
+// message's id.
+func (c *Client) PostMessage(ctx context.Context, chat, sender, text string) (int64, error) {
+	var p Posted
+	err := c.do(ctx, http.MethodPost, "/v1/chats/"+url.PathEscape(chat)+"/messages", PostMessage{Sender: sender, Text: text}, &p)
+	return p.ID, err
+}
+
+// Messages returns the messages of a local chat after the id after. With
+// wait > 0 it long-polls: the answer comes when a message arrives or wait
+// (at most 60 s on the server) passes, and may be empty.
+func (c *Client) Messages(ctx context.Context, chat string, after int64, wait time.Duration) ([]ChatMessage, error) {
+	q := url.Values{}
+	q.Set("after", strconv.FormatInt(after, 10))
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	var m Messages
+	err := c.do(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(chat)+"/messages?"+q.Encode(), nil, &m)
+	return m.Messages, err
+}

@@ -1,0 +1,38 @@
+// Package control is bridged's control API: HTTP on the unix socket
+// <home>/bridged.sock (mode 0600, owner only), and the Client the command line
+// uses to reach it.
+//
+// Endpoints (DESIGN §12):
+//
+//	GET    /healthz
+//	GET    /metrics                          Prometheus text
+//	GET    /v1/status                        Status
+//	GET    /v1/groups                        []Group
+//	POST   /v1/groups                        GroupAdd → Group (201)
+//	PATCH  /v1/groups/{folder}               GroupPatch → Group
+//	DELETE /v1/groups/{folder}               204
+//	GET    /v1/chats                         []Chat (every chat seen, for `groups list --available`)
+//	GET    /v1/tasks                         []Task
+//	POST   /v1/tasks/{id}/pause|resume       Task
+//	POST   /v1/tasks/{id}/cancel             204
+//	GET    /v1/tasks/{id}/runs?limit=N       []TaskRun
+//	POST   /v1/chats/{chat}/messages         {"sender","text"} → {"id":N} (201)
+//	GET    /v1/chats/{chat}/messages?after=ID&wait=30s
+//	                                         {"messages":[{"id","direction","sender","text","time"}]}
+//
+// Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
+// 503 (not available) or 500. The chat endpoints serve registered local chats
+// only ("local:<name>"). The long-poll waits on the local channel's
+// notification (no polling loop) for at most 60 s and answers early, with
+// whatever there is, when the daemon stops.
+//
+// Group and task changes go through Admin, which the command line also uses
+// directly on the database when the daemon is not running, so both paths
+// behave the same; the server then tells the IPC host (GroupSyncer) and the
+// scheduler (Waker).
+//
+// Listen refuses to start when another daemon answers on the socket, and
+// replaces a socket file a dead daemon left behind. The socket is created
+// under a temporary name, restricted to 0600 and renamed into place, so it is
+// never reachable by others, and Run removes it on shutdown.
+package control

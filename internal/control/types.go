@@ -1,0 +1,238 @@
+package control
+
+import (
+	"time"
+
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Group is a registered group as the API shows it.
+type Group struct {
+	Folder          string               `json:"folder"`
+	Chat            string               `json:"chat"`
+	Name            string               `json:"name"`
+	Trigger         string               `json:"trigger"`
+	RequiresTrigger bool                 `json:"requires_trigger"`
+	IsMain          bool                 `json:"is_main"`
+	Model           string               `json:"model,omitempty"`
+	Timeout         string               `json:"timeout,omitempty"` // Go duration; empty: the daemon's default
+	ExtraMounts     []store.MountRequest `json:"extra_mounts,omitempty"`
+	CreatedAt       time.Time            `json:"created_at"`
+}
+
+// GroupAdd registers a chat as a group (POST /v1/groups).
+type GroupAdd struct {
+	Chat   string `json:"chat"`
+	Name   string `json:"name"`
+	Folder string `json:"folder,omitempty"` // default: a slug of Name
+	// Trigger defaults to "@<assistant name>"; a missing "@" is added.
+	Trigger string `json:"trigger,omitempty"`
+	// RequiresTrigger defaults to true: only messages starting with the
+	// trigger wake the agent.
+	RequiresTrigger *bool `json:"requires_trigger,omitempty"`
+	IsMain          bool  `json:"is_main,omitempty"`
+}
+
+// GroupPatch changes some of a group's settings (PATCH /v1/groups/{folder}).
+// Nil fields are left alone.
+type GroupPatch struct {
+	Name            *string `json:"name,omitempty"`
+	Trigger         *string `json:"trigger,omitempty"`
+	RequiresTrigger *bool   `json:"requires_trigger,omitempty"`
+	Model           *string `json:"model,omitempty"`   // "" resets to the CLI's default
+	Timeout         *string `json:"timeout,omitempty"` // Go duration; "" or "0" resets to the daemon's default
+}
+
+// Chat is a chat bridged has seen.
+type Chat struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name,omitempty"`
+	Channel      string    `json:"channel,omitempty"`
+	IsGroup      bool      `json:"is_group"`
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	Folder       string    `json:"folder,omitempty"` // set when registered
+}
+
+// Task is a scheduled task.
+type Task struct {
+	ID          string     `json:"id"`
+	Folder      string     `json:"folder"`
+	Chat        string     `json:"chat"`
+	Prompt      string     `json:"prompt"`
+	Kind        string     `json:"kind"`
+	Value       string     `json:"value"`
+	ContextMode string     `json:"context_mode"`
+	Status      string     `json:"status"`
+	NextRun     *time.Time `json:"next_run,omitempty"`
+	LastRun     *time.Time `json:"last_run,omitempty"`
+	LastResult  string     `json:"last_result,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+// TaskRun is one run of a task.
+type TaskRun struct {
+	ID        int64     `json:"id"`
+	StartedAt time.Time `json:"started_at"`
+	Duration  string    `json:"duration"`
+	Status    string    `json:"status"`
+	Result    string    `json:"result,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	CostUSD   float64   `json:"cost_usd"`
+}
+
+// Direction says who wrote a chat message.
+type Direction string
+
+// Directions.
+const (
+	In  Direction = "in"  // a person
+	Out Direction = "out" // the assistant
+)
+
+// ChatMessage is a stored message of a local chat.
+type ChatMessage struct {
+	ID        int64     `json:"id"`
+	Direction Direction `json:"direction"`
+	Sender    string    `json:"sender"`
+	Text      string    `json:"text"`
+	Time      time.Time `json:"time"`
+}
+
+// PostMessage is the body of POST /v1/chats/{chat}/messages.
+type PostMessage struct {
+	Sender string `json:"sender"`
+	Text   string `json:"text"`
+}
+
+// Posted is the answer to PostMessage: the stored message's id.
+type Posted struct {
+	ID int64 `json:"id"`
+}
+
+// Messages is the answer to GET /v1/chats/{chat}/messages.
+type Messages struct {
+	Messages []ChatMessage `json:"messages"`
+}
+
+// Status is what `bridged status` shows. The store's part is always there;
+// the live part (channels, containers, queue) only while the daemon runs.
+type Status struct {
+	Running    bool              `json:"running"`
+	Daemon     *Daemon           `json:"daemon,omitempty"`
+	Channels   []ChannelStatus   `json:"channels,omitempty"`
+	Containers []ContainerStatus `json:"containers,omitempty"`
+	Queue      QueueStatus       `json:"queue"`
+	Groups     int               `json:"groups"`
+	Tasks      TaskCounts        `json:"tasks"`
+	Outbox     OutboxCounts      `json:"outbox"`
+	Failures   []Failure         `json:"failures,omitempty"` // recent, newest first
+	CostToday  float64           `json:"cost_usd_today"`
+	Timezone   string            `json:"timezone"`
+}
+
+// Daemon describes the running daemon.
+type Daemon struct {
+	PID      int       `json:"pid"`
+	Version  string    `json:"version,omitempty"`
+	Instance string    `json:"instance,omitempty"`
+	Started  time.Time `json:"started"`
+}
+
+// ChannelStatus is one channel's connection state.
+type ChannelStatus struct {
+	Name   string    `json:"name"`
+	State  string    `json:"state"`
+	Detail string    `json:"detail,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+}
+
+// ContainerStatus is one live agent container.
+type ContainerStatus struct {
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"` // "messages" or "task"
+	TaskID  string    `json:"task_id,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
+	Idle    bool      `json:"idle,omitempty"`
+	Closing bool      `json:"closing,omitempty"`
+}
+
+// QueueStatus counts the group queue's runs.
+type QueueStatus struct {
+	Active  int `json:"active"`
+	Waiting int `json:"waiting"`
+}
+
+// TaskCounts counts tasks by state.
+type TaskCounts struct {
+	Active int `json:"active"`
+	Paused int `json:"paused"`
+}
+
+// OutboxCounts counts outbox rows by state.
+type OutboxCounts struct {
+	Pending int `json:"pending"`
+	Failed  int `json:"failed"`
+}
+
+// Failure is something that went wrong for good and a person should see.
+type Failure struct {
+	Time  time.Time `json:"time"`
+	Kind  string    `json:"kind"`  // "outbox", "task" or "run"
+	Where string    `json:"where"` // the chat, task id or group
+	Error string    `json:"error"`
+}
+
+// Live is the part of the status only the running daemon knows.
+type Live struct {
+	Containers []ContainerStatus
+	Queue      QueueStatus
+	// Failures are runs that failed for good (retries exhausted).
+	Failures []Failure
+}
+
+func groupOut(g store.Group) Group {
+	out := Group{
+		Folder:          string(g.Folder),
+		Chat:            string(g.Chat),
+		Name:            g.Name,
+		Trigger:         g.Trigger,
+		RequiresTrigger: g.RequiresTrigger,
+		IsMain:          g.IsMain,
+		Model:           g.ContainerConfig.Model,
+		ExtraMounts:     g.ContainerConfig.ExtraMounts,
+		CreatedAt:       g.CreatedAt,
+	}
+	if g.ContainerConfig.Timeout > 0 {
+		out.Timeout = g.ContainerConfig.Timeout.String()
+	}
+	return out
+}
+
+func taskOut(t store.Task) Task {
+	return Task{
+		ID:          string(t.ID),
+		Folder:      string(t.Folder),
+		Chat:        string(t.Chat),
+		Prompt:      t.Prompt,
+		Kind:        string(t.Kind),
+		Value:       t.Value,
+		ContextMode: string(t.ContextMode),
+		Status:      string(t.Status),
+		NextRun:     t.NextRun,
+		LastRun:     t.LastRun,
+		LastResult:  t.LastResult,
+		CreatedAt:   t.CreatedAt,
+	}
+}
+
+func runOut(r store.TaskRun) TaskRun {
+	return TaskRun{
+		ID:        r.ID,
+		StartedAt: r.StartedAt,
+		Duration:  r.Duration.String(),
+		Status:    string(r.Status),
+		Result:    r.Result,
+		Error:     r.Error,
+		CostUSD:   r.CostUSD,
+	}
+}
