@@ -1,0 +1,45 @@
+// Package ipchost is the daemon's side of the IPC namespaces (DESIGN §8): it
+// watches data/ipc/<folder>/requests/ of every registered group, carries out
+// the agents' tool calls (send_message, schedule_task, list_tasks,
+// update_task, pause_task, resume_task, cancel_task, register_group,
+// list_groups) and answers each one in responses/<id>.json. It is a
+// subpackage of ipc so that agent-runner, which needs only the formats, never
+// links the store.
+//
+// # Identity and authorization
+//
+// A request's group is the directory it appeared in, never anything its
+// content says. The main group may do everything. Any other group may send to
+// its own chat and manage its own tasks only; naming its own chat or folder as
+// target_chat or target_group is allowed (it is not "another" one), anything
+// else is refused, as are register_group and list_groups. Another group's task
+// id from a non-main group gets the same "not found" answer as a task that
+// does not exist, so existence does not leak. A refused or failed request
+// changes nothing and is answered with the reason.
+//
+// # Files
+//
+// Requests are handled one at a time, in file-name (creation) order. Every
+// request gets exactly one response, written atomically before the request
+// file is deleted; a request whose response already exists (the daemon stopped
+// between the two steps) is deleted without being carried out again. Only
+// regular files are read (never through a symlink, never a FIFO), at most
+// MaxRequestBytes of them. A file that cannot be read or decoded — bad JSON,
+// an unknown type, unknown fields, invalid arguments — is moved to
+// data/ipc/errors/<folder>-<name> and answered with an error response when
+// its id can be recovered (from the envelope, or from the file name). Nothing
+// an agent writes can crash the daemon: a panic while handling a request is
+// recovered, logged and answered as an internal error.
+//
+// # Tasks
+//
+// schedule_task parses the schedule in the configured timezone and stores the
+// task with its first run; a once time more than a minute in the past is
+// refused. update_task with a new schedule recomputes the next run from now
+// and makes a finished task active again; the schedule of a task whose once
+// run is in flight cannot be changed. pause_task works on active tasks (a
+// paused task stays paused); resume_task makes a paused task active again,
+// and if its next run passed while it was paused, a cron or interval task
+// continues with its next slot after now (missed slots are not replayed)
+// while a once task runs at once. Every change wakes the scheduler.
+package ipchost

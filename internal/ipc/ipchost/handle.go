@@ -1,0 +1,509 @@
+package ipchost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/schedule"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Error classes of a failed request; the response carries the message.
+var (
+	// ErrRefused: the group may not do this (DESIGN §8).
+	ErrRefused = errors.New("refused")
+	// ErrBadRequest: the arguments are wrong (a bad schedule, an unknown
+	// group or chat, a task that does not exist or is in the wrong state).
+	ErrBadRequest = errors.New("bad request")
+)
+
+// onceSlack is how far in the past a once time may be and still be accepted
+// (it then runs at once): the tool checked it a moment ago.
+const onceSlack = time.Minute
+
+// refreshTimeout bounds a list_groups refresh.
+const refreshTimeout = 15 * time.Second
+
+// failure is an error whose text is what the agent should read.
+type failure struct {
+	class error
+	msg   string
+}
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return f.class }
+
+func refused(format string, args ...any) error {
+	return &failure{ErrRefused, "refused: " + fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) error {
+	return &failure{ErrBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// Handle authorises and carries out one request from the group with folder
+// (its identity is the directory the request came from) and returns its
+// response. It never panics; a refused or failed request changes nothing.
+func (h *Host) Handle(ctx context.Context, folder string, req ipc.Request) (resp ipc.Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).
+				Str("group", folder).Str("request", req.ID).Msg("ipc request panicked")
+			resp = ipc.ErrorResponse(req.ID, errors.New("internal error while handling the request"))
+		}
+	}()
+	data, err := h.handle(ctx, store.Folder(folder), req)
+	if err != nil {
+		var f *failure
+		if !errors.As(err, &f) {
+			err = fmt.Errorf("internal error: %w", err)
+		}
+		return ipc.ErrorResponse(req.ID, err)
+	}
+	resp, err = ipc.OKResponse(req.ID, data)
+	if err != nil {
+		return ipc.ErrorResponse(req.ID, fmt.Errorf("internal error: %w", err))
+	}
+	return resp
+}
+
+func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request) (any, error) {
+	if !ipc.ValidID(req.ID) {
+		return nil, badRequest("request id %q is not a valid id", req.ID)
+	}
+	g, err := h.db.GetGroupByFolder(ctx, folder)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refused("group %s is not registered", folder)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if req.Args == nil {
+		return nil, badRequest("%s request has no arguments", req.Type)
+	}
+	if err := req.Args.Validate(); err != nil {
+		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), ipc.ErrInvalid.Error()+": "))
+	}
+	mismatch := badRequest("%s request carries the wrong arguments", req.Type)
+	switch req.Type {
+	case ipc.TypeSendMessage:
+		a, ok := req.Args.(ipc.SendMessageArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.sendMessage(ctx, g, a)
+	case ipc.TypeScheduleTask:
+		a, ok := req.Args.(ipc.ScheduleTaskArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.scheduleTask(ctx, g, a)
+	case ipc.TypeListTasks:
+		return h.listTasks(ctx, g)
+	case ipc.TypeUpdateTask:
+		a, ok := req.Args.(ipc.UpdateTaskArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.updateTask(ctx, g, a)
+	case ipc.TypePauseTask, ipc.TypeResumeTask, ipc.TypeCancelTask:
+		a, ok := req.Args.(ipc.TaskIDArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.taskAction(ctx, g, req.Type, store.TaskID(strings.TrimSpace(a.TaskID)))
+	case ipc.TypeRegisterGroup:
+		a, ok := req.Args.(ipc.RegisterGroupArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.registerGroup(ctx, g, a)
+	case ipc.TypeListGroups:
+		a, ok := req.Args.(ipc.ListGroupsArgs)
+		if !ok {
+			return nil, mismatch
+		}
+		return h.listGroups(ctx, g, a)
+	}
+	return nil, badRequest("unknown request type %q", req.Type)
+}
+
+// ---- send_message ----
+
+func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessageArgs) (any, error) {
+	chat := g.Chat
+	if target := store.ChatID(strings.TrimSpace(a.TargetChat)); target != "" && target != g.Chat {
+		if !g.IsMain {
+			return nil, refused("only the main group can send to another chat")
+		}
+		known, err := h.knownChat(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			return nil, badRequest("unknown chat %q: use a chat id from list_groups", target)
+		}
+		chat = target
+	}
+	item, err := h.msg.SendMessage(ctx, string(chat), a.Text, store.OriginTool, string(g.Folder))
+	if err != nil {
+		return nil, &failure{ErrBadRequest, fmt.Sprintf("message not sent: %v", err)}
+	}
+	if item.Chat != "" {
+		chat = item.Chat
+	}
+	return ipc.SendResult{OutboxID: int64(item.ID), Chat: string(chat)}, nil
+}
+
+// knownChat reports whether chat is a registered group's or a chat a
+// channel has seen.
+func (h *Host) knownChat(ctx context.Context, chat store.ChatID) (bool, error) {
+	if _, err := h.db.GetGroupByChat(ctx, chat); err == nil {
+		return true, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	if _, err := h.db.GetChat(ctx, chat); err == nil {
+		return true, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	return false, nil
+}
+
+// ---- tasks ----
+
+// parseSchedule checks a schedule and returns it with its first run from now.
+func (h *Host) parseSchedule(kind schedule.Kind, value string) (schedule.Schedule, time.Time, error) {
+	loc := h.cfg.Timezone
+	sc, err := schedule.Parse(kind, value, loc)
+	if err != nil {
+		return sc, time.Time{}, &failure{ErrBadRequest, err.Error()}
+	}
+	now := h.now()
+	first := sc.First(now, loc)
+	if first.IsZero() {
+		return sc, time.Time{}, badRequest("schedule %s %q never runs", kind, value)
+	}
+	if kind == schedule.Once && first.Before(now.Add(-onceSlack)) {
+		return sc, time.Time{}, badRequest("invalid time %q: it is in the past (now is %s in %s)",
+			value, now.In(loc).Format("2006-01-02 15:04"), loc)
+	}
+	return sc, first, nil
+}
+
+func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTaskArgs) (any, error) {
+	target := g
+	if tf := store.Folder(strings.TrimSpace(a.TargetGroup)); tf != "" && tf != g.Folder {
+		if !g.IsMain {
+			return nil, refused("only the main group can schedule tasks for another group")
+		}
+		tg, err := h.db.GetGroupByFolder(ctx, tf)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, badRequest("group %q is not registered", tf)
+		}
+		if err != nil {
+			return nil, err
+		}
+		target = tg
+	}
+	sc, first, err := h.parseSchedule(a.ScheduleType, a.ScheduleValue)
+	if err != nil {
+		return nil, err
+	}
+	task, err := h.db.CreateTask(ctx, store.Task{
+		Folder:      target.Folder,
+		Chat:        target.Chat,
+		Prompt:      a.Prompt,
+		Kind:        sc.Kind,
+		Value:       sc.Value,
+		ContextMode: store.ContextMode(a.ContextMode),
+		NextRun:     &first,
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return nil, &failure{ErrBadRequest, err.Error()}
+		}
+		return nil, err
+	}
+	h.wake()
+	h.log.Info().Str("group", string(g.Folder)).Str("task", string(task.ID)).Str("task_group", string(task.Folder)).
+		Str("kind", string(task.Kind)).Time("next_run", first.In(h.cfg.Timezone)).Msg("task scheduled")
+	return h.taskInfo(task), nil
+}
+
+func (h *Host) listTasks(ctx context.Context, g store.Group) (any, error) {
+	folder := g.Folder
+	if g.IsMain {
+		folder = ""
+	}
+	tasks, err := h.db.ListTasks(ctx, folder)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ipc.TaskInfo, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, h.taskInfo(t))
+	}
+	return out, nil
+}
+
+// ownedTask returns the task id if g may manage it. Another group's task is
+// "not found" for a non-main group, exactly like a missing one.
+func ownedTask(ctx context.Context, tx *store.Tx, g store.Group, id store.TaskID) (store.Task, error) {
+	notFound := badRequest("task %q not found", id)
+	if id == "" {
+		return store.Task{}, notFound
+	}
+	t, err := tx.GetTask(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Task{}, notFound
+	}
+	if err != nil {
+		return store.Task{}, err
+	}
+	if !g.IsMain && t.Folder != g.Folder {
+		return store.Task{}, notFound
+	}
+	return t, nil
+}
+
+func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskArgs) (any, error) {
+	var updated store.Task
+	err := h.db.Tx(ctx, func(tx *store.Tx) error {
+		t, err := ownedTask(ctx, tx, g, store.TaskID(strings.TrimSpace(a.TaskID)))
+		if err != nil {
+			return err
+		}
+		if a.Prompt != nil {
+			t.Prompt = *a.Prompt
+		}
+		if a.ScheduleType != nil && a.ScheduleValue != nil {
+			if t.Status == store.TaskRunning {
+				return badRequest("task %q is running now; change its schedule when the run has finished", t.ID)
+			}
+			sc, first, err := h.parseSchedule(*a.ScheduleType, *a.ScheduleValue)
+			if err != nil {
+				return err
+			}
+			t.Kind, t.Value, t.NextRun = sc.Kind, sc.Value, &first
+			if t.Status == store.TaskDone {
+				t.Status = store.TaskActive
+			}
+		}
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			if errors.Is(err, store.ErrInvalid) {
+				return &failure{ErrBadRequest, err.Error()}
+			}
+			return err
+		}
+		updated = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.wake()
+	h.log.Info().Str("group", string(g.Folder)).Str("task", string(updated.ID)).Msg("task updated")
+	return h.taskInfo(updated), nil
+}
+
+func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestType, id store.TaskID) (any, error) {
+	var result store.Task
+	err := h.db.Tx(ctx, func(tx *store.Tx) error {
+		t, err := ownedTask(ctx, tx, g, id)
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case ipc.TypePauseTask:
+			switch t.Status {
+			case store.TaskRunning:
+				return badRequest("task %q is running now and has no later run to pause", t.ID)
+			case store.TaskDone:
+				return badRequest("task %q is done; there is nothing left to pause", t.ID)
+			case store.TaskPaused:
+			default:
+				if err := tx.PauseTask(ctx, t.ID, ""); err != nil {
+					return err
+				}
+				t.Status = store.TaskPaused
+			}
+		case ipc.TypeResumeTask:
+			switch t.Status {
+			case store.TaskRunning:
+				return badRequest("task %q is running now; it is not paused", t.ID)
+			case store.TaskDone:
+				return badRequest("task %q is done; give it a new schedule with update_task to run it again", t.ID)
+			case store.TaskActive:
+			default:
+				t.Status = store.TaskActive
+				if err := h.resumeNextRun(&t); err != nil {
+					return err
+				}
+				if err := tx.UpdateTask(ctx, t); err != nil {
+					return err
+				}
+			}
+		case ipc.TypeCancelTask:
+			if err := tx.DeleteTask(ctx, t.ID); err != nil {
+				return err
+			}
+		}
+		result = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.wake()
+	h.log.Info().Str("group", string(g.Folder)).Str("task", string(result.ID)).Str("action", string(kind)).Msg("task changed")
+	return h.taskInfo(result), nil
+}
+
+// resumeNextRun sets the next run of a task being resumed: a cron or
+// interval task whose next run passed while it was paused continues with its
+// next slot after now; a once task keeps its time (and runs at once if that
+// has passed).
+func (h *Host) resumeNextRun(t *store.Task) error {
+	sc, err := schedule.Parse(t.Kind, t.Value, h.cfg.Timezone)
+	if err != nil {
+		return badRequest("task %q cannot be resumed: %v; give it a new schedule with update_task", t.ID, err)
+	}
+	now := h.now()
+	switch {
+	case t.NextRun == nil:
+		first := sc.First(now, h.cfg.Timezone)
+		t.NextRun = &first
+	case t.Kind != schedule.Once && t.NextRun.Before(now):
+		next := sc.Next(*t.NextRun, now, h.cfg.Timezone)
+		if next.IsZero() {
+			return badRequest("task %q has no run left", t.ID)
+		}
+		t.NextRun = &next
+	}
+	return nil
+}
+
+func (h *Host) taskInfo(t store.Task) ipc.TaskInfo {
+	info := ipc.TaskInfo{
+		ID:            string(t.ID),
+		Group:         string(t.Folder),
+		Prompt:        t.Prompt,
+		ScheduleType:  t.Kind,
+		ScheduleValue: t.Value,
+		ContextMode:   ipc.ContextMode(t.ContextMode),
+		Status:        string(t.Status),
+		LastResult:    t.LastResult,
+	}
+	if t.NextRun != nil {
+		info.NextRun = t.NextRun.In(h.cfg.Timezone).Format(time.RFC3339)
+	}
+	if t.LastRun != nil {
+		info.LastRun = t.LastRun.In(h.cfg.Timezone).Format(time.RFC3339)
+	}
+	return info
+}
+
+func (h *Host) wake() {
+	if h.tasks != nil {
+		h.tasks.Wake()
+	}
+}
+
+// ---- groups ----
+
+func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterGroupArgs) (any, error) {
+	if !g.IsMain {
+		return nil, refused("only the main group can register groups")
+	}
+	folder := strings.TrimSpace(a.Folder)
+	if err := store.ValidateFolder(folder); err != nil {
+		return nil, &failure{ErrBadRequest, err.Error()}
+	}
+	trigger := strings.TrimSpace(a.Trigger)
+	if trigger == "" {
+		trigger = "@" + h.cfg.AssistantName
+	}
+	requires := true
+	if a.RequiresTrigger != nil {
+		requires = *a.RequiresTrigger
+	}
+	added, err := h.db.AddGroup(ctx, store.Group{
+		Chat:            store.ChatID(strings.TrimSpace(a.Chat)),
+		Name:            strings.TrimSpace(a.Name),
+		Folder:          store.Folder(folder),
+		Trigger:         trigger,
+		RequiresTrigger: requires,
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrInvalidFolder) {
+			return nil, &failure{ErrBadRequest, err.Error()}
+		}
+		return nil, err
+	}
+	if err := container.PrepareGroupDirs(h.paths, folder, h.cfg.ContainerUID, h.cfg.ContainerGID); err != nil {
+		if rerr := h.db.RemoveGroup(context.WithoutCancel(ctx), added.Folder); rerr != nil {
+			h.log.Error().Err(rerr).Str("group", folder).Msg("undo group registration")
+		}
+		return nil, fmt.Errorf("create the group's directories: %w", err)
+	}
+	if err := h.SyncGroups(ctx); err != nil {
+		h.log.Error().Err(err).Str("group", folder).Msg("watch the new group's requests")
+	}
+	h.log.Info().Str("group", string(g.Folder)).Str("new_group", folder).Str("chat", string(added.Chat)).Msg("group registered")
+	return ipc.GroupInfo{
+		Chat: string(added.Chat), Name: added.Name, Folder: string(added.Folder), Registered: true,
+	}, nil
+}
+
+func (h *Host) listGroups(ctx context.Context, g store.Group, a ipc.ListGroupsArgs) (any, error) {
+	if !g.IsMain {
+		return nil, refused("only the main group can list groups")
+	}
+	if a.Refresh && h.refresh != nil {
+		rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+		err := h.refresh.RefreshGroups(rctx)
+		cancel()
+		if err != nil {
+			h.log.Warn().Err(err).Msg("refresh group names; listing the stored ones")
+		}
+	}
+	chats, err := h.db.ListChats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := h.db.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byChat := make(map[store.ChatID]store.Group, len(groups))
+	for _, gr := range groups {
+		byChat[gr.Chat] = gr
+	}
+	out := make([]ipc.GroupInfo, 0, len(chats)+len(groups))
+	seen := make(map[store.ChatID]bool, len(chats))
+	for _, c := range chats {
+		seen[c.ID] = true
+		info := ipc.GroupInfo{Chat: string(c.ID), Name: c.Name}
+		if gr, ok := byChat[c.ID]; ok {
+			info.Folder, info.Registered, info.IsMain = string(gr.Folder), true, gr.IsMain
+			if info.Name == "" {
+				info.Name = gr.Name
+			}
+		}
+		out = append(out, info)
+	}
+	for _, gr := range groups {
+		if !seen[gr.Chat] {
+			out = append(out, ipc.GroupInfo{Chat: string(gr.Chat), Name: gr.Name, Folder: string(gr.Folder), Registered: true, IsMain: gr.IsMain})
+		}
+	}
+	return out, nil
+}

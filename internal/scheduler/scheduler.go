@@ -1,0 +1,250 @@
+// Package scheduler decides when scheduled tasks run (DESIGN §10).
+//
+// The scheduler owns no list of tasks: the store is the truth. Run sleeps
+// until the earliest next run of an active task (store.NextDue), or until
+// Wake says the tasks changed, then claims every due task (store.ClaimDue)
+// and hands the claimed ones to an Enqueuer (the router, which queues them on
+// the group queue). A claim advances the task's next run in the same
+// transaction that selects it, so a task is never handed over twice for the
+// same slot, not even when its run outlasts its interval: the next slot is
+// claimed only when it comes, and the group queue ignores a task whose id is
+// already queued or running.
+//
+// Next runs come from package schedule: cron expressions are evaluated in the
+// configured timezone (with robfig/cron's handling of daylight-saving
+// changes: a time in the spring-forward gap is skipped, a time in the
+// repeated fall-back hour fires twice), intervals stay anchored to their
+// schedule (due + k·interval, never "end of the last run + interval"), and a
+// once task has no next run, so the claim makes it running until its run is
+// recorded. After downtime an overdue task runs once, not once per missed
+// slot.
+//
+// A due task whose group is no longer registered is not queued: it is paused
+// with the last result "group <folder> was removed; task paused", so a person
+// sees why, and it is not retried. A task whose stored schedule no longer
+// parses is paused the same way with the parser's reason.
+//
+// Start-up: Run first calls store.FailInterrupted, which closes the runs a
+// previous daemon left in flight (a claimed once task is never repeated), so
+// nothing else must run it before the scheduler starts. The sleep is capped
+// at MaxSleep, so a wall-clock jump (a suspended machine, an NTP step) delays
+// a task by at most that much; the cap is a safety net, not a polling
+// interval.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/schedule"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// MaxSleep is the longest the scheduler sleeps without looking at the clock
+// again.
+const MaxSleep = time.Minute
+
+// retryMin and retryMax bound the back-off after a database error.
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
+// Enqueuer takes claimed tasks. EnqueueTask must not block on a run.
+type Enqueuer interface {
+	EnqueueTask(t store.Task)
+}
+
+// Scheduler claims due tasks and hands them to an Enqueuer. Create it with
+// New and start it with Run; Wake is safe to call from any goroutine, before
+// or during Run.
+type Scheduler struct {
+	db  *store.DB
+	q   Enqueuer
+	loc *time.Location
+	log zerolog.Logger
+	now func() time.Time
+
+	maxSleep time.Duration
+	wake     chan struct{}
+}
+
+// New returns a scheduler for the tasks in db. loc is the configured timezone
+// (cron expressions are evaluated in it; nil means UTC) and now the clock
+// (nil means time.Now).
+func New(db *store.DB, q Enqueuer, loc *time.Location, log zerolog.Logger, now func() time.Time) *Scheduler {
+	if loc == nil {
+		loc = time.UTC
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Scheduler{
+		db:       db,
+		q:        q,
+		loc:      loc,
+		log:      log.With().Str("component", "scheduler").Logger(),
+		now:      now,
+		maxSleep: MaxSleep,
+		wake:     make(chan struct{}, 1),
+	}
+}
+
+// Wake tells the scheduler that tasks changed (created, updated, resumed), so
+// it recomputes its sleep at once. It never blocks.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run closes the task runs a previous daemon left in flight
+// (store.FailInterrupted), then claims and enqueues due tasks until ctx ends.
+// It returns nil when ctx ends, or an error if the start-up step fails.
+// Database errors while running are logged and retried with back-off.
+func (s *Scheduler) Run(ctx context.Context) error {
+	n, err := s.db.FailInterrupted(ctx)
+	if err != nil {
+		return fmt.Errorf("close interrupted task runs: %w", err)
+	}
+	if n > 0 {
+		s.log.Warn().Int("tasks", n).Msg("closed task runs interrupted by a restart")
+	}
+	s.log.Info().Str("timezone", s.loc.String()).Msg("scheduler started")
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	backoff := retryMin
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-s.wake:
+		}
+		d, err := s.tick(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			s.log.Error().Err(err).Dur("retry_in", backoff).Msg("scheduler pass failed")
+			d = backoff
+			backoff = min(backoff*2, retryMax)
+		} else {
+			backoff = retryMin
+		}
+		timer.Reset(d)
+	}
+}
+
+// tick claims what is due, enqueues it, and returns how long to sleep.
+func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("scheduler pass panicked: %v", r)
+			s.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("scheduler pass panicked")
+		}
+	}()
+	next, err := s.db.NextDue(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if next != nil && !next.After(s.now()) {
+		if err := s.claim(ctx); err != nil {
+			return 0, err
+		}
+		if next, err = s.db.NextDue(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if next == nil {
+		return s.maxSleep, nil
+	}
+	d := next.Sub(s.now())
+	switch {
+	case d < 0:
+		// Due again already (a claim moved it to a time that has passed by
+		// now): look once more without waiting.
+		return 0, nil
+	case d > s.maxSleep:
+		return s.maxSleep, nil
+	}
+	return d, nil
+}
+
+// skip is why a due task is paused instead of queued.
+type skip struct {
+	reason string
+}
+
+// claim claims every due task and hands the runnable ones to the Enqueuer.
+func (s *Scheduler) claim(ctx context.Context) error {
+	groups, err := s.db.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("list groups: %w", err)
+	}
+	registered := make(map[store.Folder]bool, len(groups))
+	for _, g := range groups {
+		registered[g.Folder] = true
+	}
+
+	now := s.now()
+	skipped := map[store.TaskID]skip{}
+	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) *time.Time {
+		// Clear what an earlier attempt of this transaction noted.
+		delete(skipped, t.ID)
+		if !registered[t.Folder] {
+			skipped[t.ID] = skip{fmt.Sprintf("group %s was removed; task paused", t.Folder)}
+			return t.NextRun // left as it was; the task is paused below
+		}
+		return s.nextRun(t, now, skipped)
+	})
+	if err != nil {
+		return fmt.Errorf("claim due tasks: %w", err)
+	}
+
+	var errs []error
+	for _, t := range claimed {
+		log := s.log.With().Str("task", string(t.ID)).Str("group", string(t.Folder)).Logger()
+		if sk, ok := skipped[t.ID]; ok {
+			if err := s.db.PauseTask(ctx, t.ID, sk.reason); err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("pause task %s: %w", t.ID, err))
+				continue
+			}
+			log.Warn().Str("reason", sk.reason).Msg("task paused instead of run")
+			continue
+		}
+		ev := log.Info().Str("kind", string(t.Kind))
+		if t.NextRun != nil {
+			ev = ev.Time("next_run", t.NextRun.In(s.loc))
+		}
+		ev.Msg("task due")
+		s.q.EnqueueTask(t)
+	}
+	return errors.Join(errs...)
+}
+
+// nextRun computes the run after the one now due (t.NextRun). A schedule that
+// no longer parses is noted in skipped and leaves the next run unchanged.
+func (s *Scheduler) nextRun(t store.Task, now time.Time, skipped map[store.TaskID]skip) *time.Time {
+	sc, err := schedule.Parse(t.Kind, t.Value, s.loc)
+	if err != nil {
+		skipped[t.ID] = skip{fmt.Sprintf("%v; task paused", err)}
+		return t.NextRun
+	}
+	due := now
+	if t.NextRun != nil {
+		due = *t.NextRun
+	}
+	next := sc.Next(due, now, s.loc)
+	if next.IsZero() {
+		return nil
+	}
+	return &next
+}
