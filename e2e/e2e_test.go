@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -70,7 +69,8 @@ func TestE2EIdleTimeoutRemovesContainer(t *testing.T) {
 
 	id := e.post("local:main", "ping")
 	e.waitOut("local:main", id, 1, 60*time.Second)
-	w.waitRunning(t, 0, 30*time.Second)
+	w.waitStarts(t, 1, 30*time.Second)
+	w.waitGone(t, 30*time.Second)
 	if left := e.containers(ctx); len(left) != 0 {
 		t.Fatalf("idle container not removed: %+v", left)
 	}
@@ -119,10 +119,10 @@ func TestE2EScheduledTask(t *testing.T) {
 	d := e.start()
 
 	at := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
-	args, _ := json.Marshal(map[string]string{
-		"prompt": "fake:reply the task ran", "schedule_type": "once", "schedule_value": at, "context_mode": "isolated",
-	})
-	id := e.post("local:main", "fake:tool schedule_task "+string(args))
+	// The colon of the task's own directive is escaped, or the fake would
+	// read it as the end of the tool's arguments.
+	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
+	id := e.post("local:main", "fake:tool schedule_task "+args)
 	first := e.waitOut("local:main", id, 1, 60*time.Second)[0].Text
 	if strings.Contains(first, "tool error") || !strings.Contains(first, "task") {
 		t.Fatalf("schedule_task answer %q; want a task id and next run", first)
@@ -131,11 +131,12 @@ func TestE2EScheduledTask(t *testing.T) {
 	if got[1].Text != "the task ran" {
 		t.Fatalf("task output %q; want %q", got[1].Text, "the task ran")
 	}
-	if out := e.mustCLI("tasks", "list"); !strings.Contains(out, "done") {
-		t.Errorf("tasks list does not show the once task as done:\n%s", out)
-	}
+	// Stopping drains the task's container, which records its run.
 	if err := d.stop(t); err != nil {
 		t.Fatalf("daemon exit %v; want 0", err)
+	}
+	if out := e.mustCLI("tasks", "list"); !strings.Contains(out, "done") {
+		t.Errorf("tasks list does not show the once task as done:\n%s", out)
 	}
 }
 
@@ -175,10 +176,10 @@ func TestE2EKill9MidTurn(t *testing.T) {
 	id := e.post("local:main", "fake:sleep 6s\nfake:reply survived")
 	w.waitRunning(t, 1, 60*time.Second)
 	leftover := e.containers(ctx)
-	d.kill9()
 	if len(e.outSince("local:main", id)) != 0 {
 		t.Fatal("a reply went out before the kill; the test did not kill mid-turn")
 	}
+	d.kill9()
 
 	d2 := e.start()
 	got := e.waitOut("local:main", id, 1, 2*time.Minute)
@@ -216,6 +217,7 @@ func TestE2ECrashEveryAttempt(t *testing.T) {
 	if !strings.Contains(notice, "fail") && !strings.Contains(notice, "could not") && !strings.Contains(notice, "couldn't") {
 		t.Fatalf("first outbound message %q; want a failure notice", got[0].Text)
 	}
+	w.waitStarts(t, 1, time.Minute)
 	w.waitRunning(t, 0, time.Minute)
 	_, _, starts := w.snapshot()
 	if starts != 6 {

@@ -141,8 +141,7 @@ func (e *env) cli(args ...string) (string, error) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sub := args[0]
-	full := append([]string{sub, "--home", e.home}, args[1:]...)
+	full := append(append([]string(nil), args...), "--home", e.home)
 	cmd := exec.CommandContext(ctx, bridgedBin, full...)
 	cmd.Env = e.environ()
 	var out, errb bytes.Buffer
@@ -397,7 +396,8 @@ func (e *env) assertNoContainers(t testing.TB) {
 // watchContainers follows container start and die events of this home.
 type containerWatch struct {
 	mu      sync.Mutex
-	running map[string]bool
+	running map[string]bool // started, not yet dead
+	exist   map[string]bool // created, not yet destroyed
 	max     int
 	starts  int
 	changed chan struct{}
@@ -405,7 +405,7 @@ type containerWatch struct {
 
 func (e *env) watchContainers(ctx context.Context) *containerWatch {
 	e.t.Helper()
-	w := &containerWatch{running: make(map[string]bool), changed: make(chan struct{}, 1)}
+	w := &containerWatch{running: make(map[string]bool), exist: make(map[string]bool), changed: make(chan struct{}, 1)}
 	res := docker.Events(ctx, client.EventsListOptions{Since: fmt.Sprint(time.Now().Unix() - 1), Filters: make(client.Filters).
 		Add("type", "container").
 		Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
@@ -419,13 +419,22 @@ func (e *env) watchContainers(ctx context.Context) *containerWatch {
 			case <-res.Err:
 				return
 			case m := <-res.Messages:
+				if os.Getenv("E2E_DEBUG_EVENTS") != "" {
+					fmt.Fprintf(os.Stderr, "event %s %s %s\n", m.Action, m.Actor.ID[:12], time.Unix(0, m.TimeNano).Format("15:04:05.000"))
+				}
 				w.mu.Lock()
 				switch m.Action {
+				case events.ActionCreate:
+					w.exist[m.Actor.ID] = true
 				case events.ActionStart:
+					w.exist[m.Actor.ID] = true
 					w.running[m.Actor.ID] = true
 					w.starts++
-				case events.ActionDie, events.ActionDestroy:
+				case events.ActionDie:
 					delete(w.running, m.Actor.ID)
+				case events.ActionDestroy:
+					delete(w.running, m.Actor.ID)
+					delete(w.exist, m.Actor.ID)
 				}
 				w.max = max(w.max, len(w.running))
 				w.mu.Unlock()
@@ -444,6 +453,42 @@ func (w *containerWatch) snapshot() (running, maxRunning, starts int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.running), w.max, w.starts
+}
+
+// waitStarts waits until at least n containers of the home have started.
+func (w *containerWatch) waitStarts(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		if _, _, s := w.snapshot(); s >= n {
+			return
+		}
+		select {
+		case <-w.changed:
+		case <-deadline:
+			_, _, s := w.snapshot()
+			t.Fatalf("waited %s for %d container starts; saw %d", within, n, s)
+		}
+	}
+}
+
+// waitGone waits until every container of the home seen so far is removed.
+func (w *containerWatch) waitGone(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		w.mu.Lock()
+		n := len(w.exist)
+		w.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-w.changed:
+		case <-deadline:
+			t.Fatalf("waited %s for %d containers to be removed", within, n)
+		}
+	}
 }
 
 // waitRunning waits until exactly n containers of the home run.

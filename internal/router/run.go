@@ -570,6 +570,16 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
 	case ipc.EventError:
 		log.Warn().Str("error", clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
+		// The runner lost the turn in flight (claude crashed, or could not
+		// start): unless a reply already went out, the run cannot finish its
+		// messages, so it ends here and is retried with a fresh container.
+		gs := r.state(g.Folder)
+		gs.mu.Lock()
+		replied := run.replied
+		gs.mu.Unlock()
+		if !replied && o.agentErr == "" {
+			o.agentErr = "agent runner: " + clip(oneLine(ev.Message), 300)
+		}
 	case ipc.EventResult:
 		r.handleResult(wctx, log, g, run, sess, origin, ev, o)
 	}

@@ -341,6 +341,10 @@ func (c *Client) setState(state channel.ConnState, detail string) {
 	case needsOwner(state):
 		ev = c.log.Error()
 	}
+	if state == channel.StateNotPaired {
+		ev.Str("state", string(state)).Msg("WhatsApp is not paired; run `bridged login` to pair (local chats keep working)")
+		return
+	}
 	ev.Str("state", string(state)).Str("detail", detail).Msg("whatsapp connection state changed")
 }
 
