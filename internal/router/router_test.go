@@ -420,6 +420,40 @@ func TestCursorRules(t *testing.T) {
 		retry.exit(0)
 		h.waitIdle("main")
 	})
+	t.Run("runner error event before a reply closes and retries", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		h.post(mainChat, "hello")
+		run := h.nextRun()
+		// claude crashed mid-turn; the runner restarted it but the turn is lost.
+		run.emit(ipc.Event{Type: ipc.EventError, Message: "claude exited unexpectedly; restarted with --resume", Retryable: true})
+		waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
+		run.exit(0)
+		retry := h.nextRun()
+		if !strings.Contains(retry.spec.Input.Prompt, "hello") {
+			t.Fatalf("retry prompt %q; want the unanswered message again", retry.spec.Input.Prompt)
+		}
+		retry.result("answered")
+		if got := h.nextSend(); got.Text != "answered" {
+			t.Fatalf("sent: got %q; want the retry's answer", got.Text)
+		}
+		retry.exit(0)
+		h.waitIdle("main")
+	})
+	t.Run("runner error event after a reply changes nothing", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.start()
+		h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.result("first answer")
+		h.nextSend()
+		run.emit(ipc.Event{Type: ipc.EventError, Message: "claude exited unexpectedly", Retryable: true})
+		run.exit(0)
+		h.waitIdle("main")
+		if n := h.rt.starts(); n != 1 {
+			t.Fatalf("starts: got %d; want 1 (no retry after a reply)", n)
+		}
+	})
 }
 
 func TestRetriesExhaustedNoticeOnce(t *testing.T) {
