@@ -210,7 +210,7 @@ func (e *env) start() *daemon {
 				<-d.done
 			}
 		}
-		if e.t.Failed() {
+		if e.t.Failed() || os.Getenv("E2E_LOGS") != "" {
 			e.t.Logf("daemon log:\n%s", tail(d.logs(), 80))
 		}
 	})
