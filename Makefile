@@ -6,6 +6,8 @@ HOME_DIR ?= $(CURDIR)/.bridged
 IMAGE   ?= bridged-agent:latest
 TEST_TIMEOUT ?= 45m
 
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
 .PHONY: help build test test-unit test-integration lint bench test-image image run install clean
 
@@ -32,7 +34,7 @@ lint: ## gofmt, go vet, and staticcheck when installed
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
 bench: test-image ## print the performance figures of the README
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -E 'Benchmark|median|p99|RSS|msgs/s|ok|FAIL' 
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
 
 test-image: ## build bridged-agent:test from static binaries (no registry needed)
 	$(GO) run ./cmd/testimage -tag bridged-agent:test

@@ -64,7 +64,7 @@ func BenchmarkFollowUp(b *testing.B) {
 }
 
 // readStdinLog maps each benchmark marker to the time the fake read it.
-// Lines are "<unix nanos> <type> <first 80 bytes of text>".
+// Lines are "<unix nanos> <type> <first 1000 bytes of text>".
 func readStdinLog(b *testing.B, path string) map[string]int64 {
 	f, err := os.Open(path)
 	if err != nil {

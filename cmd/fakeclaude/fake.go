@@ -255,8 +255,8 @@ func (f *fake) logStdin(typ, text string) {
 	if f.stdinLog == nil {
 		return
 	}
-	if len(text) > 80 {
-		text = text[:80]
+	if len(text) > 1000 {
+		text = text[:1000]
 	}
 	text = strings.NewReplacer("\n", " ", "\r", " ").Replace(text)
 	_, _ = fmt.Fprintf(f.stdinLog, "%d %s %s\n", time.Now().UnixNano(), typ, text)

@@ -29,7 +29,7 @@
 // element, or the whole prompt when there is none.
 //
 // Environment: FAKECLAUDE_STDIN_LOG=<path> appends "<unix nanos> <type> <first
-// 80 bytes of text>" for every stdin line as it is read (latency benchmarks);
+// 1000 bytes of text>" for every stdin line as it is read (latency benchmarks);
 // FAKECLAUDE_NO_SHELL=1 uses the built-in interpreter even when /bin/sh exists.
 package main
 

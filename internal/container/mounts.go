@@ -140,20 +140,30 @@ func PrepareGroupDirs(p Paths, folder string, uid, gid int) error {
 }
 
 // chownTree gives root and everything below it to uid:gid without following
-// symlinks, skipping entries that already belong to them.
+// symlinks, skipping entries that already belong to them. Entries that vanish
+// during the walk (an IPC file renamed or consumed meanwhile) are skipped.
 func chownTree(root string, uid, gid int) error {
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != root {
+				return nil
+			}
 			return err
 		}
 		info, err := d.Info()
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return err
 		}
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
 			return nil
 		}
 		if err := os.Lchown(path, uid, gid); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return fmt.Errorf("chown %s: %w", path, err)
 		}
 		return nil
