@@ -463,7 +463,7 @@ func TestStdinLog(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "stdin.log")
 	p := startFake(t, t.TempDir(), baseEnv(t.TempDir(), "FAKECLAUDE_STDIN_LOG="+logPath))
 	p.send(`{"request_id":"i1","type":"control_request","request":{"subtype":"initialize"}}`)
-	p.sendUser(strings.Repeat("x", 100))
+	p.sendUser(strings.Repeat("x", 1200))
 	p.result()
 	p.wait()
 	data, err := os.ReadFile(logPath)
@@ -475,8 +475,8 @@ func TestStdinLog(t *testing.T) {
 		t.Fatalf("got %d log lines %q; want 2", len(lines), lines)
 	}
 	f := strings.SplitN(lines[1], " ", 3)
-	if len(f) != 3 || f[1] != "user" || f[2] != strings.Repeat("x", 80) {
-		t.Errorf("got %q; want <nanos> user <80 x>", lines[1])
+	if len(f) != 3 || f[1] != "user" || f[2] != strings.Repeat("x", 1000) {
+		t.Errorf("got %q; want <nanos> user <1000 x>", lines[1])
 	}
 	var ns int64
 	if _, err := fmt.Sscan(f[0], &ns); err != nil || ns < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() {
