@@ -31,7 +31,10 @@
 // memory it advances when messages are handed over (container start or pipe).
 // It is stored when a reply of the run is committed (in the same transaction
 // as the outbox row; a send_message of the agent to its own chat counts) and
-// when the run ends well. A run that fails before any reply went out puts the
+// when the run ends well. A reply stores only the messages whose turn has
+// begun: those of the container's start, and those piped while the agent was
+// idle. Messages piped while it was busy may wait for a turn of their own
+// (or be folded into the running one), so the next result stores them. A run that fails before any reply went out puts the
 // cursor back, so the queue's retry hands the same messages over again; after
 // a reply it is never put back. Because an unanswered hand-over is never
 // stored, messages in flight when the daemon is killed are still after the

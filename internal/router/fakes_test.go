@@ -364,7 +364,7 @@ func (h *harness) inputDir(folder string) string {
 func (h *harness) waitIdle(folder string) groupqueue.GroupStatus {
 	h.t.Helper()
 	var last groupqueue.GroupStatus
-	waitFor(h.t, func() bool {
+	pollUntil(h.t, func() bool {
 		last = groupqueue.GroupStatus{}
 		for _, g := range h.r.Status().Queue.Groups {
 			if g.Group == folder {
@@ -376,8 +376,11 @@ func (h *harness) waitIdle(folder string) groupqueue.GroupStatus {
 	return last
 }
 
-// waitFor polls cond with a short tick until it holds or testWait passes.
-func waitFor(t testing.TB, cond func() bool, what string, args ...any) {
+// pollUntil checks cond with a short tick until it holds or testWait passes.
+// Only for state with no event to wait on: the queue's status and the rows
+// of the store change inside the router, which reports neither. Files are
+// awaited with waitDir.
+func pollUntil(t testing.TB, cond func() bool, what string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for !cond() {
@@ -388,10 +391,21 @@ func waitFor(t testing.TB, cond func() bool, what string, args ...any) {
 	}
 }
 
+// waitDir waits, on file system events, until cond holds for dir or testWait
+// passes.
+func waitDir(t testing.TB, dir string, cond func() bool, what string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testWait)
+	defer cancel()
+	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+		t.Fatalf("waiting for "+what+": %v", append(args, err)...)
+	}
+}
+
 // waitFile waits for a file to exist and returns when it appeared.
 func waitFile(t *testing.T, path string) time.Time {
 	t.Helper()
-	waitFor(t, func() bool { _, err := os.Stat(path); return err == nil }, "file %s", path)
+	waitDir(t, filepath.Dir(path), func() bool { _, err := os.Stat(path); return err == nil }, "file %s", path)
 	return time.Now()
 }
 

@@ -165,8 +165,13 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			return err
 		}
 		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
+		wasBusy := run.busy
 		run.busy = true
 		gs.handed = msgs[len(msgs)-1].ID
+		if !wasBusy {
+			// An idle agent starts a turn for these messages at once.
+			run.settled = gs.handed
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errNoRun) {

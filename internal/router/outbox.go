@@ -62,7 +62,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 			return err
 		}
 		if run != nil {
-			return tx.SetCursor(ctx, item.Group, gs.handed)
+			return tx.SetCursor(ctx, item.Group, run.settled)
 		}
 		return nil
 	})
@@ -71,7 +71,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 	}
 	if run != nil {
 		run.replied = true
-		gs.persisted = gs.handed
+		gs.persisted = run.settled
 	}
 	signal(r.outWake)
 	return stored, nil

@@ -172,6 +172,11 @@ type liveRun struct {
 	piped   []pipedFile
 	replied bool // a reply of this run was committed to the outbox
 	busy    bool // working on a turn (since start or the last pipe)
+	// settled is the cursor a reply may store: the messages whose turn has
+	// begun. Messages piped while the agent is busy may wait for a turn of
+	// their own, so a reply does not cover them; the next result does (or
+	// the end of the run), and after kill -9 they run again.
+	settled store.MessageID
 	ended   bool
 }
 

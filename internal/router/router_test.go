@@ -101,7 +101,7 @@ func TestReplyFlow(t *testing.T) {
 	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Hello Alice", "Second answer"}) {
 		t.Fatalf("sent: got %q; want each reply exactly once", texts)
 	}
-	waitFor(t, func() bool {
+	pollUntil(t, func() bool {
 		rows, err := h.db.PendingOutbox(context.Background(), 0)
 		return err == nil && len(rows) == 0
 	}, "every reply marked sent")
@@ -128,7 +128,7 @@ func TestReplyFlow(t *testing.T) {
 func waitInputs(t *testing.T, dir string, n int) []string {
 	t.Helper()
 	var names []string
-	waitFor(t, func() bool { names = jsonFiles(t, dir); return len(names) >= n }, "%d input files in %s", n, dir)
+	waitDir(t, dir, func() bool { names = jsonFiles(t, dir); return len(names) >= n }, "%d input files in %s", n, dir)
 	return names
 }
 
@@ -198,6 +198,52 @@ func TestPipeIntoLiveContainer(t *testing.T) {
 	}
 }
 
+// A message piped while the agent is busy may wait for a turn of its own, so
+// the reply to the turn in flight must not store it as handled: killed at
+// that moment, the daemon would never answer it.
+func TestReplyDoesNotSettleMessagesPipedWhileBusy(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	first := h.post(mainChat, "first")
+	run := h.nextRun()
+	second := h.post(mainChat, "second") // piped while the first turn runs
+	names := waitInputs(t, h.inputDir("main"), 1)
+	consume(t, h.inputDir("main"), names)
+	run.result("answer one")
+	h.nextSend()
+	if c := h.cursor("main"); c != first {
+		t.Fatalf("cursor after the first answer: got %d; want %d (the piped message is not answered yet)", c, first)
+	}
+	run.result("answer two")
+	h.nextSend()
+	if c := h.cursor("main"); c != second {
+		t.Fatalf("cursor after the second answer: got %d; want %d", c, second)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+}
+
+// A message piped into an idle agent starts a turn at once, so its answer
+// stores it as handled.
+func TestReplySettlesMessagesPipedWhileIdle(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	h.post(mainChat, "first")
+	run := h.nextRun()
+	run.result("answer one")
+	h.nextSend()
+	second := h.post(mainChat, "second")
+	names := waitInputs(t, h.inputDir("main"), 1)
+	consume(t, h.inputDir("main"), names)
+	run.result("answer two")
+	h.nextSend()
+	if c := h.cursor("main"); c != second {
+		t.Fatalf("cursor: got %d; want %d", c, second)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+}
+
 func TestUnreadPipedInputRunsAgain(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
@@ -237,7 +283,7 @@ func TestNoPipeIntoTaskContainer(t *testing.T) {
 		t.Fatalf("task input: got %+v; want a task with its prompt and no session", in)
 	}
 	h.post(mainChat, "are you there?")
-	waitFor(t, func() bool {
+	pollUntil(t, func() bool {
 		for _, g := range h.r.Status().Queue.Groups {
 			if g.Group == "main" && g.PendingMessages {
 				return true
@@ -510,7 +556,7 @@ func TestOutboxSentAtStart(t *testing.T) {
 	if got.Text != "left over" || got.ID != left.ExternalID {
 		t.Fatalf("sent at start: got %+v; want %q with id %s", got, "left over", left.ExternalID)
 	}
-	waitFor(t, func() bool {
+	pollUntil(t, func() bool {
 		it, err := h.db.GetOutbox(ctx, left.ID)
 		return err == nil && it.State == store.OutboxSent
 	}, "row marked sent")
@@ -541,7 +587,7 @@ func TestOutboxFailures(t *testing.T) {
 		t.Fatalf("sent: got %q; want the good one (the permanent failure does not block it)", got.Text)
 	}
 	for _, id := range []store.OutboxID{bad.ID, orphan.ID} {
-		waitFor(t, func() bool {
+		pollUntil(t, func() bool {
 			it, err := h.db.GetOutbox(ctx, id)
 			return err == nil && it.State == store.OutboxFailed && it.LastError != ""
 		}, "row %d failed", id)
@@ -565,7 +611,7 @@ func TestSendMessageStripsInternal(t *testing.T) {
 	if got := h.nextSend(); got.Text != "Done." {
 		t.Fatalf("sent: got %q; want %q", got.Text, "Done.")
 	}
-	waitFor(t, func() bool { rows, err := h.db.PendingOutbox(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
+	pollUntil(t, func() bool { rows, err := h.db.PendingOutbox(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
 	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Done."}) {
 		t.Fatalf("sent: got %q; want only %q (nothing committed for the empty message)", texts, "Done.")
 	}
@@ -628,7 +674,7 @@ func TestSessionUpdates(t *testing.T) {
 		t.Fatalf("resume: got %q at %q; want old at old-u", in.SessionID, in.ResumeAt)
 	}
 	run.emit(ipc.Event{Type: ipc.EventSession, SessionID: "new", Fresh: true})
-	waitFor(t, func() bool {
+	pollUntil(t, func() bool {
 		s, err := h.db.GetSession(ctx, "main")
 		return err == nil && s.SessionID == "new" && s.LastUUID == ""
 	}, "fresh session stored without the old uuid")
@@ -665,7 +711,7 @@ func TestTaskFailureNotice(t *testing.T) {
 	task.LastResult = "error: container exited with code 2"
 	task.ID = "task-again"
 	h.r.EnqueueTask(task)
-	waitFor(t, func() bool { return h.rt.starts() == 2 }, "the second task run")
+	pollUntil(t, func() bool { return h.rt.starts() == 2 }, "the second task run")
 	h.waitIdle("fam")
 	st, err := h.db.Stats(ctx)
 	if err != nil {

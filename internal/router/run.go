@@ -105,6 +105,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true}
 		gs.run = run
 		gs.handed = msgs[len(msgs)-1].ID
+		run.settled = gs.handed
 		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+omitted).Msg("starting agent for messages")
 		return run, prompt, nil
 	}()
@@ -607,7 +608,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 
 	gs := r.state(g.Folder)
 	gs.mu.Lock()
-	cursor := gs.handed
+	cursor := run.settled
 	err := r.db.Tx(ctx, func(tx *store.Tx) error {
 		if err := tx.AddUsage(ctx, usage); err != nil {
 			return err
@@ -640,6 +641,9 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		}
 	}
 	run.busy = false
+	// Whatever was handed over so far has been seen by the time of the next
+	// result: folded into this turn, or in a turn of its own.
+	run.settled = gs.handed
 	replied := run.replied
 	gs.mu.Unlock()
 
