@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -283,15 +284,29 @@ func (a *agent) close() {
 	}
 }
 
-// waitFor polls cond with a short tick until it holds or the deadline passes.
-func waitFor(t testing.TB, deadline time.Duration, what string, cond func() bool) {
+// waitDir waits, on file system events, until cond holds for dir or the
+// deadline passes.
+func waitDir(t testing.TB, deadline time.Duration, dir, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+		t.Fatalf("waiting %s for %s: %v", deadline, what, err)
+	}
+}
+
+// pollUntil checks cond with a short tick until it holds or the deadline
+// passes. Only for conditions with no event to wait on: a process that is
+// not our child (claude, started by the runner) going away shows only in
+// /proc, which raises no file system events.
+func pollUntil(t testing.TB, deadline time.Duration, what string, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for !cond() {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling tick, not a wait for an event
 	}
 }
 
@@ -374,7 +389,7 @@ func TestFollowUpReachesSameProcessMidTurn(t *testing.T) {
 	name := a.writeInput("fake:pid")
 	// The file is consumed (written to claude's stdin) while the first turn
 	// is still sleeping: no result has arrived yet.
-	waitFor(t, 5*time.Second, "follow-up consumed", func() bool { return !exists(filepath.Join(a.ipc.Input(), name)) })
+	waitDir(t, 5*time.Second, a.ipc.Input(), "follow-up consumed", func() bool { return !exists(filepath.Join(a.ipc.Input(), name)) })
 	select {
 	case ev := <-a.events:
 		t.Fatalf("event %+v before the follow-up was consumed; want it consumed mid-turn", ev)
@@ -606,7 +621,7 @@ func TestCompactArchivesConversation(t *testing.T) {
 func nextRequest(t *testing.T, l ipc.Layout) ipc.Request {
 	t.Helper()
 	var names []string
-	waitFor(t, 10*time.Second, "a request file", func() bool {
+	waitDir(t, 10*time.Second, l.Requests(), "a request file", func() bool {
 		names, _ = ipc.List(l.Requests())
 		return len(names) > 0
 	})
@@ -878,5 +893,5 @@ func TestTermSignalStopsClaude(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("stopping took %v", d)
 	}
-	waitFor(t, 5*time.Second, "claude gone", func() bool { return len(claudeProcesses(a.work)) == 0 })
+	pollUntil(t, 5*time.Second, "claude gone", func() bool { return len(claudeProcesses(a.work)) == 0 })
 }

@@ -16,16 +16,14 @@ import (
 	"github.com/bridged-app/bridged/internal/ipc"
 )
 
-// waitFor polls cond every few milliseconds until it holds or the deadline
-// passes.
-func waitFor(t *testing.T, deadline time.Duration, what string, cond func() bool) {
+// waitDir waits, on file system events, until cond holds for dir or the
+// deadline passes.
+func waitDir(t *testing.T, deadline time.Duration, dir, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %s waiting for %s", deadline, what)
-		}
-		time.Sleep(2 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+		t.Fatalf("waiting %s for %s: %v", deadline, what, err)
 	}
 }
 
@@ -119,7 +117,7 @@ func await(t *testing.T, ch <-chan callResult) callResult {
 func nextRequest(t *testing.T, l ipc.Layout) (string, []byte) {
 	t.Helper()
 	var names []string
-	waitFor(t, 5*time.Second, "a request file", func() bool {
+	waitDir(t, 5*time.Second, l.Requests(), "a request file", func() bool {
 		names, _ = ipc.List(l.Requests())
 		return len(names) > 0
 	})
@@ -182,7 +180,7 @@ func TestSendMessageWritesRequestAndReturnsAnswer(t *testing.T) {
 	if isErr || text != "Message queued for delivery to this chat." {
 		t.Errorf("got %q (error %v); want the delivery confirmation", text, isErr)
 	}
-	waitFor(t, 5*time.Second, "the response file to be deleted", func() bool {
+	waitDir(t, 5*time.Second, l.Responses(), "the response file to be deleted", func() bool {
 		names, _ := ipc.List(l.Responses())
 		return len(names) == 0
 	})
@@ -240,7 +238,7 @@ func TestLateResponseIsDiscarded(t *testing.T) {
 	id := strings.TrimSuffix(name, ".json")
 	ok, _ := ipc.OKResponse(id, nil)
 	respond(t, l, ok)
-	waitFor(t, 5*time.Second, "the late response to be deleted", func() bool {
+	waitDir(t, 5*time.Second, l.Responses(), "the late response to be deleted", func() bool {
 		names, _ := ipc.List(l.Responses())
 		return len(names) == 0
 	})

@@ -415,13 +415,13 @@ func TestToolCallsTheBridgeServer(t *testing.T) {
 	answer := func(want ipc.RequestType, resp func(id string) ipc.Response) {
 		t.Helper()
 		var names []string
-		deadline := time.Now().Add(15 * time.Second)
-		for len(names) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s request appeared; stderr: %s", want, p.stderr.String())
-			}
-			time.Sleep(5 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		defer cancel()
+		if err := ipc.WaitFor(ctx, l.Requests(), func() bool {
 			names, _ = ipc.List(l.Requests())
+			return len(names) > 0
+		}); err != nil {
+			t.Fatalf("no %s request appeared (%v); stderr: %s", want, err, p.stderr.String())
 		}
 		data, err := os.ReadFile(filepath.Join(l.Requests(), names[0]))
 		if err != nil {

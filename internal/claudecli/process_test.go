@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 // fakeCLI prepares a run of the test binary as a fake claude replaying
@@ -545,23 +547,31 @@ func TestStopEscalates(t *testing.T) {
 // waitSleeper waits for the helper to log the pid of the child it spawned.
 func waitSleeper(t *testing.T, f *fakeCLI) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(f.log); err == nil {
-			for _, e := range f.entries() {
-				if e.Kind == "pid" {
-					return e.PID
-				}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	pid := 0
+	err := ipc.WaitFor(ctx, filepath.Dir(f.log), func() bool {
+		if _, err := os.Stat(f.log); err != nil {
+			return false
+		}
+		for _, e := range f.entries() {
+			if e.Kind == "pid" {
+				pid = e.PID
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // polling a file written by another process
+		return false
+	})
+	if err != nil {
+		t.Fatalf("helper never spawned its child: %v", err)
 	}
-	t.Fatal("helper never spawned its child")
-	return 0
+	return pid
 }
 
 // alive reports whether pid is a live (not zombie) process, waiting briefly
-// for a signalled process to go.
+// for a signalled process to go. It polls /proc: pid is the helper's child,
+// not ours, so there is no Wait to block on, and /proc raises no file system
+// events.
 func alive(pid int) bool {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
