@@ -254,9 +254,11 @@ func build(raw map[string]string) (*Config, error) {
 	c.MountAllowlist = raw["BRIDGED_MOUNT_ALLOWLIST"]
 	if c.MountAllowlist != "" {
 		if strings.HasPrefix(c.MountAllowlist, "~/") {
-			if h, err := os.UserHomeDir(); err == nil {
-				c.MountAllowlist = filepath.Join(h, c.MountAllowlist[2:])
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return nil, bad("BRIDGED_MOUNT_ALLOWLIST", "starts with ~/ but HOME is not set; give an absolute path")
 			}
+			c.MountAllowlist = filepath.Join(h, c.MountAllowlist[2:])
 		}
 		abs, _ := filepath.Abs(c.MountAllowlist)
 		if rel, err := filepath.Rel(c.Home, abs); err == nil && !strings.HasPrefix(rel, "..") {

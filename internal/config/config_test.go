@@ -83,6 +83,19 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 	}
 }
 
+func TestTildeAllowlistWithoutHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	env := map[string]string{"BRIDGED_HOME": t.TempDir(), "BRIDGED_MOUNT_ALLOWLIST": "~/allow.json"}
+	c, err := resolve(t, nil, env)
+	if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "BRIDGED_MOUNT_ALLOWLIST") {
+		var got string
+		if c != nil {
+			got = c.MountAllowlist
+		}
+		t.Fatalf("~/ allowlist without HOME: got path %q, error %v; want an error naming BRIDGED_MOUNT_ALLOWLIST", got, err)
+	}
+}
+
 func TestMissingExplicitEnvFileIsAnError(t *testing.T) {
 	_, err := resolve(t, []string{"--env-file", filepath.Join(t.TempDir(), "nope.env")}, nil)
 	if err == nil {

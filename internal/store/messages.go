@@ -51,7 +51,9 @@ func scanChat(row interface{ Scan(...any) error }) (Chat, error) {
 }
 
 // UpsertChat records c's metadata. An empty Name or Channel keeps the stored
-// one; LastActivity only moves forward; a zero LastActivity leaves it alone.
+// one; LastActivity only moves forward; a zero LastActivity leaves a known
+// chat's alone and gives a new chat the current time (never the epoch, which
+// would sort it last).
 func (tx *Tx) UpsertChat(ctx context.Context, c Chat) error {
 	if c.ID == "" {
 		return fmt.Errorf("upsert chat: %w: empty chat id", ErrInvalid)
@@ -59,6 +61,9 @@ func (tx *Tx) UpsertChat(ctx context.Context, c Chat) error {
 	var last int64
 	if !c.LastActivity.IsZero() {
 		last = toMS(c.LastActivity)
+	} else if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, last_activity) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+		c.ID, toMS(tx.now())); err != nil {
+		return fmt.Errorf("upsert chat %s: %w", c.ID, err)
 	}
 	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, c.ID, c.Name, c.Channel, boolInt(c.IsGroup), last); err != nil {
 		return fmt.Errorf("upsert chat %s: %w", c.ID, err)

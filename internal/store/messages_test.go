@@ -141,6 +141,36 @@ func TestInsertMessageRefusesBadInput(t *testing.T) {
 	}
 }
 
+func TestUpsertChatWithoutTime(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t) // its clock reads t0
+	earlier := t0.Add(-48 * time.Hour)
+	if err := db.UpsertChat(ctx, Chat{ID: "old@g.us", Name: "Old", LastActivity: earlier}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Chat{{ID: "new@g.us", Name: "New"}, {ID: "old@g.us", Name: "Old"}} {
+		if err := db.UpsertChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		id   ChatID
+		want time.Time
+	}{
+		{"new@g.us", t0},      // first seen now, not in 1970
+		{"old@g.us", earlier}, // a known time is kept
+	}
+	for _, tt := range tests {
+		c, err := db.GetChat(ctx, tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.LastActivity.Equal(tt.want) {
+			t.Errorf("%s last activity: got %s; want %s", tt.id, c.LastActivity, tt.want)
+		}
+	}
+}
+
 func TestUpsertChatKeepsKnownMetadata(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
