@@ -13,8 +13,8 @@
 // counts, "@Andyx" and "hi @Andy" do not), or when the channel reports a
 // mention of the bot. Untriggered messages are kept and go to the agent as
 // context with the next trigger. Bot messages never trigger and are never in a
-// prompt. Mentions are remembered in memory only: after a restart a message
-// wakes the agent only through its text.
+// prompt. The mention flag is stored with the message, so a mention still
+// counts after a restart.
 //
 // # Prompts
 //

@@ -58,8 +58,6 @@ func TestTriggered(t *testing.T) {
 	open := fam
 	open.RequiresTrigger = false
 
-	h.r.mentioned[famChat] = map[store.MessageID]struct{}{7: {}}
-
 	tests := []struct {
 		name string
 		g    store.Group
@@ -73,7 +71,8 @@ func TestTriggered(t *testing.T) {
 		{"trigger mid-sentence", fam, []store.Message{msg(1, "ask @"+testName+" later", false)}, false},
 		{"trigger glued to a word", fam, []store.Message{msg(1, "@"+testName+"x hi", false)}, false},
 		{"bot message never triggers", fam, []store.Message{msg(1, "@"+testName+" hi", true)}, false},
-		{"mention triggers", fam, []store.Message{msg(7, "hey you", false)}, true},
+		{"mention triggers", fam, []store.Message{{ID: 7, Chat: famChat, Text: "hey you", Mentioned: true}}, true},
+		{"a bot's mention never triggers", fam, []store.Message{{ID: 8, Chat: famChat, Text: "hey you", Mentioned: true, IsBot: true}}, false},
 		{"group's own trigger", custom, []store.Message{msg(1, "@helper hi", false)}, true},
 		{"group's own trigger replaces the name", custom, []store.Message{msg(1, "@"+testName+" hi", false)}, false},
 		{"empty trigger defaults to the name", noTrigger, []store.Message{msg(1, "@"+testName+" hi", false)}, true},

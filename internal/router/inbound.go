@@ -50,7 +50,7 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
 		var err error
 		id, inserted, err = tx.InsertMessage(ctx, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
-			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot,
+			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
 		})
 		return err
 	})
@@ -61,14 +61,6 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
 		return nil
 	}
 	r.mu.Lock()
-	if m.Mentioned {
-		ids := r.mentioned[chat]
-		if ids == nil {
-			ids = make(map[store.MessageID]struct{})
-			r.mentioned[chat] = ids
-		}
-		ids[id] = struct{}{}
-	}
 	r.dirty[chat] = struct{}{}
 	r.mu.Unlock()
 	signal(r.wake)
@@ -196,39 +188,15 @@ func (r *Router) triggered(g store.Group, msgs []store.Message) bool {
 	if strings.TrimSpace(trig) == "" {
 		trig = "@" + r.cfg.AssistantName
 	}
-	r.mu.Lock()
-	mentioned := r.mentioned[g.Chat]
-	r.mu.Unlock()
 	for _, m := range msgs {
 		if m.IsBot {
 			continue
 		}
-		if MatchTrigger(trig, m.Text) {
-			return true
-		}
-		r.mu.Lock()
-		_, ok := mentioned[m.ID]
-		r.mu.Unlock()
-		if ok {
+		if m.Mentioned || MatchTrigger(trig, m.Text) {
 			return true
 		}
 	}
 	return false
-}
-
-// forgetMentions drops remembered mentions at or before the stored cursor.
-func (r *Router) forgetMentions(chat store.ChatID, cursor store.MessageID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ids := r.mentioned[chat]
-	for id := range ids {
-		if id <= cursor {
-			delete(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		delete(r.mentioned, chat)
-	}
 }
 
 // shortTimeout bounds the small writes done outside a caller's context.

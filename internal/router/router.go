@@ -135,13 +135,12 @@ type Router struct {
 	stopping atomic.Bool
 	seq      atomic.Uint64
 
-	mu        sync.Mutex
-	groups    map[store.Folder]*groupState
-	dirty     map[store.ChatID]struct{}
-	dirtyAll  bool
-	mentioned map[store.ChatID]map[store.MessageID]struct{}
-	fails     map[store.Folder]int
-	failures  []Failure
+	mu       sync.Mutex
+	groups   map[store.Folder]*groupState
+	dirty    map[store.ChatID]struct{}
+	dirtyAll bool
+	fails    map[store.Folder]int
+	failures []Failure
 
 	// sendBackoff is the wait after a row's first failed send; it doubles
 	// with each attempt.
@@ -230,21 +229,20 @@ func New(cfg Config, d Deps) (*Router, error) {
 		d.Now = time.Now
 	}
 	r := &Router{
-		cfg:       cfg,
-		db:        d.Store,
-		rt:        d.Runtime,
-		channels:  slices.Clone(d.Channels),
-		log:       d.Log.With().Str("component", "router").Logger(),
-		now:       d.Now,
-		paths:     container.Paths{Home: cfg.Home},
-		wake:      make(chan struct{}, 1),
-		outWake:   make(chan struct{}, 1),
-		flushQ:    make(chan chan struct{}),
-		typing:    make(chan typingReq, 256),
-		groups:    make(map[store.Folder]*groupState),
-		dirty:     make(map[store.ChatID]struct{}),
-		mentioned: make(map[store.ChatID]map[store.MessageID]struct{}),
-		fails:     make(map[store.Folder]int),
+		cfg:      cfg,
+		db:       d.Store,
+		rt:       d.Runtime,
+		channels: slices.Clone(d.Channels),
+		log:      d.Log.With().Str("component", "router").Logger(),
+		now:      d.Now,
+		paths:    container.Paths{Home: cfg.Home},
+		wake:     make(chan struct{}, 1),
+		outWake:  make(chan struct{}, 1),
+		flushQ:   make(chan chan struct{}),
+		typing:   make(chan typingReq, 256),
+		groups:   make(map[store.Folder]*groupState),
+		dirty:    make(map[store.ChatID]struct{}),
+		fails:    make(map[store.Folder]int),
 
 		sendBackoff: time.Second,
 	}

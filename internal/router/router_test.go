@@ -244,6 +244,31 @@ func TestReplySettlesMessagesPipedWhileIdle(t *testing.T) {
 	h.waitIdle("main")
 }
 
+// A mention of the bot wakes a group that needs a trigger, and the flag is
+// stored: a message that arrived before the router started (as after a
+// restart) still wakes the agent.
+func TestMentionStoredAndTriggersAfterStart(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	if err := h.r.Inbound(ctx, channel.Message{Chat: string(famChat), ExternalID: "m1", Sender: "bob@x", SenderName: "Bob",
+		Text: "what do you think, Robo?", SentAt: time.Now(), Mentioned: true}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := h.db.MessagesAfter(ctx, famChat, 0, 0)
+	if err != nil || len(msgs) != 1 || !msgs[0].Mentioned {
+		t.Fatalf("stored: got %+v, %v; want one message with the mention flag", msgs, err)
+	}
+	h.start()
+	run := h.nextRun()
+	if !strings.Contains(run.spec.Input.Prompt, "what do you think, Robo?") {
+		t.Fatalf("prompt %q; want the mentioning message", run.spec.Input.Prompt)
+	}
+	run.result("I think so")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("fam")
+}
+
 func TestUnreadPipedInputRunsAgain(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()

@@ -177,11 +177,9 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 			gs.persisted = gs.handed
 		}
 	}
-	cursor := gs.persisted
 	gs.run = nil
 	gs.mu.Unlock()
 
-	r.forgetMentions(g.Chat, cursor)
 	r.setTyping(string(g.Chat), false)
 	if unread > 0 {
 		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")

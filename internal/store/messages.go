@@ -29,6 +29,7 @@ type Message struct {
 	SentAt     time.Time
 	FromMe     bool // sent by the account bridged is logged in as
 	IsBot      bool // sent by bridged (an id the outbox chose)
+	Mentioned  bool // mentions the bot's own number or LID (counts as the trigger)
 }
 
 // An empty name or channel never overwrites a known one, a chat once seen as
@@ -153,9 +154,9 @@ func (tx *Tx) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 		}
 		m.IsBot = own
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot))
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned))
 	if err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
@@ -176,7 +177,7 @@ func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 	return id, inserted, err
 }
 
-const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot`
+const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned`
 
 func scanMessages(rows *sql.Rows) ([]Message, error) {
 	defer rows.Close()
@@ -184,7 +185,7 @@ func scanMessages(rows *sql.Rows) ([]Message, error) {
 	for rows.Next() {
 		var m Message
 		var sent int64
-		if err := rows.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot); err != nil {
+		if err := rows.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned); err != nil {
 			return nil, err
 		}
 		m.SentAt = fromMS(sent)
