@@ -264,3 +264,20 @@ func schemaVersion(ctx context.Context, q querier) (int, error) {
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return schemaVersion(ctx, db.read)
 }
+
+// rowScanner is what *sql.Row and *sql.Rows have in common.
+type rowScanner = interface{ Scan(...any) error }
+
+// collect reads every row of rows with scan and closes rows.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -74,7 +74,7 @@ func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 
 const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at`
 
-func scanGroup(row interface{ Scan(...any) error }) (Group, error) {
+func scanGroup(row rowScanner) (Group, error) {
 	var g Group
 	var cfg string
 	var created int64
@@ -257,16 +257,8 @@ func (db *DB) ListGroups(ctx context.Context) ([]Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	defer rows.Close()
-	var out []Group
-	for rows.Next() {
-		g, err := scanGroup(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list groups: %w", err)
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanGroup)
+	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	return out, nil

@@ -43,7 +43,7 @@ ON CONFLICT (id) DO UPDATE SET
 
 const chatColumns = `id, name, channel, is_group, last_activity`
 
-func scanChat(row interface{ Scan(...any) error }) (Chat, error) {
+func scanChat(row rowScanner) (Chat, error) {
 	var c Chat
 	var last int64
 	err := row.Scan(&c.ID, &c.Name, &c.Channel, &c.IsGroup, &last)
@@ -95,16 +95,8 @@ func (db *DB) ListChats(ctx context.Context) ([]Chat, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
-	defer rows.Close()
-	var out []Chat
-	for rows.Next() {
-		c, err := scanChat(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list chats: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanChat)
+	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
 	return out, nil
@@ -179,19 +171,12 @@ func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 
 const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned`
 
-func scanMessages(rows *sql.Rows) ([]Message, error) {
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		var m Message
-		var sent int64
-		if err := rows.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned); err != nil {
-			return nil, err
-		}
-		m.SentAt = fromMS(sent)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+func scanMessage(row rowScanner) (Message, error) {
+	var m Message
+	var sent int64
+	err := row.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned)
+	m.SentAt = fromMS(sent)
+	return m, err
 }
 
 // MessagesAfter returns up to limit messages of chat with an id above after,
@@ -206,7 +191,7 @@ func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, l
 	if err != nil {
 		return nil, fmt.Errorf("messages after %d in %s: %w", after, chat, err)
 	}
-	ms, err := scanMessages(rows)
+	ms, err := collect(rows, scanMessage)
 	if err != nil {
 		return nil, fmt.Errorf("messages after %d in %s: %w", after, chat, err)
 	}
@@ -231,7 +216,7 @@ func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID,
 		if err != nil {
 			return err
 		}
-		if msgs, err = scanMessages(rows); err != nil {
+		if msgs, err = collect(rows, scanMessage); err != nil {
 			return err
 		}
 		omitted = total - len(msgs)

@@ -30,7 +30,7 @@ type OutboxItem struct {
 
 const outboxColumns = `id, chat, folder, text, origin, state, external_id, sent_id, attempts, last_error, created_at, sent_at, failed_at`
 
-func scanOutbox(row interface{ Scan(...any) error }) (OutboxItem, error) {
+func scanOutbox(row rowScanner) (OutboxItem, error) {
 	var it OutboxItem
 	var created int64
 	var sent, failed sql.NullInt64
@@ -40,19 +40,6 @@ func scanOutbox(row interface{ Scan(...any) error }) (OutboxItem, error) {
 	it.SentAt = fromNullMS(sent)
 	it.FailedAt = fromNullMS(failed)
 	return it, err
-}
-
-func scanOutboxRows(rows *sql.Rows) ([]OutboxItem, error) {
-	defer rows.Close()
-	var out []OutboxItem
-	for rows.Next() {
-		it, err := scanOutbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, it)
-	}
-	return out, rows.Err()
 }
 
 // NewExternalID returns a fresh channel message id in WhatsApp's style:
@@ -126,7 +113,7 @@ func (db *DB) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, error
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}
-	out, err := scanOutboxRows(rows)
+	out, err := collect(rows, scanOutbox)
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}
@@ -215,7 +202,7 @@ func (db *DB) RecentFailures(ctx context.Context, since time.Time, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("recent outbox failures: %w", err)
 	}
-	out, err := scanOutboxRows(rows)
+	out, err := collect(rows, scanOutbox)
 	if err != nil {
 		return nil, fmt.Errorf("recent outbox failures: %w", err)
 	}

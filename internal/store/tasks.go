@@ -43,7 +43,7 @@ type TaskRun struct {
 
 const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at`
 
-func scanTask(row interface{ Scan(...any) error }) (Task, error) {
+func scanTask(row rowScanner) (Task, error) {
 	var t Task
 	var next, last sql.NullInt64
 	var created int64
@@ -52,19 +52,6 @@ func scanTask(row interface{ Scan(...any) error }) (Task, error) {
 	t.LastRun = fromNullMS(last)
 	t.CreatedAt = fromMS(created)
 	return t, err
-}
-
-func scanTasks(rows *sql.Rows) ([]Task, error) {
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
 }
 
 func newTaskID() TaskID {
@@ -163,7 +150,7 @@ func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	out, err := scanTasks(rows)
+	out, err := collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -265,7 +252,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time
 		if err != nil {
 			return fmt.Errorf("claim due tasks: %w", err)
 		}
-		due, err := scanTasks(rows)
+		due, err := collect(rows, scanTask)
 		if err != nil {
 			return fmt.Errorf("claim due tasks: %w", err)
 		}
@@ -334,17 +321,8 @@ func (db *DB) FailInterrupted(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
 		}
-		var ids []TaskID
-		for rows.Next() {
-			var id TaskID
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return 0, fmt.Errorf("fail interrupted tasks: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		ids, err := collect(rows, func(r rowScanner) (id TaskID, err error) { return id, r.Scan(&id) })
+		if err != nil {
 			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
 		}
 		for _, id := range ids {
@@ -368,20 +346,18 @@ func (db *DB) ListTaskRuns(ctx context.Context, id TaskID, limit int) ([]TaskRun
 	if err != nil {
 		return nil, fmt.Errorf("list runs of task %s: %w", id, err)
 	}
-	defer rows.Close()
-	var out []TaskRun
-	for rows.Next() {
-		var r TaskRun
-		var started, dur int64
-		if err := rows.Scan(&r.ID, &r.TaskID, &started, &dur, &r.Status, &r.Result, &r.Error, &r.CostUSD); err != nil {
-			return nil, fmt.Errorf("list runs of task %s: %w", id, err)
-		}
-		r.StartedAt = fromMS(started)
-		r.Duration = time.Duration(dur) * time.Millisecond
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanTaskRun)
+	if err != nil {
 		return nil, fmt.Errorf("list runs of task %s: %w", id, err)
 	}
 	return out, nil
+}
+
+func scanTaskRun(row rowScanner) (TaskRun, error) {
+	var r TaskRun
+	var started, dur int64
+	err := row.Scan(&r.ID, &r.TaskID, &started, &dur, &r.Status, &r.Result, &r.Error, &r.CostUSD)
+	r.StartedAt = fromMS(started)
+	r.Duration = time.Duration(dur) * time.Millisecond
+	return r, err
 }
