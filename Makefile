@@ -18,13 +18,15 @@ build: ## build bin/bridged and bin/agent-runner (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/bridged ./cmd/bridged
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/agent-runner ./agent-runner
 
-test: lint test-image ## vet, then every test with -race, Docker end-to-end included
+# The Docker tests build (or reuse, by content hash) the test image themselves,
+# so test, test-integration and bench need no test-image step first.
+test: lint ## gofmt and vet, then every test with -race, Docker end-to-end included
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## the tests that need no Docker
 	BRIDGED_SKIP_DOCKER=1 $(GO) test -race ./...
 
-test-integration: test-image ## only the Docker end-to-end tests
+test-integration: ## only the Docker end-to-end tests
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
 
 lint: ## gofmt, go vet, and staticcheck when installed
@@ -33,7 +35,7 @@ lint: ## gofmt, go vet, and staticcheck when installed
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
-bench: test-image ## print the performance figures of the README
+bench: ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
 
 test-image: ## build bridged-agent:test from static binaries (no registry needed)
