@@ -107,8 +107,9 @@ type Client struct {
 	attempts    int // failed connection attempts since the last success
 	job         job // the supervisor's next job
 	outdatedTry bool
-	typing      map[string]*typingLoop // guarded by mu; changed under typingMu
-	typingMu    sync.Mutex
+
+	typingMu sync.Mutex             // one SetTyping at a time
+	typing   map[string]*typingLoop // guarded by typingMu
 
 	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups
@@ -334,9 +335,7 @@ func (c *Client) setState(state channel.ConnState, detail string) {
 
 	ev := c.log.Info()
 	switch {
-	case state == channel.StateReconnecting || state == channel.StateDisconnected:
-		ev = c.log.Warn()
-	case state == channel.StateNotPaired:
+	case state == channel.StateReconnecting || state == channel.StateDisconnected || state == channel.StateNotPaired:
 		ev = c.log.Warn()
 	case needsOwner(state):
 		ev = c.log.Error()

@@ -169,17 +169,6 @@ func (f *fakeWA) PNForLID(_ context.Context, lid types.JID) (types.JID, error) {
 	return f.lidToPN[lid.ToNonAD()], nil
 }
 
-func (f *fakeWA) LIDForPN(_ context.Context, pn types.JID) (types.JID, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for l, p := range f.lidToPN {
-		if p == pn.ToNonAD() {
-			return l, nil
-		}
-	}
-	return types.EmptyJID, nil
-}
-
 func (f *fakeWA) ContactName(_ context.Context, user types.JID) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -296,9 +296,7 @@ func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
 	}
 	loopCtx, cancel := context.WithTimeout(c.base, typingMax)
 	t := &typingLoop{cancel: cancel, done: make(chan struct{})}
-	c.mu.Lock()
 	c.typing[chat] = t
-	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -315,12 +313,10 @@ type typingLoop struct {
 }
 
 // stopTyping ends chat's typing loop and waits for it, so a later "paused"
-// cannot be overtaken by a late "composing".
+// cannot be overtaken by a late "composing". The caller holds typingMu.
 func (c *Client) stopTyping(chat string) {
-	c.mu.Lock()
 	t := c.typing[chat]
 	delete(c.typing, chat)
-	c.mu.Unlock()
 	if t != nil {
 		t.cancel()
 		<-t.done

@@ -27,10 +27,9 @@ type waClient interface {
 	SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, media types.ChatPresenceMedia) error
 	GetJoinedGroups(ctx context.Context) ([]*types.GroupInfo, error)
 	DownloadToFile(ctx context.Context, msg whatsmeow.DownloadableMessage, file whatsmeow.File) error
-	// PNForLID and LIDForPN look up whatsmeow's LID map; an empty JID and a
-	// nil error mean no mapping is known.
+	// PNForLID looks up whatsmeow's LID map; an empty JID and a nil error
+	// mean no mapping is known.
 	PNForLID(ctx context.Context, lid types.JID) (types.JID, error)
-	LIDForPN(ctx context.Context, pn types.JID) (types.JID, error)
 	// ContactName is the best known display name of a user, or "".
 	ContactName(ctx context.Context, user types.JID) string
 }
@@ -67,14 +66,6 @@ func (r realClient) PNForLID(ctx context.Context, lid types.JID) (types.JID, err
 		return types.EmptyJID, fmt.Errorf("look up phone number of %s: %w", lid, err)
 	}
 	return pn, nil
-}
-
-func (r realClient) LIDForPN(ctx context.Context, pn types.JID) (types.JID, error) {
-	lid, err := r.Store.LIDs.GetLIDForPN(ctx, pn)
-	if err != nil {
-		return types.EmptyJID, fmt.Errorf("look up LID of %s: %w", pn, err)
-	}
-	return lid, nil
 }
 
 func (r realClient) ContactName(ctx context.Context, user types.JID) string {
