@@ -140,7 +140,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
 		return
 	}
-	layout := ipc.Layout{Root: r.paths.IPCDir(string(g.Folder))}
+	layout := r.layout(g.Folder)
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
 		run := gs.run
 		if run == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -371,7 +372,7 @@ func (r *Router) cleanLeftovers(ctx context.Context) {
 		if container.CheckFolder(string(g.Folder)) != nil {
 			continue
 		}
-		dir := ipc.Layout{Root: r.paths.IPCDir(string(g.Folder))}.Input()
+		dir := r.layout(g.Folder).Input()
 		names, err := ipc.List(dir)
 		if err != nil {
 			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot list stale input")
@@ -396,10 +397,7 @@ func (r *Router) EnqueueTask(t store.Task) {
 func (r *Router) Status() Status {
 	st := Status{Queue: r.queue.Status(), Containers: []ContainerStatus{}}
 	r.mu.Lock()
-	states := make(map[store.Folder]*groupState, len(r.groups))
-	for f, gs := range r.groups {
-		states[f] = gs
-	}
+	states := maps.Clone(r.groups)
 	st.Failures = slices.Clone(r.failures)
 	r.mu.Unlock()
 	for f, gs := range states {

@@ -36,7 +36,6 @@ type outcome struct {
 	agentErr string // text of the last is_error result before any reply
 	lastText string // last reply text (a task's result)
 	cost     float64
-	duration time.Duration
 	err      error // a failure of the run itself (start, wait)
 }
 
@@ -147,7 +146,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 		fail = nil
 	}
 	// Input files the agent never read: their messages go back to pending.
-	layout := ipc.Layout{Root: r.paths.IPCDir(string(folder))}
+	layout := r.layout(folder)
 	rollback, unread := store.MessageID(-1), 0
 	for _, p := range run.piped {
 		path := filepath.Join(layout.Input(), p.name)
@@ -338,11 +337,16 @@ func (r *Router) closeIdle(name string) {
 	if container.CheckFolder(name) != nil {
 		return
 	}
-	if err := (ipc.Layout{Root: r.paths.IPCDir(name)}).WriteClose(); err != nil {
+	if err := r.layout(store.Folder(name)).WriteClose(); err != nil {
 		r.log.Error().Err(err).Str("group", name).Msg("cannot write close sentinel")
 		return
 	}
 	r.log.Debug().Str("group", name).Msg("close sentinel written")
+}
+
+// layout is the group's IPC namespace, data/ipc/<folder>.
+func (r *Router) layout(folder store.Folder) ipc.Layout {
+	return ipc.Layout{Root: r.paths.IPCDir(string(folder))}
 }
 
 func (r *Router) containerName(folder store.Folder) string {
@@ -371,7 +375,7 @@ func (r *Router) prepare(g store.Group) error {
 	if err := container.EnsureSettings(r.paths, folder); err != nil {
 		return err
 	}
-	stale := filepath.Join(ipc.Layout{Root: r.paths.IPCDir(folder)}.Input(), ipc.CloseName)
+	stale := filepath.Join(r.layout(g.Folder).Input(), ipc.CloseName)
 	if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale close sentinel: %w", err)
 	}
@@ -417,7 +421,6 @@ func (r *Router) hardTimeout(g store.Group) time.Duration {
 func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, prompt string, sess *store.Session, origin store.Origin) outcome {
 	start := time.Now()
 	var o outcome
-	defer func() { o.duration = time.Since(start) }()
 	folder := string(g.Folder)
 	if err := r.prepare(g); err != nil {
 		o.err = fmt.Errorf("prepare group directories: %w", err)

@@ -178,11 +178,6 @@ func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
 	return d, nil
 }
 
-// skip is why a due task is paused instead of queued.
-type skip struct {
-	reason string
-}
-
 // claim claims every due task and hands the runnable ones to the Enqueuer.
 func (s *Scheduler) claim(ctx context.Context) error {
 	groups, err := s.db.ListGroups(ctx)
@@ -195,12 +190,12 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	}
 
 	now := s.now()
-	skipped := map[store.TaskID]skip{}
+	skipped := map[store.TaskID]string{} // why a due task is paused instead of queued
 	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) *time.Time {
 		// Clear what an earlier attempt of this transaction noted.
 		delete(skipped, t.ID)
 		if !registered[t.Folder] {
-			skipped[t.ID] = skip{fmt.Sprintf("group %s was removed; task paused", t.Folder)}
+			skipped[t.ID] = fmt.Sprintf("group %s was removed; task paused", t.Folder)
 			return t.NextRun // left as it was; the task is paused below
 		}
 		return s.nextRun(t, now, skipped)
@@ -212,12 +207,12 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	var errs []error
 	for _, t := range claimed {
 		log := s.log.With().Str("task", string(t.ID)).Str("group", string(t.Folder)).Logger()
-		if sk, ok := skipped[t.ID]; ok {
-			if err := s.db.PauseTask(ctx, t.ID, sk.reason); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if reason, ok := skipped[t.ID]; ok {
+			if err := s.db.PauseTask(ctx, t.ID, reason); err != nil && !errors.Is(err, store.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("pause task %s: %w", t.ID, err))
 				continue
 			}
-			log.Warn().Str("reason", sk.reason).Msg("task paused instead of run")
+			log.Warn().Str("reason", reason).Msg("task paused instead of run")
 			continue
 		}
 		ev := log.Info().Str("kind", string(t.Kind))
@@ -232,10 +227,10 @@ func (s *Scheduler) claim(ctx context.Context) error {
 
 // nextRun computes the run after the one now due (t.NextRun). A schedule that
 // no longer parses is noted in skipped and leaves the next run unchanged.
-func (s *Scheduler) nextRun(t store.Task, now time.Time, skipped map[store.TaskID]skip) *time.Time {
+func (s *Scheduler) nextRun(t store.Task, now time.Time, skipped map[store.TaskID]string) *time.Time {
 	sc, err := schedule.Parse(t.Kind, t.Value, s.loc)
 	if err != nil {
-		skipped[t.ID] = skip{fmt.Sprintf("%v; task paused", err)}
+		skipped[t.ID] = fmt.Sprintf("%v; task paused", err)
 		return t.NextRun
 	}
 	due := now

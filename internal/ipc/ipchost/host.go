@@ -195,7 +195,7 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
 			continue
 		}
-		want[ipc.Layout{Root: h.paths.IPCDir(folder)}.Requests()] = g.Folder
+		want[h.layout(g.Folder).Requests()] = g.Folder
 	}
 	for dir, folder := range h.watched {
 		if _, ok := want[dir]; ok {
@@ -342,7 +342,7 @@ func (h *Host) remove(log zerolog.Logger, path string) {
 // quarantine moves a file that cannot be handled to data/ipc/errors/, or
 // deletes it if even that fails, so it is never handled twice.
 func (h *Host) quarantine(log zerolog.Logger, folder store.Folder, path, name string) {
-	dir := filepath.Join(h.cfg.Home, "data", "ipc", ErrorsDir)
+	dir := h.paths.IPCDir(ErrorsDir)
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = os.Rename(path, filepath.Join(dir, string(folder)+"-"+name))
