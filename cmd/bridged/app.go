@@ -136,13 +136,19 @@ func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, err
 	return pos, nil
 }
 
-// resolve computes the configuration from parsed config flags.
-func (a *app) resolve(cf *config.Flags) (*config.Config, error) {
+// parseConfig registers the configuration flags on fs, parses args like
+// parse and resolves the configuration. It returns the positional arguments.
+func (a *app) parseConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, *config.Config, error) {
+	cf := config.Register(fs)
+	pos, err := parse(fs, args, minArgs, maxArgs)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cfg, nil
+	return pos, cfg, nil
 }
 
 // cliLogger is the logger of the short-lived commands: warnings and errors

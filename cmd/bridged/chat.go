@@ -44,7 +44,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "bridged chat: --timeout and --quiet must be positive")
 		return errUsage
 	}
-	cfg, err := a.resolve(cf)
+	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,7 @@ const taskCloseDelay = 10 * time.Second
 
 func (a *app) cmdRun(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("run", "run [flags]")
-	cf := config.Register(fs)
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -140,11 +136,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	var allow *container.Allowlist
 	if cfg.MountAllowlist != "" {
-		protect := []string{cfg.Home}
-		if cfg.EnvFile != "" {
-			protect = append(protect, cfg.EnvFile)
-		}
-		if allow, err = container.LoadAllowlist(cfg.MountAllowlist, protect...); err != nil {
+		if allow, err = container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	cfg, err := a.resolve(cf)
+	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
@@ -136,11 +136,7 @@ func checkAllowlist(cfg *config.Config) check {
 	if !exists(cfg.MountAllowlist) {
 		return check{name: "allowlist", status: "ok", detail: "no file at " + cfg.MountAllowlist + ": no extra mounts"}
 	}
-	protect := []string{cfg.Home}
-	if cfg.EnvFile != "" {
-		protect = append(protect, cfg.EnvFile)
-	}
-	al, err := container.LoadAllowlist(cfg.MountAllowlist, protect...)
+	al, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
 	switch {
 	case err != nil:
 		return check{name: "allowlist", status: "FAIL", detail: err.Error(), hint: "fix the JSON or remove the file"}

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
-	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 )
 
@@ -67,11 +66,7 @@ func (a *app) cmdVersion(ctx context.Context, args []string) error {
 
 func (a *app) cmdConfig(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("config", "config [flags]")
-	cf := config.Register(fs)
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -82,11 +77,7 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 func (a *app) cmdLogin(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("login", "login [--phone NUMBER] [flags]")
 	phone := fs.String("phone", "", "pair with a code for this phone number (digits with country code) instead of a QR code")
-	cf := config.Register(fs)
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}

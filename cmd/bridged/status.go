@@ -17,11 +17,7 @@ import (
 func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("status", "status [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	cf := config.Register(fs)
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 )
 
@@ -36,11 +35,7 @@ func fmtTime(t *time.Time, loc *time.Location) string {
 
 func (a *app) tasksList(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("tasks list", "tasks list [flags]")
-	cf := config.Register(fs)
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -72,12 +67,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	if sub == "runs" {
 		fs.IntVar(&limit, "limit", 20, "most runs to show (0: all)")
 	}
-	cf := config.Register(fs)
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cfg, err := a.resolve(cf)
+	pos, cfg, err := a.parseConfig(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}

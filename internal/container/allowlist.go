@@ -133,9 +133,6 @@ func LoadAllowlist(file string, protect ...string) (*Allowlist, error) {
 	return a, nil
 }
 
-// File is the path the allowlist was loaded from.
-func (a *Allowlist) File() string { return a.file }
-
 // Empty reports whether the allowlist allows no mount at all.
 func (a *Allowlist) Empty() bool { return len(a.roots) == 0 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,14 +169,8 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 		labels[LabelHome] = spec.Home
 	}
 
-	env := append([]string(nil), spec.Env...)
-	hasHome := false
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "HOME=") {
-			hasHome = true
-		}
-	}
-	if !hasHome {
+	env := slices.Clone(spec.Env)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
 		env = append(env, "HOME="+ContainerHome)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -28,12 +29,10 @@ var (
 )
 
 // LocalPrefix starts every local chat id ("local:<name>").
-const LocalPrefix = "local:"
+const LocalPrefix = local.Prefix
 
 // IsLocalChat reports whether chat is a local chat id.
-func IsLocalChat(chat string) bool {
-	return strings.HasPrefix(chat, LocalPrefix) && len(chat) > len(LocalPrefix)
-}
+func IsLocalChat(chat string) bool { return local.IsLocal(chat) }
 
 // Admin is the group, task and status logic shared by the control server
 // (daemon running) and the command line (daemon stopped, database opened
@@ -161,7 +160,7 @@ func (a *Admin) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
 		return Group{}, err
 	}
 	if IsLocalChat(req.Chat) {
-		if err := a.DB.UpsertChat(ctx, store.Chat{ID: g.Chat, Name: g.Name, Channel: "local"}); err != nil {
+		if err := a.DB.UpsertChat(ctx, store.Chat{ID: g.Chat, Name: g.Name, Channel: local.Name}); err != nil {
 			return Group{}, err
 		}
 	}
@@ -216,11 +215,8 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 				g.ContainerConfig.Timeout = d
 			}
 		}
-		if err := tx.UpdateGroup(ctx, g); err != nil {
-			return err
-		}
 		out = g
-		return nil
+		return tx.UpdateGroup(ctx, g)
 	})
 	if err != nil {
 		return Group{}, err
@@ -283,12 +279,9 @@ func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 			out = t
 			return nil
 		}
-		if err := tx.PauseTask(ctx, t.ID, ""); err != nil {
-			return err
-		}
 		t.Status = store.TaskPaused
 		out = t
-		return nil
+		return tx.PauseTask(ctx, t.ID, "")
 	})
 	if err != nil {
 		return Task{}, err
@@ -334,11 +327,8 @@ func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 			}
 		}
 		t.Status = store.TaskActive
-		if err := tx.UpdateTask(ctx, t); err != nil {
-			return err
-		}
 		out = t
-		return nil
+		return tx.UpdateTask(ctx, t)
 	})
 	if err != nil {
 		return Task{}, err

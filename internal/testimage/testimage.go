@@ -23,11 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -274,14 +275,7 @@ func ContentHash(binaries map[string]string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // WriteRootfs writes the image's root filesystem as a tar to w: /etc/passwd
 // and /etc/group with root and agent (1000:1000, home /home/agent),
