@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -32,8 +31,6 @@ const (
 	MaxEventLine = 8 << 20
 	// MaxStderrLine bounds one stderr line; longer lines are cut.
 	MaxStderrLine = 16 << 10
-	// OrphanGrace is how long RemoveOrphans lets a container stop cleanly.
-	OrphanGrace = 5 * time.Second
 	// ManagedValue is the value of the bridged.managed label.
 	ManagedValue = "1"
 	eventBuffer  = 64
@@ -383,46 +380,6 @@ func (d *Docker) ListManaged(ctx context.Context) ([]Info, error) {
 		})
 	}
 	return out, nil
-}
-
-// RemoveOrphans stops and removes every managed container whose instance is
-// not keepInstance (every managed container when keepInstance is empty), all
-// at once, each with OrphanGrace to stop cleanly. It returns how many were
-// removed and the failures joined.
-func (d *Docker) RemoveOrphans(ctx context.Context, keepInstance string) (int, error) {
-	return d.removeWhere(ctx, func(i Info) bool { return keepInstance == "" || i.Instance != keepInstance })
-}
-
-func (d *Docker) removeWhere(ctx context.Context, match func(Info) bool) (int, error) {
-	list, err := d.ListManaged(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		removed int
-		errs    []error
-	)
-	for _, c := range list {
-		if !match(c) {
-			continue
-		}
-		wg.Go(func() {
-			err := d.Stop(ctx, c.ID, OrphanGrace)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			removed++
-			d.log.Info().Str("container", shortID(c.ID)).Str("name", c.Name).Str("group", c.Group).
-				Str("instance", c.Instance).Msg("removed orphaned container")
-		})
-	}
-	wg.Wait()
-	return removed, errors.Join(errs...)
 }
 
 func shortID(id string) string {

@@ -490,38 +490,6 @@ func TestDockerStartFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestDockerRemoveOrphansOfOtherInstances(t *testing.T) {
-	d, _ := newDocker(t)
-	image := ensureEchoImage(t, d)
-	old, _ := echoSpec(t, image, "sleep 1h")
-	cur, _ := echoSpec(t, image, "sleep 1h")
-	oldRun := start(t, d, old)
-	curRun := start(t, d, cur)
-	for _, r := range []Run{oldRun, curRun} {
-		if ev, _ := nextEvent(t, r, 30*time.Second); ev.Type != ipc.EventSession {
-			t.Fatalf("first event %+v; want session", ev)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// RemoveOrphans(cur.Instance) would also stop containers of other
-	// tests running on this engine; restrict it to this test's two.
-	mine := func(i Info) bool { return i.Instance == old.Instance || i.Instance == cur.Instance }
-	n, err := d.removeWhere(ctx, func(i Info) bool { return mine(i) && i.Instance != cur.Instance })
-	if err != nil || n != 1 {
-		t.Fatalf("removed %d, %v; want 1, nil", n, err)
-	}
-	waitExit(t, oldRun, 30*time.Second)
-	assertGone(t, d, oldRun.ID())
-	list, err := d.ListManaged(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(list, func(i Info) bool { return i.ID == curRun.ID() }) {
-		t.Error("the current instance's container was removed too")
-	}
-}
-
 func TestDockerImageExists(t *testing.T) {
 	d, _ := newDocker(t)
 	image := ensureEchoImage(t, d)
