@@ -112,14 +112,15 @@ func needDocker(t *testing.T) {
 type env struct {
 	t    testing.TB
 	home string
-	args []string // extra daemon flags
+	args []string     // extra daemon flags
+	http *http.Client // talks to the control API on the home's socket
 }
 
 func newEnv(t *testing.T, daemonArgs ...string) *env {
 	t.Helper()
 	needDocker(t)
 	home := t.TempDir()
-	e := &env{t: t, home: home, args: daemonArgs}
+	e := &env{t: t, home: home, args: daemonArgs, http: controlClient(home)}
 	t.Cleanup(func() { e.assertNoContainers(t) })
 	return e
 }
@@ -214,6 +215,8 @@ func (e *env) start() *daemon {
 			e.t.Logf("daemon log:\n%s", tail(d.logs(), 80))
 		}
 	})
+	// Readiness is polled: the daemon announces it nowhere but by answering,
+	// and the socket file appears before the API listens on it.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if err := e.api("GET", "/healthz", nil, nil); err == nil {
@@ -230,16 +233,17 @@ func (e *env) start() *daemon {
 	}
 }
 
-// stop sends SIGTERM and returns the exit error (nil for exit 0).
-func (d *daemon) stop(t testing.TB) error {
+// stop sends SIGTERM and fails the test unless the daemon exits 0 within 90s.
+func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
-		return d.err
+		if d.err != nil {
+			t.Fatalf("daemon exit after SIGTERM: %v; want exit 0", d.err)
+		}
 	case <-time.After(90 * time.Second):
 		t.Fatalf("daemon did not stop within 90s after SIGTERM\n%s", tail(d.logs(), 60))
-		return nil
 	}
 }
 
@@ -256,8 +260,9 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func (e *env) httpClient() *http.Client {
-	sock := filepath.Join(e.home, "bridged.sock")
+// controlClient returns an HTTP client for the control API of home.
+func controlClient(home string) *http.Client {
+	sock := filepath.Join(home, "bridged.sock")
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -278,7 +283,7 @@ func (e *env) api(method, path string, body, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.httpClient().Do(req)
+	resp, err := e.http.Do(req)
 	if err != nil {
 		return err
 	}
@@ -329,14 +334,7 @@ func (e *env) waitOut(chat string, after int64, n int, within time.Duration) []c
 		if wait < time.Second {
 			wait = time.Second
 		}
-		var res struct {
-			Messages []chatMessage `json:"messages"`
-		}
-		q := fmt.Sprintf("/v1/chats/%s/messages?after=%d&wait=%s", url.PathEscape(chat), cursor, wait)
-		if err := e.api("GET", q, nil, &res); err != nil {
-			e.t.Fatal(err)
-		}
-		for _, m := range res.Messages {
+		for _, m := range e.messages(chat, cursor, wait) {
 			cursor = max(cursor, m.ID)
 			if m.Direction == "out" {
 				out = append(out, m)
@@ -346,17 +344,28 @@ func (e *env) waitOut(chat string, after int64, n int, within time.Duration) []c
 	return out
 }
 
-// outSince returns every outbound message after id without waiting.
-func (e *env) outSince(chat string, after int64) []chatMessage {
+// messages returns the messages of chat after id, both directions, waiting
+// up to wait (none when zero) for the first one.
+func (e *env) messages(chat string, after int64, wait time.Duration) []chatMessage {
 	e.t.Helper()
+	q := fmt.Sprintf("/v1/chats/%s/messages?after=%d", url.PathEscape(chat), after)
+	if wait > 0 {
+		q += "&wait=" + wait.String()
+	}
 	var res struct {
 		Messages []chatMessage `json:"messages"`
 	}
-	if err := e.api("GET", fmt.Sprintf("/v1/chats/%s/messages?after=%d", url.PathEscape(chat), after), nil, &res); err != nil {
+	if err := e.api("GET", q, nil, &res); err != nil {
 		e.t.Fatal(err)
 	}
+	return res.Messages
+}
+
+// outSince returns every outbound message after id without waiting.
+func (e *env) outSince(chat string, after int64) []chatMessage {
+	e.t.Helper()
 	var out []chatMessage
-	for _, m := range res.Messages {
+	for _, m := range e.messages(chat, after, 0) {
 		if m.Direction == "out" {
 			out = append(out, m)
 		}

@@ -384,9 +384,6 @@ func (c *Config) Print(w io.Writer) {
 	}
 }
 
-// Trigger is the group trigger for the configured assistant name.
-func (c *Config) Trigger() string { return "@" + c.AssistantName }
-
 // Paths under the home directory.
 func (c *Config) StoreDB() string        { return filepath.Join(c.Home, "store", "bridged.db") }
 func (c *Config) WhatsAppDB() string     { return filepath.Join(c.Home, "store", "whatsapp.db") }

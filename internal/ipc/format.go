@@ -186,9 +186,7 @@ func (a SendMessageArgs) Validate() error {
 }
 
 // ValidKind reports whether k is a known schedule kind.
-func ValidKind(k ScheduleKind) bool {
-	return k == ScheduleCron || k == ScheduleInterval || k == ScheduleOnce
-}
+func ValidKind(k ScheduleKind) bool { return k.Valid() }
 
 // Validate checks schedule_task's arguments, except the schedule value's syntax.
 func (a ScheduleTaskArgs) Validate() error {
@@ -318,53 +316,45 @@ func DecodeRequest(data []byte) (Request, error) {
 	if !ValidID(env.ID) {
 		return Request{Type: env.Type}, invalidf("request id %q is not a valid id", env.ID)
 	}
-	var args Args
-	switch env.Type {
-	case TypeSendMessage:
-		args = &SendMessageArgs{}
-	case TypeScheduleTask:
-		args = &ScheduleTaskArgs{}
-	case TypeListTasks:
-		args = &ListTasksArgs{}
-	case TypeUpdateTask:
-		args = &UpdateTaskArgs{}
-	case TypePauseTask, TypeResumeTask, TypeCancelTask:
-		args = &TaskIDArgs{kind: env.Type}
-	case TypeRegisterGroup:
-		args = &RegisterGroupArgs{}
-	case TypeListGroups:
-		args = &ListGroupsArgs{}
-	default:
-		return r, invalidf("unknown request type %q", env.Type)
-	}
 	raw := env.Args
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = []byte("{}")
 	}
-	if err := decodeStrict(raw, args); err != nil {
-		return r, fmt.Errorf("%s args: %w", env.Type, err)
+	var err error
+	switch env.Type {
+	case TypeSendMessage:
+		r.Args, err = decodeArgs(raw, SendMessageArgs{})
+	case TypeScheduleTask:
+		r.Args, err = decodeArgs(raw, ScheduleTaskArgs{})
+	case TypeListTasks:
+		r.Args, err = decodeArgs(raw, ListTasksArgs{})
+	case TypeUpdateTask:
+		r.Args, err = decodeArgs(raw, UpdateTaskArgs{})
+	case TypePauseTask, TypeResumeTask, TypeCancelTask:
+		r.Args, err = decodeArgs(raw, TaskIDArgs{kind: env.Type})
+	case TypeRegisterGroup:
+		r.Args, err = decodeArgs(raw, RegisterGroupArgs{})
+	case TypeListGroups:
+		r.Args, err = decodeArgs(raw, ListGroupsArgs{})
+	default:
+		return r, invalidf("unknown request type %q", env.Type)
 	}
-	// Store the value, not the pointer, so callers can type-switch on values.
-	switch a := args.(type) {
-	case *SendMessageArgs:
-		r.Args = *a
-	case *ScheduleTaskArgs:
-		r.Args = *a
-	case *ListTasksArgs:
-		r.Args = *a
-	case *UpdateTaskArgs:
-		r.Args = *a
-	case *TaskIDArgs:
-		r.Args = *a
-	case *RegisterGroupArgs:
-		r.Args = *a
-	case *ListGroupsArgs:
-		r.Args = *a
+	if err != nil {
+		return r, fmt.Errorf("%s args: %w", env.Type, err)
 	}
 	if err := r.Args.Validate(); err != nil {
 		return r, fmt.Errorf("%s args: %w", env.Type, err)
 	}
 	return r, nil
+}
+
+// decodeArgs decodes raw strictly into a copy of zero and returns it as a
+// value, so callers can type-switch on values.
+func decodeArgs[T Args](raw []byte, zero T) (Args, error) {
+	if err := decodeStrict(raw, &zero); err != nil {
+		return nil, err
+	}
+	return zero, nil
 }
 
 // Response is responses/<id>.json.

@@ -26,11 +26,16 @@ func TestDecodeRequest(t *testing.T) {
 			}},
 		{name: "pause", in: `{"id":"a2","type":"pause_task","args":{"task_id":"t1"}}`,
 			check: func(t *testing.T, r Request) {
-				if a := r.Args.(TaskIDArgs); a.TaskID != "t1" || r.Type != TypePauseTask {
+				if a, ok := r.Args.(TaskIDArgs); !ok || a.TaskID != "t1" || r.Type != TypePauseTask || a.requestType() != TypePauseTask {
 					t.Errorf("got %#v", r)
 				}
 			}},
-		{name: "list without args", in: `{"id":"a3","type":"list_tasks"}`},
+		{name: "list without args", in: `{"id":"a3","type":"list_tasks"}`,
+			check: func(t *testing.T, r Request) {
+				if _, ok := r.Args.(ListTasksArgs); !ok {
+					t.Errorf("got args %#v; want ListTasksArgs", r.Args)
+				}
+			}},
 		{name: "unknown envelope field", in: `{"id":"a4","type":"list_tasks","args":{},"group":"main"}`, wantErr: "unknown field"},
 		{name: "unknown arg field", in: `{"id":"a5","type":"send_message","args":{"text":"x","chat":"y"}}`, wantErr: "unknown field"},
 		{name: "unknown type", in: `{"id":"a6","type":"rm_rf","args":{}}`, wantErr: "unknown request type"},

@@ -31,6 +31,11 @@ const (
 	Once     Kind = "once"
 )
 
+// Valid reports whether k is one of the schedule kinds.
+func (k Kind) Valid() bool {
+	return k == Cron || k == Interval || k == Once
+}
+
 // MinInterval is the shortest interval a task may repeat at.
 const MinInterval = time.Minute
 

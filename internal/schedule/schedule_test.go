@@ -92,3 +92,14 @@ func TestOnceLocalAndRFC3339(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestKindValid(t *testing.T) {
+	for _, tc := range []struct {
+		kind Kind
+		want bool
+	}{{Cron, true}, {Interval, true}, {Once, true}, {"", false}, {"weekly", false}, {"CRON", false}} {
+		if got := tc.kind.Valid(); got != tc.want {
+			t.Errorf("Kind(%q).Valid() = %v; want %v", tc.kind, got, tc.want)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func (t *Task) check() error {
 		return fmt.Errorf("%w: task has no chat", ErrInvalid)
 	case strings.TrimSpace(t.Prompt) == "":
 		return fmt.Errorf("%w: task prompt is empty", ErrInvalid)
-	case t.Kind != schedule.Cron && t.Kind != schedule.Interval && t.Kind != schedule.Once:
+	case !t.Kind.Valid():
 		return fmt.Errorf("%w: schedule kind must be cron, interval or once, not %q", ErrInvalid, t.Kind)
 	case strings.TrimSpace(t.Value) == "":
 		return fmt.Errorf("%w: schedule value is empty", ErrInvalid)
