@@ -310,13 +310,7 @@ func (t *tools) listTasks(ctx context.Context, _ *mcp.CallToolRequest, _ listTas
 	}
 	var list []ipc.TaskInfo
 	if !decode(data, &list) {
-		var wrapped struct {
-			Tasks []ipc.TaskInfo `json:"tasks"`
-		}
-		if !decode(data, &wrapped) {
-			return textResult("%s", rawText(data)), nil, nil
-		}
-		list = wrapped.Tasks
+		return textResult("%s", rawText(data)), nil, nil
 	}
 	if len(list) == 0 {
 		return textResult("No scheduled tasks."), nil, nil
@@ -440,13 +434,7 @@ func (t *tools) listGroups(ctx context.Context, _ *mcp.CallToolRequest, in listG
 	}
 	var list []ipc.GroupInfo
 	if !decode(data, &list) {
-		var wrapped struct {
-			Groups []ipc.GroupInfo `json:"groups"`
-		}
-		if !decode(data, &wrapped) {
-			return textResult("%s", rawText(data)), nil, nil
-		}
-		list = wrapped.Groups
+		return textResult("%s", rawText(data)), nil, nil
 	}
 	if len(list) == 0 {
 		return textResult("No chats known yet."), nil, nil

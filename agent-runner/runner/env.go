@@ -2,6 +2,7 @@ package runner
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -89,18 +90,9 @@ func hasPrefix(s string, prefixes []string) bool {
 func unsetPrefix(secretNames []string) string {
 	names := append([]string(nil), credentialVars...)
 	for _, n := range secretNames {
-		if !contains(names, n) {
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	return "unset " + strings.Join(names, " ") + "; "
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

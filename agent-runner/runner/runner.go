@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bridged-app/bridged/agent-runner/mcpserver"
 	"github.com/bridged-app/bridged/internal/claudecli"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/rs/zerolog"
@@ -46,17 +47,7 @@ func AllowedTools() []string {
 
 // MCPServerName is the name of the bridge server in --mcp-config; the agent
 // sees its tools as mcp__bridge__<tool>.
-const MCPServerName = "bridge"
-
-// Environment of the MCP server entry (read by mcpserver.ConfigFromEnv).
-const (
-	mcpEnvIPCDir   = "BRIDGED_MCP_IPC_DIR"
-	mcpEnvGroup    = "BRIDGED_MCP_GROUP"
-	mcpEnvChat     = "BRIDGED_MCP_CHAT"
-	mcpEnvIsMain   = "BRIDGED_MCP_IS_MAIN"
-	mcpEnvTimezone = "BRIDGED_MCP_TIMEZONE"
-	mcpEnvTimeout  = "BRIDGED_MCP_TIMEOUT"
-)
+const MCPServerName = mcpserver.ServerName
 
 // ErrorsDir is the directory under the IPC root where malformed files go.
 const ErrorsDir = "errors"
@@ -234,15 +225,16 @@ func (r *run) emit(ev ipc.Event) {
 }
 
 func (r *run) args() ([]string, error) {
+	// Read by mcpserver.ConfigFromEnv.
 	mcpEnv := map[string]string{
-		mcpEnvIPCDir:   r.cfg.IPCDir,
-		mcpEnvGroup:    r.cfg.Input.Group,
-		mcpEnvChat:     r.cfg.Input.Chat,
-		mcpEnvIsMain:   "0",
-		mcpEnvTimezone: r.cfg.Input.Timezone,
+		mcpserver.EnvIPCDir:   r.cfg.IPCDir,
+		mcpserver.EnvGroup:    r.cfg.Input.Group,
+		mcpserver.EnvChat:     r.cfg.Input.Chat,
+		mcpserver.EnvIsMain:   "0",
+		mcpserver.EnvTimezone: r.cfg.Input.Timezone,
 	}
 	if r.cfg.Input.IsMain {
-		mcpEnv[mcpEnvIsMain] = "1"
+		mcpEnv[mcpserver.EnvIsMain] = "1"
 	}
 	// claude passes its own environment, credentials included, to the MCP
 	// servers it starts; blank them, the bridge server has no use for them.
@@ -250,7 +242,7 @@ func (r *run) args() ([]string, error) {
 		mcpEnv[name] = ""
 	}
 	if r.cfg.MCPTimeout > 0 {
-		mcpEnv[mcpEnvTimeout] = r.cfg.MCPTimeout.String()
+		mcpEnv[mcpserver.EnvTimeout] = r.cfg.MCPTimeout.String()
 	}
 	c := claudecli.Config{
 		Model:                           r.cfg.Input.Model,
@@ -342,16 +334,17 @@ func (r *run) loop(ctx context.Context) error {
 		return err
 	}
 	kick := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
 	wctx, wcancel := context.WithCancel(ctx)
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)
-		_ = w.Run(wctx, func(string) {
-			select {
-			case kick <- struct{}{}:
-			default:
-			}
-		})
+		_ = w.Run(wctx, func(string) { poke() })
 	}()
 	defer func() {
 		wcancel()
@@ -381,7 +374,6 @@ func (r *run) loop(ctx context.Context) error {
 			closeTimer = r.closeWhenIdle(closeTimer)
 
 		case <-closeTimer:
-			closeTimer = nil
 			closeTimer = r.closeWhenIdle(nil)
 
 		case m, ok := <-r.msgs:
@@ -390,11 +382,7 @@ func (r *run) loop(ctx context.Context) error {
 				if done {
 					return err
 				}
-				// A new process runs: feed it what is waiting.
-				select {
-				case kick <- struct{}{}:
-				default:
-				}
+				poke() // a new process runs: feed it what is waiting
 				continue
 			}
 			r.handle(m)

@@ -547,11 +547,17 @@ func (f *fake) beginTurn() *turn {
 	f.mu.Lock()
 	f.current = t
 	f.mu.Unlock()
+	f.sessionState("running")
+	return t
+}
+
+// sessionState prints system/session_state_changed when the host asked for
+// it (CLAUDE_CODE_SDK_READS_SESSION_STATE=1).
+func (f *fake) sessionState(state string) {
 	if getenv(f.env, "CLAUDE_CODE_SDK_READS_SESSION_STATE") == "1" {
-		f.out.emit(map[string]any{"type": "system", "subtype": "session_state_changed", "state": "running",
+		f.out.emit(map[string]any{"type": "system", "subtype": "session_state_changed", "state": state,
 			"sdk_host_only": true, "uuid": uuid.NewString(), "session_id": f.sess.id})
 	}
-	return t
 }
 
 // endTurn clears the turn; an interrupt that arrived too late to stop it is
@@ -566,10 +572,7 @@ func (f *fake) endTurn(t *turn) {
 		f.respond(id, map[string]any{"still_queued": []any{}})
 	default:
 	}
-	if getenv(f.env, "CLAUDE_CODE_SDK_READS_SESSION_STATE") == "1" {
-		f.out.emit(map[string]any{"type": "system", "subtype": "session_state_changed", "state": "idle",
-			"sdk_host_only": true, "uuid": uuid.NewString(), "session_id": f.sess.id})
-	}
+	f.sessionState("idle")
 }
 
 // interrupted reports whether the turn was stopped by an interrupt and, if
@@ -649,18 +652,12 @@ func (f *fake) runTurn(m userMsg) {
 		case "error":
 			f.apiError(d.arg, start, calls)
 			return
-		case "tool":
-			text, ok := f.toolDirective(t, d.arg)
-			calls++
-			if !ok && f.interrupted(t, start, calls) {
-				return
+		case "tool", "bash":
+			do := f.toolDirective
+			if d.verb == "bash" {
+				do = f.bashDirective
 			}
-			if f.ctx.Err() != nil {
-				return
-			}
-			replies = append(replies, text)
-		case "bash":
-			text, ok := f.bashDirective(t, d.arg)
+			text, ok := do(t, d.arg)
 			calls++
 			if !ok && f.interrupted(t, start, calls) {
 				return
@@ -704,7 +701,7 @@ func (f *fake) apiError(text string, start time.Time, calls int) {
 }
 
 // assistant prints an assistant line and records it in the transcript.
-func (f *fake) assistant(content []any, extra map[string]any) string {
+func (f *fake) assistant(content []any, extra map[string]any) {
 	u := uuid.NewString()
 	f.mu.Lock()
 	model := f.model
@@ -724,7 +721,6 @@ func (f *fake) assistant(content []any, extra map[string]any) string {
 	}
 	f.out.emit(line)
 	f.sess.append(f.entry("assistant", u, msg))
-	return u
 }
 
 // toolResult prints the user line carrying a tool result.

@@ -417,20 +417,20 @@ func (p *Process) sendRequest(subtype ControlSubtype, body any) (chan ControlRes
 }
 
 func (p *Process) awaitResponse(ctx context.Context, subtype ControlSubtype, ch chan ControlResponse) (json.RawMessage, error) {
-	select {
-	case r := <-ch:
+	result := func(r ControlResponse) (json.RawMessage, error) {
 		if r.Subtype != "success" {
 			return nil, &ControlError{Subtype: subtype, Message: r.Error, Code: r.ErrorCode}
 		}
 		return r.Response, nil
+	}
+	select {
+	case r := <-ch:
+		return result(r)
 	case <-p.done:
 		// A response may have raced the exit.
 		select {
 		case r := <-ch:
-			if r.Subtype != "success" {
-				return nil, &ControlError{Subtype: subtype, Message: r.Error, Code: r.ErrorCode}
-			}
-			return r.Response, nil
+			return result(r)
 		default:
 		}
 		return nil, fmt.Errorf("%s: %w", subtype, ErrExited)
