@@ -51,20 +51,20 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if os.Getenv("BRIDGED_SKIP_DOCKER") != "" && os.Getenv("CI") != "true" {
-		skipReason = "BRIDGED_SKIP_DOCKER is set"
-		return m.Run()
-	}
 	cli, err := client.New(client.FromEnv)
-	if err == nil {
-		_, err = cli.Ping(ctx, client.PingOptions{})
-	}
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "e2e: CI=true but no Docker daemon answers: %v\n", err)
-			return 1
-		}
-		skipReason = fmt.Sprintf("no Docker daemon answers (%v)", err)
+		fmt.Fprintln(os.Stderr, "e2e: docker client:", err)
+		return 1
+	}
+	skipReason, err = testimage.DockerSkipReason(ctx, func(ctx context.Context) error {
+		_, err := cli.Ping(ctx, client.PingOptions{})
+		return err
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if skipReason != "" {
 		return m.Run()
 	}
 	docker = cli
