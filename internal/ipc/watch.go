@@ -88,6 +88,12 @@ func (w *Watcher) wake() {
 	}
 }
 
+// Close releases a watcher that will not run. Run closes the watcher itself
+// when it returns, so Close is only for a watcher Run was never called on.
+func (w *Watcher) Close() error {
+	return w.fs.Close()
+}
+
 // Run calls fn, from this goroutine only, with each directory that may hold
 // new files, until ctx ends. Bursts of events for one directory are coalesced
 // into one call. Run closes the watcher when it returns.

@@ -143,20 +143,13 @@ func (h *Host) Run(ctx context.Context) error {
 	if err := h.SyncGroups(ctx); err != nil {
 		var dirErr *dirError
 		if !errors.As(err, &dirErr) {
-			closeWatcher(w)
+			w.Close()
 			return fmt.Errorf("run ipc host: %w", err)
 		}
 		h.log.Error().Err(err).Msg("some groups' requests are not watched")
 	}
 	h.log.Info().Int("groups", h.watchedCount()).Msg("ipc host started")
 	return w.Run(ctx, func(dir string) { h.scan(ctx, dir) })
-}
-
-// closeWatcher releases a watcher that will not run: Run closes it on return.
-func closeWatcher(w *ipc.Watcher) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = w.Run(ctx, func(string) {})
 }
 
 func (h *Host) watchedCount() int {
