@@ -38,9 +38,7 @@ func benchEnv(b *testing.B, args ...string) *env {
 		Env: []string{"FAKECLAUDE_STDIN_LOG=" + stdinLog}}); err != nil {
 		b.Fatal(err)
 	}
-	e := &env{t: b, home: b.TempDir(), args: append([]string{"--image", benchImage}, args...)}
-	b.Cleanup(func() { e.assertNoContainers(b) })
-	return e
+	return makeEnv(b, append([]string{"--image", benchImage}, args...))
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

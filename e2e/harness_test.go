@@ -119,9 +119,15 @@ type env struct {
 func newEnv(t *testing.T, daemonArgs ...string) *env {
 	t.Helper()
 	needDocker(t)
-	home := t.TempDir()
-	e := &env{t: t, home: home, args: daemonArgs, http: controlClient(home)}
-	t.Cleanup(func() { e.assertNoContainers(t) })
+	return makeEnv(t, daemonArgs)
+}
+
+// makeEnv builds the env of a fresh home for a test or a benchmark, and checks
+// at its end that no managed container of that home is left.
+func makeEnv(tb testing.TB, daemonArgs []string) *env {
+	home := tb.TempDir()
+	e := &env{t: tb, home: home, args: daemonArgs, http: controlClient(home)}
+	tb.Cleanup(func() { e.assertNoContainers(tb) })
 	return e
 }
 
