@@ -1,0 +1,110 @@
+// Package home is the bridged home directory: where each piece of state
+// lives (DESIGN §3 and §14), and the one door through which the daemon
+// touches a tree an agent can write to.
+//
+// Agents are untrusted. Every directory mounted read-write into a container
+// (groups/<folder>, data/sessions/<folder>/.claude, data/ipc/<folder>, and for
+// the main group all of groups/) belongs to its agent, which may at any moment
+// put a symlink, a fifo, a huge file or a file of any name anywhere in it, or
+// replace a whole subdirectory. So the daemon never opens a path in such a
+// tree by name. It opens a Tree instead:
+//
+//   - A Tree is an os.Root: no operation through it can leave it, whatever
+//     links the agent planted.
+//   - Descending into a Tree opens each directory with O_NOFOLLOW|O_DIRECTORY,
+//     one component at a time. A component that is not a real directory (a
+//     symlink, a file, a fifo) is never followed or opened: it is moved aside
+//     (renamed to ".<name>.refused-<time>" in the same directory, so nothing
+//     is lost and nothing crosses a file system), a real directory is made in
+//     its place, and the incident is logged and kept for `bridged status`.
+//   - Files are created exclusively (O_CREATE|O_EXCL, which never follows a
+//     link) under a fresh temporary name and renamed into place; reads open
+//     only regular files, never block on a fifo, and stop at a size limit.
+//   - Ownership fix-ups walk the tree through the root handle and change the
+//     owner of each entry itself (lchown), so a directory swapped for a link
+//     during the walk cannot redirect them.
+//
+// Only the levels above the agent-writable trees (the home, data/, data/ipc,
+// data/sessions, groups/) are opened by path: they belong to the owner, who
+// may well have made one of them a symlink to another disk on purpose.
+//
+// A test (boundary_test.go) keeps the rest of the daemon from calling the os
+// package's path-based file functions on these trees.
+package home
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// GlobalFolder is groups/global: the memory every group shares.
+const GlobalFolder = "global"
+
+// ErrBadFolder is returned for a group folder name that is unsafe as a path
+// component (empty, a path, hidden, or the reserved "global").
+var ErrBadFolder = errors.New("unsafe group folder")
+
+// Layout locates bridged's state under its home directory.
+type Layout struct {
+	Dir string // the home directory, absolute
+}
+
+// StoreDir is store/, the daemon's databases. Never mounted.
+func (l Layout) StoreDir() string { return filepath.Join(l.Dir, "store") }
+
+// DataDir is data/, the daemon's working state. Never mounted as a whole.
+func (l Layout) DataDir() string { return filepath.Join(l.Dir, "data") }
+
+// GroupsDir is groups/, the parent of every group's workspace. Agent-writable
+// (the main group mounts all of it).
+func (l Layout) GroupsDir() string { return filepath.Join(l.Dir, "groups") }
+
+// GroupDir is groups/<folder>, the group's workspace. Agent-writable.
+func (l Layout) GroupDir(folder string) string { return filepath.Join(l.GroupsDir(), folder) }
+
+// GlobalDir is groups/global, the memory shared by every group. Writable by
+// the main agent.
+func (l Layout) GlobalDir() string { return filepath.Join(l.GroupsDir(), GlobalFolder) }
+
+// SessionsDir is data/sessions/, the parent of every group's Claude state.
+func (l Layout) SessionsDir() string { return filepath.Join(l.DataDir(), "sessions") }
+
+// ClaudeDir is data/sessions/<folder>/.claude, the group's Claude state.
+// Agent-writable.
+func (l Layout) ClaudeDir(folder string) string {
+	return filepath.Join(l.SessionsDir(), folder, ".claude")
+}
+
+// IPCRoot is data/ipc/, the parent of every group's IPC namespace.
+func (l Layout) IPCRoot() string { return filepath.Join(l.DataDir(), "ipc") }
+
+// IPCDir is data/ipc/<folder>, the group's IPC namespace. Agent-writable.
+func (l Layout) IPCDir(folder string) string { return filepath.Join(l.IPCRoot(), folder) }
+
+// LogsDir is data/logs/<folder>, where the group's run logs are written.
+// Daemon-owned: never mounted into any container.
+func (l Layout) LogsDir(folder string) string { return filepath.Join(l.DataDir(), "logs", folder) }
+
+// EmptyDir is data/empty/, read-only empty things mounted over what a
+// container must not see.
+func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }
+
+// CheckFolder rejects folder names that are unsafe as a single path
+// component. The naming rule itself (lowercase letters, digits, dashes) is
+// the registration rule's; this is the last line of defence before a path is
+// built.
+func CheckFolder(folder string) error {
+	switch {
+	case folder == "", folder == ".", folder == "..":
+		return fmt.Errorf("%w: %q", ErrBadFolder, folder)
+	case strings.ContainsAny(folder, `/\`+"\x00"):
+		return fmt.Errorf("%w: %q contains a path separator", ErrBadFolder, folder)
+	case strings.HasPrefix(folder, "."):
+		return fmt.Errorf("%w: %q starts with a dot", ErrBadFolder, folder)
+	case folder == GlobalFolder:
+		return fmt.Errorf("%w: %q is reserved", ErrBadFolder, folder)
+	}
+	return nil
+}
