@@ -35,6 +35,7 @@ package home
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -105,6 +106,29 @@ func CheckFolder(folder string) error {
 		return fmt.Errorf("%w: %q starts with a dot", ErrBadFolder, folder)
 	case folder == GlobalFolder:
 		return fmt.Errorf("%w: %q is reserved", ErrBadFolder, folder)
+	}
+	return nil
+}
+
+// Prepare makes the owner-controlled levels of the home: the home itself,
+// store/ and data/ (owner only), data/ipc, data/sessions and data/logs, and
+// groups/. They are made by path: no agent can reach them.
+func (l Layout) Prepare() error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{l.Dir, 0o755},
+		{l.StoreDir(), 0o700},
+		{l.DataDir(), 0o700},
+		{l.IPCRoot(), 0o700},
+		{l.SessionsDir(), 0o700},
+		{filepath.Join(l.DataDir(), "logs"), 0o700},
+		{l.GroupsDir(), 0o755},
+	} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("prepare home: %w", err)
+		}
 	}
 	return nil
 }
