@@ -1,10 +1,11 @@
 // Command testimage builds the test agent image (bridged-agent:test by
 // default) without any registry: it builds ./agent-runner and
 // ./cmd/fakeclaude as static binaries and imports a root filesystem holding
-// them through the Docker Engine API. It skips the import when the image
-// already holds the same binaries, unless -force is given.
+// them and the host's static busybox (`apt-get install busybox-static`)
+// through the Docker Engine API. It skips the import when the image already
+// holds the same binaries, unless -force is given.
 //
-//	go run ./cmd/testimage [-tag bridged-agent:test] [-repo DIR] [-force]
+//	go run ./cmd/testimage [-tag bridged-agent:test] [-repo DIR] [-busybox /bin/busybox] [-force]
 package main
 
 import (
@@ -39,6 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	tag := fs.String("tag", testimage.DefaultTag, "image `name:tag` to make")
 	repo := fs.String("repo", "", "module root holding ./agent-runner and ./cmd/fakeclaude (default: found from the working directory)")
+	busybox := fs.String("busybox", testimage.HostBusybox, "`path` of a statically linked busybox for the image's shell")
 	force := fs.Bool("force", false, "import even when the image is up to date")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	defer cli.Close()
-	imported, err := testimage.EnsureAgent(ctx, cli, testimage.Options{Tag: *tag, RepoRoot: *repo, Force: *force})
+	imported, err := testimage.EnsureAgent(ctx, cli, testimage.Options{Tag: *tag, RepoRoot: *repo, Busybox: *busybox, Force: *force})
 	if err != nil {
 		return err
 	}

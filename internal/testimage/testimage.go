@@ -4,9 +4,12 @@
 // points) and imports it through the Engine API's image import.
 //
 // The image bridged-agent:test holds ./agent-runner as
-// /usr/local/bin/agent-runner (the entrypoint) and ./cmd/fakeclaude as
-// /usr/local/bin/claude. It carries a label with a hash of its content, so
-// Ensure skips the import when nothing changed. `make test-image` runs
+// /usr/local/bin/agent-runner (the entrypoint), ./cmd/fakeclaude as
+// /usr/local/bin/claude, and the host's static busybox (Debian's
+// busybox-static, /bin/busybox) as /bin/busybox with /bin/sh and the usual
+// applets linked to it, so the fake's Bash tool runs real shell commands. It
+// carries a label with a hash of its content (busybox included), so Ensure
+// skips the import when nothing changed. `make test-image` runs
 // `go run ./cmd/testimage`.
 //
 // This is development tooling: BuildAgentBinaries shells out to the go
@@ -18,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,10 +50,25 @@ const (
 	// UID and GID of the image's user "agent".
 	UID = 1000
 	GID = 1000
+	// Busybox is busybox's path in the image; when an image holds it, its
+	// applets are linked in /bin.
+	Busybox = "/bin/busybox"
+	// HostBusybox is where Debian's busybox-static package installs it.
+	HostBusybox = "/bin/busybox"
 	// layoutVersion changes whenever the tar layout below changes, so a
 	// new layout never reuses an old image.
-	layoutVersion = "testimage-layout-1"
+	layoutVersion = "testimage-layout-2"
 )
+
+// Applets are the busybox applets linked in /bin when the image holds
+// busybox: a shell and what tests playing an agent need.
+var Applets = []string{
+	"[", "ash", "awk", "basename", "cat", "chmod", "cp", "cut", "date", "dd", "df", "dirname",
+	"du", "echo", "env", "false", "find", "grep", "head", "hostname", "id", "kill", "ln", "ls",
+	"mkdir", "mkfifo", "mktemp", "mv", "printf", "ps", "pwd", "readlink", "realpath", "rm",
+	"rmdir", "sed", "seq", "sh", "sleep", "sort", "stat", "tail", "tee", "test", "timeout",
+	"touch", "tr", "true", "truncate", "uname", "uniq", "wc", "whoami", "xargs",
+}
 
 // ImageAPI is the part of the Engine API client this package uses;
 // *client.Client implements it.
@@ -64,6 +83,7 @@ var _ ImageAPI = (*client.Client)(nil)
 type Options struct {
 	Tag      string // image to make; default DefaultTag
 	RepoRoot string // module root holding ./agent-runner and ./cmd/fakeclaude; default: found from the working directory
+	Busybox  string // host path of a static busybox; default HostBusybox
 	Force    bool   // import even when the image is up to date
 	// Env adds KEY=value variables to the image's environment (benchmarks
 	// turn on the fake claude's stdin log this way).
@@ -96,10 +116,17 @@ func EnsureAgent(ctx context.Context, cli ImageAPI, opts Options) (bool, error) 
 		return false, fmt.Errorf("test image: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	if opts.Busybox == "" {
+		opts.Busybox = HostBusybox
+	}
+	if err := CheckBusybox(opts.Busybox); err != nil {
+		return false, err
+	}
 	bins, err := BuildAgentBinaries(ctx, opts.RepoRoot, dir)
 	if err != nil {
 		return false, err
 	}
+	bins[Busybox] = opts.Busybox
 	if opts.Force {
 		return true, Build(ctx, cli, opts.Tag, bins, opts.Env...)
 	}
@@ -136,6 +163,26 @@ func GoBuild(ctx context.Context, dir, pkg, out string) error {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// CheckBusybox makes sure path is a statically linked busybox, which runs in
+// an image without a C library.
+func CheckBusybox(path string) error {
+	const fix = "install it with `apt-get install busybox-static`"
+	f, err := elf.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("test image: no busybox at %s (the image's shell); %s", path, fix)
+		}
+		return fmt.Errorf("test image: busybox at %s is not a usable executable (%v); %s", path, err, fix)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("test image: busybox at %s is dynamically linked and cannot run in the image; %s", path, fix)
+		}
 	}
 	return nil
 }
@@ -206,7 +253,7 @@ func build(ctx context.Context, cli ImageAPI, tag string, binaries map[string]st
 		fmt.Sprintf("USER %d:%d", UID, GID),
 		"WORKDIR /workspace/group",
 		"ENV HOME=/home/agent",
-		"ENV PATH=/usr/local/bin",
+		"ENV PATH=/usr/local/bin:/bin",
 		fmt.Sprintf("LABEL %s=%s", HashLabel, hash),
 	}
 	for _, kv := range env {
@@ -255,11 +302,15 @@ func readProgress(r io.Reader) error {
 	}
 }
 
-// ContentHash hashes the layout version and every binary's image path and
-// content, so equal inputs give equal images.
+// ContentHash hashes the layout version, every binary's image path and
+// content, and the applet links when busybox is one of them, so equal inputs
+// give equal images.
 func ContentHash(binaries map[string]string) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, layoutVersion+"\n")
+	if _, ok := binaries[Busybox]; ok {
+		fmt.Fprintf(h, "applets %s\n", strings.Join(Applets, " "))
+	}
 	for _, p := range sortedKeys(binaries) {
 		f, err := os.Open(binaries[p])
 		if err != nil {
@@ -280,8 +331,9 @@ func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m
 // WriteRootfs writes the image's root filesystem as a tar to w: /etc/passwd
 // and /etc/group with root and agent (1000:1000, home /home/agent),
 // /home/agent and /home/agent/.claude owned by agent, /tmp with mode 1777,
-// the /workspace mount points, and each binary (mode 0755, owned by root)
-// with its parent directories.
+// the /workspace mount points, each binary (mode 0755, owned by root) with its
+// parent directories, and, when busybox is one of them, a symbolic link
+// /bin/<applet> → busybox for each of Applets.
 func WriteRootfs(w io.Writer, binaries map[string]string) error {
 	tw := tar.NewWriter(w)
 	mtime := time.Unix(0, 0)
@@ -347,6 +399,19 @@ func WriteRootfs(w io.Writer, binaries map[string]string) error {
 		}
 		if err := copyFile(tw, name, binaries[p], mtime); err != nil {
 			return fmt.Errorf("write rootfs: %w", err)
+		}
+	}
+	if _, ok := binaries[Busybox]; ok {
+		for _, a := range Applets {
+			link := path.Join(path.Dir(Busybox), a)
+			if _, taken := binaries[link]; taken || link == Busybox {
+				continue
+			}
+			hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(link, "/"),
+				Linkname: path.Base(Busybox), Mode: 0o777, ModTime: mtime}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return fmt.Errorf("write rootfs: %w", err)
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {

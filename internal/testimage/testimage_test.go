@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -153,7 +154,7 @@ func TestEnsureImage(t *testing.T) {
 	if err != nil || !imported || eng.imports != 1 {
 		t.Fatalf("first EnsureImage = %v, %v (%d imports); want an import", imported, err, eng.imports)
 	}
-	for _, want := range []string{`ENTRYPOINT ["/usr/local/bin/agent-runner"]`, "USER 1000:1000", "WORKDIR /workspace/group", "ENV HOME=/home/agent", "ENV PATH=/usr/local/bin"} {
+	for _, want := range []string{`ENTRYPOINT ["/usr/local/bin/agent-runner"]`, "USER 1000:1000", "WORKDIR /workspace/group", "ENV HOME=/home/agent", "ENV PATH=/usr/local/bin:/bin"} {
 		if !slices.Contains(eng.changes, want) {
 			t.Errorf("changes %q; want %q", eng.changes, want)
 		}
@@ -206,5 +207,82 @@ func TestContentHash(t *testing.T) {
 	}
 	if _, err := ContentHash(map[string]string{Entrypoint: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Error("missing binary: no error")
+	}
+}
+
+func TestWriteRootfsBusybox(t *testing.T) {
+	bins := map[string]string{Entrypoint: writeBin(t, "runner", "RUNNER"), Busybox: writeBin(t, "busybox", "BUSYBOX")}
+	var buf bytes.Buffer
+	if err := WriteRootfs(&buf, bins); err != nil {
+		t.Fatalf("WriteRootfs: %v", err)
+	}
+	fs := readTar(t, buf.Bytes())
+	if e := fs["bin/busybox"]; e.data != "BUSYBOX" || e.hdr.Mode != 0o755 {
+		t.Errorf("bin/busybox: data %q mode %o; want the binary, 0755", e.data, e.hdr.Mode)
+	}
+	for _, a := range []string{"sh", "ls", "cat", "ln", "rm", "mv", "mkdir", "mkfifo", "echo", "printf", "dd",
+		"head", "id", "stat", "readlink", "find", "touch", "sleep", "seq", "true", "false", "test", "[", "wc", "grep", "chmod", "env"} {
+		e, ok := fs["bin/"+a]
+		if !ok || e.hdr.Typeflag != tar.TypeSymlink || e.hdr.Linkname != "busybox" {
+			t.Errorf("bin/%s: %+v; want a symbolic link to busybox", a, e.hdr)
+		}
+	}
+
+	// Without busybox there is no /bin at all.
+	buf.Reset()
+	if err := WriteRootfs(&buf, map[string]string{Entrypoint: bins[Entrypoint]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readTar(t, buf.Bytes())["bin/sh"]; ok {
+		t.Error("bin/sh in an image without busybox")
+	}
+}
+
+func TestContentHashBusybox(t *testing.T) {
+	runner := writeBin(t, "runner", "RUNNER")
+	h := func(m map[string]string) string {
+		s, err := ContentHash(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	without := h(map[string]string{Entrypoint: runner})
+	v1 := h(map[string]string{Entrypoint: runner, Busybox: writeBin(t, "bb1", "busybox 1")})
+	v2 := h(map[string]string{Entrypoint: runner, Busybox: writeBin(t, "bb2", "busybox 2")})
+	if without == v1 || v1 == v2 {
+		t.Errorf("hashes without busybox %s, busybox 1 %s, busybox 2 %s; want all different", without, v1, v2)
+	}
+}
+
+func TestCheckBusybox(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "busybox")
+	if err := CheckBusybox(missing); err == nil || !strings.Contains(err.Error(), "apt-get install busybox-static") {
+		t.Errorf("CheckBusybox(missing) = %v; want an error naming apt-get install busybox-static", err)
+	}
+	if err := CheckBusybox(writeBin(t, "busybox", "#!/bin/sh\n")); err == nil || !strings.Contains(err.Error(), "apt-get install busybox-static") {
+		t.Errorf("CheckBusybox(script) = %v; want an error naming apt-get install busybox-static", err)
+	}
+	// A dynamically linked executable: the test binary itself usually is
+	// not, so look for one on the host.
+	for _, p := range []string{"/bin/ls", "/usr/bin/env"} {
+		if f, err := elf.Open(p); err == nil {
+			dynamic := false
+			for _, prog := range f.Progs {
+				dynamic = dynamic || prog.Type == elf.PT_INTERP
+			}
+			f.Close()
+			if dynamic {
+				if err := CheckBusybox(p); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+					t.Errorf("CheckBusybox(%s) = %v; want refused as dynamically linked", p, err)
+				}
+				break
+			}
+		}
+	}
+	if _, err := os.Stat(HostBusybox); err == nil {
+		if err := CheckBusybox(HostBusybox); err != nil {
+			t.Errorf("CheckBusybox(%s) = %v; want the installed busybox accepted", HostBusybox, err)
+		}
 	}
 }
