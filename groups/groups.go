@@ -6,13 +6,14 @@ package groups
 
 import (
 	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/bridged-app/bridged/internal/home"
 )
+
+// FileName is the name of a group's memory file.
+const FileName = "CLAUDE.md"
 
 //go:embed main/CLAUDE.md global/CLAUDE.md
 var templates embed.FS
@@ -27,24 +28,18 @@ func Template(name, assistant string) (string, error) {
 	return strings.ReplaceAll(string(b), "{{ASSISTANT_NAME}}", assistant), nil
 }
 
-// Install writes template name to dir/CLAUDE.md unless that file exists, so a
-// user's edits are never overwritten. It reports whether it wrote the file.
-func Install(dir, name, assistant string) (bool, error) {
-	dst := filepath.Join(dir, "CLAUDE.md")
-	if _, err := os.Stat(dst); err == nil {
-		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
+// Install writes template name to CLAUDE.md in t unless something is
+// there already, a dangling symlink included, so a user's edits are never
+// overwritten and a planted link creates no file anywhere. The file appears
+// complete or not at all. It reports whether it wrote the file.
+func Install(t *home.Tree, name, assistant string) (bool, error) {
 	text, err := Template(name, assistant)
 	if err != nil {
 		return false, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
+	wrote, err := t.WriteNew(FileName, []byte(text), 0o644)
+	if err != nil {
+		return false, fmt.Errorf("install %s template: %w", name, err)
 	}
-	if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
-	return true, nil
+	return wrote, nil
 }

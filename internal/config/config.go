@@ -51,9 +51,24 @@ type Config struct {
 	MountAllowlist   string
 	PromptCap        int
 	RetryBase        time.Duration
+	// ContainerUID and ContainerGID are the uid:gid containers run as when
+	// the daemon runs as root (DefaultContainerID unless set). A daemon that
+	// is not root runs containers as its own uid:gid and ignores them;
+	// ContainerIDSet says whether either was set explicitly.
+	ContainerUID, ContainerGID int
+	ContainerIDSet             bool
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
+
+// DefaultContainerID is the uid and gid containers run as when the daemon
+// runs as root and none is configured: a dedicated id above the ranges login
+// users (1000–60000 by default in login.defs) and system users are given
+// from, so no login user ends up owning the agents' workspaces.
+const DefaultContainerID = 61000
+
+// maxID is the largest uid or gid accepted (2^31-1).
+const maxID = 1<<31 - 1
 
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid configuration")
@@ -82,6 +97,8 @@ var settings = []setting{
 	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
+	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
+	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 }
 
 func constant(s string) func() string { return func() string { return s } }
@@ -272,6 +289,21 @@ func build(raw map[string]string) (*Config, error) {
 	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
 		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
 	}
+	for _, id := range []struct {
+		env string
+		dst *int
+	}{{"BRIDGED_CONTAINER_UID", &c.ContainerUID}, {"BRIDGED_CONTAINER_GID", &c.ContainerGID}} {
+		v := raw[id.env]
+		if v == "" {
+			*id.dst = DefaultContainerID
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > maxID {
+			return nil, bad(id.env, "want a whole number from 1 to 2147483647 (never 0: an agent never runs as root)")
+		}
+		*id.dst, c.ContainerIDSet = int(n), true
+	}
 	return c, nil
 }
 
@@ -370,6 +402,8 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_MOUNT_ALLOWLIST":   c.MountAllowlist,
 		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
 		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
+		"BRIDGED_CONTAINER_UID":     strconv.Itoa(c.ContainerUID),
+		"BRIDGED_CONTAINER_GID":     strconv.Itoa(c.ContainerGID),
 		"BRIDGED_ENV_FILE":          c.EnvFile,
 		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
 		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
@@ -384,10 +418,18 @@ func (c *Config) Print(w io.Writer) {
 	}
 }
 
-// Paths under the home directory.
-func (c *Config) StoreDB() string        { return filepath.Join(c.Home, "store", "bridged.db") }
-func (c *Config) WhatsAppDB() string     { return filepath.Join(c.Home, "store", "whatsapp.db") }
-func (c *Config) Socket() string         { return filepath.Join(c.Home, "bridged.sock") }
-func (c *Config) GroupsDir() string      { return filepath.Join(c.Home, "groups") }
-func (c *Config) DataDir() string        { return filepath.Join(c.Home, "data") }
-func (c *Config) IPCDir(f string) string { return filepath.Join(c.Home, "data", "ipc", f) }
+// ContainerUser is the uid:gid containers run as for a daemon running as
+// euid:egid: the configured ids when it is root, else its own (an agent never
+// runs as root). ignored reports configured ids that do not apply.
+func (c *Config) ContainerUser(euid, egid int) (uid, gid int, ignored bool) {
+	if euid == 0 {
+		return c.ContainerUID, c.ContainerGID, false
+	}
+	return euid, egid, c.ContainerIDSet
+}
+
+// Paths under the home directory; internal/home has the agent-writable ones.
+func (c *Config) StoreDB() string    { return filepath.Join(c.Home, "store", "bridged.db") }
+func (c *Config) WhatsAppDB() string { return filepath.Join(c.Home, "store", "whatsapp.db") }
+func (c *Config) Socket() string     { return filepath.Join(c.Home, "bridged.sock") }
+func (c *Config) DataDir() string    { return filepath.Join(c.Home, "data") }

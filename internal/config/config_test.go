@@ -73,6 +73,11 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_ASSISTANT_NAME": "two words"}, "BRIDGED_ASSISTANT_NAME"},
 		{map[string]string{"BRIDGED_OWN_NUMBER": "perhaps"}, "BRIDGED_OWN_NUMBER"},
 		{map[string]string{"BRIDGED_MOUNT_ALLOWLIST": filepath.Join(home, "allow.json")}, "BRIDGED_MOUNT_ALLOWLIST"},
+		{map[string]string{"BRIDGED_CONTAINER_UID": "0"}, "BRIDGED_CONTAINER_UID"},
+		{map[string]string{"BRIDGED_CONTAINER_GID": "0"}, "BRIDGED_CONTAINER_GID"},
+		{map[string]string{"BRIDGED_CONTAINER_UID": "-5"}, "BRIDGED_CONTAINER_UID"},
+		{map[string]string{"BRIDGED_CONTAINER_UID": "2147483648"}, "BRIDGED_CONTAINER_UID"},
+		{map[string]string{"BRIDGED_CONTAINER_GID": "staff"}, "BRIDGED_CONTAINER_GID"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home
@@ -112,5 +117,38 @@ func TestParseBytes(t *testing.T) {
 	}
 	if _, err := ParseBytes("-1m"); err == nil {
 		t.Error("negative size accepted")
+	}
+}
+
+func TestContainerUser(t *testing.T) {
+	home := t.TempDir()
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ContainerUID != 61000 || c.ContainerGID != 61000 || c.ContainerIDSet {
+		t.Fatalf("defaults: got %d:%d (set %t); want 61000:61000, not set", c.ContainerUID, c.ContainerGID, c.ContainerIDSet)
+	}
+	if uid, gid, ignored := c.ContainerUser(0, 0); uid != 61000 || gid != 61000 || ignored {
+		t.Errorf("root daemon: got %d:%d (ignored %t); want 61000:61000", uid, gid, ignored)
+	}
+	if uid, gid, ignored := c.ContainerUser(1000, 1000); uid != 1000 || gid != 1000 || ignored {
+		t.Errorf("daemon as 1000: got %d:%d (ignored %t); want its own 1000:1000, nothing ignored", uid, gid, ignored)
+	}
+	var out bytes.Buffer
+	c.Print(&out)
+	if !strings.Contains(out.String(), "BRIDGED_CONTAINER_UID=61000\n") || !strings.Contains(out.String(), "BRIDGED_CONTAINER_GID=61000\n") {
+		t.Errorf("config print lacks the container ids:\n%s", out.String())
+	}
+
+	c, err = resolve(t, []string{"--container-uid", "70001"}, map[string]string{"BRIDGED_HOME": home, "BRIDGED_CONTAINER_GID": "70002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, gid, _ := c.ContainerUser(0, 0); uid != 70001 || gid != 70002 {
+		t.Errorf("configured, root daemon: got %d:%d; want 70001:70002", uid, gid)
+	}
+	if uid, gid, ignored := c.ContainerUser(500, 501); uid != 500 || gid != 501 || !ignored {
+		t.Errorf("configured, daemon as 500: got %d:%d (ignored %t); want 500:501 with the setting ignored", uid, gid, ignored)
 	}
 }

@@ -5,14 +5,16 @@
 // The package also builds the mount list of DESIGN §7 (Mounts), prepares a
 // group's host directories (PrepareGroupDirs), checks extra mounts against
 // the mount allowlist of DESIGN §11 (Allowlist), and creates a group's
-// .claude/settings.json before its first run (EnsureSettings).
+// .claude/settings.json before its first run (EnsureSettings). Those host
+// directories are agent-writable: the package touches them only through
+// internal/home, never by path.
 //
 // # Containers
 //
 // Every container carries the labels bridged.managed=1, bridged.group and
 // bridged.instance, runs the image's entrypoint as a non-root uid:gid (the
-// daemon's own, or 1000:1000 when the daemon runs as root; Start refuses
-// root), with every capability dropped, no-new-privileges, memory, CPU and
+// daemon's own, or BRIDGED_CONTAINER_UID:GID, default 61000:61000, when the
+// daemon runs as root; Start refuses root), with every capability dropped, no-new-privileges, memory, CPU and
 // pids limits, a tmpfs /tmp (mode 1777), the engine's init process as PID 1,
 // and auto-remove. The run input, credentials included, travels only on the
 // container's stdin: Start refuses a Spec whose environment, labels or name

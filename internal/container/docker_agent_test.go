@@ -70,12 +70,13 @@ func TestDockerAgentRunner(t *testing.T) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	secret := "sk-ant-test-SECRET-" + hex.EncodeToString(b[:])
-	p := Paths{Home: t.TempDir()}
-	uid, gid := ContainerUser()
-	if err := PrepareGroupDirs(p, "family", uid, gid); err != nil {
+	h := newHome(t)
+	p := h.Layout()
+	uid, gid := testUser()
+	if err := PrepareGroupDirs(h, "family", uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureSettings(p, "family"); err != nil {
+	if err := EnsureSettings(h, "family", uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	stderr := &stderrLines{}
@@ -146,7 +147,7 @@ func TestDockerAgentRunner(t *testing.T) {
 	if strings.Contains(logs.String(), secret) {
 		t.Error("the runtime's log shows the credential")
 	}
-	err = filepath.WalkDir(p.Home, func(path string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(p.Dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || !e.Type().IsRegular() {
 			return err
 		}

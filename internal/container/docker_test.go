@@ -256,10 +256,11 @@ func TestDockerRunAnswers(t *testing.T) {
 func TestDockerMountsWritable(t *testing.T) {
 	d, _ := newDocker(t)
 	image := ensureEchoImage(t, d)
-	p := Paths{Home: t.TempDir()}
-	uid, gid := ContainerUser()
+	h := newHome(t)
+	p := h.Layout()
+	uid, gid := testUser()
 	for _, f := range []string{"family", "main"} {
-		if err := PrepareGroupDirs(p, f, uid, gid); err != nil {
+		if err := PrepareGroupDirs(h, f, uid, gid); err != nil {
 			t.Fatal(err)
 		}
 	}

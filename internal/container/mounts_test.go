@@ -6,12 +6,39 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/home"
 )
 
+// newHome is a bridged home in a temporary directory.
+func newHome(t *testing.T) *home.Home {
+	t.Helper()
+	h, err := home.New(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Layout().Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// testUser is the uid:gid test containers run as: the daemon's default
+// when the tests run as root, else the tests' own.
+func testUser() (int, int) {
+	if os.Geteuid() == 0 {
+		return 61000, 61000
+	}
+	return os.Geteuid(), os.Getegid()
+}
+
 func TestMounts(t *testing.T) {
-	p := Paths{Home: "/srv/bridged"}
+	p := home.Layout{Dir: "/srv/bridged"}
 	extra := []Mount{{Source: "/home/bob/projects/app", Target: "/workspace/extra/app", ReadOnly: true}}
 	tests := []struct {
 		name   string
@@ -49,24 +76,11 @@ func TestMounts(t *testing.T) {
 				t.Errorf("got %+v; want %+v", got, tt.want)
 			}
 			for _, m := range got {
-				if m.Source == filepath.Join(p.Home, "store") || m.Source == filepath.Join(p.Home, "data") || m.Source == p.Home {
+				if m.Source == p.StoreDir() || m.Source == p.DataDir() || m.Source == p.Dir || strings.HasPrefix(m.Source, filepath.Join(p.DataDir(), "logs")) {
 					t.Errorf("mounts %s, which must never be mounted", m.Source)
 				}
 			}
 		})
-	}
-}
-
-func TestCheckFolder(t *testing.T) {
-	for _, f := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "global", "x\x00"} {
-		if err := CheckFolder(f); !errors.Is(err, ErrBadFolder) {
-			t.Errorf("CheckFolder(%q) = %v; want ErrBadFolder", f, err)
-		}
-	}
-	for _, f := range []string{"main", "family", "team-2"} {
-		if err := CheckFolder(f); err != nil {
-			t.Errorf("CheckFolder(%q) = %v; want nil", f, err)
-		}
 	}
 }
 
@@ -81,10 +95,11 @@ func owner(t *testing.T, path string) (int, int) {
 }
 
 func TestPrepareGroupDirs(t *testing.T) {
-	p := Paths{Home: t.TempDir()}
+	h := newHome(t)
+	p := h.Layout()
 	// Something the host wrote earlier, and a symlink the agent planted
 	// pointing outside its folder.
-	outside := filepath.Join(p.Home, "outside.txt")
+	outside := filepath.Join(p.Dir, "outside.txt")
 	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +114,7 @@ func TestPrepareGroupDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := PrepareGroupDirs(p, "family", 4242, 4343); err != nil {
+	if err := PrepareGroupDirs(h, "family", 4242, 4343); err != nil {
 		t.Fatalf("PrepareGroupDirs: %v", err)
 	}
 	dirs := []string{
@@ -108,10 +123,13 @@ func TestPrepareGroupDirs(t *testing.T) {
 		filepath.Join(p.IPCDir("family"), "responses"),
 	}
 	for _, d := range dirs {
-		fi, err := os.Stat(d)
+		fi, err := os.Lstat(d)
 		if err != nil || !fi.IsDir() {
 			t.Errorf("%s: got %v; want a directory", d, err)
 		}
+	}
+	if len(h.Incidents()) != 0 {
+		t.Errorf("incidents %v; want none for a clean home", h.Incidents())
 	}
 	if os.Geteuid() != 0 {
 		t.Log("not root: ownership not checked")
@@ -125,32 +143,90 @@ func TestPrepareGroupDirs(t *testing.T) {
 	if u, _ := owner(t, outside); u != 0 {
 		t.Errorf("symlink target outside the folder owned by %d; want 0 (symlinks must not be followed)", u)
 	}
-	if u, _ := owner(t, p.Home); u != 0 {
+	if u, _ := owner(t, p.Dir); u != 0 {
 		t.Errorf("home owned by %d; want it untouched", u)
 	}
 }
 
+// The main agent can rewrite groups/: a group folder (or an IPC
+// subdirectory) replaced by a symlink into store/ is moved aside and
+// recreated as a real directory before anything is mounted, and reported.
+func TestPrepareGroupDirsReplacesSymlinkedDirs(t *testing.T) {
+	h := newHome(t)
+	p := h.Layout()
+	db := filepath.Join(p.StoreDir(), "bridged.db")
+	if err := os.WriteFile(db, []byte("database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../store", p.GroupDir("other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(p.IPCDir("other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(p.StoreDir(), filepath.Join(p.IPCDir("other"), "requests")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := PrepareGroupDirs(h, "other", 4242, 4343); err != nil {
+		t.Fatalf("PrepareGroupDirs: %v", err)
+	}
+	for _, d := range []string{p.GroupDir("other"), filepath.Join(p.IPCDir("other"), "requests")} {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			t.Errorf("%s: got %v; want a real directory", d, err)
+		}
+		if err := p.CheckMountSource(d); err != nil {
+			t.Errorf("CheckMountSource(%s) = %v; want nil", d, err)
+		}
+	}
+	for _, m := range Mounts(p, "other", false, nil) {
+		if err := p.CheckMountSource(m.Source); err != nil {
+			t.Errorf("CheckMountSource(%s) = %v; want nil after prepare", m.Source, err)
+		}
+	}
+	inc := h.Incidents()
+	if len(inc) != 2 {
+		t.Fatalf("incidents %v; want two", inc)
+	}
+	for _, in := range inc {
+		if in.Group != "other" || in.Found != "symlink" || !strings.Contains(in.String(), "symlink") {
+			t.Errorf("incident %+v; want a symlink in group other", in)
+		}
+	}
+	if data, err := os.ReadFile(db); err != nil || string(data) != "database" {
+		t.Errorf("store/bridged.db = %q, %v; want it untouched", data, err)
+	}
+	if os.Geteuid() == 0 {
+		if u, _ := owner(t, db); u != 0 {
+			t.Errorf("store/bridged.db owned by %d; want it untouched", u)
+		}
+	}
+}
+
 func TestPrepareGroupDirsRefusesBadFolder(t *testing.T) {
-	p := Paths{Home: t.TempDir()}
+	h := newHome(t)
 	for _, f := range []string{"../escape", "global", ""} {
-		if err := PrepareGroupDirs(p, f, 1000, 1000); !errors.Is(err, ErrBadFolder) {
+		if err := PrepareGroupDirs(h, f, 1000, 1000); !errors.Is(err, home.ErrBadFolder) {
 			t.Errorf("PrepareGroupDirs(%q) = %v; want ErrBadFolder", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(p.Home, "escape")); err == nil {
+	if _, err := os.Stat(filepath.Join(h.Layout().Dir, "escape")); err == nil {
 		t.Error("a directory was created outside groups/")
 	}
 }
 
 func TestEnsureSettings(t *testing.T) {
-	p := Paths{Home: t.TempDir()}
-	if err := PrepareGroupDirs(p, "family", 4242, 4343); err != nil {
+	h := newHome(t)
+	p := h.Layout()
+	settings := filepath.Join(p.ClaudeDir("family"), "settings.json")
+	if err := PrepareGroupDirs(h, "family", 4242, 4343); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureSettings(p, "family"); err != nil {
+	if err := EnsureSettings(h, "family", 4242, 4343); err != nil {
 		t.Fatalf("EnsureSettings: %v", err)
 	}
-	data, err := os.ReadFile(p.SettingsFile("family"))
+	data, err := os.ReadFile(settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,20 +242,20 @@ func TestEnsureSettings(t *testing.T) {
 		}
 	}
 	if os.Geteuid() == 0 {
-		if u, g := owner(t, p.SettingsFile("family")); u != 4242 || g != 4343 {
-			t.Errorf("settings.json owned by %d:%d; want its directory's owner 4242:4343", u, g)
+		if u, g := owner(t, settings); u != 4242 || g != 4343 {
+			t.Errorf("settings.json owned by %d:%d; want 4242:4343", u, g)
 		}
 	}
 
 	// The user edits it; the next run must not undo that.
 	edited := []byte(`{"env":{"MY_SETTING":"kept"}}`)
-	if err := os.WriteFile(p.SettingsFile("family"), edited, 0o644); err != nil {
+	if err := os.WriteFile(settings, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureSettings(p, "family"); err != nil {
+	if err := EnsureSettings(h, "family", 4242, 4343); err != nil {
 		t.Fatalf("EnsureSettings again: %v", err)
 	}
-	got, _ := os.ReadFile(p.SettingsFile("family"))
+	got, _ := os.ReadFile(settings)
 	if string(got) != string(edited) {
 		t.Errorf("settings.json = %s; want the user's edit %s", got, edited)
 	}
@@ -187,20 +263,27 @@ func TestEnsureSettings(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("got %d entries in .claude; want only settings.json (no temp files left)", len(entries))
 	}
-	if err := EnsureSettings(p, "../x"); !errors.Is(err, ErrBadFolder) {
+	if err := EnsureSettings(h, "../x", 4242, 4343); !errors.Is(err, home.ErrBadFolder) {
 		t.Errorf("EnsureSettings(../x) = %v; want ErrBadFolder", err)
 	}
 }
 
-func TestContainerUser(t *testing.T) {
-	uid, gid := ContainerUser()
-	if os.Geteuid() == 0 {
-		if uid != 1000 || gid != 1000 {
-			t.Errorf("as root got %d:%d; want 1000:1000", uid, gid)
-		}
-		return
+// A settings.json the agent made a dangling symlink is left alone: nothing
+// is created at its target.
+func TestEnsureSettingsDanglingLink(t *testing.T) {
+	h := newHome(t)
+	p := h.Layout()
+	target := filepath.Join(p.StoreDir(), "planted.json")
+	if err := os.MkdirAll(p.ClaudeDir("family"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if uid != os.Geteuid() || gid != os.Getegid() {
-		t.Errorf("got %d:%d; want the daemon's %d:%d", uid, gid, os.Geteuid(), os.Getegid())
+	if err := os.Symlink(target, filepath.Join(p.ClaudeDir("family"), "settings.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureSettings(h, "family", 4242, 4343); err != nil {
+		t.Fatalf("EnsureSettings: %v", err)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("link target: %v; want nothing created", err)
 	}
 }
