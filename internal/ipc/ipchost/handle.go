@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
@@ -448,7 +447,7 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 		}
 		return nil, err
 	}
-	if err := container.PrepareGroupDirs(h.paths, folder, h.cfg.ContainerUID, h.cfg.ContainerGID); err != nil {
+	if err := h.prepareGroup(folder); err != nil {
 		if rerr := h.db.RemoveGroup(context.WithoutCancel(ctx), added.Folder); rerr != nil {
 			h.log.Error().Err(rerr).Str("group", folder).Msg("undo group registration")
 		}

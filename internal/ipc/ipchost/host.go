@@ -2,18 +2,20 @@ package ipchost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -26,8 +28,17 @@ const MaxRequestBytes = 1 << 20
 // tool waits for its answer.
 const requestTimeout = 20 * time.Second
 
-// ErrorsDir is the directory under data/ipc where unreadable files go.
+// ErrorsDir is the directory of a group's IPC namespace (data/ipc/<folder>/
+// errors) where its files that cannot be handled go.
 const ErrorsDir = "errors"
+
+// MaxInFlight is the most requests of one group handled at the same time.
+// The rest wait in the group's requests directory.
+const MaxInFlight = 64
+
+// batchSize is how many new request names a worker lists at a time: a
+// directory of any size costs bounded memory and time per pass.
+const batchSize = 256
 
 // Messenger commits a message to the outbox (the router). It returns once
 // the row is committed; errors say why nothing was committed.
@@ -46,12 +57,17 @@ type GroupRefresher interface {
 
 // Config configures a Host.
 type Config struct {
-	Home          string         // bridged home: data/ipc and groups live under it
+	// Home is the bridged home directory. It is used only when Trees is
+	// nil, to make one.
+	Home string
+	// Trees is the door into the agent-writable trees of the home: every
+	// file operation in a group's IPC namespace goes through it. Nil means
+	// home.New(Home, the host's logger).
+	Trees         *home.Home
 	Timezone      *time.Location // schedules and answers use it; nil means UTC
 	AssistantName string         // the default trigger of registered groups is "@" + this
-	// ContainerUID and ContainerGID own a registered group's directories
-	// when the daemon runs as root (see container.PrepareGroupDirs). Both 0
-	// means container.ContainerUser(): an agent never runs as root.
+	// ContainerUID and ContainerGID are ignored: the owner of a group's
+	// directories is set by the router before each run.
 	ContainerUID, ContainerGID int
 	// Sweep is how often every directory is listed even without an
 	// inotify event; 0 means ipc.DefaultSweep.
@@ -61,7 +77,7 @@ type Config struct {
 // Host answers the agents' requests. Create it with New, start it with Run.
 type Host struct {
 	cfg     Config
-	paths   container.Paths
+	home    *home.Home
 	db      *store.DB
 	msg     Messenger
 	tasks   Waker
@@ -69,22 +85,26 @@ type Host struct {
 	log     zerolog.Logger
 	now     func() time.Time
 
-	// handled, when set (tests), is called after each file was dealt with.
+	// handled, when set (tests), is called after each file was dealt with,
+	// from the goroutine that dealt with it.
 	handled func(folder store.Folder, name string)
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
 
-	mu      sync.Mutex
-	w       *ipc.Watcher            // nil unless Run is running
-	watched map[string]store.Folder // requests dir → its group
-	ran     bool
+	mu       sync.Mutex
+	ran      bool
+	runCtx   context.Context // nil unless Run is running
+	w        *dirWatcher     // nil unless Run is running
+	groups   map[store.Folder]*group
+	stopping map[store.Folder]*group // the last stopped worker of a removed group
+	workers  sync.WaitGroup          // every worker Run started
 }
 
 // New returns a host for the groups registered in db. m is required; tasks
 // and refresh may be nil (no scheduler to wake, no name refresh).
 func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefresher, log zerolog.Logger) (*Host, error) {
 	switch {
-	case cfg.Home == "":
+	case cfg.Home == "" && cfg.Trees == nil:
 		return nil, errors.New("new ipc host: no home directory")
 	case db == nil:
 		return nil, errors.New("new ipc host: no database")
@@ -99,25 +119,69 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 	if cfg.AssistantName == "" {
 		cfg.AssistantName = "Andy"
 	}
-	if cfg.ContainerUID == 0 && cfg.ContainerGID == 0 {
-		cfg.ContainerUID, cfg.ContainerGID = container.ContainerUser()
+	if cfg.Sweep == 0 {
+		cfg.Sweep = ipc.DefaultSweep
+	}
+	hm := cfg.Trees
+	if hm == nil {
+		var err error
+		if hm, err = home.New(cfg.Home, log); err != nil {
+			return nil, fmt.Errorf("new ipc host: %w", err)
+		}
 	}
 	return &Host{
-		cfg:     cfg,
-		paths:   container.Paths{Home: cfg.Home},
-		db:      db,
-		msg:     m,
-		tasks:   tasks,
-		refresh: refresh,
-		log:     log.With().Str("component", "ipchost").Logger(),
-		now:     time.Now,
-		watched: make(map[string]store.Folder),
+		cfg:      cfg,
+		home:     hm,
+		db:       db,
+		msg:      m,
+		tasks:    tasks,
+		refresh:  refresh,
+		log:      log.With().Str("component", "ipchost").Logger(),
+		now:      time.Now,
+		groups:   make(map[store.Folder]*group),
+		stopping: make(map[store.Folder]*group),
 	}, nil
+}
+
+// group is one watched group: its worker and what the worker knows of its
+// requests directory.
+type group struct {
+	folder store.Folder
+	wake   chan struct{} // capacity 1: signals coalesce
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the worker and its handlers are done
+	prev   *group        // the worker of an earlier registration, waited for
+
+	// watchLost is set by the watcher when the watched directory went away.
+	watchLost atomic.Bool
+
+	// Owned by the worker goroutine.
+	wd  int32  // the inotify watch, -1 for none
+	ino fileID // the directory it is on
+
+	sem      chan struct{} // MaxInFlight slots
+	handlers sync.WaitGroup
+
+	mu       sync.Mutex
+	inFlight map[string]bool // request files being handled off the worker
+}
+
+type fileID struct{ dev, ino uint64 }
+
+// signal wakes the worker without ever blocking.
+func (g *group) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Run watches the requests directories of every registered group and answers
 // what appears in them, files already there included, until ctx ends. It
 // returns nil then, or an error if it cannot start. It may be called once.
+//
+// Each group has its own worker goroutine, so one group's backlog never
+// delays another's requests; the watcher only wakes workers.
 func (h *Host) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.ran {
@@ -126,36 +190,70 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	h.ran = true
 	h.mu.Unlock()
-	w, err := ipc.NewWatcher(h.cfg.Sweep)
+	w, err := newDirWatcher()
 	if err != nil {
 		return fmt.Errorf("run ipc host: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	h.mu.Lock()
-	h.w = w
+	h.w, h.runCtx = w, ctx
 	h.mu.Unlock()
+	go func() {
+		if err := w.run(func(g *group) { g.signal() }, h.sweep); err != nil {
+			h.log.Error().Err(err).Msg("inotify watcher stopped; requests are found by the sweep only")
+		}
+	}()
 	defer func() {
 		h.mu.Lock()
+		h.runCtx = nil
+		for _, g := range h.groups {
+			g.cancel()
+		}
+		clear(h.groups)
+		clear(h.stopping)
+		h.mu.Unlock()
+		h.workers.Wait()
+		_ = w.close()
+		<-w.done
+		h.mu.Lock()
 		h.w = nil
-		clear(h.watched)
 		h.mu.Unlock()
 	}()
 
 	if err := h.SyncGroups(ctx); err != nil {
 		var dirErr *dirError
 		if !errors.As(err, &dirErr) {
-			w.Close()
 			return fmt.Errorf("run ipc host: %w", err)
 		}
 		h.log.Error().Err(err).Msg("some groups' requests are not watched")
 	}
 	h.log.Info().Int("groups", h.watchedCount()).Msg("ipc host started")
-	return w.Run(ctx, func(dir string) { h.scan(ctx, dir) })
+	t := time.NewTicker(h.cfg.Sweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			h.sweep()
+		}
+	}
+}
+
+// sweep wakes every worker: the safety net for lost events.
+func (h *Host) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.groups {
+		g.signal()
+	}
 }
 
 func (h *Host) watchedCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.watched)
+	return len(h.groups)
 }
 
 // dirError reports groups whose directory could not be watched.
@@ -164,10 +262,10 @@ type dirError struct{ errs []error }
 func (e *dirError) Error() string   { return errors.Join(e.errs...).Error() }
 func (e *dirError) Unwrap() []error { return e.errs }
 
-// SyncGroups re-reads the registered groups: it starts watching the requests
-// directory of each new group (creating the group's directories if needed)
-// and stops watching those of removed groups. Before Run, and after it
-// returned, it does nothing but read. Safe for concurrent use.
+// SyncGroups re-reads the registered groups: it starts a worker for each new
+// group (making its IPC directories if needed) and stops the workers of
+// removed groups. Before Run, and after it returned, it does nothing but
+// read. Safe for concurrent use, also from a request's handler.
 func (h *Host) SyncGroups(ctx context.Context) error {
 	h.syncMu.Lock()
 	defer h.syncMu.Unlock()
@@ -177,51 +275,38 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.w == nil {
+	if h.runCtx == nil {
 		return nil
 	}
-	want := make(map[string]store.Folder, len(groups))
+	want := make(map[store.Folder]bool, len(groups))
 	var errs []error
 	for _, g := range groups {
-		folder := string(g.Folder)
-		if err := container.CheckFolder(folder); err != nil {
-			errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
+		if err := home.CheckFolder(string(g.Folder)); err != nil {
+			errs = append(errs, fmt.Errorf("watch group %s: %w", g.Folder, err))
 			continue
 		}
-		want[h.layout(g.Folder).Requests()] = g.Folder
+		want[g.Folder] = true
 	}
-	for dir, folder := range h.watched {
-		if _, ok := want[dir]; ok {
+	for folder, g := range h.groups {
+		if want[folder] {
 			continue
 		}
-		delete(h.watched, dir)
-		if err := h.w.Remove(dir); err != nil {
-			h.log.Debug().Err(err).Str("group", string(folder)).Msg("unwatch requests")
-		}
+		delete(h.groups, folder)
+		g.cancel() // not waited for: this may be one of its own requests
+		h.stopping[folder] = g
 		h.log.Info().Str("group", string(folder)).Msg("stopped watching a removed group's requests")
 	}
-	for dir, folder := range want {
-		if _, ok := h.watched[dir]; ok {
+	for folder := range want {
+		if h.groups[folder] != nil {
 			continue
 		}
-		if _, err := os.Stat(dir); err != nil {
-			// The group's directories with their owners, as before a run.
-			// Should that fail (a file vanishing under the walk), the IPC
-			// directories alone are enough to watch; the next run's
-			// preparation fixes the rest.
-			if perr := container.PrepareGroupDirs(h.paths, string(folder), h.cfg.ContainerUID, h.cfg.ContainerGID); perr != nil {
-				if err := h.layout(folder).Ensure(); err != nil {
-					errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
-					continue
-				}
-				h.log.Warn().Err(perr).Str("group", string(folder)).Msg("prepare group directories")
-			}
-		}
-		if err := h.w.Add(dir); err != nil {
+		t, err := h.openTrees(folder) // makes the directories if needed
+		if err != nil {
 			errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
 			continue
 		}
-		h.watched[dir] = folder
+		t.release()
+		h.startWorker(folder)
 		h.log.Debug().Str("group", string(folder)).Msg("watching requests")
 	}
 	if len(errs) > 0 {
@@ -230,51 +315,245 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 	return nil
 }
 
-// scan handles every request file in dir, oldest first.
-func (h *Host) scan(ctx context.Context, dir string) {
-	h.mu.Lock()
-	folder, ok := h.watched[dir]
-	h.mu.Unlock()
-	if !ok {
-		return
-	}
-	names, err := ipc.List(dir)
-	if err != nil {
-		h.log.Warn().Err(err).Str("group", string(folder)).Msg("list requests")
-		return
-	}
-	for _, name := range names {
-		if ctx.Err() != nil {
-			return
+// prepareGroup makes a newly registered group's directories through the
+// home package: its workspace groups/<folder>, its Claude state
+// data/sessions/<folder>/.claude, and its IPC namespace with requests/,
+// responses/ and errors/. Their owner is set by the router before each run.
+func (h *Host) prepareGroup(folder string) error {
+	for _, open := range []func(string) (*home.Tree, error){h.home.Group, h.home.Claude} {
+		t, err := open(folder)
+		if err != nil {
+			return err
 		}
-		h.handleFile(ctx, folder, dir, name)
-		if h.handled != nil {
-			h.handled(folder, name)
+		_ = t.Close()
+	}
+	t, err := h.openTrees(store.Folder(folder))
+	if err != nil {
+		return err
+	}
+	t.release()
+	return nil
+}
+
+// startWorker starts folder's worker; h.mu is held.
+func (h *Host) startWorker(folder store.Folder) {
+	ctx, cancel := context.WithCancel(h.runCtx)
+	g := &group{
+		folder:   folder,
+		wake:     make(chan struct{}, 1),
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		wd:       -1,
+		sem:      make(chan struct{}, MaxInFlight),
+		inFlight: make(map[string]bool),
+	}
+	// A group removed and registered again never has two workers at once.
+	g.prev = h.stopping[folder]
+	delete(h.stopping, folder)
+	h.groups[folder] = g
+	g.signal() // files already there
+	h.workers.Add(1)
+	go h.work(ctx, g)
+}
+
+// work is a group's worker: each time it is woken it handles what is in the
+// group's requests directory, a bounded batch at a time, until nothing is
+// left or ctx ends.
+func (h *Host) work(ctx context.Context, g *group) {
+	defer h.workers.Done()
+	defer close(g.done)
+	if g.prev != nil {
+		<-g.prev.done
+		g.prev = nil
+	}
+	defer func() {
+		g.handlers.Wait()
+		if g.wd >= 0 {
+			h.watcher().remove(g.wd, g)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.wake:
+		}
+		for ctx.Err() == nil && h.pass(ctx, g) {
 		}
 	}
 }
 
-// handleFile reads, decodes, carries out and answers one request file.
-func (h *Host) handleFile(ctx context.Context, folder store.Folder, dir, name string) {
-	log := h.log.With().Str("group", string(folder)).Str("file", short(name, 160)).Logger()
-	path := filepath.Join(dir, name)
+func (h *Host) watcher() *dirWatcher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.w
+}
+
+// trees are a group's IPC namespace and its directories, open for one pass
+// and the handlers it started; closed when the last user releases them.
+type trees struct {
+	ipc, req, resp, errs *home.Tree
+	refs                 atomic.Int32
+}
+
+// openTrees opens folder's IPC namespace through the home package, which
+// moves aside and recreates any of the directories that is not a real
+// directory, and records the incident.
+func (h *Host) openTrees(folder store.Folder) (*trees, error) {
+	t := &trees{}
+	t.refs.Store(1)
+	var err error
+	if t.ipc, err = h.home.IPC(string(folder)); err != nil {
+		return nil, err
+	}
+	for _, d := range []struct {
+		name string
+		tree **home.Tree
+	}{{ipc.RequestsDir, &t.req}, {ipc.ResponsesDir, &t.resp}, {ErrorsDir, &t.errs}} {
+		if *d.tree, err = t.ipc.Dir(d.name); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (t *trees) retain() { t.refs.Add(1) }
+
+func (t *trees) release() {
+	if t.refs.Add(-1) == 0 {
+		t.close()
+	}
+}
+
+func (t *trees) close() {
+	for _, tr := range []*home.Tree{t.req, t.resp, t.errs, t.ipc} {
+		if tr != nil {
+			_ = tr.Close()
+		}
+	}
+}
+
+// pass handles one batch of g's request files, oldest first. It reports
+// whether more files are waiting and this pass got rid of some (a directory
+// whose files cannot be removed is not spun on: the next event or sweep
+// tries again).
+func (h *Host) pass(ctx context.Context, g *group) (again bool) {
+	log := h.log.With().Str("group", string(g.folder)).Logger()
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc worker pass panicked")
+			again = false
+		}
+	}()
+	t, err := h.openTrees(g.folder)
+	if err != nil {
+		log.Warn().Err(err).Msg("open the group's ipc directories")
+		return false
+	}
+	defer t.release()
+	h.ensureWatch(log, g, t.req)
+	// In-flight files are still in the directory: list past them, so that
+	// a full batch of new names comes back whenever there are that many.
+	names, more, err := t.req.List(batchSize + MaxInFlight)
+	if err != nil {
+		log.Warn().Err(err).Msg("list requests")
+		return false
+	}
+	progress := false
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return false
+		}
+		g.mu.Lock()
+		busy := g.inFlight[name]
+		g.mu.Unlock()
+		if busy {
+			continue
+		}
+		if h.handleFile(ctx, g, t, name) {
+			progress = true
+		}
+	}
+	return more && progress
+}
+
+// ensureWatch (re)watches the requests directory when the one watched is no
+// longer the one the home package just opened: the agent deleted or renamed
+// it, or replaced it by a link, which the home package moved aside. The watch
+// is added before the directory is listed, so nothing created in the new
+// directory is missed.
+func (h *Host) ensureWatch(log zerolog.Logger, g *group, req *home.Tree) {
+	fi, err := req.Lstat(".")
+	if err != nil {
+		log.Warn().Err(err).Msg("inspect requests directory")
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+	lost := g.watchLost.Swap(false)
+	if g.wd >= 0 && id == g.ino && !lost {
+		return
+	}
+	w := h.watcher()
+	if w == nil {
+		return
+	}
+	if g.wd >= 0 {
+		w.remove(g.wd, g)
+		g.wd = -1
+	}
+	wd, err := w.add(req.Path(), g)
+	if err != nil {
+		log.Warn().Err(err).Msg("watch requests; new ones are found by the sweep until the next try")
+		return
+	}
+	g.wd, g.ino = wd, id
+}
+
+// readOnly reports whether a request only reads: it may run alongside the
+// group's other requests. The others run one at a time in file-name order,
+// so that an agent's messages and task changes take effect in the order it
+// made them.
+func readOnly(t ipc.RequestType) bool {
+	return t == ipc.TypeListTasks || t == ipc.TypeListGroups
+}
+
+// handleFile reads, decodes, carries out and answers one request file. A
+// read-only request is carried out on its own goroutine (within the group's
+// MaxInFlight); handleFile then returns once it started. It reports whether
+// the file was dealt with (answered and removed, moved to errors/, gone, or
+// handed to a goroutine).
+func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) (done bool) {
+	log := h.log.With().Str("group", string(g.folder)).Str("file", short(name, 160)).Logger()
+	async := false
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
-			h.quarantine(log, folder, path, name)
+			done = h.quarantine(log, t, name)
+		}
+		if !async && h.handled != nil {
+			h.handled(g.folder, name)
 		}
 	}()
 	// A request in flight when the daemon stops is finished, within bounds.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-	defer cancel()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer func() {
+		if !async {
+			cancel()
+		}
+	}()
 
 	stem, isJSON := strings.CutSuffix(name, ".json")
 	if !isJSON || !ipc.ValidID(stem) {
 		stem = ""
 	}
-	data, err := readRequest(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return // gone meanwhile (the agent gave up on it)
+	data, err := t.req.ReadFile(name, MaxRequestBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true // gone meanwhile (the agent gave up on it)
 	}
 	var req ipc.Request
 	if err == nil {
@@ -286,65 +565,109 @@ func (h *Host) handleFile(ctx context.Context, folder store.Folder, dir, name st
 			id = stem
 		}
 		log.Warn().Str("request", id).Str("error", short(err.Error(), 300)).Msg("malformed ipc request")
-		h.quarantine(log, folder, path, name)
+		done = h.quarantine(log, t, name)
 		if id != "" {
-			h.respond(log, folder, ipc.ErrorResponse(id, fmt.Errorf("malformed request: %w", err)))
+			h.respond(log, t, ipc.ErrorResponse(id, fmt.Errorf("malformed request: %w", err)))
 		}
-		return
+		return done
 	}
 
 	log = log.With().Str("request", req.ID).Str("type", string(req.Type)).Logger()
-	respPath := filepath.Join(h.layout(folder).Responses(), req.FileName())
-	if _, err := os.Lstat(respPath); err == nil {
+	// Only a regular file is an earlier answer: a link planted there is
+	// replaced by the real answer, never taken for one.
+	if fi, err := t.resp.Lstat(req.FileName()); err == nil && fi.Mode().IsRegular() {
 		log.Warn().Msg("ipc request already answered; not carried out again")
-		h.remove(log, path)
-		return
+		return h.remove(log, t, name)
 	}
+
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	if !readOnly(req.Type) {
+		defer func() { <-g.sem }()
+		return h.answer(hctx, log, g, t, name, req)
+	}
+	async = true
+	g.mu.Lock()
+	g.inFlight[name] = true
+	g.mu.Unlock()
+	t.retain()
+	g.handlers.Add(1)
+	go func() {
+		defer g.handlers.Done()
+		defer t.release()
+		defer func() { <-g.sem }()
+		defer cancel()
+		defer func() {
+			g.mu.Lock()
+			delete(g.inFlight, name)
+			g.mu.Unlock()
+			if h.handled != nil {
+				h.handled(g.folder, name)
+			}
+		}()
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
+				h.quarantine(log, t, name)
+			}
+		}()
+		h.answer(hctx, log, g, t, name, req)
+	}()
+	return true
+}
+
+// answer carries out req, writes its response and removes its file.
+func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *trees, name string, req ipc.Request) bool {
 	start := time.Now()
-	resp := h.Handle(ctx, string(folder), req)
+	resp := h.Handle(ctx, string(g.folder), req)
 	ev := log.Info()
 	if !resp.OK {
 		ev = log.Warn().Str("error", short(resp.Error, 300))
 	}
 	ev.Bool("ok", resp.OK).Dur("took", time.Since(start)).Msg("ipc request answered")
-	h.respond(log, folder, resp)
-	h.remove(log, path)
+	h.respond(log, t, resp)
+	return h.remove(log, t, name)
 }
 
-func (h *Host) layout(folder store.Folder) ipc.Layout {
-	return ipc.Layout{Root: h.paths.IPCDir(string(folder))}
-}
-
-// respond writes resp atomically to the group's responses directory.
-func (h *Host) respond(log zerolog.Logger, folder store.Folder, resp ipc.Response) {
+// respond writes resp atomically to the group's responses directory. A link
+// or anything else at its name is replaced, never written through.
+func (h *Host) respond(log zerolog.Logger, t *trees, resp ipc.Response) {
 	if err := resp.Validate(); err != nil {
 		log.Error().Err(err).Msg("invalid ipc response")
 		return
 	}
-	if err := ipc.WriteJSON(h.layout(folder).Responses(), resp.ID+".json", resp); err != nil {
+	data, err := json.Marshal(resp)
+	if err == nil {
+		err = t.resp.WriteFile(resp.ID+".json", data, 0o644)
+	}
+	if err != nil {
 		log.Error().Err(err).Msg("write ipc response")
 	}
 }
 
-func (h *Host) remove(log zerolog.Logger, path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+// remove removes a request file; it reports whether it is gone.
+func (h *Host) remove(log zerolog.Logger, t *trees, name string) bool {
+	if err := t.req.Remove(name); err != nil {
 		log.Error().Err(err).Msg("remove ipc request")
+		return false
 	}
+	return true
 }
 
-// quarantine moves a file that cannot be handled to data/ipc/errors/, or
-// deletes it if even that fails, so it is never handled twice.
-func (h *Host) quarantine(log zerolog.Logger, folder store.Folder, path, name string) {
-	dir := h.paths.IPCDir(ErrorsDir)
-	err := os.MkdirAll(dir, 0o700)
-	if err == nil {
-		err = os.Rename(path, filepath.Join(dir, string(folder)+"-"+name))
-	}
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return
+// quarantine moves a file that cannot be handled to the group's own errors/
+// (inside its IPC namespace, so never across a file system), or deletes it
+// if even that fails, so it is never handled twice. It reports whether the
+// file left requests/.
+func (h *Host) quarantine(log zerolog.Logger, t *trees, name string) bool {
+	err := t.ipc.Rename(ipc.RequestsDir+"/"+name, ErrorsDir+"/"+name)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return true
 	}
 	log.Error().Err(err).Msg("move bad ipc file to errors; deleting it")
-	h.remove(log, path)
+	return h.remove(log, t, name)
 }
 
 // short cuts s to at most n bytes for a log field.

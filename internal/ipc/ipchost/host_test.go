@@ -180,9 +180,9 @@ func TestMalformedFiles(t *testing.T) {
 			if exists(filepath.Join(dir, name)) {
 				t.Error("request file still in requests/; want it moved")
 			}
-			moved := filepath.Join(e.home, "data", "ipc", "errors", "family-"+name)
+			moved := filepath.Join(e.home, "data", "ipc", "family", ErrorsDir, name)
 			if data, err := os.ReadFile(moved); err != nil || string(data) != tt.content {
-				t.Errorf("errors/family-%s holds %q (%v); want the original content", name, data, err)
+				t.Errorf("data/ipc/family/errors/%s holds %q (%v); want the original content", name, data, err)
 			}
 			if tt.wantID == "" {
 				if n := e.responseCount(t, "family"); n != 0 {
@@ -383,10 +383,7 @@ func TestGroupsAddedAndRemovedWhileRunning(t *testing.T) {
 	}
 	stale := ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"})
 	writeRequest(t, e.requestsDir("work"), stale)
-	e.h.mu.Lock()
-	w := e.h.w
-	e.h.mu.Unlock()
-	w.Poke(e.requestsDir("work")) // as if an event had arrived anyway
+	e.h.sweep() // as if an event had arrived anyway
 	after := ipc.NewRequest(ipc.ListTasksArgs{})
 	writeRequest(t, e.requestsDir("family"), after)
 	waitHandled(t, ch, "family", after.FileName())
