@@ -46,15 +46,23 @@
 //
 // Before each run the group's directories, its .claude/settings.json and the
 // CLAUDE.md templates are created where missing, and a stale close sentinel
-// is removed. Secrets travel only in the run input. Every stdout event resets
+// is removed. Those trees are the agents' to write, so every file operation
+// in them (these, the piped input files and the close sentinel) goes through
+// internal/home: a directory an agent replaced by a link is moved aside and
+// recreated, and the incident shows in Status as a failure of kind
+// "boundary". Right before the container is created every bind-mount source
+// under the home is checked for symlinks on the way; a failing check refuses
+// the run, which then fails like any other. Containers run as
+// Config.ContainerUID:ContainerGID. Secrets travel only in the run input. Every stdout event resets
 // the hard timeout (Config.ContainerTimeout, or the group's own, at least the
 // idle timeout plus 30 s); when it fires the container is stopped, which is a
 // normal end when a reply already went out. The idle timeout and the task
 // close delay are the group queue's: when it asks, the router writes the
 // close sentinel. A result with is_error before any reply closes the container
 // and fails the run, so it is retried. Each run writes
-// groups/<folder>/logs/run-<time>.log with its input (no secrets; the prompt
-// only at debug level), the container's stderr, exit code and duration.
+// data/logs/<folder>/run-<time>.log (daemon-owned, never mounted) with its
+// input (no secrets; the prompt only at debug level), the container's
+// stderr, exit code and duration.
 //
 // When a group's message runs fail more times in a row than the queue
 // retries, one notice is posted in its chat and the failure shows in Status;

@@ -18,6 +18,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -226,9 +227,9 @@ type harness struct {
 // (fake:main) and fam (fake:fam, trigger "@Robo" required).
 func newHarness(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
-	home := t.TempDir()
+	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(home, "store", "bridged.db"), zerolog.Nop())
+	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -241,19 +242,29 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 			t.Fatalf("add group: %v", err)
 		}
 	}
+	hm, err := home.New(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		uid, gid = 61000, 61000
+	}
 	cfg := Config{
 		AssistantName: testName,
 		Timezone:      time.UTC,
 		Image:         "bridged-agent:test",
 		Instance:      "test-instance",
-		Home:          home,
+		Home:          hm,
+		ContainerUID:  uid,
+		ContainerGID:  gid,
 		RetryDelays:   []time.Duration{time.Millisecond},
 		Secrets:       map[string]string{"ANTHROPIC_API_KEY": "sk-secret-value"},
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: newFakeChannel(), cfg: cfg, home: home}
+	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: newFakeChannel(), cfg: cfg, home: dir}
 	h.r, err = New(cfg, Deps{Store: db, Runtime: h.rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t)})
 	if err != nil {
 		t.Fatalf("new router: %v", err)
@@ -356,7 +367,7 @@ func (h *harness) cursor(folder store.Folder) store.MessageID {
 }
 
 func (h *harness) inputDir(folder string) string {
-	return ipc.Layout{Root: h.r.paths.IPCDir(folder)}.Input()
+	return filepath.Join(h.home, "data", "ipc", folder, ipc.InputDir)
 }
 
 // waitIdle waits until the group has no run, nothing pending and no retry

@@ -140,7 +140,6 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
 		return
 	}
-	layout := r.layout(g.Folder)
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
 		run := gs.run
 		if run == nil {
@@ -152,7 +151,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			return errNoRun
 		}
 		prompt, _ := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		name, err := layout.WriteInput(prompt)
+		name, err := r.writeInput(g.Folder, prompt)
 		if err != nil {
 			return err
 		}

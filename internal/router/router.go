@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -18,7 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
-	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -41,6 +39,8 @@ const (
 	leftoverGrace = 5 * time.Second
 	// maxFailures is how many failures Status remembers.
 	maxFailures = 50
+	// clearChunk is how many stale input files are listed at once.
+	clearChunk = 1024
 )
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
@@ -65,9 +65,14 @@ type Config struct {
 
 	Image, Instance string
 	Limits          container.Limits
-	Home            string               // bridged home (groups/, data/ live under it)
-	Allowlist       *container.Allowlist // nil: no extra mounts
-	Secrets         map[string]string    // passed ONLY in ipc.RunInput.Secrets
+	// Home is the bridged home; every file the router touches in an
+	// agent-writable tree goes through it. Required.
+	Home      *home.Home
+	Allowlist *container.Allowlist // nil: no extra mounts
+	Secrets   map[string]string    // passed ONLY in ipc.RunInput.Secrets
+	// ContainerUID and ContainerGID are the user containers run as (and
+	// own the group's directories when the daemon runs as root). Never 0.
+	ContainerUID, ContainerGID int
 
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
@@ -102,12 +107,17 @@ type ContainerStatus struct {
 	Replied bool      `json:"replied"` // a reply of this run went out
 }
 
-// Failure is a run that failed for good: a message run whose retries ran out,
-// or a task run.
+// KindBoundary is the Failure kind of a boundary incident: a place in a
+// group's agent-writable tree where a real directory belonged and something
+// else (a symlink, file or fifo) was found, moved aside and replaced.
+const KindBoundary = "boundary"
+
+// Failure is a run that failed for good (a message run whose retries ran
+// out, or a task run), or a boundary incident.
 type Failure struct {
 	Time   time.Time `json:"time"`
 	Group  string    `json:"group"`
-	Kind   string    `json:"kind"` // "messages" or "task"
+	Kind   string    `json:"kind"` // "messages", "task" or "boundary"
 	TaskID string    `json:"task_id,omitempty"`
 	Error  string    `json:"error"`
 }
@@ -123,7 +133,8 @@ type Router struct {
 	channels []channel.Channel
 	log      zerolog.Logger
 	now      func() time.Time
-	paths    container.Paths
+	home     *home.Home
+	layout   home.Layout
 	queue    *groupqueue.Queue
 	retries  int // failed message runs before the queue gives up
 
@@ -148,6 +159,9 @@ type Router struct {
 	sendBackoff time.Duration
 	// onSent, when set (tests), is called after an outbox row is marked sent.
 	onSent func(store.OutboxItem)
+	// beforeMountCheck, when set (tests), runs between a run's prepare and
+	// its mount check: the window in which an agent could swap a directory.
+	beforeMountCheck func(store.Folder)
 }
 
 // groupState is the router's state for one group. Its mutex orders every
@@ -196,18 +210,15 @@ func New(cfg Config, d Deps) (*Router, error) {
 		return nil, errors.New("new router: no container runtime")
 	case cfg.AssistantName == "":
 		return nil, errors.New("new router: assistant name is empty")
-	case cfg.Home == "":
-		return nil, errors.New("new router: home directory is empty")
+	case cfg.Home == nil:
+		return nil, errors.New("new router: no home")
+	case cfg.ContainerUID <= 0 || cfg.ContainerGID < 0:
+		return nil, fmt.Errorf("new router: container user %d:%d: an agent never runs as root", cfg.ContainerUID, cfg.ContainerGID)
 	case cfg.Image == "":
 		return nil, errors.New("new router: image is empty")
 	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0:
 		return nil, errors.New("new router: negative prompt cap or duration")
 	}
-	home, err := filepath.Abs(cfg.Home)
-	if err != nil {
-		return nil, fmt.Errorf("new router: home: %w", err)
-	}
-	cfg.Home = home
 	if cfg.Timezone == nil {
 		cfg.Timezone = time.UTC
 	}
@@ -236,7 +247,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		channels: slices.Clone(d.Channels),
 		log:      d.Log.With().Str("component", "router").Logger(),
 		now:      d.Now,
-		paths:    container.Paths{Home: cfg.Home},
+		home:     cfg.Home,
+		layout:   cfg.Home.Layout(),
 		wake:     make(chan struct{}, 1),
 		outWake:  make(chan struct{}, 1),
 		flushQ:   make(chan chan struct{}),
@@ -348,7 +360,7 @@ func (r *Router) cleanLeftovers(ctx context.Context) {
 		if r.cfg.Instance != "" && info.Instance == r.cfg.Instance {
 			continue
 		}
-		if info.Home != container.HomeLabel(r.cfg.Home) {
+		if info.Home != container.HomeLabel(r.layout.Dir) {
 			continue
 		}
 		wg.Add(1)
@@ -369,19 +381,35 @@ func (r *Router) cleanLeftovers(ctx context.Context) {
 		return
 	}
 	for _, g := range groups {
-		if container.CheckFolder(string(g.Folder)) != nil {
+		if home.CheckFolder(string(g.Folder)) != nil {
 			continue
 		}
-		dir := r.layout(g.Folder).Input()
-		names, err := ipc.List(dir)
+		if err := r.clearInput(g.Folder); err != nil {
+			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot clear stale input")
+		}
+	}
+}
+
+// clearInput removes every file in the group's input/ (listed a bounded
+// chunk at a time; links are removed, never followed).
+func (r *Router) clearInput(folder store.Folder) error {
+	in, err := r.inputTree(folder)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for {
+		names, more, err := in.List(clearChunk)
 		if err != nil {
-			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot list stale input")
-			continue
+			return err
 		}
 		for _, n := range names {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				r.log.Warn().Err(err).Str("group", string(g.Folder)).Str("file", n).Msg("cannot remove stale input")
+			if err := in.Remove(n); err != nil {
+				return err
 			}
+		}
+		if !more || len(names) == 0 {
+			return nil
 		}
 	}
 }
@@ -392,8 +420,9 @@ func (r *Router) EnqueueTask(t store.Task) {
 	r.queue.EnqueueTask(string(t.Folder), groupqueue.TaskRef{ID: string(t.ID), Payload: t})
 }
 
-// Status reports the queue, the live containers and the recent failures.
-// It does not block on runs.
+// Status reports the queue, the live containers, the recent failures and
+// the home's boundary incidents (as failures of kind KindBoundary). It does
+// not block on runs.
 func (r *Router) Status() Status {
 	st := Status{Queue: r.queue.Status(), Containers: []ContainerStatus{}}
 	r.mu.Lock()
@@ -411,6 +440,9 @@ func (r *Router) Status() Status {
 		gs.mu.Unlock()
 	}
 	sort.Slice(st.Containers, func(i, j int) bool { return st.Containers[i].Group < st.Containers[j].Group })
+	for _, in := range r.home.Incidents() {
+		st.Failures = append(st.Failures, Failure{Time: in.Time, Group: in.Group, Kind: KindBoundary, Error: in.String()})
+	}
 	if st.Failures == nil {
 		st.Failures = []Failure{}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -53,7 +54,7 @@ func TestReplyFlow(t *testing.T) {
 	if run.spec.Image != "bridged-agent:test" || run.spec.Instance != "test-instance" || run.spec.User == "" {
 		t.Fatalf("spec: got image %q instance %q user %q", run.spec.Image, run.spec.Instance, run.spec.User)
 	}
-	want := container.Mounts(container.Paths{Home: h.home}, "main", true, nil)
+	want := container.Mounts(home.Layout{Dir: h.home}, "main", true, nil)
 	if !slices.Equal(run.spec.Mounts, want) {
 		t.Fatalf("mounts: got %+v; want %+v", run.spec.Mounts, want)
 	}
@@ -107,9 +108,18 @@ func TestReplyFlow(t *testing.T) {
 	}, "every reply marked sent")
 
 	// The run log holds the stderr line and the exit, never the secret.
-	logs, _ := filepath.Glob(filepath.Join(h.home, "groups", "main", "logs", "run-*.log"))
+	logs, _ := filepath.Glob(filepath.Join(h.home, "data", "logs", "main", "run-*.log"))
 	if len(logs) != 1 {
 		t.Fatalf("run logs: got %v; want one", logs)
+	}
+	if fi, err := os.Stat(logs[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("run log: %v, %v; want mode 0600", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(logs[0])); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("run log directory: %v, %v; want mode 0700", fi, err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.home, "groups", "main", "logs")); !os.IsNotExist(err) {
+		t.Fatalf("groups/main/logs: %v; want no run logs in the group folder", err)
 	}
 	b, err := os.ReadFile(logs[0])
 	if err != nil {
@@ -657,7 +667,7 @@ func TestLeftoversStoppedAndRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (ipc.Layout{Root: h.r.paths.IPCDir("main")}).WriteInput("stale"); err != nil {
+	if _, err := (ipc.Layout{Root: filepath.Join(h.home, "data", "ipc", "main")}).WriteInput("stale"); err != nil {
 		t.Fatal(err)
 	}
 	h.start()

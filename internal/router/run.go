@@ -2,11 +2,10 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/bridged-app/bridged/groups"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -146,19 +146,28 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 		fail = nil
 	}
 	// Input files the agent never read: their messages go back to pending.
-	layout := r.layout(folder)
 	rollback, unread := store.MessageID(-1), 0
-	for _, p := range run.piped {
-		path := filepath.Join(layout.Input(), p.name)
-		if _, err := os.Stat(path); err != nil {
-			continue
-		}
-		if rollback < 0 {
-			rollback = p.before
-		}
-		unread++
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn().Err(err).Str("file", p.name).Msg("cannot remove unread input file")
+	if len(run.piped) > 0 {
+		in, err := r.inputTree(folder)
+		if err != nil {
+			// The files cannot be checked: count them all as unread, so
+			// their messages run again rather than be lost.
+			log.Warn().Err(err).Msg("cannot check unread input files")
+			rollback, unread = run.piped[0].before, len(run.piped)
+		} else {
+			for _, p := range run.piped {
+				if !in.Exists(p.name) {
+					continue
+				}
+				if rollback < 0 {
+					rollback = p.before
+				}
+				unread++
+				if err := in.Remove(p.name); err != nil {
+					log.Warn().Err(err).Str("file", p.name).Msg("cannot remove unread input file")
+				}
+			}
+			in.Close()
 		}
 	}
 	again := false
@@ -334,19 +343,60 @@ func (r *Router) taskDropped(name string, ref groupqueue.TaskRef) {
 // closeIdle is the queue's CloseIdle handler: it writes the close sentinel,
 // and the runner exits once its turn is done. It takes no lock.
 func (r *Router) closeIdle(name string) {
-	if container.CheckFolder(name) != nil {
+	if home.CheckFolder(name) != nil {
 		return
 	}
-	if err := r.layout(store.Folder(name)).WriteClose(); err != nil {
+	if err := r.writeClose(store.Folder(name)); err != nil {
 		r.log.Error().Err(err).Str("group", name).Msg("cannot write close sentinel")
 		return
 	}
 	r.log.Debug().Str("group", name).Msg("close sentinel written")
 }
 
-// layout is the group's IPC namespace, data/ipc/<folder>.
-func (r *Router) layout(folder store.Folder) ipc.Layout {
-	return ipc.Layout{Root: r.paths.IPCDir(string(folder))}
+// inputTree opens the group's data/ipc/<folder>/input, where the host
+// writes the agent's follow-up turns and the close sentinel (DESIGN §8).
+// Close it when done.
+func (r *Router) inputTree(folder store.Folder) (*home.Tree, error) {
+	t, err := r.home.IPC(string(folder))
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return t.Dir(ipc.InputDir)
+}
+
+// writeClose writes the close sentinel, input/_close (empty), replacing
+// whatever the agent put at that name.
+func (r *Router) writeClose(folder store.Folder) error {
+	in, err := r.inputTree(folder)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return in.WriteFile(ipc.CloseName, nil, 0o644)
+}
+
+// writeInput queues a follow-up turn for the agent, input/<seq>.json
+// holding {"type":"message","text":…}, and returns the file's name.
+func (r *Router) writeInput(folder store.Folder, text string) (string, error) {
+	msg := ipc.Input{Type: ipc.InputMessage, Text: text}
+	if err := msg.Validate(); err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return "", fmt.Errorf("encode input: %w", err)
+	}
+	in, err := r.inputTree(folder)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	name := ipc.NewName() + ".json"
+	if err := in.WriteFile(name, data, 0o644); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 func (r *Router) containerName(folder store.Folder) string {
@@ -354,30 +404,60 @@ func (r *Router) containerName(folder store.Folder) string {
 }
 
 // prepare creates the group's directories, settings and templates, and
-// removes a stale close sentinel (piped input files are kept).
+// removes a stale close sentinel (piped input files are kept). Everything
+// goes through the home: a directory an agent replaced by a link is moved
+// aside and recreated, and no file is written through a link.
 func (r *Router) prepare(g store.Group) error {
 	folder := string(g.Folder)
-	if err := container.CheckFolder(folder); err != nil {
+	if err := home.CheckFolder(folder); err != nil {
 		return err
 	}
+	uid, gid := r.cfg.ContainerUID, r.cfg.ContainerGID
 	if g.IsMain {
-		if _, err := groups.Install(r.paths.GroupDir(folder), "main", r.cfg.AssistantName); err != nil {
+		if err := r.installTemplate("main", func() (*home.Tree, error) { return r.home.Group(folder) }); err != nil {
 			return err
 		}
 	}
-	if _, err := groups.Install(r.paths.GlobalDir(), "global", r.cfg.AssistantName); err != nil {
+	if err := r.installTemplate("global", r.home.Global); err != nil {
 		return err
 	}
-	uid, gid := container.ContainerUser()
-	if err := container.PrepareGroupDirs(r.paths, folder, uid, gid); err != nil {
+	if err := container.EnsureSettings(r.home, folder, uid, gid); err != nil {
 		return err
 	}
-	if err := container.EnsureSettings(r.paths, folder); err != nil {
+	if err := container.PrepareGroupDirs(r.home, folder, uid, gid); err != nil {
 		return err
 	}
-	stale := filepath.Join(r.layout(g.Folder).Input(), ipc.CloseName)
-	if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
+	in, err := r.inputTree(g.Folder)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := in.Remove(ipc.CloseName); err != nil {
 		return fmt.Errorf("remove stale close sentinel: %w", err)
+	}
+	return nil
+}
+
+// installTemplate installs the named template as CLAUDE.md in the tree
+// open opens, unless a CLAUDE.md is there.
+func (r *Router) installTemplate(name string, open func() (*home.Tree, error)) error {
+	t, err := open()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	_, err = groups.Install(t, name, r.cfg.AssistantName)
+	return err
+}
+
+// checkMounts verifies every bind-mount source right before the container
+// is created: under the home, each must be reached through real
+// directories only (an agent may have swapped one for a link since prepare).
+func (r *Router) checkMounts(mounts []container.Mount) error {
+	for _, m := range mounts {
+		if err := r.layout.CheckMountSource(m.Source); err != nil {
+			return fmt.Errorf("refused to start the container: %w", err)
+		}
 	}
 	return nil
 }
@@ -439,21 +519,20 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	if sess != nil {
 		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
 	}
-	uid, gid := container.ContainerUser()
 	spec := container.Spec{
 		Name:     run.name,
 		Image:    r.cfg.Image,
 		Group:    folder,
 		Instance: r.cfg.Instance,
-		Home:     container.HomeLabel(r.cfg.Home),
-		User:     container.UserSpec(uid, gid),
-		Mounts:   container.Mounts(r.paths, folder, g.IsMain, r.extraMounts(log, g)),
+		Home:     container.HomeLabel(r.layout.Dir),
+		User:     container.UserSpec(r.cfg.ContainerUID, r.cfg.ContainerGID),
+		Mounts:   container.Mounts(r.layout, folder, g.IsMain, r.extraMounts(log, g)),
 		Limits:   r.cfg.Limits,
 	}
 	if tz := r.cfg.Timezone.String(); tz != "" && tz != "Local" {
 		spec.Env = []string{"TZ=" + tz}
 	}
-	rl := openRunLog(log, r.paths.LogsDir(folder), r.now())
+	rl := openRunLog(log, r.layout.LogsDir(folder), r.now())
 	defer rl.close()
 	rl.header(r.log.GetLevel() <= zerolog.DebugLevel, run, spec, input)
 	stderrLog := log.With().Str("container", spec.Name).Logger()
@@ -464,6 +543,15 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	input.Secrets = maps.Clone(r.cfg.Secrets)
 	spec.Input = input
 
+	if r.beforeMountCheck != nil {
+		r.beforeMountCheck(g.Folder)
+	}
+	if err := r.checkMounts(spec.Mounts); err != nil {
+		log.Error().Err(err).Msg("bind-mount source failed its check; container not started")
+		o.err = err
+		rl.footer(o, false)
+		return o
+	}
 	c, err := r.rt.Start(ctx, spec)
 	if err != nil {
 		o.err = fmt.Errorf("start container: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -18,10 +19,11 @@ import (
 // maxRunLogStderr bounds the stderr kept in one run log.
 const maxRunLogStderr = 10 << 20
 
-// runLog is groups/<folder>/logs/run-<time>.log: the run's input (never the
+// runLog is data/logs/<folder>/run-<time>.log: the run's input (never the
 // secrets; the prompt only at debug level), the container's stderr, its exit
-// status and duration. A log that cannot be written is skipped with a
-// warning; the run goes on.
+// status and duration. data/logs is the daemon's own (owner only, never
+// mounted), so no agent can reach or redirect it. A log that cannot be
+// written is skipped with a warning; the run goes on.
 type runLog struct {
 	mu      sync.Mutex
 	f       *os.File
@@ -33,12 +35,12 @@ type runLog struct {
 
 func openRunLog(log zerolog.Logger, dir string, now time.Time) *runLog {
 	rl := &runLog{start: time.Now()}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Warn().Err(err).Msg("cannot create run log directory")
 		return rl
 	}
 	name := "run-" + now.UTC().Format("20060102T150405.000Z") + ".log"
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot create run log")
 		return rl
