@@ -13,6 +13,7 @@ import (
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/home"
 )
 
 // DefaultMaxMediaBytes is the default cap on downloaded media (20 MB).
@@ -43,9 +44,13 @@ type Options struct {
 	// IsOwnMessage reports whether id in chat is a message the outbox sent.
 	// Optional.
 	IsOwnMessage func(ctx context.Context, chat, id string) bool
-	// MediaDir returns the group folder media of chat is saved under
-	// (inbox/ inside it). Optional: without it nothing is downloaded.
-	MediaDir func(chat string) (dir string, ok bool)
+	// Home is the bridged home: media are saved into groups/<folder>/inbox/
+	// through it, never by path (the folder is the agent's to rewrite).
+	// Optional: without it, or without MediaFolder, nothing is downloaded.
+	Home *home.Home
+	// MediaFolder returns the group folder of chat, whose inbox/ its media
+	// are saved to; ok is false for a chat whose media are not saved.
+	MediaFolder func(chat string) (folder string, ok bool)
 	// MaxMediaBytes caps downloads (DefaultMaxMediaBytes when zero).
 	MaxMediaBytes int64
 	// Log is the channel's logger.
@@ -75,8 +80,8 @@ func (o *Options) validate() error {
 	if o.IsOwnMessage == nil {
 		o.IsOwnMessage = func(context.Context, string, string) bool { return false }
 	}
-	if o.MediaDir == nil {
-		o.MediaDir = func(string) (string, bool) { return "", false }
+	if o.MediaFolder == nil || o.Home == nil {
+		o.MediaFolder = func(string) (string, bool) { return "", false }
 	}
 	return nil
 }

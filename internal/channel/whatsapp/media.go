@@ -2,6 +2,8 @@ package whatsapp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -34,8 +36,8 @@ func (c *Client) fetchMedia(ctx context.Context, chat string, info *types.Messag
 	if ct.media == nil {
 		return ""
 	}
-	dir, ok := c.opts.MediaDir(chat)
-	if !ok || dir == "" {
+	folder, ok := c.opts.MediaFolder(chat)
+	if !ok || folder == "" {
 		return ""
 	}
 	limit := c.opts.MaxMediaBytes
@@ -45,7 +47,7 @@ func (c *Client) fetchMedia(ctx context.Context, chat string, info *types.Messag
 	name := fmt.Sprintf("%s-%s.%s", info.Timestamp.Format("2006-01-02"), safeName(info.ID), extension(ct.media))
 	rel := inboxDir + "/" + name
 	log := c.log.With().Str("chat", chat).Str("message_id", info.ID).Logger()
-	path, err := c.download(ctx, filepath.Join(dir, inboxDir), name, ct.media, limit)
+	err := c.download(ctx, folder, name, ct.media, limit)
 	if errors.Is(err, errTooLarge) {
 		log.Warn().Int64("limit", limit).Msg("media over the download limit; not saved")
 		return fmt.Sprintf("not downloaded, it is over the %s limit", humanBytes(uint64(limit)))
@@ -53,56 +55,71 @@ func (c *Client) fetchMedia(ctx context.Context, chat string, info *types.Messag
 		log.Warn().Err(err).Msg("cannot download WhatsApp media")
 		return "download failed: " + truncate(oneLine(err.Error()), 120)
 	}
-	log.Debug().Str("path", path).Msg("saved WhatsApp media")
+	log.Debug().Str("group", folder).Str("file", rel).Msg("saved WhatsApp media")
 	return rel
 }
 
-// download writes the attachment to inbox/name through a temporary file. A
-// file already there (a redelivered message) is kept.
-func (c *Client) download(ctx context.Context, inbox, name string, m *media, limit int64) (string, error) {
-	final := filepath.Join(inbox, name)
-	if _, err := os.Stat(final); err == nil {
-		return final, nil
-	}
-	if err := os.MkdirAll(inbox, 0o755); err != nil {
-		return "", fmt.Errorf("create inbox: %w", err)
-	}
-	tmp, err := os.CreateTemp(inbox, ".download-*")
+// download writes the attachment to groups/<folder>/inbox/name through the
+// home: into a new temporary file (created exclusively, so a planted link
+// is never written through), then renamed into place, which replaces
+// whatever the agent put at that name. An inbox/ that is not a real
+// directory is moved aside and recreated. A file already there (a
+// redelivered message) is kept.
+func (c *Client) download(ctx context.Context, folder, name string, m *media, limit int64) error {
+	group, err := c.opts.Home.Group(folder)
 	if err != nil {
-		return "", fmt.Errorf("create temporary file: %w", err)
+		return fmt.Errorf("open group folder: %w", err)
+	}
+	defer group.Close()
+	inbox, err := group.Dir(inboxDir)
+	if err != nil {
+		return fmt.Errorf("open inbox: %w", err)
+	}
+	defer inbox.Close()
+	if inbox.Exists(name) {
+		return nil
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmpName := ".download-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	tmp, err := inbox.Create(tmpName, 0o644)
+	if err != nil {
+		return fmt.Errorf("create temporary file: %w", err)
 	}
 	defer func() {
 		if tmp != nil {
 			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			_ = inbox.Remove(tmpName)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, mediaTimeout)
 	defer cancel()
 	if err := c.wa.DownloadToFile(ctx, m.msg, &cappedFile{f: tmp, limit: limit + encOverhead}); err != nil {
-		return "", err
+		return err
 	}
 	st, err := tmp.Stat()
 	if err != nil {
-		return "", fmt.Errorf("stat download: %w", err)
+		return fmt.Errorf("stat download: %w", err)
 	}
 	if st.Size() > limit {
-		return "", errTooLarge
+		return errTooLarge
+	}
+	if err := tmp.Chmod(0o644); err != nil { // the umask may have narrowed it
+		return fmt.Errorf("chmod download: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("sync download: %w", err)
+		return fmt.Errorf("sync download: %w", err)
 	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("close download: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return "", fmt.Errorf("chmod download: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return "", fmt.Errorf("move download into place: %w", err)
-	}
+	err = tmp.Close()
 	tmp = nil
-	return final, nil
+	if err == nil {
+		err = inbox.Rename(tmpName, name)
+	}
+	if err != nil {
+		_ = inbox.Remove(tmpName)
+		return fmt.Errorf("move download into place: %w", err)
+	}
+	return nil
 }
 
 // cappedFile is a whatsmeow.File that refuses to grow past limit, so a

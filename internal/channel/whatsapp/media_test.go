@@ -7,21 +7,34 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/bridged-app/bridged/internal/home"
 )
 
 // mediaClient is a test client whose registered family group saves media
-// into a temporary group folder.
+// into its folder in a temporary home; it returns the group folder.
 func mediaClient(t *testing.T, maxBytes int64) (*testClient, string) {
 	t.Helper()
-	dir := t.TempDir()
+	tc, hm := mediaClientHome(t, maxBytes)
+	return tc, hm.Layout().GroupDir("family")
+}
+
+func mediaClientHome(t *testing.T, maxBytes int64) (*testClient, *home.Home) {
+	t.Helper()
+	hm, err := home.New(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tc := newTestClient(t, func(o *Options) {
 		o.MaxMediaBytes = maxBytes
-		o.MediaDir = func(chat string) (string, bool) { return dir, chat == familyChat.String() }
+		o.Home = hm
+		o.MediaFolder = func(chat string) (string, bool) { return "family", chat == familyChat.String() }
 	})
-	return tc, dir
+	return tc, hm
 }
 
 func writeDownload(data []byte) func(whatsmeow.DownloadableMessage, whatsmeow.File) error {
@@ -161,6 +174,63 @@ func TestHostileMessageIDStaysInInbox(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "inbox", "2026-11-22-etcpasswd.jpg")); err != nil {
 		t.Errorf("saved file: %v", err)
+	}
+}
+
+// The agent replaced its inbox/ by a symlink to a directory outside its
+// folder: the download lands in a fresh inbox/, nothing is written outside,
+// and the incident is recorded.
+func TestSymlinkedInboxIsNotFollowed(t *testing.T) {
+	tc, hm := mediaClientHome(t, 0)
+	dir := hm.Layout().GroupDir("family")
+	outside := filepath.Join(hm.Layout().Dir, "store")
+	for _, d := range []string{dir, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "inbox")); err != nil {
+		t.Fatal(err)
+	}
+	photo := []byte("sender-chosen bytes")
+	tc.wa.download = writeDownload(photo)
+	tc.handleEvent(msgEvent(groupInfo("L1", alicePN), imageMessage("", uint64(len(photo)))))
+	if got, want := storedText(t, tc), "[image: inbox/2026-11-22-L1.jpg]"; got != want {
+		t.Errorf("text = %q; want %q", got, want)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "inbox")); err != nil || !fi.IsDir() {
+		t.Fatalf("inbox: %v, %v; want a real directory", fi, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "inbox", "2026-11-22-L1.jpg")); err != nil || !bytes.Equal(data, photo) {
+		t.Errorf("saved file: %q, %v; want the photo", data, err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the directory behind the link holds %d files; want none", len(entries))
+	}
+	inc := hm.Incidents()
+	if len(inc) != 1 || inc[0].Path != "groups/family/inbox" || inc[0].Found != "symlink" {
+		t.Errorf("incidents %+v; want the symlinked inbox", inc)
+	}
+}
+
+// A link the agent planted at the file's name is not written through.
+func TestPlantedLinkAtMediaNameIsNotFollowed(t *testing.T) {
+	tc, hm := mediaClientHome(t, 0)
+	inbox := filepath.Join(hm.Layout().GroupDir("family"), "inbox")
+	if err := os.MkdirAll(inbox, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(hm.Layout().Dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(inbox, "2026-11-22-L2.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	tc.wa.download = writeDownload([]byte("sender-chosen bytes"))
+	tc.handleEvent(msgEvent(groupInfo("L2", alicePN), imageMessage("", 19)))
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
+		t.Errorf("file behind the planted link: %q, %v; want it untouched", data, err)
 	}
 }
 
