@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +19,7 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc/ipchost"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
@@ -42,29 +42,40 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md
-// templates where none exist.
-func prepareHome(cfg *config.Config) error {
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
+// templates where none exist (through the home: groups/ is agent-writable).
+func prepareHome(hm *home.Home, assistant string) error {
+	if err := hm.Layout().Prepare(); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		name string
+		open func() (*home.Tree, error)
 	}{
-		{cfg.Home, 0o755},
-		{filepath.Join(cfg.Home, "store"), 0o700},
-		{cfg.DataDir(), 0o700},
-		{filepath.Join(cfg.DataDir(), "ipc"), 0o700},
-		{filepath.Join(cfg.DataDir(), "sessions"), 0o700},
-		{cfg.GroupsDir(), 0o755},
+		{"global", hm.Global},
+		{"main", func() (*home.Tree, error) { return hm.Group("main") }},
 	} {
-		if err := os.MkdirAll(d.path, d.mode); err != nil {
+		tree, err := t.open()
+		if err != nil {
 			return fmt.Errorf("prepare home: %w", err)
 		}
-	}
-	for _, name := range []string{"global", "main"} {
-		if _, err := groups.Install(filepath.Join(cfg.GroupsDir(), name), name, cfg.AssistantName); err != nil {
+		_, err = groups.Install(tree, t.name, assistant)
+		tree.Close()
+		if err != nil {
 			return fmt.Errorf("prepare home: %w", err)
 		}
 	}
 	return nil
+}
+
+// containerUser is the uid:gid containers run as: BRIDGED_CONTAINER_UID/GID
+// when the daemon runs as root, else the daemon's own.
+func containerUser(cfg *config.Config, log zerolog.Logger) (uid, gid int) {
+	uid, gid, ignored := cfg.ContainerUser(os.Geteuid(), os.Getegid())
+	if ignored {
+		log.Info().Int("uid", uid).Int("gid", gid).
+			Msg("not running as root: containers run as the daemon's own uid:gid; BRIDGED_CONTAINER_UID/GID are ignored")
+	}
+	return uid, gid
 }
 
 func newInstanceID() string {
@@ -110,9 +121,17 @@ func (l liveStatus) Live() control.Live {
 // parts built so far are released and nothing has run.
 func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	log.Info().Str("version", buildVersion()).Str("home", cfg.Home).Msg("bridged starting")
-	if err := prepareHome(cfg); err != nil {
+	// hm is the one door into the agent-writable trees: the router, the
+	// IPC host and the WhatsApp media downloads all go through it, and its
+	// incidents show in status.
+	hm, err := home.New(cfg.Home, log)
+	if err != nil {
 		return err
 	}
+	if err := prepareHome(hm, cfg.AssistantName); err != nil {
+		return err
+	}
+	uid, gid := containerUser(cfg, log)
 	db, err := store.Open(ctx, cfg.StoreDB(), log.With().Str("component", "store").Logger())
 	if err != nil {
 		return err
@@ -170,12 +189,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			own, err := db.IsOwnMessage(ctx, store.ChatID(chat), id)
 			return err == nil && own
 		},
-		MediaDir: func(chat string) (string, bool) {
+		Home: hm,
+		MediaFolder: func(chat string) (string, bool) {
 			g, err := lookup(chat)
 			if err != nil {
 				return "", false
 			}
-			return filepath.Join(cfg.GroupsDir(), string(g.Folder)), true
+			return string(g.Folder), true
 		},
 		Log: log,
 	})
@@ -197,7 +217,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Image:            cfg.Image,
 		Instance:         instance,
 		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids},
-		Home:             cfg.Home,
+		Home:             hm,
+		ContainerUID:     uid,
+		ContainerGID:     gid,
 		Allowlist:        allow,
 		Secrets:          cfg.Secrets,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now})
@@ -207,9 +229,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	loc.SetInbound(rt.Inbound)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
-	uid, gid := container.ContainerUser()
 	host, err := ipchost.New(ipchost.Config{
-		Home: cfg.Home, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
+		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
 	}, db, rt, sched, waRefresher{wa}, log)
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/config"
@@ -36,7 +38,8 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, checkCredentials(cfg), checkPairing(cfg), checkAllowlist(cfg), checkClock(cfg), checkDaemon(ctx, cfg))
+	checks = append(checks, checkCredentials(cfg), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+		checkClock(cfg), checkDaemon(ctx, cfg))
 	failed := false
 	for _, c := range checks {
 		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, c.detail)
@@ -144,6 +147,37 @@ func checkAllowlist(cfg *config.Config) check {
 		return check{name: "allowlist", status: "ok", detail: cfg.MountAllowlist + ": no extra mounts allowed"}
 	}
 	return check{name: "allowlist", status: "ok", detail: cfg.MountAllowlist + " parses"}
+}
+
+// checkContainerUser warns when the uid containers run as under a root
+// daemon is a login user's in passwd (a file in /etc/passwd's format): that
+// user would own every agent's workspace. A user whose shell is nologin or
+// false is no login user; an empty shell means /bin/sh.
+func checkContainerUser(cfg *config.Config, euid int, passwd string) check {
+	uid, gid := cfg.ContainerUID, cfg.ContainerGID
+	id := fmt.Sprintf("%d:%d", uid, gid)
+	if euid != 0 {
+		detail := fmt.Sprintf("this user is not root: containers run as its own uid:gid (%d:%d) unless the daemon runs as root, then as %s", euid, os.Getegid(), id)
+		return check{name: "uid", status: "ok", detail: detail}
+	}
+	data, err := os.ReadFile(passwd)
+	if err != nil {
+		return check{name: "uid", status: "warn", detail: fmt.Sprintf("containers run as %s; cannot read %s to check it: %v", id, passwd, err)}
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 || strings.HasPrefix(strings.TrimSpace(f[0]), "#") || f[2] != strconv.Itoa(uid) {
+			continue
+		}
+		shell := strings.TrimSpace(f[6])
+		if strings.HasSuffix(shell, "/nologin") || strings.HasSuffix(shell, "/false") {
+			return check{name: "uid", status: "ok", detail: fmt.Sprintf("containers run as %s (%s in %s, no login)", id, f[0], passwd)}
+		}
+		return check{name: "uid", status: "warn",
+			detail: fmt.Sprintf("containers run as %s, which %s names as the login user %s: that user owns every agent's workspace", id, passwd, f[0]),
+			hint:   "set BRIDGED_CONTAINER_UID and BRIDGED_CONTAINER_GID to an id no login user has (the default is 61000)"}
+	}
+	return check{name: "uid", status: "ok", detail: fmt.Sprintf("containers run as %s, no login user's id", id)}
 }
 
 func checkClock(cfg *config.Config) check {

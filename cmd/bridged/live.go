@@ -19,7 +19,10 @@ func liveFromRouter(st router.Status) control.Live {
 	}
 	for _, f := range st.Failures {
 		where, kind := f.Group, "run"
-		if f.TaskID != "" {
+		switch {
+		case f.Kind == router.KindBoundary:
+			kind = f.Kind
+		case f.TaskID != "":
 			where, kind = f.TaskID, "task"
 		}
 		live.Failures = append(live.Failures, control.Failure{Time: f.Time, Kind: kind, Where: where, Error: f.Error})

@@ -23,6 +23,7 @@ func TestLiveFromRouter(t *testing.T) {
 		Failures: []router.Failure{
 			{Time: since, Group: "d", Kind: "messages", Error: "gave up"},
 			{Time: since, Group: "b", Kind: "task", TaskID: "task-9", Error: "crashed"},
+			{Time: since, Group: "e", Kind: router.KindBoundary, Error: "groups/e was a symlink, not a directory: moved aside"},
 		},
 	}
 	live := liveFromRouter(st)
@@ -32,7 +33,8 @@ func TestLiveFromRouter(t *testing.T) {
 	if len(live.Containers) != 2 || !live.Containers[0].Idle || !live.Containers[0].Closing || live.Containers[1].Idle || live.Containers[1].TaskID != "task-1" {
 		t.Errorf("got containers %+v; want a idle and closing, b busy with task-1", live.Containers)
 	}
-	if len(live.Failures) != 2 || live.Failures[0].Where != "d" || live.Failures[0].Kind != "run" || live.Failures[1].Where != "task-9" || live.Failures[1].Kind != "task" {
-		t.Errorf("got failures %+v; want group d's run and task-9", live.Failures)
+	if len(live.Failures) != 3 || live.Failures[0].Where != "d" || live.Failures[0].Kind != "run" || live.Failures[1].Where != "task-9" || live.Failures[1].Kind != "task" ||
+		live.Failures[2].Where != "e" || live.Failures[2].Kind != "boundary" || live.Failures[2].Error != st.Failures[2].Error {
+		t.Errorf("got failures %+v; want group d's run, task-9 and group e's boundary incident", live.Failures)
 	}
 }

@@ -195,6 +195,12 @@ func (d *fakeDaemon) SyncGroups(context.Context) error { d.syncs.Add(1); return 
 
 func startDaemon(t *testing.T, home string, reply func(text string) []string) *fakeDaemon {
 	t.Helper()
+	return startDaemonWithStatus(t, home, reply, nil)
+}
+
+// startDaemonWithStatus is startDaemon whose live status comes from live.
+func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []string, live control.StatusSource) *fakeDaemon {
+	t.Helper()
 	d := &fakeDaemon{db: openDB(t, home)}
 	d.loc = local.New(d.db, "Andy", zerolog.Nop())
 	d.loc.SetInbound(func(ctx context.Context, m channel.Message) error {
@@ -222,6 +228,7 @@ func startDaemon(t *testing.T, home string, reply func(text string) []string) *f
 		Local:    d.loc,
 		Channels: []channel.Channel{d.loc},
 		Groups:   d,
+		Status:   live,
 		Version:  "test",
 		Log:      zerolog.Nop(),
 	})
@@ -421,6 +428,9 @@ func TestConfigMasksSecrets(t *testing.T) {
 	}
 	if strings.Contains(out, secret) || !strings.Contains(out, "ANTHROPIC_API_KEY=sk-ant-") {
 		t.Errorf("config output leaks or hides the key entirely:\n%s", out)
+	}
+	if !strings.Contains(out, "BRIDGED_CONTAINER_UID=61000\n") || !strings.Contains(out, "BRIDGED_CONTAINER_GID=61000\n") {
+		t.Errorf("config output lacks the container uid and gid:\n%s", out)
 	}
 	_, _, err = cli(t, context.Background(), map[string]string{"BRIDGED_MAX_CONTAINERS": "zero"}, "", "config", "--home", newHome(t))
 	if err == nil || !strings.Contains(err.Error(), "BRIDGED_MAX_CONTAINERS") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/router"
 )
 
 func (a *app) cmdStatus(ctx context.Context, args []string) error {
@@ -109,7 +110,11 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintln(w, "\nRecent failures (24 h):")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, f := range st.Failures {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clock(f.Time), f.Kind, f.Where, oneLine(f.Error, 80))
+			width := 80
+			if f.Kind == router.KindBoundary {
+				width = 300 // the incident names the path, what was there and where it went
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clock(f.Time), f.Kind, f.Where, oneLine(f.Error, width))
 		}
 		tw.Flush()
 	} else {
