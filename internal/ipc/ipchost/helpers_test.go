@@ -80,7 +80,7 @@ type env struct {
 
 const strangerChat = "120363000000000001@g.us"
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	home := t.TempDir()
@@ -174,7 +174,7 @@ func (e *env) task(t *testing.T, id store.TaskID) (store.Task, bool) {
 	return task, true
 }
 
-func (e *env) outbox(t *testing.T) []store.OutboxItem {
+func (e *env) outbox(t testing.TB) []store.OutboxItem {
 	t.Helper()
 	items, err := e.db.PendingOutbox(context.Background(), 0)
 	if err != nil {

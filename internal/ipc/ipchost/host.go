@@ -32,8 +32,10 @@ const requestTimeout = 20 * time.Second
 // errors) where its files that cannot be handled go.
 const ErrorsDir = "errors"
 
-// MaxInFlight is the most requests of one group handled at the same time.
-// The rest wait in the group's requests directory.
+// MaxInFlight is the most requests of one group handled at the same time:
+// up to MaxInFlight-1 read-only ones on reader goroutines and one other on
+// the group's worker. The rest wait, in the group's requests directory or,
+// decoded, in a queue of at most batchSize read-only requests.
 const MaxInFlight = 64
 
 // batchSize is how many new request names a worker lists at a time: a
@@ -159,11 +161,22 @@ type group struct {
 	wd  int32  // the inotify watch, -1 for none
 	ino fileID // the directory it is on
 
-	sem      chan struct{} // MaxInFlight slots
-	handlers sync.WaitGroup
+	handlers sync.WaitGroup // readers (goroutines carrying out read-only requests)
+	space    chan struct{}  // capacity 1: the read queue has room again
 
 	mu       sync.Mutex
-	inFlight map[string]bool // request files being handled off the worker
+	inFlight map[string]bool // request files being read or queued for a reader
+	readers  int             // at most MaxInFlight-1: the worker is the last one
+	queue    []pendingRead   // read-only requests waiting for a reader
+}
+
+// pendingRead is a decoded read-only request waiting for a reader. It holds
+// a reference on the trees it came from.
+type pendingRead struct {
+	name string
+	req  ipc.Request
+	t    *trees
+	log  zerolog.Logger
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -344,7 +357,7 @@ func (h *Host) startWorker(folder store.Folder) {
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		wd:       -1,
-		sem:      make(chan struct{}, MaxInFlight),
+		space:    make(chan struct{}, 1),
 		inFlight: make(map[string]bool),
 	}
 	// A group removed and registered again never has two workers at once.
@@ -453,9 +466,10 @@ func (h *Host) pass(ctx context.Context, g *group) (again bool) {
 	}
 	defer t.release()
 	h.ensureWatch(log, g, t.req)
-	// In-flight files are still in the directory: list past them, so that
-	// a full batch of new names comes back whenever there are that many.
-	names, more, err := t.req.List(batchSize + MaxInFlight)
+	// Files being read or queued for a reader (at most MaxInFlight-1 plus a
+	// batch) are still in the directory: list past them, so that a full
+	// batch of new names comes back whenever there are that many.
+	names, more, err := t.req.List(batchSize + MaxInFlight + batchSize)
 	if err != nil {
 		log.Warn().Err(err).Msg("list requests")
 		return false
@@ -515,38 +529,29 @@ func (h *Host) ensureWatch(log zerolog.Logger, g *group, req *home.Tree) {
 }
 
 // readOnly reports whether a request only reads: it may run alongside the
-// group's other requests. The others run one at a time in file-name order,
-// so that an agent's messages and task changes take effect in the order it
-// made them.
+// group's other requests. The others run one at a time in file-name order on
+// the group's worker, so that an agent's messages and task changes take
+// effect in the order it made them.
 func readOnly(t ipc.RequestType) bool {
 	return t == ipc.TypeListTasks || t == ipc.TypeListGroups
 }
 
-// handleFile reads, decodes, carries out and answers one request file. A
-// read-only request is carried out on its own goroutine (within the group's
-// MaxInFlight); handleFile then returns once it started. It reports whether
-// the file was dealt with (answered and removed, moved to errors/, gone, or
-// handed to a goroutine).
+// handleFile reads and decodes one request file, then carries it out and
+// answers it, or, for a read-only request, hands it to a reader goroutine
+// (see dispatch). It reports whether the file was dealt with: answered and
+// removed, moved to errors/, gone, or handed on.
 func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) (done bool) {
 	log := h.log.With().Str("group", string(g.folder)).Str("file", short(name, 160)).Logger()
-	async := false
+	handedOn := false
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
 			done = h.quarantine(log, t, name)
 		}
-		if !async && h.handled != nil {
+		if !handedOn && h.handled != nil {
 			h.handled(g.folder, name)
 		}
 	}()
-	// A request in flight when the daemon stops is finished, within bounds.
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-	defer func() {
-		if !async {
-			cancel()
-		}
-	}()
-
 	stem, isJSON := strings.CutSuffix(name, ".json")
 	if !isJSON || !ipc.ValidID(stem) {
 		stem = ""
@@ -579,44 +584,100 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 		log.Warn().Msg("ipc request already answered; not carried out again")
 		return h.remove(log, t, name)
 	}
+	if readOnly(req.Type) {
+		handedOn = h.dispatch(ctx, g, pendingRead{name: name, req: req, t: t, log: log})
+		return handedOn
+	}
+	// A request in flight when the daemon stops is finished, within bounds.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	return h.answer(hctx, log, g, t, name, req)
+}
 
-	select {
-	case g.sem <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	if !readOnly(req.Type) {
-		defer func() { <-g.sem }()
-		return h.answer(hctx, log, g, t, name, req)
-	}
-	async = true
-	g.mu.Lock()
-	g.inFlight[name] = true
-	g.mu.Unlock()
-	t.retain()
-	g.handlers.Add(1)
-	go func() {
-		defer g.handlers.Done()
-		defer t.release()
-		defer func() { <-g.sem }()
-		defer cancel()
-		defer func() {
-			g.mu.Lock()
-			delete(g.inFlight, name)
+// dispatch hands a read-only request to a reader: a new one while fewer than
+// MaxInFlight-1 run, else the queue, which the readers work through. Only
+// when the queue is full too (batchSize requests) does the worker wait, so a
+// slow read (a list_groups refreshing names from WhatsApp) holds up neither
+// the group's messages nor its other reads until hundreds are waiting. It
+// reports false if ctx ended first.
+func (h *Host) dispatch(ctx context.Context, g *group, p pendingRead) bool {
+	for {
+		g.mu.Lock()
+		switch {
+		case g.readers < MaxInFlight-1:
+			g.readers++
+			g.inFlight[p.name] = true
 			g.mu.Unlock()
-			if h.handled != nil {
-				h.handled(g.folder, name)
+			p.t.retain()
+			g.handlers.Add(1)
+			go h.reader(ctx, g, p)
+			return true
+		case len(g.queue) < batchSize:
+			g.queue = append(g.queue, p)
+			g.inFlight[p.name] = true
+			g.mu.Unlock()
+			p.t.retain()
+			return true
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.space:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// reader carries out p, then the queued read-only requests one after the
+// other, until the queue is empty. When ctx ended, queued requests are left
+// in the directory for the next run.
+func (h *Host) reader(ctx context.Context, g *group, p pendingRead) {
+	defer g.handlers.Done()
+	for {
+		h.answerRead(ctx, g, p)
+		g.mu.Lock()
+		delete(g.inFlight, p.name)
+		if len(g.queue) == 0 || ctx.Err() != nil {
+			dropped := g.queue
+			g.queue = nil
+			for _, q := range dropped {
+				delete(g.inFlight, q.name)
 			}
-		}()
-		defer func() {
-			if r := recover(); r != nil {
-				log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
-				h.quarantine(log, t, name)
+			g.readers--
+			g.mu.Unlock()
+			for _, q := range dropped {
+				q.t.release()
 			}
-		}()
-		h.answer(hctx, log, g, t, name, req)
+			return
+		}
+		p = g.queue[0]
+		g.queue[0] = pendingRead{}
+		g.queue = g.queue[1:]
+		g.mu.Unlock()
+		select {
+		case g.space <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// answerRead carries out one read-only request on a reader.
+func (h *Host) answerRead(ctx context.Context, g *group, p pendingRead) {
+	defer p.t.release()
+	defer func() {
+		if h.handled != nil {
+			h.handled(g.folder, p.name)
+		}
 	}()
-	return true
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
+			h.quarantine(p.log, p.t, p.name)
+		}
+	}()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	h.answer(hctx, p.log, g, p.t, p.name, p.req)
 }
 
 // answer carries out req, writes its response and removes its file.
