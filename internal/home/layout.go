@@ -25,8 +25,12 @@
 //     during the walk cannot redirect them.
 //
 // Only the levels above the agent-writable trees (the home, data/, data/ipc,
-// data/sessions, groups/) are opened by path: they belong to the owner, who
-// may well have made one of them a symlink to another disk on purpose.
+// data/sessions, groups/) are opened by path: no agent can change them. They
+// must still be real directories, not symlinks: every bind-mount source is
+// checked component by component below the home right before a container is
+// created (CheckMountSource), because the engine follows links the daemon
+// would not. An owner who wants the state on another disk moves or mounts
+// the whole home there.
 //
 // A test (boundary_test.go) keeps the rest of the daemon from calling the os
 // package's path-based file functions on these trees.
