@@ -43,6 +43,15 @@ func isRealDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// mode is what is at path (a link is not followed); 0 if nothing is.
+func mode(path string) os.FileMode {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Mode()
+}
+
 func readString(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -89,9 +98,8 @@ func (e *env) answerAfter(t *testing.T, ch <-chan handledFile, text string) ipc.
 	if !isRealDir(e.ipcDir("family", ipc.ResponsesDir)) {
 		t.Fatal("responses/ is not a real directory")
 	}
-	fi, err := os.Lstat(e.ipcDir("family", ipc.ResponsesDir, req.FileName()))
-	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("responses/%s: %v (mode %v); want a regular file", req.FileName(), err, fi)
+	if m := mode(e.ipcDir("family", ipc.ResponsesDir, req.FileName())); !m.IsRegular() {
+		t.Fatalf("responses/%s is a %v; want a regular file", req.FileName(), m)
 	}
 	if resp, ok := e.response(t, "family", req.ID); !ok || !resp.OK {
 		t.Fatalf("response %+v (exists %v); want ok", resp, ok)
@@ -119,9 +127,8 @@ func TestResponseLinksAreNotWrittenThrough(t *testing.T) {
 			if got := readString(t, victim); got != "untouched" {
 				t.Errorf("the link's target now holds %q; want it untouched", got)
 			}
-			fi, err := os.Lstat(e.ipcDir("family", ipc.ResponsesDir, req.FileName()))
-			if err != nil || !fi.Mode().IsRegular() {
-				t.Fatalf("responses/%s: %v (mode %v); want the answer as a regular file", req.FileName(), err, fi)
+			if m := mode(e.ipcDir("family", ipc.ResponsesDir, req.FileName())); !m.IsRegular() {
+				t.Fatalf("responses/%s is a %v; want the answer as a regular file", req.FileName(), m)
 			}
 			if resp, ok := e.response(t, "family", req.ID); !ok || !resp.OK {
 				t.Errorf("response %+v (exists %v); want ok", resp, ok)

@@ -33,9 +33,9 @@ const requestTimeout = 20 * time.Second
 const ErrorsDir = "errors"
 
 // MaxInFlight is the most requests of one group handled at the same time:
-// up to MaxInFlight-1 read-only ones on reader goroutines and one other on
-// the group's worker. The rest wait, in the group's requests directory or,
-// decoded, in a queue of at most batchSize read-only requests.
+// up to MaxInFlight-1 slow ones (see slow) on side goroutines and one other
+// on the group's worker. The rest wait, in the group's requests directory
+// or, decoded, in a queue of at most batchSize slow requests.
 const MaxInFlight = 64
 
 // batchSize is how many new request names a worker lists at a time: a
@@ -161,18 +161,18 @@ type group struct {
 	wd  int32  // the inotify watch, -1 for none
 	ino fileID // the directory it is on
 
-	handlers sync.WaitGroup // readers (goroutines carrying out read-only requests)
-	space    chan struct{}  // capacity 1: the read queue has room again
+	handlers sync.WaitGroup // side goroutines (carrying out slow requests)
+	space    chan struct{}  // capacity 1: the slow queue has room again
 
 	mu       sync.Mutex
-	inFlight map[string]bool // request files being read or queued for a reader
-	readers  int             // at most MaxInFlight-1: the worker is the last one
-	queue    []pendingRead   // read-only requests waiting for a reader
+	inFlight map[string]bool // request files on a side goroutine or queued for one
+	sides    int             // side goroutines, at most MaxInFlight-1: the worker is the last one
+	queue    []pendingSlow   // slow requests waiting for a side goroutine
 }
 
-// pendingRead is a decoded read-only request waiting for a reader. It holds
-// a reference on the trees it came from.
-type pendingRead struct {
+// pendingSlow is a decoded slow request waiting for a side goroutine. It
+// holds a reference on the trees it came from.
+type pendingSlow struct {
 	name string
 	req  ipc.Request
 	t    *trees
@@ -466,8 +466,8 @@ func (h *Host) pass(ctx context.Context, g *group) (again bool) {
 	}
 	defer t.release()
 	h.ensureWatch(log, g, t.req)
-	// Files being read or queued for a reader (at most MaxInFlight-1 plus a
-	// batch) are still in the directory: list past them, so that a full
+	// Files on side goroutines or queued for one (at most MaxInFlight-1
+	// plus a batch) are still in the directory: list past them, so that a full
 	// batch of new names comes back whenever there are that many.
 	names, more, err := t.req.List(batchSize + MaxInFlight + batchSize)
 	if err != nil {
@@ -528,17 +528,21 @@ func (h *Host) ensureWatch(log zerolog.Logger, g *group, req *home.Tree) {
 	g.wd, g.ino = wd, id
 }
 
-// readOnly reports whether a request only reads: it may run alongside the
-// group's other requests. The others run one at a time in file-name order on
-// the group's worker, so that an agent's messages and task changes take
-// effect in the order it made them.
-func readOnly(t ipc.RequestType) bool {
-	return t == ipc.TypeListTasks || t == ipc.TypeListGroups
+// slow reports whether a request may take long without using the disk or
+// the processor: a list_groups that refreshes the names from WhatsApp. Slow
+// requests run on side goroutines, so they hold up neither the group's other
+// requests nor each other. Every other request is quick and runs on the
+// group's worker, one at a time in file-name order, so that an agent's
+// messages and task changes take effect in the order it made them, and a
+// group flooding its directory uses one goroutine's worth of the machine.
+func slow(req ipc.Request) bool {
+	a, ok := req.Args.(ipc.ListGroupsArgs)
+	return ok && req.Type == ipc.TypeListGroups && a.Refresh
 }
 
 // handleFile reads and decodes one request file, then carries it out and
-// answers it, or, for a read-only request, hands it to a reader goroutine
-// (see dispatch). It reports whether the file was dealt with: answered and
+// answers it, or, for a slow request, hands it to a side goroutine (see
+// dispatch). It reports whether the file was dealt with: answered and
 // removed, moved to errors/, gone, or handed on.
 func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) (done bool) {
 	log := h.log.With().Str("group", string(g.folder)).Str("file", short(name, 160)).Logger()
@@ -584,8 +588,8 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 		log.Warn().Msg("ipc request already answered; not carried out again")
 		return h.remove(log, t, name)
 	}
-	if readOnly(req.Type) {
-		handedOn = h.dispatch(ctx, g, pendingRead{name: name, req: req, t: t, log: log})
+	if slow(req) {
+		handedOn = h.dispatch(ctx, g, pendingSlow{name: name, req: req, t: t, log: log})
 		return handedOn
 	}
 	// A request in flight when the daemon stops is finished, within bounds.
@@ -594,23 +598,22 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 	return h.answer(hctx, log, g, t, name, req)
 }
 
-// dispatch hands a read-only request to a reader: a new one while fewer than
-// MaxInFlight-1 run, else the queue, which the readers work through. Only
-// when the queue is full too (batchSize requests) does the worker wait, so a
-// slow read (a list_groups refreshing names from WhatsApp) holds up neither
-// the group's messages nor its other reads until hundreds are waiting. It
-// reports false if ctx ended first.
-func (h *Host) dispatch(ctx context.Context, g *group, p pendingRead) bool {
+// dispatch hands a slow request to a side goroutine: a new one while fewer
+// than MaxInFlight-1 run, else the queue, which the side goroutines work
+// through. Only when the queue is full too (batchSize requests) does the
+// worker wait, so slow requests hold up the group's others only once
+// hundreds are waiting. It reports false if ctx ended first.
+func (h *Host) dispatch(ctx context.Context, g *group, p pendingSlow) bool {
 	for {
 		g.mu.Lock()
 		switch {
-		case g.readers < MaxInFlight-1:
-			g.readers++
+		case g.sides < MaxInFlight-1:
+			g.sides++
 			g.inFlight[p.name] = true
 			g.mu.Unlock()
 			p.t.retain()
 			g.handlers.Add(1)
-			go h.reader(ctx, g, p)
+			go h.side(ctx, g, p)
 			return true
 		case len(g.queue) < batchSize:
 			g.queue = append(g.queue, p)
@@ -628,13 +631,13 @@ func (h *Host) dispatch(ctx context.Context, g *group, p pendingRead) bool {
 	}
 }
 
-// reader carries out p, then the queued read-only requests one after the
-// other, until the queue is empty. When ctx ended, queued requests are left
-// in the directory for the next run.
-func (h *Host) reader(ctx context.Context, g *group, p pendingRead) {
+// side carries out p, then the queued slow requests one after the other,
+// until the queue is empty. When ctx ended, queued requests are left in the
+// directory for the next run.
+func (h *Host) side(ctx context.Context, g *group, p pendingSlow) {
 	defer g.handlers.Done()
 	for {
-		h.answerRead(ctx, g, p)
+		h.answerSlow(ctx, g, p)
 		g.mu.Lock()
 		delete(g.inFlight, p.name)
 		if len(g.queue) == 0 || ctx.Err() != nil {
@@ -643,7 +646,7 @@ func (h *Host) reader(ctx context.Context, g *group, p pendingRead) {
 			for _, q := range dropped {
 				delete(g.inFlight, q.name)
 			}
-			g.readers--
+			g.sides--
 			g.mu.Unlock()
 			for _, q := range dropped {
 				q.t.release()
@@ -651,7 +654,7 @@ func (h *Host) reader(ctx context.Context, g *group, p pendingRead) {
 			return
 		}
 		p = g.queue[0]
-		g.queue[0] = pendingRead{}
+		g.queue[0] = pendingSlow{}
 		g.queue = g.queue[1:]
 		g.mu.Unlock()
 		select {
@@ -661,8 +664,8 @@ func (h *Host) reader(ctx context.Context, g *group, p pendingRead) {
 	}
 }
 
-// answerRead carries out one read-only request on a reader.
-func (h *Host) answerRead(ctx context.Context, g *group, p pendingRead) {
+// answerSlow carries out one slow request on a side goroutine.
+func (h *Host) answerSlow(ctx context.Context, g *group, p pendingSlow) {
 	defer p.t.release()
 	defer func() {
 		if h.handled != nil {
