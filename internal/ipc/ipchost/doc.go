@@ -19,17 +19,44 @@
 //
 // # Files
 //
-// Requests are handled one at a time, in file-name (creation) order. Every
-// request gets exactly one response, written atomically before the request
-// file is deleted; a request whose response already exists (the daemon stopped
-// between the two steps) is deleted without being carried out again. Only
-// regular files are read (never through a symlink, never a FIFO), at most
-// MaxRequestBytes of them. A file that cannot be read or decoded — bad JSON,
-// an unknown type, unknown fields, invalid arguments — is moved to
-// data/ipc/errors/<folder>-<name> and answered with an error response when
-// its id can be recovered (from the envelope, or from the file name). Nothing
-// an agent writes can crash the daemon: a panic while handling a request is
-// recovered, logged and answered as an internal error.
+// The agent owns its IPC namespace and is untrusted: it may put links,
+// fifos or huge files anywhere in it, or replace a directory. So the host
+// never opens a path there by name: every read, write, list, rename and
+// removal goes through the group's tree from internal/home (an os.Root,
+// descended without following links). Each pass opens the tree afresh;
+// requests/, responses/ or errors/ found to be anything but a real
+// directory is moved aside and recreated by the home package, which records
+// the incident for `bridged status`.
+//
+// Every request gets exactly one response, written atomically as a new file
+// (a link at its name is replaced, never written through) before the request
+// file is deleted; a request whose response already exists as a regular
+// file (the daemon stopped between the two steps) is deleted without being
+// carried out again. Only regular files are read (never through a symlink,
+// never a FIFO), at most MaxRequestBytes of them. A file that cannot be read
+// or decoded — bad JSON, an unknown type, unknown fields, invalid arguments,
+// a fifo, a file too large — is moved to the group's own
+// data/ipc/<folder>/errors/<name> (inside its namespace, so never across a
+// file system; deleted if even that fails) and answered with an error
+// response when its id can be recovered (from the envelope, or from the file
+// name). Nothing an agent writes can crash the daemon: a panic while
+// handling a request is recovered, logged and answered as an internal error.
+//
+// # Fairness and bounds
+//
+// Each group has its own worker goroutine, woken (never blocked on) by an
+// inotify watch on its requests directory and by a sweep every few seconds,
+// so one group's backlog never delays another's requests. A worker lists at
+// most a bounded batch of names at a time (a directory of any size costs
+// bounded memory) and handles them in file-name (creation) order, one at a
+// time: messages and task changes take effect in the order the agent made
+// them, and a group flooding its directory uses one goroutine's worth of the
+// machine. Slow requests (list_groups refreshing names from WhatsApp) run on
+// side goroutines instead, at most MaxInFlight-1 of them per group plus a
+// bounded queue, so they hold up neither each other nor the group's other
+// requests. The watch never follows a link (IN_DONT_FOLLOW) and is keyed by
+// its descriptor, and it is renewed whenever the directory the home package
+// opened is not the one watched (the agent renamed, deleted or replaced it).
 //
 // # Tasks
 //

@@ -286,13 +286,8 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sync groups: %w", err)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.runCtx == nil {
-		return nil
-	}
-	want := make(map[store.Folder]bool, len(groups))
 	var errs []error
+	want := make(map[store.Folder]bool, len(groups))
 	for _, g := range groups {
 		if err := home.CheckFolder(string(g.Folder)); err != nil {
 			errs = append(errs, fmt.Errorf("watch group %s: %w", g.Folder, err))
@@ -300,8 +295,14 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 		}
 		want[g.Folder] = true
 	}
+	h.mu.Lock()
+	if h.runCtx == nil {
+		h.mu.Unlock()
+		return nil
+	}
 	for folder, g := range h.groups {
 		if want[folder] {
+			delete(want, folder) // watched already
 			continue
 		}
 		delete(h.groups, folder)
@@ -309,19 +310,27 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 		h.stopping[folder] = g
 		h.log.Info().Str("group", string(folder)).Msg("stopped watching a removed group's requests")
 	}
+	h.mu.Unlock()
+	// The new groups' directories are made without holding h.mu, which the
+	// watcher takes to wake every worker. syncMu keeps h.groups' set of
+	// folders as it was meanwhile.
 	for folder := range want {
-		if h.groups[folder] != nil {
-			continue
-		}
 		t, err := h.openTrees(folder) // makes the directories if needed
 		if err != nil {
 			errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
+			delete(want, folder)
 			continue
 		}
 		t.release()
-		h.startWorker(folder)
-		h.log.Debug().Str("group", string(folder)).Msg("watching requests")
 	}
+	h.mu.Lock()
+	if h.runCtx != nil {
+		for folder := range want {
+			h.startWorker(folder)
+			h.log.Debug().Str("group", string(folder)).Msg("watching requests")
+		}
+	}
+	h.mu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("sync groups: %w", &dirError{errs})
 	}
