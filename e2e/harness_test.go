@@ -114,6 +114,20 @@ type env struct {
 	home string
 	args []string     // extra daemon flags
 	http *http.Client // talks to the control API on the home's socket
+	// extraEnv adds KEY=value variables to the daemon's and the CLI's
+	// environment (after the harness's own, so they win).
+	extraEnv []string
+	// cred, when set, runs the daemon and the CLI as another user (see
+	// newEnvAs).
+	cred *syscall.Credential
+}
+
+// in returns a copy of e whose helpers report to t: a subtest sharing its
+// parent's daemon fails itself, not the parent.
+func (e *env) in(t testing.TB) *env {
+	c := *e
+	c.t = t
+	return &c
 }
 
 func newEnv(t *testing.T, daemonArgs ...string) *env {
@@ -139,8 +153,9 @@ func (e *env) environ() []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
+	out = append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
 		"BRIDGED_MOUNT_ALLOWLIST="+filepath.Join(os.TempDir(), "bridged-e2e-no-allowlist.json"))
+	return append(out, e.extraEnv...)
 }
 
 // cli runs a bridged subcommand to completion and returns its stdout.
@@ -151,6 +166,9 @@ func (e *env) cli(args ...string) (string, error) {
 	full := append(append([]string(nil), args...), "--home", e.home)
 	cmd := exec.CommandContext(ctx, bridgedBin, full...)
 	cmd.Env = e.environ()
+	if e.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -198,6 +216,9 @@ func (e *env) start() *daemon {
 	args := append([]string{"run", "--home", e.home, "--image", testImage}, e.args...)
 	cmd := exec.Command(bridgedBin, args...)
 	cmd.Env = e.environ()
+	if e.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+	}
 	d := &daemon{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = lockedWriter{d}
 	cmd.Stderr = lockedWriter{d}
@@ -547,4 +568,98 @@ func grepFiles(t testing.TB, dir, s string) []string {
 		return nil
 	})
 	return hits
+}
+
+// newEnvAs is newEnv with the daemon and the CLI running as uid:gid, a user
+// that is not root: the test process must be root to switch to it. The home
+// belongs to that user, and the user gets the Docker socket's group.
+func newEnvAs(t *testing.T, uid, gid int, daemonArgs ...string) *env {
+	t.Helper()
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("newEnvAs needs a root test process")
+	}
+	base := t.TempDir()
+	// t.TempDir's parent is private to root; the user must reach its home
+	// and the daemon binary.
+	for _, d := range []string{filepath.Dir(base), base, filepath.Dir(bridgedBin)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := filepath.Join(base, "home")
+	userHome := filepath.Join(base, "user")
+	for _, d := range []string{home, userHome} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	sock := "/var/run/docker.sock"
+	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
+		sock = h
+	}
+	if fi, err := os.Stat(sock); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			cred.Groups = []uint32{st.Gid}
+		}
+	}
+	e := &env{t: t, home: home, args: daemonArgs, http: controlClient(home), cred: cred,
+		extraEnv: []string{"HOME=" + userHome}}
+	t.Cleanup(func() { e.assertNoContainers(t) })
+	return e
+}
+
+// ask posts text in chat and returns the first outbound message after it.
+func (e *env) ask(chat, text string, within time.Duration) string {
+	e.t.Helper()
+	id := e.post(chat, text)
+	return e.waitOut(chat, id, 1, within)[0].Text
+}
+
+// bash has the agent of chat run command with /bin/sh (fake:bash) and
+// returns its reply: the command's output, or "tool error: exit status N:
+// output" when it failed. command must be one line.
+func (e *env) bash(chat, command string, within time.Duration) string {
+	e.t.Helper()
+	if strings.ContainsAny(command, "\n") || strings.Contains(command, "fake:") {
+		e.t.Fatalf("bash: command %q must be one line without fake: directives", command)
+	}
+	return e.ask(chat, "fake:bash "+command, within)
+}
+
+// daemonDir returns a fresh directory outside the home that the daemon's
+// user may write to: where an attack that makes the daemon write through a
+// symlink would do harm.
+func (e *env) daemonDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if e.cred != nil {
+		if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, int(e.cred.Uid), int(e.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// daemonFile writes content to a new file in dir (see daemonDir) that the
+// daemon's user may write to, and returns its path.
+func (e *env) daemonFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e.cred != nil {
+		if err := os.Chown(p, int(e.cred.Uid), int(e.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
 }
