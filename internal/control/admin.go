@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel/local"
-	"github.com/bridged-app/bridged/internal/schedule"
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -29,10 +27,10 @@ var (
 )
 
 // LocalPrefix starts every local chat id ("local:<name>").
-const LocalPrefix = local.Prefix
+const LocalPrefix = rules.LocalPrefix
 
 // IsLocalChat reports whether chat is a local chat id.
-func IsLocalChat(chat string) bool { return local.IsLocal(chat) }
+func IsLocalChat(chat string) bool { return rules.IsLocalChat(chat) }
 
 // Admin is the group, task and status logic shared by the control server
 // (daemon running) and the command line (daemon stopped, database opened
@@ -43,7 +41,15 @@ type Admin struct {
 	AssistantName string         // the default trigger is "@" + AssistantName
 	Timezone      *time.Location // for "cost today", schedules and message times
 	Now           func() time.Time
+	// CheckMounts checks extra mounts against the mount allowlist when they
+	// are set (container.Allowlist.Validate); its error is shown as it is.
+	// Nil refuses every extra mount.
+	CheckMounts MountChecker
 }
+
+// MountChecker checks a group's extra mounts when they are set: isMain is
+// whether the group is the main group.
+type MountChecker func(mounts []store.MountRequest, isMain bool) error
 
 func (a *Admin) now() time.Time {
 	if a.Now != nil {
@@ -76,90 +82,31 @@ func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
-var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
-
-// Slug turns a display name into a folder name: lowercase letters and digits
-// with dashes between words, at most store.MaxFolderLen characters.
-func Slug(name string) string {
-	s := nonSlug.ReplaceAllString(strings.ToLower(name), "-")
-	s = strings.Trim(s, "-")
-	if len(s) > store.MaxFolderLen {
-		s = strings.TrimRight(s[:store.MaxFolderLen], "-")
+// rulesErr marks a violation of the group and task rules as ErrInvalid.
+func rulesErr(err error) error {
+	if errors.Is(err, rules.ErrInvalid) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return s
+	return err
 }
 
-// checkChat accepts local chats and WhatsApp-looking ids.
-func checkChat(chat string) error {
-	switch {
-	case chat == "":
-		return invalid("a chat id is required (local:<name>, or a WhatsApp id from `bridged groups list --available`)")
-	case strings.ContainsAny(chat, " \t\r\n/\\"):
-		return invalid("chat id %q must not contain spaces or slashes", chat)
-	case strings.HasPrefix(chat, LocalPrefix):
-		if !IsLocalChat(chat) {
-			return invalid("chat id %q: want local:<name>", chat)
-		}
-	case !strings.Contains(chat, "@"):
-		return invalid("chat id %q: want local:<name> or a WhatsApp id such as 120363…@g.us", chat)
-	}
-	return nil
-}
-
-func (a *Admin) normTrigger(t string) (string, error) {
-	t = strings.TrimSpace(t)
-	if t == "" {
-		return "@" + a.AssistantName, nil
-	}
-	if !strings.HasPrefix(t, "@") {
-		t = "@" + t
-	}
-	if len(t) < 2 || strings.ContainsAny(t, " \t\r\n") {
-		return "", invalid("trigger %q: want one word such as @%s", t, a.AssistantName)
-	}
-	return t, nil
-}
-
-// AddGroup registers a chat as a group. The folder defaults to a slug of the
-// name, the trigger to "@<assistant name>", requires-trigger to true.
+// AddGroup registers a chat as a group, by the rules of internal/rules:
+// the folder defaults to a slug of the name, the trigger to
+// "@<assistant name>" (an "@" is added when missing), requires-trigger to
+// true.
 func (a *Admin) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
-	req.Chat = strings.TrimSpace(req.Chat)
-	req.Name = strings.TrimSpace(req.Name)
-	if err := checkChat(req.Chat); err != nil {
-		return Group{}, err
+	ng, err := rules.Group(rules.NewGroup{
+		Chat: req.Chat, Name: req.Name, Folder: req.Folder, Trigger: req.Trigger,
+		RequiresTrigger: req.RequiresTrigger, IsMain: req.IsMain,
+	}, a.AssistantName)
+	if err != nil {
+		return Group{}, rulesErr(err)
 	}
-	if req.Name == "" {
-		return Group{}, invalid("a name is required")
-	}
-	folder := strings.TrimSpace(req.Folder)
-	if folder == "" {
-		if folder = Slug(req.Name); folder == "" {
-			return Group{}, invalid("name %q gives no folder name: choose one with --folder", req.Name)
-		}
-	}
-	if err := store.ValidateFolder(folder); err != nil {
-		return Group{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	trigger, err := a.normTrigger(req.Trigger)
+	g, err := a.DB.AddGroup(ctx, ng)
 	if err != nil {
 		return Group{}, err
 	}
-	requires := true
-	if req.RequiresTrigger != nil {
-		requires = *req.RequiresTrigger
-	}
-	g, err := a.DB.AddGroup(ctx, store.Group{
-		Chat:            store.ChatID(req.Chat),
-		Name:            req.Name,
-		Folder:          store.Folder(folder),
-		Trigger:         trigger,
-		RequiresTrigger: requires,
-		IsMain:          req.IsMain,
-	})
-	if err != nil {
-		return Group{}, err
-	}
-	if IsLocalChat(req.Chat) {
+	if IsLocalChat(string(g.Chat)) {
 		if err := a.DB.UpsertChat(ctx, store.Chat{ID: g.Chat, Name: g.Name, Channel: local.Name}); err != nil {
 			return Group{}, err
 		}
@@ -172,7 +119,9 @@ func (a *Admin) RemoveGroup(ctx context.Context, folder string) error {
 	return a.DB.RemoveGroup(ctx, store.Folder(folder))
 }
 
-// UpdateGroup changes the fields of p that are set.
+// UpdateGroup changes the fields of p that are set, by the rules of
+// internal/rules. New extra mounts must pass CheckMounts (the mount
+// allowlist) first; an empty list clears them.
 func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (Group, error) {
 	var out store.Group
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
@@ -180,39 +129,19 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 		if err != nil {
 			return err
 		}
-		if p.Name != nil {
-			if g.Name = strings.TrimSpace(*p.Name); g.Name == "" {
-				return invalid("the name must not be empty")
-			}
+		g, err = rules.ChangeGroup(g, rules.GroupChange{
+			Name: p.Name, Trigger: p.Trigger, RequiresTrigger: p.RequiresTrigger,
+			Model: p.Model, Timeout: p.Timeout, Mounts: p.ExtraMounts,
+		}, a.AssistantName)
+		if err != nil {
+			return rulesErr(err)
 		}
-		if p.Trigger != nil {
-			if strings.TrimSpace(*p.Trigger) == "" {
-				return invalid("the trigger must not be empty")
+		if p.ExtraMounts != nil && len(g.ContainerConfig.ExtraMounts) > 0 {
+			if a.CheckMounts == nil {
+				return invalid("no mount allowlist is configured (BRIDGED_MOUNT_ALLOWLIST), so no extra mounts are allowed")
 			}
-			if g.Trigger, err = a.normTrigger(*p.Trigger); err != nil {
-				return err
-			}
-		}
-		if p.RequiresTrigger != nil {
-			g.RequiresTrigger = *p.RequiresTrigger
-		}
-		if p.Model != nil {
-			m := strings.TrimSpace(*p.Model)
-			if strings.ContainsAny(m, " \t\r\n") {
-				return invalid("model %q must be one word", m)
-			}
-			g.ContainerConfig.Model = m
-		}
-		if p.Timeout != nil {
-			switch v := strings.TrimSpace(*p.Timeout); v {
-			case "", "0":
-				g.ContainerConfig.Timeout = 0
-			default:
-				d, err := time.ParseDuration(v)
-				if err != nil || d < time.Minute {
-					return invalid("timeout %q: want a Go duration of at least 1m, such as 45m (0 for the default)", v)
-				}
-				g.ContainerConfig.Timeout = d
+			if err := a.CheckMounts(g.ContainerConfig.ExtraMounts, g.IsMain); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 		}
 		out = g
@@ -262,7 +191,8 @@ func (a *Admin) Tasks(ctx context.Context) ([]Task, error) {
 	return out, nil
 }
 
-// PauseTask pauses a task. A finished task cannot be paused.
+// PauseTask pauses a task (rules.Pause): a paused task stays paused; a
+// running or done task cannot be paused.
 func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
@@ -270,18 +200,8 @@ func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 		if err != nil {
 			return err
 		}
-		switch t.Status {
-		case store.TaskDone:
-			return invalid("task %s is done", id)
-		case store.TaskRunning:
-			return invalid("task %s is running its last run", id)
-		case store.TaskPaused:
-			out = t
-			return nil
-		}
-		t.Status = store.TaskPaused
-		out = t
-		return tx.PauseTask(ctx, t.ID, "")
+		out, err = rules.PauseTask(ctx, tx, t)
+		return rulesErr(err)
 	})
 	if err != nil {
 		return Task{}, err
@@ -289,9 +209,11 @@ func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 	return taskOut(out), nil
 }
 
-// ResumeTask makes a paused task active again. A repeating task whose next
-// run passed while it was paused gets its next slot from now, so it does not
-// fire at once for a missed slot; a once task that is overdue runs now.
+// ResumeTask makes a paused task active again (rules.Resume): a repeating
+// task whose next run passed while it was paused gets its next slot from
+// now, so it does not fire at once for a missed slot; a once task that is
+// overdue runs now. A running or done task, one with no run left and one
+// whose group is not registered cannot be resumed.
 func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
@@ -299,36 +221,8 @@ func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 		if err != nil {
 			return err
 		}
-		switch t.Status {
-		case store.TaskActive, store.TaskRunning:
-			out = t
-			return nil
-		case store.TaskDone:
-			return invalid("task %s is done", id)
-		}
-		if _, err := tx.GetGroupByFolder(ctx, t.Folder); errors.Is(err, store.ErrNotFound) {
-			return invalid("task %s belongs to group %s, which is not registered", id, t.Folder)
-		} else if err != nil {
-			return err
-		}
-		now := a.now()
-		if t.Kind != schedule.Once {
-			s, err := schedule.Parse(t.Kind, t.Value, a.loc())
-			if err != nil {
-				return fmt.Errorf("%w: task %s: %w", ErrInvalid, id, err)
-			}
-			switch {
-			case t.NextRun == nil:
-				first := s.First(now, a.loc())
-				t.NextRun = &first
-			case t.NextRun.Before(now):
-				next := s.Next(*t.NextRun, now, a.loc())
-				t.NextRun = &next
-			}
-		}
-		t.Status = store.TaskActive
-		out = t
-		return tx.UpdateTask(ctx, t)
+		out, err = rules.ResumeTask(ctx, tx, t, a.now(), a.loc())
+		return rulesErr(err)
 	})
 	if err != nil {
 		return Task{}, err

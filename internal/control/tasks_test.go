@@ -120,21 +120,7 @@ func TestResumeSkipsMissedSlots(t *testing.T) {
 	}
 }
 
-func TestSlug(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"main", "main"},
-		{"The Family!", "the-family"},
-		{"  Work -- Team 2 ", "work-team-2"},
-		{"Ünïcode", "n-code"},
-		{"!!!", ""},
-		{strings.Repeat("ab-", 40), strings.TrimRight(strings.Repeat("ab-", 40)[:64], "-")},
-	}
-	for _, tt := range tests {
-		if got := Slug(tt.in); got != tt.want {
-			t.Errorf("Slug(%q) = %q; want %q", tt.in, got, tt.want)
-		}
-	}
-}
+// TestSlug moved to internal/rules with Slug.
 
 func TestStatusAndMetrics(t *testing.T) {
 	live := Live{

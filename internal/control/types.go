@@ -41,6 +41,9 @@ type GroupPatch struct {
 	RequiresTrigger *bool   `json:"requires_trigger,omitempty"`
 	Model           *string `json:"model,omitempty"`   // "" resets to the CLI's default
 	Timeout         *string `json:"timeout,omitempty"` // Go duration; "" or "0" resets to the daemon's default
+	// ExtraMounts replaces the group's extra mounts; an empty list clears
+	// them. Each must pass the mount allowlist now, or nothing changes.
+	ExtraMounts *[]store.MountRequest `json:"extra_mounts,omitempty"`
 }
 
 // Chat is a chat bridged has seen.
