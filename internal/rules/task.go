@@ -50,7 +50,7 @@ func Pause(t store.Task) (store.Task, bool, error) {
 	case store.TaskPaused:
 		return t, false, nil
 	case store.TaskRunning:
-		return t, false, invalid("task %s is running its last run now; there is no later run to pause", t.ID)
+		return t, false, invalid("task %s is running now and has no later run to pause", t.ID)
 	case store.TaskDone:
 		return t, false, invalid("task %s is done; there is nothing left to pause", t.ID)
 	}
@@ -71,7 +71,7 @@ func Resume(t store.Task, now time.Time, loc *time.Location) (store.Task, bool, 
 	case store.TaskActive:
 		return t, false, nil
 	case store.TaskRunning:
-		return t, false, invalid("task %s is running its last run now; it is not paused", t.ID)
+		return t, false, invalid("task %s is running now; it is not paused", t.ID)
 	case store.TaskDone:
 		return t, false, invalid("task %s is done; give it a new schedule to run it again", t.ID)
 	}

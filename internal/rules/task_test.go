@@ -74,7 +74,7 @@ func TestPause(t *testing.T) {
 	}{
 		{store.TaskActive, store.TaskPaused, true, ""},
 		{store.TaskPaused, store.TaskPaused, false, ""},
-		{store.TaskRunning, "", false, "is running its last run now"},
+		{store.TaskRunning, "", false, "is running now and has no later run to pause"},
 		{store.TaskDone, "", false, "is done"},
 	}
 	for _, tt := range tests {
@@ -122,7 +122,7 @@ func TestResume(t *testing.T) {
 			wantNext: at(loc, "2026-11-22 07:00")},
 		{name: "a running task is not paused",
 			task:    store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskRunning},
-			wantErr: "is running its last run now; it is not paused"},
+			wantErr: "is running now; it is not paused"},
 		{name: "a done task needs a new schedule",
 			task:    store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskDone},
 			wantErr: "is done; give it a new schedule"},

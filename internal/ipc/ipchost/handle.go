@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -21,10 +22,6 @@ var (
 	// group or chat, a task that does not exist or is in the wrong state).
 	ErrBadRequest = errors.New("bad request")
 )
-
-// onceSlack is how far in the past a once time may be and still be accepted
-// (it then runs at once): the tool checked it a moment ago.
-const onceSlack = time.Minute
 
 // refreshTimeout bounds a list_groups refresh.
 const refreshTimeout = 15 * time.Second
@@ -178,23 +175,23 @@ func (h *Host) knownChat(ctx context.Context, chat store.ChatID) (bool, error) {
 
 // ---- tasks ----
 
-// parseSchedule checks a schedule and returns it with its first run from now.
+// parseSchedule checks a schedule and returns it with its first run from now
+// (rules.FirstRun).
 func (h *Host) parseSchedule(kind schedule.Kind, value string) (schedule.Schedule, time.Time, error) {
-	loc := h.cfg.Timezone
-	sc, err := schedule.Parse(kind, value, loc)
+	sc, first, err := rules.FirstRun(kind, value, h.now(), h.cfg.Timezone)
 	if err != nil {
-		return sc, time.Time{}, &failure{ErrBadRequest, err.Error()}
-	}
-	now := h.now()
-	first := sc.First(now, loc)
-	if first.IsZero() {
-		return sc, time.Time{}, badRequest("schedule %s %q never runs", kind, value)
-	}
-	if kind == schedule.Once && first.Before(now.Add(-onceSlack)) {
-		return sc, time.Time{}, badRequest("invalid time %q: it is in the past (now is %s in %s)",
-			value, now.In(loc).Format("2006-01-02 15:04"), loc)
+		return sc, first, ruleFailure(err)
 	}
 	return sc, first, nil
+}
+
+// ruleFailure turns a violation of the group and task rules into a bad
+// request whose text is the rule's; other errors stay internal.
+func ruleFailure(err error) error {
+	if errors.Is(err, rules.ErrInvalid) {
+		return &failure{ErrBadRequest, err.Error()}
+	}
+	return err
 }
 
 func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTaskArgs) (any, error) {
@@ -280,30 +277,9 @@ func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskAr
 		if err != nil {
 			return err
 		}
-		if a.Prompt != nil {
-			t.Prompt = *a.Prompt
-		}
-		if a.ScheduleType != nil && a.ScheduleValue != nil {
-			if t.Status == store.TaskRunning {
-				return badRequest("task %q is running now; change its schedule when the run has finished", t.ID)
-			}
-			sc, first, err := h.parseSchedule(*a.ScheduleType, *a.ScheduleValue)
-			if err != nil {
-				return err
-			}
-			t.Kind, t.Value, t.NextRun = sc.Kind, sc.Value, &first
-			if t.Status == store.TaskDone {
-				t.Status = store.TaskActive
-			}
-		}
-		if err := tx.UpdateTask(ctx, t); err != nil {
-			if errors.Is(err, store.ErrInvalid) {
-				return &failure{ErrBadRequest, err.Error()}
-			}
-			return err
-		}
-		updated = t
-		return nil
+		updated, err = rules.UpdateTask(ctx, tx, t, rules.TaskChange{Prompt: a.Prompt, Kind: a.ScheduleType, Value: a.ScheduleValue},
+			h.now(), h.cfg.Timezone)
+		return ruleFailure(err)
 	})
 	if err != nil {
 		return nil, err
@@ -320,43 +296,16 @@ func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestTy
 		if err != nil {
 			return err
 		}
+		result = t
 		switch kind {
 		case ipc.TypePauseTask:
-			switch t.Status {
-			case store.TaskRunning:
-				return badRequest("task %q is running now and has no later run to pause", t.ID)
-			case store.TaskDone:
-				return badRequest("task %q is done; there is nothing left to pause", t.ID)
-			case store.TaskPaused:
-			default:
-				if err := tx.PauseTask(ctx, t.ID, ""); err != nil {
-					return err
-				}
-				t.Status = store.TaskPaused
-			}
+			result, err = rules.PauseTask(ctx, tx, t)
 		case ipc.TypeResumeTask:
-			switch t.Status {
-			case store.TaskRunning:
-				return badRequest("task %q is running now; it is not paused", t.ID)
-			case store.TaskDone:
-				return badRequest("task %q is done; give it a new schedule with update_task to run it again", t.ID)
-			case store.TaskActive:
-			default:
-				t.Status = store.TaskActive
-				if err := h.resumeNextRun(&t); err != nil {
-					return err
-				}
-				if err := tx.UpdateTask(ctx, t); err != nil {
-					return err
-				}
-			}
+			result, err = rules.ResumeTask(ctx, tx, t, h.now(), h.cfg.Timezone)
 		case ipc.TypeCancelTask:
-			if err := tx.DeleteTask(ctx, t.ID); err != nil {
-				return err
-			}
+			err = rules.CancelTask(ctx, tx, t)
 		}
-		result = t
-		return nil
+		return ruleFailure(err)
 	})
 	if err != nil {
 		return nil, err
@@ -364,30 +313,6 @@ func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestTy
 	h.wake()
 	h.log.Info().Str("group", string(g.Folder)).Str("task", string(result.ID)).Str("action", string(kind)).Msg("task changed")
 	return h.taskInfo(result), nil
-}
-
-// resumeNextRun sets the next run of a task being resumed: a cron or
-// interval task whose next run passed while it was paused continues with its
-// next slot after now; a once task keeps its time (and runs at once if that
-// has passed).
-func (h *Host) resumeNextRun(t *store.Task) error {
-	sc, err := schedule.Parse(t.Kind, t.Value, h.cfg.Timezone)
-	if err != nil {
-		return badRequest("task %q cannot be resumed: %v; give it a new schedule with update_task", t.ID, err)
-	}
-	now := h.now()
-	switch {
-	case t.NextRun == nil:
-		first := sc.First(now, h.cfg.Timezone)
-		t.NextRun = &first
-	case t.Kind != schedule.Once && t.NextRun.Before(now):
-		next := sc.Next(*t.NextRun, now, h.cfg.Timezone)
-		if next.IsZero() {
-			return badRequest("task %q has no run left", t.ID)
-		}
-		t.NextRun = &next
-	}
-	return nil
 }
 
 func (h *Host) taskInfo(t store.Task) ipc.TaskInfo {
@@ -422,25 +347,14 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 	if !g.IsMain {
 		return nil, refused("only the main group can register groups")
 	}
-	folder := strings.TrimSpace(a.Folder)
-	if err := store.ValidateFolder(folder); err != nil {
-		return nil, &failure{ErrBadRequest, err.Error()}
+	ng, err := rules.Group(rules.NewGroup{
+		Chat: a.Chat, Name: a.Name, Folder: a.Folder, Trigger: a.Trigger, RequiresTrigger: a.RequiresTrigger,
+	}, h.cfg.AssistantName)
+	if err != nil {
+		return nil, ruleFailure(err)
 	}
-	trigger := strings.TrimSpace(a.Trigger)
-	if trigger == "" {
-		trigger = "@" + h.cfg.AssistantName
-	}
-	requires := true
-	if a.RequiresTrigger != nil {
-		requires = *a.RequiresTrigger
-	}
-	added, err := h.db.AddGroup(ctx, store.Group{
-		Chat:            store.ChatID(strings.TrimSpace(a.Chat)),
-		Name:            strings.TrimSpace(a.Name),
-		Folder:          store.Folder(folder),
-		Trigger:         trigger,
-		RequiresTrigger: requires,
-	})
+	folder := string(ng.Folder)
+	added, err := h.db.AddGroup(ctx, ng)
 	if err != nil {
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrInvalidFolder) {
 			return nil, &failure{ErrBadRequest, err.Error()}
