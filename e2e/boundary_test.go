@@ -37,6 +37,29 @@ func shWaitGone(paths ...string) string {
 	return "for n in $(seq 200); do " + strings.Join(conds, " || ") + " || break; sleep 0.1; done"
 }
 
+// shSwapForLink is a shell fragment that replaces the directory dir by a
+// symlink to target, as an attacking agent would, and prints "planted" when
+// the link is in place, or "refused" when the daemon put a real directory
+// back first.
+func shSwapForLink(dir, target string) string {
+	return fmt.Sprintf("mv %[1]s %[1]s.real; ln -s %[2]s %[1]s 2>/dev/null; if [ -L %[1]s ]; then echo planted; else echo refused; fi", dir, target)
+}
+
+// attack has the agent of chat run cmd, which ends by printing "planted" or
+// "refused" (see shSwapForLink); anything else means the attack did not
+// run at all, and the test stops.
+func attack(t testing.TB, e *env, chat, cmd string) {
+	t.Helper()
+	got := e.bash(chat, cmd, turnWait)
+	switch {
+	case strings.Contains(got, "planted"):
+	case strings.Contains(got, "refused"):
+		t.Logf("the daemon put a real directory back before the agent's link was in place: %q", got)
+	default:
+		t.Fatalf("the attack did not run: %q", got)
+	}
+}
+
 // shRequest is a shell fragment that writes an IPC request (DESIGN §8) into
 // dir the way the MCP server does: a .tmp file renamed into place.
 func shRequest(dir, id, typ, args string) string {
@@ -217,9 +240,7 @@ func testBoundary(t *testing.T, u daemonUser) {
 			shWaitGone("requests/evil1.json", "requests/evil2.json", "requests/evil3.json"),
 			"echo planted",
 		}, " && ")
-		if got := e.bash("local:resp", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:resp", cmd)
 		checkUnchanged(t, "a file outside the home behind responses/evil1.json.tmp", outside, "owner's file, not the agent's\n")
 		checkUnchanged(t, "a file outside the home behind responses/evil3.json", outside2, "another owner's file\n")
 		checkUnchanged(t, "the main group's CLAUDE.md behind a non-main group's responses/evil2.json.tmp", mainMD, string(mainBefore))
@@ -233,15 +254,11 @@ func testBoundary(t *testing.T, u daemonUser) {
 		outDir := e.daemonDir(t)
 		cmd := strings.Join([]string{
 			"cd /workspace/ipc",
-			"mv responses responses.real",
-			"ln -s " + outDir + " responses",
+			shSwapForLink("responses", outDir),
 			shRequest("requests", "evil4", "list_tasks", "{}"),
 			shWaitGone("requests/evil4.json"),
-			"echo planted",
-		}, " && ")
-		if got := e.bash("local:respdir", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		}, "; ")
+		attack(t, e, "local:respdir", cmd)
 		checkEmptyDir(t, "a directory outside the home behind responses/", outDir)
 	})
 
@@ -253,10 +270,7 @@ func testBoundary(t *testing.T, u daemonUser) {
 		if got := e.ask("local:main", "fake:reply main is awake", turnWait); got != "main is awake" {
 			t.Fatalf("main answered %q", got)
 		}
-		cmd := "cd /workspace/ipc && mv input input.real && ln -s ../main/input input && echo planted"
-		if got := e.bash("local:takeover", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:takeover", "cd /workspace/ipc; "+shSwapForLink("input", "../main/input"))
 		mainAfter := lastID(e, "local:main")
 		id := e.post("local:takeover", "fake:reply answered where asked")
 		deadline := time.Now().Add(turnWait)
@@ -298,10 +312,7 @@ func testBoundary(t *testing.T, u daemonUser) {
 			t.Fatalf("global CLAUDE.md: %v", err)
 		}
 		t.Cleanup(func() { restoreFile(t, globalMD, orig) })
-		cmd := "rm -f /workspace/global/CLAUDE.md && ln -s " + target + " /workspace/global/CLAUDE.md && echo planted"
-		if got := e.bash("local:main", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:main", "rm -f /workspace/global/CLAUDE.md && ln -s "+target+" /workspace/global/CLAUDE.md && echo planted")
 		if got := e.ask("local:hnext", "fake:reply next run", turnWait); got != "next run" {
 			t.Errorf("local:hnext answered %q; want %q", got, "next run")
 		}
@@ -352,6 +363,21 @@ func testBoundary(t *testing.T, u daemonUser) {
 		}
 	})
 
+	// Not an attack, but the other side of "refused and recreated": a
+	// directory the daemon puts back must be the agent's to write in, or
+	// the group's tools stay broken. The agent removes its requests/ (as a
+	// careless rm -rf might) and then calls a tool.
+	t.Run("RecreatedRequestsDirWritable", func(t *testing.T) {
+		e := e.in(t)
+		if got := e.bash("local:hnext", "rm -rf /workspace/ipc/requests && echo removed", turnWait); got != "removed" {
+			t.Fatalf("rm -rf /workspace/ipc/requests: %q", got)
+		}
+		if got := e.ask("local:hnext", "fake:tool list_tasks {}", turnWait); strings.Contains(got, "tool error") {
+			ls := e.bash("local:hnext", "ls -la /workspace/ipc", turnWait)
+			t.Errorf("after the agent removed its requests/, its tool call failed: %q\n%s", got, ls)
+		}
+	})
+
 	// c. requests/ replaced by a symlink to the home's store/: the
 	// databases stay where they are, and a well-formed request found there
 	// is not carried out. Last: today it takes the store away.
@@ -364,10 +390,7 @@ func testBoundary(t *testing.T, u daemonUser) {
 		// A request placed in store/: through the symlink it would be the
 		// group's own send_message.
 		writeFile(t, filepath.Join(home, "store", "evil5.json"), `{"id":"evil5","type":"send_message","args":{"text":"PWNED from store/"}}`)
-		cmd := "cd /workspace/ipc && mv requests requests.real && ln -s ../../../store requests && echo planted"
-		if got := e.bash("local:reqstore", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:reqstore", "cd /workspace/ipc; "+shSwapForLink("requests", "../../../store"))
 		after := lastID(e, "local:reqstore")
 		// Two safety-net sweeps (3 s each) of the requests directory.
 		noOutbound(t, e, "local:reqstore", after, 8*time.Second, "a request file in store/ was carried out")
@@ -434,10 +457,7 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	t.Run("RunLogsSymlink", func(t *testing.T) {
 		e := e.in(t)
 		outDir := e.daemonDir(t)
-		cmd := "cd /workspace/group && (mv logs logs.old 2>/dev/null; rm -rf logs; ln -s " + outDir + " logs) && echo planted"
-		if got := e.bash("local:runlogs", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:runlogs", "cd /workspace/group; mkdir -p logs; "+shSwapForLink("logs", outDir))
 		w.waitRunning(t, 0, turnWait)
 		if got := e.ask("local:runlogs", "fake:reply second run", turnWait); got != "second run" {
 			t.Errorf("local:runlogs answered %q; want %q", got, "second run")
@@ -460,10 +480,7 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 			t.Fatal("the store was not intact before the attack")
 		}
 		_, _, before := w.snapshot()
-		cmd := "ln -s ../../../../store/bridged.db /workspace/ipc/input/_close.tmp && echo planted"
-		if got := e.bash("local:closer", cmd, turnWait); !strings.Contains(got, "planted") {
-			t.Fatalf("the attack did not run: %q", got)
-		}
+		attack(t, e, "local:closer", "ln -s ../../../../store/bridged.db /workspace/ipc/input/_close.tmp && echo planted")
 		w.waitStarts(t, before+1, turnWait)
 		w.waitRunning(t, 0, turnWait) // idle close: the sentinel was written
 		checkStore(t, home)
@@ -548,10 +565,7 @@ func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	e.mustCLI("groups", "add", "--name", "victim", "--no-trigger", "local:victim")
 	d := e.start()
 	home := e.home
-	cmd := "cd /workspace/groups && (mv victim victim.old 2>/dev/null; true) && ln -s ../store victim && ls -la /workspace/groups/ && echo planted"
-	if got := e.bash("local:main", cmd, turnWait); !strings.Contains(got, "planted") {
-		t.Fatalf("the attack did not run: %q", got)
-	}
+	attack(t, e, "local:main", "cd /workspace/groups; mkdir -p victim; "+shSwapForLink("victim", "../store"))
 	got := e.bash("local:victim", "ls -la /workspace/group", turnWait)
 	if strings.Contains(got, "bridged.db") || strings.Contains(got, "whatsapp.db") {
 		t.Errorf("the group's container sees the store through its replaced folder:\n%s", got)

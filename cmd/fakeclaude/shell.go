@@ -10,11 +10,11 @@ var (
 	redirectRE = regexp.MustCompile(`^[0-9]*(>>?|<)(&[0-9]+)?(.*)$`)
 )
 
-// builtinShell interprets the few commands the tests need when the image has
-// no /bin/sh: statements separated by ';', '&&' or newlines, each one of
-// `unset NAME...`, `export NAME=VALUE...`, `env`, `echo WORDS...`, `true`,
-// `false`. Redirections are ignored; there is no quoting. It returns the
-// output and the exit status of the last statement.
+// builtinShell interprets the few commands the tests need when there is no
+// /bin/sh (or FAKECLAUDE_NO_SHELL=1): statements separated by ';', '&&' or
+// newlines, each one of `unset NAME...`, `export NAME=VALUE...`, `env`,
+// `echo WORDS...`, `true`, `false`. Redirections are ignored; there is no
+// quoting. It returns the output and the exit status of the last statement.
 func builtinShell(command string, env []string) (string, int) {
 	env = append([]string{}, env...)
 	var out strings.Builder

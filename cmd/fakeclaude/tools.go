@@ -138,8 +138,9 @@ func (f *fake) bashRefused(id, msg string) string {
 	return "tool error: " + msg
 }
 
-// runCommand runs command with /bin/sh -c in the fake's environment, or with
-// the built-in interpreter when there is no shell (the test image).
+// runCommand runs command with /bin/sh -c in the fake's environment (the
+// test image carries busybox as /bin/sh), or with the built-in interpreter
+// when there is no shell or FAKECLAUDE_NO_SHELL=1.
 func (f *fake) runCommand(ctx context.Context, command string) (string, int, error) {
 	env := append([]string{}, f.env...)
 	if getenv(f.env, "FAKECLAUDE_NO_SHELL") != "1" {
