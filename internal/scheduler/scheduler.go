@@ -19,14 +19,20 @@
 // recorded. After downtime an overdue task runs once, not once per missed
 // slot.
 //
-// A due task whose group is no longer registered is not queued: it is paused
-// with the last result "group <folder> was removed; task paused", so a person
-// sees why, and it is not retried. A task whose stored schedule no longer
-// parses is paused the same way with the parser's reason.
+// A due task whose group is no longer registered is not queued: it is paused,
+// in the claim's transaction, with the last result "group <folder> was
+// removed; task paused", so a person sees why, and it is not retried. A task
+// whose stored schedule no longer parses is paused the same way with the
+// parser's reason.
 //
-// Start-up: Run first calls store.FailInterrupted, which closes the runs a
-// previous daemon left in flight (a claimed once task is never repeated), so
-// nothing else must run it before the scheduler starts. The sleep is capped
+// Every claim is visible: it records a 'running' row in the task's run log,
+// which the end of the run completes. Start-up: Recover (which Run calls if
+// the daemon did not) closes the runs a previous daemon left in flight —
+// recurring and once tasks alike, a claimed run is never repeated — as
+// "interrupted" error runs, and commits one notice to each such task's chat
+// (none when the task was failing already), so the daemon calls it before
+// the router starts sending the outbox, and nothing else may run tasks
+// before it. The sleep is capped
 // at MaxSleep, so a wall-clock jump (a suspended machine, an NTP step) delays
 // a task by at most that much; the cap is a safety net, not a polling
 // interval.
@@ -34,9 +40,10 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -72,6 +79,9 @@ type Scheduler struct {
 
 	maxSleep time.Duration
 	wake     chan struct{}
+
+	recoverMu sync.Mutex
+	recovered bool
 }
 
 // New returns a scheduler for the tasks in db. loc is the configured timezone
@@ -104,17 +114,48 @@ func (s *Scheduler) Wake() {
 	}
 }
 
-// Run closes the task runs a previous daemon left in flight
-// (store.FailInterrupted), then claims and enqueues due tasks until ctx ends.
-// It returns nil when ctx ends, or an error if the start-up step fails.
-// Database errors while running are logged and retried with back-off.
-func (s *Scheduler) Run(ctx context.Context) error {
-	n, err := s.db.FailInterrupted(ctx)
+// interruptedNotice is what a task's chat is told when a run of the task
+// was cut off by a restart. It has the shape of the router's notice for a
+// failed task run.
+func interruptedNotice(t store.Task) string {
+	if strings.HasPrefix(t.LastResult, "error: ") {
+		return "" // its runs were failing already, and the chat was told then
+	}
+	return fmt.Sprintf("Scheduled task %s failed: interrupted: bridged stopped during the run. It was not run again.", t.ID)
+}
+
+// Recover closes the task runs a previous daemon left in flight
+// (store.FailInterrupted): each becomes an "interrupted" error run in the
+// task's log, recurring and once tasks alike, and the task's chat gets one
+// notice (none when the task's previous run had failed already, as for any
+// failed run). The notices are committed to the outbox, so call Recover
+// before the router starts sending it. It does the work once; Run calls it
+// if it was not called.
+func (s *Scheduler) Recover(ctx context.Context) error {
+	s.recoverMu.Lock()
+	defer s.recoverMu.Unlock()
+	if s.recovered {
+		return nil
+	}
+	closed, err := s.db.FailInterrupted(ctx, interruptedNotice)
 	if err != nil {
 		return fmt.Errorf("close interrupted task runs: %w", err)
 	}
-	if n > 0 {
-		s.log.Warn().Int("tasks", n).Msg("closed task runs interrupted by a restart")
+	s.recovered = true
+	for _, t := range closed {
+		s.log.Warn().Str("task", string(t.ID)).Str("group", string(t.Folder)).Str("kind", string(t.Kind)).
+			Msg("task run interrupted by a restart; recorded as failed")
+	}
+	return nil
+}
+
+// Run closes the task runs a previous daemon left in flight (Recover), then
+// claims and enqueues due tasks until ctx ends. It returns nil when ctx ends,
+// or an error if the start-up step fails. Database errors while running are
+// logged and retried with back-off.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.Recover(ctx); err != nil {
+		return err
 	}
 	s.log.Info().Str("timezone", s.loc.String()).Msg("scheduler started")
 
@@ -179,6 +220,7 @@ func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
 }
 
 // claim claims every due task and hands the runnable ones to the Enqueuer.
+// A task that cannot run is paused in the claim's transaction.
 func (s *Scheduler) claim(ctx context.Context) error {
 	groups, err := s.db.ListGroups(ctx)
 	if err != nil {
@@ -190,48 +232,41 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	}
 
 	now := s.now()
-	skipped := map[store.TaskID]string{} // why a due task is paused instead of queued
-	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) *time.Time {
-		// Clear what an earlier attempt of this transaction noted.
-		delete(skipped, t.ID)
-		if !registered[t.Folder] {
-			skipped[t.ID] = fmt.Sprintf("group %s was removed; task paused", t.Folder)
-			return t.NextRun // left as it was; the task is paused below
+	paused := map[store.TaskID]string{} // why a due task is paused instead of queued
+	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) store.Claim {
+		c := s.decide(t, now, registered[t.Folder])
+		if c.Pause != "" {
+			paused[t.ID] = c.Pause
 		}
-		return s.nextRun(t, now, skipped)
+		return c
 	})
 	if err != nil {
 		return fmt.Errorf("claim due tasks: %w", err)
 	}
-
-	var errs []error
+	for id, reason := range paused {
+		s.log.Warn().Str("task", string(id)).Str("reason", reason).Msg("task paused instead of run")
+	}
 	for _, t := range claimed {
-		log := s.log.With().Str("task", string(t.ID)).Str("group", string(t.Folder)).Logger()
-		if reason, ok := skipped[t.ID]; ok {
-			if err := s.db.PauseTask(ctx, t.ID, reason); err != nil && !errors.Is(err, store.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("pause task %s: %w", t.ID, err))
-				continue
-			}
-			log.Warn().Str("reason", reason).Msg("task paused instead of run")
-			continue
-		}
-		ev := log.Info().Str("kind", string(t.Kind))
+		ev := s.log.Info().Str("task", string(t.ID)).Str("group", string(t.Folder)).Str("kind", string(t.Kind))
 		if t.NextRun != nil {
 			ev = ev.Time("next_run", t.NextRun.In(s.loc))
 		}
 		ev.Msg("task due")
 		s.q.EnqueueTask(t)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// nextRun computes the run after the one now due (t.NextRun). A schedule that
-// no longer parses is noted in skipped and leaves the next run unchanged.
-func (s *Scheduler) nextRun(t store.Task, now time.Time, skipped map[store.TaskID]string) *time.Time {
+// decide says what happens to the due task t: it is paused when its group is
+// no longer registered or its stored schedule no longer parses; otherwise it
+// runs, and its next run is the one after the run now due (t.NextRun).
+func (s *Scheduler) decide(t store.Task, now time.Time, registered bool) store.Claim {
+	if !registered {
+		return store.Claim{Pause: fmt.Sprintf("group %s was removed; task paused", t.Folder)}
+	}
 	sc, err := schedule.Parse(t.Kind, t.Value, s.loc)
 	if err != nil {
-		skipped[t.ID] = fmt.Sprintf("%v; task paused", err)
-		return t.NextRun
+		return store.Claim{Pause: fmt.Sprintf("%v; task paused", err)}
 	}
 	due := now
 	if t.NextRun != nil {
@@ -239,7 +274,7 @@ func (s *Scheduler) nextRun(t store.Task, now time.Time, skipped map[store.TaskI
 	}
 	next := sc.Next(due, now, s.loc)
 	if next.IsZero() {
-		return nil
+		return store.Claim{}
 	}
-	return &next
+	return store.Claim{Next: &next}
 }

@@ -496,7 +496,7 @@ func TestRunClosesInterruptedRuns(t *testing.T) {
 		h := newHarness(t, base, time.UTC)
 		task := h.addTask("family", schedule.Once, base.Format(time.RFC3339), &base)
 		// A previous daemon claimed it and stopped during the run.
-		if _, err := h.db.ClaimDue(context.Background(), base, func(store.Task) *time.Time { return nil }); err != nil {
+		if _, err := h.db.ClaimDue(context.Background(), base, func(store.Task) store.Claim { return store.Claim{} }); err != nil {
 			t.Fatalf("claim: %v", err)
 		}
 		h.start(nil, 0)
@@ -510,6 +510,61 @@ func TestRunClosesInterruptedRuns(t *testing.T) {
 			t.Errorf("status %s, last result %q; want done, interrupted", got.Status, got.LastResult)
 		}
 	})
+}
+
+// kill -9 during a cron task's run: at the next start its run log has an
+// "interrupted" run, the chat one notice (a second start adds none), and the
+// task runs again at its next slot.
+func TestRunClosesInterruptedRecurringRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		base := mustTime(t, "2026-11-22T10:00:00Z")
+		h := newHarness(t, base, time.UTC)
+		task := h.addTask("family", schedule.Cron, "0 * * * *", &base)
+		// A previous daemon claimed the 10:00 run and died during it.
+		prev := New(h.db, enqueueFunc(func(store.Task) {}), time.UTC, zerolog.Nop(), h.now)
+		if err := prev.claim(ctx); err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		h.start(nil, 0)
+
+		runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+		if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "interrupted") {
+			t.Fatalf("runs %+v, %v; want one interrupted error run", runs, err)
+		}
+		got := h.task(task.ID)
+		if got.Status != store.TaskActive || !strings.Contains(got.LastResult, "interrupted") {
+			t.Errorf("task %+v; want active, interrupted as last result", got)
+		}
+		out, _ := h.db.PendingOutbox(ctx, 0)
+		if len(out) != 1 || out[0].Chat != "local:family" || out[0].Origin != store.OriginNotice ||
+			!strings.Contains(out[0].Text, string(task.ID)) || !strings.Contains(out[0].Text, "interrupted") {
+			t.Fatalf("outbox %+v; want one notice naming the task in local:family", out)
+		}
+		// Another start (Recover on a fresh scheduler) finds nothing.
+		if err := New(h.db, enqueueFunc(func(store.Task) {}), time.UTC, zerolog.Nop(), h.now).Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := h.db.PendingOutbox(ctx, 0); len(out) != 1 {
+			t.Errorf("%d outbox rows after another start; want 1", len(out))
+		}
+
+		h.advance(base.Add(time.Hour))
+		if calls := h.fake.calls(); len(calls) != 1 || calls[0].task.ID != task.ID {
+			t.Errorf("hand-overs %+v; want the 11:00 run", calls)
+		}
+	})
+}
+
+// A task whose runs were failing already gets no notice for an interrupted
+// run: the chat was told when it started failing.
+func TestInterruptedNoticeOnlyWhenNotFailingAlready(t *testing.T) {
+	if got := interruptedNotice(store.Task{ID: "task-1", LastResult: "error: container crashed"}); got != "" {
+		t.Errorf("notice for a failing task = %q; want none", got)
+	}
+	if got := interruptedNotice(store.Task{ID: "task-1", LastResult: "all good"}); !strings.Contains(got, "task-1") {
+		t.Errorf("notice = %q; want one naming the task", got)
+	}
 }
 
 func TestRunFailsWhenTheDatabaseIsUnusable(t *testing.T) {

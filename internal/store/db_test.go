@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -234,5 +236,50 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	if n := count(t, a, "messages", ""); n != writers*each {
 		t.Errorf("%d messages stored; want %d", n, writers*each)
+	}
+}
+
+// A database from before the run log showed claims keeps its runs, and
+// takes running rows afterwards.
+func TestMigrateTaskRunsKeepsRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "bridged.db")
+	old := fstest.MapFS{}
+	for _, n := range []string{"0001_init.sql", "0002_message_mentioned.sql"} {
+		b, err := fs.ReadFile(migrations.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[n] = &fstest.MapFile{Data: b}
+	}
+	db, err := open(ctx, path, zerolog.Nop(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := db.CreateTask(ctx, Task{Folder: "main", Chat: "local:main", Prompt: "p", Kind: "cron", Value: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status, result) VALUES (?, 5, 6, 'ok', 'fine')`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db = openAt(t, path)
+	runs, err := db.ListTaskRuns(ctx, task.ID, 0)
+	if err != nil || len(runs) != 1 || runs[0].Result != "fine" || runs[0].Duration != 6*time.Millisecond {
+		t.Fatalf("runs after migrating = %+v, %v; want the old run", runs, err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status) VALUES (?, 7, 0, 'running')`, task.ID); err != nil {
+		t.Fatalf("insert a running row: %v", err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status) VALUES (?, 8, 0, 'running')`, task.ID); err == nil {
+		t.Error("a second running row of the task was accepted; want at most one")
+	}
+	if err := db.DeleteTask(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "task_runs", ""); n != 0 {
+		t.Errorf("%d runs after deleting the task; want 0 (cascade)", n)
 	}
 }

@@ -67,10 +67,23 @@
 // # Tasks
 //
 // ClaimDue selects due tasks and advances their next run in one IMMEDIATE
-// transaction, so a task is never claimed twice. A task with no next run (a
-// once task) becomes 'running' when claimed and 'done' when FinishTaskRun
-// records its run; a run interrupted by a restart is closed by
-// FailInterrupted, never repeated. Cancelling a task deletes it together with
+// transaction, so a task is never claimed twice, and records each claimed run
+// at once as a 'running' row of the run log (one per task at most), which
+// FinishTaskRun completes. A task with no next run (a once task) becomes
+// 'running' when claimed and 'done' when FinishTaskRun records its run. A run
+// interrupted by a restart — its 'running' row found at start — is closed by
+// FailInterrupted as an "interrupted" error run, never repeated, and its
+// notice is committed in the same transaction.
+//
+// # Handled requests
+//
+// An agent's IPC request that changes something is recorded
+// (Tx.RecordRequest: group folder, request id, type, response JSON) in the
+// transaction that makes its effect, so a request seen again is answered from
+// the record (DB.HandledRequest) and never carried out twice. When the
+// transaction belongs to someone else (the router commits a send_message's
+// outbox row), OnEnqueue puts the recording into it through the context.
+// Records older than a week are pruned at start (PruneHandledRequests). Cancelling a task deletes it together with
 // its run log (DeleteTask). Removing a group leaves its tasks in place; the
 // scheduler pauses them (PauseTask) with a reason.
 package store

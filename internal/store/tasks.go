@@ -236,14 +236,31 @@ func (db *DB) NextDue(ctx context.Context) (*time.Time, error) {
 	return fromNullMS(next), nil
 }
 
+// Claim is what ClaimDue's decide function says about one due task.
+type Claim struct {
+	// Next is the task's following run; nil means none (always for once
+	// tasks): the task becomes running.
+	Next *time.Time
+	// Pause, when not empty, pauses the task instead of running it, with
+	// Pause as its last result; its next run is left as it was.
+	Pause string
+}
+
+// runInterrupted is the error of a run a stopped daemon left in flight.
+const runInterrupted = "interrupted: bridged stopped during the run"
+
 // ClaimDue claims every active task whose next run is at or before now,
 // earliest first, in one IMMEDIATE transaction, so that no task is claimed
-// twice, not even by another process. For each task, next (given the task
-// as stored, NextRun being the run now due) returns its following run; when
-// it returns nil (always for once tasks) the task's next run becomes none and
-// its status running. The claimed tasks are returned with their new NextRun
-// and Status.
-func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time.Time) ([]Task, error) {
+// twice, not even by another process. For each due task (as stored, NextRun
+// being the run now due) decide says what happens: the task's next run
+// becomes Claim.Next (nil: none, and the task becomes running), or the task
+// is paused with the reason Claim.Pause. Each claimed run is recorded at once
+// in the run log as a 'running' row, which FinishTaskRun completes, so a run
+// a stopped daemon left in flight is found at the next start
+// (FailInterrupted); a task whose earlier run is still in flight keeps that
+// one row. The tasks to run are returned with their new NextRun and Status;
+// paused ones are not.
+func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Claim) ([]Task, error) {
 	var claimed []Task
 	err := db.Tx(ctx, func(tx *Tx) error {
 		claimed = nil
@@ -257,9 +274,15 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time
 			return fmt.Errorf("claim due tasks: %w", err)
 		}
 		for _, t := range due {
-			n := next(t)
-			if n != nil {
-				nt := fromMS(toMS(*n))
+			c := decide(t)
+			if c.Pause != "" {
+				if err := tx.PauseTask(ctx, t.ID, c.Pause); err != nil {
+					return fmt.Errorf("claim due tasks: %w", err)
+				}
+				continue
+			}
+			if c.Next != nil {
+				nt := fromMS(toMS(*c.Next))
 				t.NextRun = &nt
 			} else {
 				t.NextRun = nil
@@ -267,6 +290,11 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time
 			}
 			if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET next_run = ?, status = ? WHERE id = ?`,
 				nullMS(t.NextRun), t.Status, t.ID); err != nil {
+				return fmt.Errorf("claim task %s: %w", t.ID, err)
+			}
+			if _, err := tx.tx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status)
+				VALUES (?, ?, 0, 'running') ON CONFLICT (task_id) WHERE status = 'running' DO NOTHING`,
+				t.ID, toMS(tx.now())); err != nil {
 				return fmt.Errorf("claim task %s: %w", t.ID, err)
 			}
 			claimed = append(claimed, t)
@@ -280,9 +308,10 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, next func(Task) *time
 }
 
 // FinishTaskRun records a run in the task's log and sets its last run
-// (r.StartedAt) and last result (the result, or "error: " and the error). A
-// running task (no next run) becomes done. ErrNotFound if the task was
-// deleted meanwhile; nothing is recorded then.
+// (r.StartedAt) and last result (the result, or "error: " and the error). The
+// task's run in flight (the 'running' row its claim made) becomes this run;
+// without one, a row is added. A running task (no next run) becomes done.
+// ErrNotFound if the task was deleted meanwhile; nothing is recorded then.
 func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 	if r.Status != RunOK && r.Status != RunError {
 		return fmt.Errorf("finish run of task %s: %w: run status must be ok or error, not %q", r.TaskID, ErrInvalid, r.Status)
@@ -299,6 +328,17 @@ func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
 	}
+	res, err = tx.tx.ExecContext(ctx, `UPDATE task_runs SET started_at = ?, duration_ms = ?, status = ?, result = ?, error = ?, cost_usd = ?
+		WHERE task_id = ? AND status = 'running'`,
+		toMS(r.StartedAt), r.Duration.Milliseconds(), r.Status, r.Result, r.Error, r.CostUSD, r.TaskID)
+	if err != nil {
+		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+	} else if n > 0 {
+		return nil
+	}
 	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status, result, error, cost_usd)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.TaskID, toMS(r.StartedAt), r.Duration.Milliseconds(), r.Status, r.Result, r.Error, r.CostUSD); err != nil {
 		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
@@ -312,26 +352,58 @@ func (db *DB) FinishTaskRun(ctx context.Context, r TaskRun) error {
 }
 
 // FailInterrupted closes the runs a stopped daemon left in flight: every
-// running task becomes done with an error run "interrupted: bridged stopped
-// during the run" (a claimed task never runs twice). Call it once at start,
-// before the scheduler. It returns how many tasks it closed.
-func (db *DB) FailInterrupted(ctx context.Context) (int, error) {
-	return txValue(ctx, db, func(tx *Tx) (int, error) {
-		rows, err := tx.tx.QueryContext(ctx, `SELECT id FROM tasks WHERE status = 'running' ORDER BY id`)
+// 'running' row of the run log (a claimed run of any task, recurring or once)
+// becomes an error run "interrupted: bridged stopped during the run", keeping
+// its start, and every running once task becomes done (a claimed run never
+// runs twice). notice, when not nil, is called with each such task as it was
+// before (its LastResult still the previous run's); a non-empty text it
+// returns is committed to the outbox for the task's chat, as a notice, in
+// the same transaction, so the chat hears about it exactly once. Call it
+// once at start, before the scheduler claims anything. It returns the tasks
+// it closed runs of.
+func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]Task, error) {
+	return txValue(ctx, db, func(tx *Tx) ([]Task, error) {
+		// A running once task without a 'running' row was claimed by a
+		// bridged from before the run log showed claims.
+		rows, err := tx.tx.QueryContext(ctx, `SELECT task_id, started_at FROM task_runs WHERE status = 'running'
+			UNION ALL
+			SELECT id, NULL FROM tasks t WHERE status = 'running'
+				AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id AND r.status = 'running')
+			ORDER BY 1`)
 		if err != nil {
-			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
+			return nil, fmt.Errorf("fail interrupted tasks: %w", err)
 		}
-		ids, err := collect(rows, func(r rowScanner) (id TaskID, err error) { return id, r.Scan(&id) })
+		type open struct {
+			id      TaskID
+			started sql.NullInt64
+		}
+		runs, err := collect(rows, func(r rowScanner) (o open, err error) { return o, r.Scan(&o.id, &o.started) })
 		if err != nil {
-			return 0, fmt.Errorf("fail interrupted tasks: %w", err)
+			return nil, fmt.Errorf("fail interrupted tasks: %w", err)
 		}
-		for _, id := range ids {
-			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: id, StartedAt: tx.now(), Status: RunError,
-				Error: "interrupted: bridged stopped during the run"}); err != nil {
-				return 0, err
+		out := make([]Task, 0, len(runs))
+		for _, o := range runs {
+			t, err := tx.GetTask(ctx, o.id)
+			if err != nil {
+				return nil, fmt.Errorf("fail interrupted tasks: %w", err)
 			}
+			started := tx.now()
+			if o.started.Valid {
+				started = fromMS(o.started.Int64)
+			}
+			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: t.ID, StartedAt: started, Status: RunError, Error: runInterrupted}); err != nil {
+				return nil, err
+			}
+			if notice != nil && t.Chat != "" {
+				if text := notice(t); strings.TrimSpace(text) != "" {
+					if _, err := tx.EnqueueOutbox(ctx, OutboxItem{Chat: t.Chat, Group: t.Folder, Text: text, Origin: OriginNotice}); err != nil {
+						return nil, fmt.Errorf("fail interrupted task %s: %w", t.ID, err)
+					}
+				}
+			}
+			out = append(out, t)
 		}
-		return len(ids), nil
+		return out, nil
 	})
 }
 

@@ -83,11 +83,11 @@ func TestClaimDueConcurrent(t *testing.T) {
 			}
 			newTask(t, a, schedule.Once, ptr(t0.Add(time.Minute))) // not due
 
-			next := func(task Task) *time.Time {
+			next := func(task Task) Claim {
 				if task.Kind == schedule.Once {
-					return nil
+					return Claim{}
 				}
-				return ptr(t0.Add(time.Hour))
+				return Claim{Next: ptr(t0.Add(time.Hour))}
 			}
 			start := make(chan struct{})
 			results := make([][]Task, 2)
@@ -142,12 +142,12 @@ func TestClaimDueAndFinish(t *testing.T) {
 		t.Errorf("NextDue = %v; want %s (paused tasks ignored)", n, t0.Add(-time.Minute))
 	}
 	var sawDue []time.Time
-	claimed, err := db.ClaimDue(ctx, t0, func(task Task) *time.Time {
+	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
 		sawDue = append(sawDue, *task.NextRun)
 		if task.Kind == schedule.Once {
-			return nil
+			return Claim{}
 		}
-		return ptr(task.NextRun.Add(time.Hour))
+		return Claim{Next: ptr(task.NextRun.Add(time.Hour))}
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -276,15 +276,15 @@ func TestFailInterrupted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bridged.db")
 	db := openAt(t, path)
 	task := newTask(t, db, schedule.Once, ptr(t0))
-	if claimed, _ := db.ClaimDue(ctx, t0, func(Task) *time.Time { return nil }); len(claimed) != 1 {
+	if claimed, _ := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{} }); len(claimed) != 1 {
 		t.Fatalf("claimed %d; want 1", len(claimed))
 	}
 	db.Close() // the daemon dies mid-run
 
 	db = openAt(t, path)
-	n, err := db.FailInterrupted(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("FailInterrupted = %d, %v; want 1", n, err)
+	closed, err := db.FailInterrupted(ctx, nil)
+	if err != nil || len(closed) != 1 {
+		t.Fatalf("FailInterrupted = %v, %v; want 1 task", closed, err)
 	}
 	got, _ := db.GetTask(ctx, task.ID)
 	if got.Status != TaskDone || got.LastResult != "error: interrupted: bridged stopped during the run" {
@@ -294,11 +294,11 @@ func TestFailInterrupted(t *testing.T) {
 	if len(runs) != 1 || runs[0].Status != RunError {
 		t.Errorf("runs %+v; want one error run", runs)
 	}
-	if claimed, _ := db.ClaimDue(ctx, t0.Add(time.Hour), func(Task) *time.Time { return nil }); len(claimed) != 0 {
+	if claimed, _ := db.ClaimDue(ctx, t0.Add(time.Hour), func(Task) Claim { return Claim{} }); len(claimed) != 0 {
 		t.Errorf("ClaimDue after restart claimed %d; want 0", len(claimed))
 	}
-	if n, _ := db.FailInterrupted(ctx); n != 0 {
-		t.Errorf("second FailInterrupted = %d; want 0", n)
+	if closed, _ := db.FailInterrupted(ctx, nil); len(closed) != 0 {
+		t.Errorf("second FailInterrupted closed %v; want none", closed)
 	}
 }
 
@@ -326,5 +326,142 @@ func TestStats(t *testing.T) {
 	want := Stats{Chats: 2, Groups: 1, PendingOutbox: 1, FailedOutbox: 1, ActiveTasks: 1, PausedTasks: 1}
 	if got != want {
 		t.Errorf("Stats = %+v; want %+v", got, want)
+	}
+}
+
+// A recurring task's claim shows in its run log at once, as a running row that
+// the end of the run completes; a claim while that run is in flight adds no
+// second row.
+func TestRecurringRunClaimedVisibly(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	every := newTask(t, db, schedule.Interval, ptr(t0))
+	hourly := func(task Task) Claim { return Claim{Next: ptr(task.NextRun.Add(time.Hour))} }
+	if claimed, err := db.ClaimDue(ctx, t0, hourly); err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimDue = %v, %v; want the interval task", claimed, err)
+	}
+	runs, _ := db.ListTaskRuns(ctx, every.ID, 0)
+	if len(runs) != 1 || runs[0].Status != RunRunning || !runs[0].StartedAt.Equal(t0) {
+		t.Fatalf("runs after the claim %+v; want one running row started %s", runs, t0)
+	}
+	// The next slot comes while the run is still going.
+	if claimed, err := db.ClaimDue(ctx, t0.Add(time.Hour), hourly); err != nil || len(claimed) != 1 {
+		t.Fatalf("second ClaimDue = %v, %v; want the interval task", claimed, err)
+	}
+	if n := count(t, db, "task_runs", "task_id = ?", every.ID); n != 1 {
+		t.Errorf("%d run rows after a claim during the run; want 1", n)
+	}
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Second), Duration: time.Minute, Status: RunOK, Result: "done it"}); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ = db.ListTaskRuns(ctx, every.ID, 0)
+	want := TaskRun{ID: runs[0].ID, TaskID: every.ID, StartedAt: t0.Add(time.Second), Duration: time.Minute, Status: RunOK, Result: "done it"}
+	if len(runs) != 1 || runs[0] != want {
+		t.Errorf("runs after the run %+v; want [%+v]", runs, want)
+	}
+	// A run with no claim row (the second claim's, merged) gets its own row.
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Hour), Status: RunOK, Result: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "task_runs", "task_id = ?", every.ID); n != 2 {
+		t.Errorf("%d run rows; want 2", n)
+	}
+	if got, _ := db.GetTask(ctx, every.ID); got.Status != TaskActive {
+		t.Errorf("interval task %+v; want still active", got)
+	}
+}
+
+// A paused claim runs nothing and leaves no run row.
+func TestClaimDuePauses(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	task := newTask(t, db, schedule.Cron, ptr(t0))
+	claimed, err := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{Pause: "group main was removed; task paused"} })
+	if err != nil || len(claimed) != 0 {
+		t.Fatalf("ClaimDue = %v, %v; want nothing to run", claimed, err)
+	}
+	got, _ := db.GetTask(ctx, task.ID)
+	if got.Status != TaskPaused || got.LastResult != "group main was removed; task paused" || !got.NextRun.Equal(t0) {
+		t.Errorf("task %+v; want paused with the reason, next run unchanged", got)
+	}
+	if n := count(t, db, "task_runs", ""); n != 0 {
+		t.Errorf("%d run rows; want 0", n)
+	}
+}
+
+// kill -9 during a cron task's run: at the next start the run is an
+// "interrupted" error run, and the chat gets one notice, like a once task's.
+func TestFailInterruptedRecurring(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "bridged.db")
+	db := openAt(t, path)
+	cron := newTask(t, db, schedule.Cron, ptr(t0))
+	once := newTask(t, db, schedule.Once, ptr(t0))
+	failing := newTask(t, db, schedule.Interval, ptr(t0))
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: failing.ID, StartedAt: t0.Add(-time.Hour), Status: RunError, Error: "crashed"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
+		if task.Kind == schedule.Once {
+			return Claim{}
+		}
+		return Claim{Next: ptr(t0.Add(time.Hour))}
+	})
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("ClaimDue = %v, %v; want 3 tasks", claimed, err)
+	}
+	db.Close() // the daemon dies mid-run
+
+	db = openAt(t, path)
+	db.now = func() time.Time { return t0.Add(time.Minute) }
+	var asked []TaskID
+	notice := func(task Task) string {
+		asked = append(asked, task.ID)
+		if task.LastResult != "" {
+			return "" // its last run failed already: said so then
+		}
+		return "Scheduled task " + string(task.ID) + " failed: interrupted"
+	}
+	closed, err := db.FailInterrupted(ctx, notice)
+	if err != nil || len(closed) != 3 {
+		t.Fatalf("FailInterrupted = %v, %v; want 3 tasks", closed, err)
+	}
+	if len(asked) != 3 {
+		t.Errorf("notice asked about %v; want the 3 tasks", asked)
+	}
+	for _, task := range []Task{cron, once, failing} {
+		runs, _ := db.ListTaskRuns(ctx, task.ID, 1)
+		if len(runs) != 1 || runs[0].Status != RunError || runs[0].Error != "interrupted: bridged stopped during the run" || !runs[0].StartedAt.Equal(t0) {
+			t.Errorf("%s %s: latest run %+v; want an interrupted error run started at the claim, %s", task.Kind, task.ID, runs, t0)
+		}
+		got, _ := db.GetTask(ctx, task.ID)
+		if got.LastResult != "error: interrupted: bridged stopped during the run" || got.LastRun == nil || !got.LastRun.Equal(t0) {
+			t.Errorf("%s task %+v; want the interruption as last result", task.Kind, got)
+		}
+	}
+	if got, _ := db.GetTask(ctx, cron.ID); got.Status != TaskActive || !got.NextRun.Equal(t0.Add(time.Hour)) {
+		t.Errorf("cron task %+v; want active with its next run", got)
+	}
+	if got, _ := db.GetTask(ctx, once.ID); got.Status != TaskDone {
+		t.Errorf("once task %+v; want done", got)
+	}
+	notices, _ := db.PendingOutbox(ctx, 0)
+	if len(notices) != 2 {
+		t.Fatalf("outbox %+v; want one notice for the cron task and one for the once task", notices)
+	}
+	for _, n := range notices {
+		if n.Origin != OriginNotice || n.Chat != "local:main" || n.Group != "main" {
+			t.Errorf("notice %+v; want a notice to local:main from main", n)
+		}
+	}
+	if n := count(t, db, "task_runs", "status = 'running'"); n != 0 {
+		t.Errorf("%d running rows left", n)
+	}
+	// A second start finds nothing: no second notice.
+	if again, _ := db.FailInterrupted(ctx, notice); len(again) != 0 {
+		t.Errorf("second FailInterrupted closed %v; want none", again)
+	}
+	if n := count(t, db, "outbox", ""); n != 2 {
+		t.Errorf("%d outbox rows after a second start; want 2", n)
 	}
 }

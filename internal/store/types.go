@@ -92,6 +92,8 @@ type RunStatus string
 const (
 	RunOK    RunStatus = "ok"
 	RunError RunStatus = "error"
+	// RunRunning is a claimed run not finished yet (see ClaimDue).
+	RunRunning RunStatus = "running"
 )
 
 // Error classes, checked with errors.Is.

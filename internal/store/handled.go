@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// HandledRequest is an agent's IPC request that was carried out, with the
+// response it got. It is recorded in the transaction that made the request's
+// effect, so a request seen again is answered from the record, never carried
+// out twice.
+type HandledRequest struct {
+	Folder    Folder // the group whose directory it came from
+	ID        string // the request id the agent chose
+	Type      string // the tool's name
+	Response  []byte // the response JSON, as written
+	HandledAt time.Time
+}
+
+// RecordRequest records r as handled (HandledAt: now). Call it inside the
+// transaction that makes the request's effect. ErrExists if (folder, id) is
+// recorded already: the effect must then be rolled back.
+func (tx *Tx) RecordRequest(ctx context.Context, r HandledRequest) error {
+	switch {
+	case r.Folder == "" || r.ID == "" || r.Type == "":
+		return fmt.Errorf("record request: %w: folder, id and type are required", ErrInvalid)
+	case len(r.Response) == 0:
+		return fmt.Errorf("record request %s/%s: %w: no response", r.Folder, r.ID, ErrInvalid)
+	}
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO handled_requests (folder, request_id, type, response, handled_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (folder, request_id) DO NOTHING`,
+		r.Folder, r.ID, r.Type, string(r.Response), toMS(tx.now()))
+	if err != nil {
+		return fmt.Errorf("record request %s/%s: %w", r.Folder, r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record request %s/%s: %w", r.Folder, r.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("record request %s/%s: %w", r.Folder, r.ID, ErrExists)
+	}
+	return nil
+}
+
+// ForgetRequest deletes the record of folder's request id, when the effect
+// recorded with it is undone. Forgetting a request never recorded is not an
+// error.
+func (tx *Tx) ForgetRequest(ctx context.Context, folder Folder, id string) error {
+	if _, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE folder = ? AND request_id = ?`, folder, id); err != nil {
+		return fmt.Errorf("forget request %s/%s: %w", folder, id, err)
+	}
+	return nil
+}
+
+// HandledRequest returns the record of folder's request id, or ErrNotFound.
+func (db *DB) HandledRequest(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
+	return handledRequest(ctx, db.read, folder, id)
+}
+
+// HandledRequest returns the record of folder's request id, or ErrNotFound.
+func (tx *Tx) HandledRequest(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
+	return handledRequest(ctx, tx.tx, folder, id)
+}
+
+func handledRequest(ctx context.Context, q querier, folder Folder, id string) (HandledRequest, error) {
+	var r HandledRequest
+	var resp string
+	var at int64
+	err := q.QueryRowContext(ctx, `SELECT folder, request_id, type, response, handled_at FROM handled_requests
+		WHERE folder = ? AND request_id = ?`, folder, id).Scan(&r.Folder, &r.ID, &r.Type, &resp, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return HandledRequest{}, fmt.Errorf("handled request %s/%s: %w", folder, id, ErrNotFound)
+	}
+	if err != nil {
+		return HandledRequest{}, fmt.Errorf("handled request %s/%s: %w", folder, id, err)
+	}
+	r.Response = []byte(resp)
+	r.HandledAt = fromMS(at)
+	return r, nil
+}
+
+// PruneHandledRequests deletes the records of requests handled before
+// before and returns how many it deleted.
+func (db *DB) PruneHandledRequests(ctx context.Context, before time.Time) (int64, error) {
+	return txValue(ctx, db, func(tx *Tx) (int64, error) {
+		res, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE handled_at < ?`, toMS(before))
+		if err != nil {
+			return 0, fmt.Errorf("prune handled requests: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("prune handled requests: %w", err)
+		}
+		return n, nil
+	})
+}
+
+// enqueueHookKey is the context key of the function OnEnqueue sets.
+type enqueueHookKey struct{}
+
+// OnEnqueue returns a copy of ctx under which Tx.EnqueueOutbox (and so
+// DB.EnqueueOutbox) calls fn inside its transaction, right after the row is
+// inserted, with the stored row. An error from fn is EnqueueOutbox's error,
+// so a caller that returns it from DB.Tx rolls the row back.
+//
+// It lets a caller that does not own the transaction make something commit
+// together with a message: the IPC host records a send_message request as
+// handled in the transaction the router commits the message in.
+func OnEnqueue(ctx context.Context, fn func(tx *Tx, it OutboxItem) error) context.Context {
+	return context.WithValue(ctx, enqueueHookKey{}, fn)
+}
+
+// enqueueHook returns the function OnEnqueue put in ctx, if any.
+func enqueueHook(ctx context.Context) func(tx *Tx, it OutboxItem) error {
+	fn, _ := ctx.Value(enqueueHookKey{}).(func(tx *Tx, it OutboxItem) error)
+	return fn
+}
