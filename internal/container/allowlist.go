@@ -53,6 +53,7 @@ type Allowlist struct {
 	blocked         []string
 	nonMainReadOnly bool
 	protected       []string // never mounted, nor anything containing them
+	masks           *masker  // nil: blocked entries inside a mount refuse it (see WithMasks)
 }
 
 // MountRequest is an extra mount as a group's configuration asks for it.
@@ -148,8 +149,19 @@ var containerNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
 // non-main groups write; otherwise it is read-only. Every refusal wraps
 // ErrMountRefused and says why.
 func (a *Allowlist) Check(req MountRequest, isMain bool) (Mount, error) {
-	refuse := func(format string, args ...any) (Mount, error) {
-		return Mount{}, fmt.Errorf("%w: %s: %s", ErrMountRefused, req.HostPath, fmt.Sprintf(format, args...))
+	m, _, err := a.check(req, isMain)
+	return m, err
+}
+
+// refusal is a refused mount: it wraps ErrMountRefused and names the path.
+func refusal(hostPath, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrMountRefused, hostPath, fmt.Sprintf(format, args...))
+}
+
+// check is Check, also returning the allowed root the mount lies under.
+func (a *Allowlist) check(req MountRequest, isMain bool) (Mount, *root, error) {
+	refuse := func(format string, args ...any) (Mount, *root, error) {
+		return Mount{}, nil, refusal(req.HostPath, format, args...)
 	}
 	if strings.TrimSpace(req.HostPath) == "" {
 		return refuse("no host path")
@@ -200,32 +212,102 @@ func (a *Allowlist) Check(req MountRequest, isMain bool) (Mount, error) {
 		return refuse("container name %q must be one simple name (letters, digits, . _ -), without .. or /", name)
 	}
 	rw := req.ReadWrite && matched.rw && (isMain || !a.nonMainReadOnly)
-	return Mount{Source: real, Target: ContainerExtraDir + "/" + name, ReadOnly: !rw}, nil
+	return Mount{Source: real, Target: ContainerExtraDir + "/" + name, ReadOnly: !rw}, matched, nil
 }
 
 // CheckAll checks every request and returns the mounts that passed, in order,
 // and the refusals joined into one error (nil if none). A second mount at the
-// same container name is refused.
+// same container name is refused. Each mount is followed by the masks that
+// hide the blocked entries inside it (see WithMasks): a mount that contains
+// blocked entries is refused when the allowlist has no masks, or when there
+// are too many of them or too many entries to search. The container
+// runtime mounts a mask after the mount it lies in (the engine orders bind
+// mounts by the depth of their targets).
 func (a *Allowlist) CheckAll(reqs []MountRequest, isMain bool) ([]Mount, error) {
+	planned, errs := a.plan(reqs, isMain)
+	var out []Mount
+	for _, p := range planned {
+		if len(p.hidden) == 0 {
+			out = append(out, p.mount)
+			continue
+		}
+		dir, file, err := a.masks.ensure()
+		if err != nil {
+			errs = append(errs, refusal(p.req.HostPath, "cannot hide %s inside it: %v", p.hidden[0].rel, err))
+			continue
+		}
+		out = append(out, p.mount)
+		for _, h := range p.hidden {
+			src := file
+			if h.dir {
+				src = dir
+			}
+			out = append(out, Mount{Source: src, Target: p.mount.Target + "/" + h.rel, ReadOnly: true})
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Validate checks requests as CheckAll would when a group's extra mounts are
+// set, without creating anything, so a person learns at once what a
+// container would refuse. It also refuses a read-write request the
+// allowlist would make read-only, saying why; CheckAll mounts those
+// read-only.
+func (a *Allowlist) Validate(reqs []MountRequest, isMain bool) error {
+	planned, errs := a.plan(reqs, isMain)
+	for _, p := range planned {
+		if !p.req.ReadWrite || !p.mount.ReadOnly {
+			continue
+		}
+		why := fmt.Sprintf("its allowed root %s is read-only (allowReadWrite is false in %s)", p.root.real, a.file)
+		if p.root.rw {
+			why = fmt.Sprintf("%s makes every mount of a non-main group read-only (nonMainReadOnly)", a.file)
+		}
+		errs = append(errs, refusal(p.req.HostPath, "read-write was asked for, but %s; ask for :ro", why))
+	}
+	return errors.Join(errs...)
+}
+
+// plannedMount is a mount that passed its checks, with the blocked entries
+// found inside it.
+type plannedMount struct {
+	req    MountRequest
+	mount  Mount
+	root   *root
+	hidden []hiddenEntry
+}
+
+// plan checks each request, refuses a second mount at the same container
+// name, and finds the blocked entries inside each mount.
+func (a *Allowlist) plan(reqs []MountRequest, isMain bool) ([]plannedMount, []error) {
 	var (
-		out  []Mount
+		out  []plannedMount
 		errs []error
 		seen = make(map[string]bool)
 	)
 	for _, r := range reqs {
-		m, err := a.Check(r, isMain)
+		m, rt, err := a.check(r, isMain)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if seen[m.Target] {
-			errs = append(errs, fmt.Errorf("%w: %s: %s is already mounted", ErrMountRefused, r.HostPath, m.Target))
+			errs = append(errs, refusal(r.HostPath, "%s is already mounted", m.Target))
 			continue
 		}
 		seen[m.Target] = true
-		out = append(out, m)
+		hidden, err := a.findBlocked(m.Source)
+		if err != nil {
+			errs = append(errs, refusal(r.HostPath, "%v", err))
+			continue
+		}
+		if len(hidden) > 0 && a.masks == nil {
+			errs = append(errs, refusal(r.HostPath, "%s inside it matches a blocked pattern and cannot be hidden here", hidden[0].rel))
+			continue
+		}
+		out = append(out, plannedMount{req: r, mount: m, root: rt, hidden: hidden})
 	}
-	return out, errors.Join(errs...)
+	return out, errs
 }
 
 // blockedComponent reports the first component of p matching a blocked
@@ -240,14 +322,22 @@ func (a *Allowlist) blockedComponent(p string) (pattern, component string, ok bo
 		if comp == "" {
 			continue
 		}
-		lc := strings.ToLower(comp)
-		for _, pat := range a.blocked {
-			if componentMatches(lc, strings.ToLower(pat)) {
-				return pat, comp, true
-			}
+		if pat, ok := a.blockedName(comp); ok {
+			return pat, comp, true
 		}
 	}
 	return "", "", false
+}
+
+// blockedName reports the first blocked pattern name matches.
+func (a *Allowlist) blockedName(name string) (pattern string, ok bool) {
+	lc := strings.ToLower(name)
+	for _, pat := range a.blocked {
+		if componentMatches(lc, strings.ToLower(pat)) {
+			return pat, true
+		}
+	}
+	return "", false
 }
 
 func componentMatches(comp, pat string) bool {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bridged-app/bridged/internal/home"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -199,17 +201,30 @@ func TestAllowlistCheckAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mounts, err := a.CheckAll([]MountRequest{
+	reqs := []MountRequest{
 		{HostPath: filepath.Join(f.projects, "app")},
 		{HostPath: filepath.Join(f.projects, "link-app")}, // same target name
 		{HostPath: filepath.Join(f.projects, ".ssh")},
 		{HostPath: filepath.Join(f.docs, "report")},
-	}, true)
-	if len(mounts) != 2 || mounts[0].Target != "/workspace/extra/app" || mounts[1].Target != "/workspace/extra/report" {
-		t.Errorf("got %+v; want app and report", mounts)
+	}
+	// app holds .env.local: with masks it is mounted with the file hidden.
+	l := home.Layout{Dir: t.TempDir()}
+	mounts, err := a.WithMasks(l).CheckAll(reqs, true)
+	if len(mounts) != 3 || mounts[0].Target != "/workspace/extra/app" || mounts[2].Target != "/workspace/extra/report" ||
+		mounts[1] != (Mount{Source: filepath.Join(l.EmptyDir(), "file"), Target: "/workspace/extra/app/.env.local", ReadOnly: true}) {
+		t.Errorf("got %+v; want app, a mask over app/.env.local, and report", mounts)
 	}
 	if !errors.Is(err, ErrMountRefused) || !strings.Contains(err.Error(), "already mounted") || !strings.Contains(err.Error(), ".ssh") {
 		t.Errorf("got %v; want refusals for the duplicate and .ssh", err)
+	}
+	// Without masks, a directory holding a blocked name is refused
+	// rather than exposed.
+	mounts, err = a.CheckAll(reqs, true)
+	if len(mounts) != 1 || mounts[0].Target != "/workspace/extra/report" {
+		t.Errorf("got %+v; want only report", mounts)
+	}
+	if !errors.Is(err, ErrMountRefused) || !strings.Contains(err.Error(), ".env.local inside it matches a blocked pattern") {
+		t.Errorf("got %v; want app refused for its .env.local", err)
 	}
 }
 

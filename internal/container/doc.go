@@ -47,8 +47,11 @@
 // id_ed25519 private_key .secret) plus the file's. A pattern with * ? or [ is
 // a glob matched against a whole path component; any other pattern matches a
 // component containing it at word boundaries (".env" blocks ".env.local" and
-// "prod.env" but not ".environment"), ignoring case. Only the path itself is
-// checked, not what a mounted directory contains. The mount appears at
+// "prod.env" but not ".environment"), ignoring case. Inside an allowed
+// directory, entries whose names match a blocked pattern, up to MaskDepth (3)
+// levels deep, are hidden by empty read-only mounts (Allowlist.WithMasks;
+// mask.go explains the walk, its limits and why symlinks need no mask). The
+// mount appears at
 // /workspace/extra/<name>, where name (default: the directory's name) is one
 // simple component (letters, digits, . _ -; no .., no /). It is read-write
 // only when asked for, allowed by its root, and the group is main or
