@@ -104,8 +104,20 @@ func checkEmptyDir(t testing.TB, what, dir string) {
 	}
 }
 
-// checkStore fails unless store/bridged.db and store/whatsapp.db are in place
-// and still SQLite databases.
+// ensureWhatsAppDB puts a dummy store/whatsapp.db in place unless the daemon
+// made one (it does on start, even unpaired), so attacks on the store have
+// both databases to hit.
+func ensureWhatsAppDB(t testing.TB, e *env) {
+	t.Helper()
+	p := filepath.Join(e.home, "store", "whatsapp.db")
+	if _, err := os.Lstat(p); err == nil {
+		return
+	}
+	e.daemonFile(t, filepath.Dir(p), "whatsapp.db", "dummy device store\n")
+}
+
+// checkStore fails unless store/bridged.db (still a SQLite database) and
+// store/whatsapp.db (not empty) are in place.
 func checkStore(t testing.TB, home string) {
 	t.Helper()
 	for _, name := range []string{"bridged.db", "whatsapp.db"} {
@@ -117,7 +129,7 @@ func checkStore(t testing.TB, home string) {
 			t.Errorf("store/%s is gone (%v); found at %v", name, err, moved)
 		case len(b) == 0:
 			t.Errorf("store/%s was truncated to 0 bytes", name)
-		case !bytes.HasPrefix(b, []byte("SQLite format 3\x00")):
+		case name == "bridged.db" && !bytes.HasPrefix(b, []byte("SQLite format 3\x00")):
 			t.Errorf("store/%s is no SQLite database any more: starts with %q", name, short(string(b), 40))
 		}
 	}
@@ -393,6 +405,7 @@ func testBoundary(t *testing.T, u daemonUser) {
 	// is not carried out. Last: today it takes the store away.
 	t.Run("RequestsDirToStore", func(t *testing.T) {
 		e := e.in(t)
+		ensureWhatsAppDB(t, e)
 		checkStore(t, home)
 		if t.Failed() {
 			t.Fatal("the store was not intact before the attack")
@@ -488,6 +501,7 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	// keeps answering. Last: today it breaks the store.
 	t.Run("CloseSentinelSymlink", func(t *testing.T) {
 		e := e.in(t)
+		ensureWhatsAppDB(t, e)
 		checkStore(t, home)
 		if t.Failed() {
 			t.Fatal("the store was not intact before the attack")
@@ -578,6 +592,7 @@ func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	e.mustCLI("groups", "add", "--name", "victim", "--no-trigger", "local:victim")
 	d := e.start()
 	home := e.home
+	ensureWhatsAppDB(t, e)
 	attack(t, e, "local:main", "cd /workspace/groups; mkdir -p victim; "+shSwapForLink("victim", "../store"))
 	got := e.bash("local:victim", "ls -la /workspace/group", turnWait)
 	if strings.Contains(got, "bridged.db") || strings.Contains(got, "whatsapp.db") {
