@@ -214,7 +214,7 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, r
 	if err != nil {
 		return nil, false, nil, err
 	}
-	adm := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone}
+	adm := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: allowlistChecker(cfg)}
 	return adm, false, func() { db.Close() }, nil
 }
 

@@ -158,6 +158,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		if allow, err = container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile); err != nil {
 			return err
 		}
+		allow = allow.WithMasks(hm.Layout()) // hide .ssh, .env, … inside allowed mounts
 	}
 
 	instance := newInstanceID()
@@ -237,7 +238,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	srv, err := control.Listen(control.Options{
 		Socket:   cfg.Socket(),
-		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone},
+		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
 		Local:    loc,
 		Status:   liveStatus{rt},
 		Channels: channels,

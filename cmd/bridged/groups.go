@@ -6,11 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
@@ -67,7 +71,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT")
+		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS")
 		for _, g := range gs {
 			answers := "trigger only"
 			switch {
@@ -76,8 +80,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
-				orDash(g.Model), orDash(g.Timeout))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
+				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)))
 		}
 		return tw.Flush()
 	})
@@ -127,7 +131,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 	name := fs.String("name", "", "display name of the group (required)")
 	folder := fs.String("folder", "", "folder under groups/ (default: a slug of the name)")
 	isMain := fs.Bool("main", false, "make this the main (admin) group; it answers every message")
-	trigger := fs.String("trigger", "", "trigger word (default @<assistant name>)")
+	trigger := fs.String("trigger", "", "trigger word (default @<assistant name>; an @ is added when missing)")
 	noTrigger := fs.Bool("no-trigger", false, "answer every message, not only those starting with the trigger")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
@@ -208,30 +212,64 @@ func (o *optBool) IsBoolFlag() bool { return true }
 var (
 	_ flag.Value = (*optString)(nil)
 	_ flag.Value = (*optBool)(nil)
+	_ flag.Value = (*mountFlags)(nil)
 )
 
+// mountFlags is the repeatable --mount flag.
+type mountFlags []store.MountRequest
+
+func (m *mountFlags) String() string {
+	parts := make([]string, 0, len(*m))
+	for _, r := range *m {
+		parts = append(parts, rules.FormatMount(r))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m *mountFlags) Set(s string) error {
+	r, err := rules.ParseMount(s)
+	if err != nil {
+		return err
+	}
+	*m = append(*m, r)
+	return nil
+}
+
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [flags] FOLDER")
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [flags] FOLDER")
 	var name, trigger, model, timeout optString
 	var requires optBool
+	var mounts mountFlags
 	fs.Var(&name, "name", "display name")
-	fs.Var(&trigger, "trigger", "trigger word, e.g. @Andy")
+	fs.Var(&trigger, "trigger", "trigger word, e.g. @Andy (an @ is added when missing)")
 	fs.Var(&requires, "requires-trigger", "only messages starting with the trigger wake the agent (true/false)")
 	fs.Var(&model, "model", "Claude model for this group (empty: the CLI's default)")
 	fs.Var(&timeout, "timeout", "container timeout for this group, a Go duration (0: the daemon's default)")
+	fs.Var(&mounts, "mount", "extra mount HOST[:CONTAINER][:ro|rw] at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
+	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v}
+	switch {
+	case *clearMounts && len(mounts) > 0:
+		fmt.Fprintln(a.stderr, "bridged groups set: give --mount or --clear-mounts, not both")
+		return errUsage
+	case *clearMounts:
+		p.ExtraMounts = &[]store.MountRequest{}
+	case len(mounts) > 0:
+		ms := []store.MountRequest(mounts)
+		p.ExtraMounts = &ms
+	}
 	if p == (control.GroupPatch{}) {
-		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model or --timeout)")
+		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount or --clear-mounts)")
 		return errUsage
 	}
-	if p.Timeout != nil && *p.Timeout != "" && *p.Timeout != "0" {
-		if _, err := time.ParseDuration(*p.Timeout); err != nil {
-			return fmt.Errorf("--timeout %q: want a Go duration such as 45m", *p.Timeout)
+	if p.Timeout != nil {
+		if _, err := rules.ParseTimeout(*p.Timeout); err != nil {
+			return fmt.Errorf("--timeout: %w", err)
 		}
 	}
 	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
@@ -242,8 +280,54 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout))
+		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s.\n",
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)))
 		return nil
 	})
+}
+
+// formatMounts lists mounts as --mount takes them.
+func formatMounts(ms []store.MountRequest) string {
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		parts = append(parts, rules.FormatMount(m))
+	}
+	return strings.Join(parts, " ")
+}
+
+// allowlistChecker checks extra mounts against the mount allowlist as it is
+// configured, for `groups set` while the daemon is stopped: the file is
+// read when a mount is set, as the daemon will read it when it starts.
+func allowlistChecker(cfg *config.Config) control.MountChecker {
+	if cfg.MountAllowlist == "" {
+		return nil
+	}
+	return func(ms []store.MountRequest, isMain bool) error {
+		al, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
+		if err != nil {
+			return err
+		}
+		return mountChecker(al.WithMasks(home.Layout{Dir: cfg.Home}))(ms, isMain)
+	}
+}
+
+// mountChecker checks extra mounts against al (nil: none allowed) exactly
+// as the router will before each run, and refuses a read-write mount al
+// would make read-only.
+func mountChecker(al *container.Allowlist) control.MountChecker {
+	if al == nil {
+		return nil
+	}
+	return func(ms []store.MountRequest, isMain bool) error {
+		return al.Validate(containerMounts(ms), isMain)
+	}
+}
+
+// containerMounts converts a group's stored mounts for the allowlist.
+func containerMounts(ms []store.MountRequest) []container.MountRequest {
+	out := make([]container.MountRequest, len(ms))
+	for i, m := range ms {
+		out[i] = container.MountRequest{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadWrite: m.ReadWrite}
+	}
+	return out
 }
