@@ -34,13 +34,30 @@
 // when the run ends well. A reply stores only the messages whose turn has
 // begun: those of the container's start, and those piped while the agent was
 // idle. Messages piped while it was busy may wait for a turn of their own
-// (or be folded into the running one), so the next result stores them. A run that fails before any reply went out puts the
-// cursor back, so the queue's retry hands the same messages over again; after
-// a reply it is never put back. Because an unanswered hand-over is never
-// stored, messages in flight when the daemon is killed are still after the
-// cursor at the next start and run again, while answered ones are not. Input
-// files piped into a container that ended without reading them are removed
-// and their messages run again.
+// (or be folded into the running one), so the next result stores them.
+//
+// Outcomes are per turn, not per container. Every turn either commits its
+// result or fails, and a failed turn rolls the cursor back to the last
+// committed reply: a run that ends badly (claude died with a turn in flight
+// and no later result recovered it, an error result, a result that could not
+// be committed, a kill, a hang past the container timeout, a non-zero exit)
+// while messages it was handed are not committed puts them back and fails,
+// so the queue retries them with the retry and notice policy of a first
+// turn. A run that ends badly with everything committed lost nothing and is
+// a normal end. A reply that went out is never sent again: only uncommitted
+// messages run again (a message folded into a turn whose answer went out
+// is the exception: it is not stored until the next result or a good end, so
+// a failure before then answers it again). Because an unanswered hand-over is
+// never stored, messages in flight when the daemon is killed are still after
+// the cursor at the next start and run again, while answered ones are not.
+// Input files piped into a container that ended without reading them are
+// removed and their messages run again.
+//
+// A result is counted only once it is committed. One that cannot be
+// committed (the disk is full) fails its turn: the container is closed,
+// nothing later of it is committed, the cursor stays at the last stored
+// reply, and the error ("database or disk is full") shows in Status and in
+// the failure notice.
 //
 // # Containers
 //
@@ -56,17 +73,23 @@
 // Config.ContainerUID:ContainerGID. Secrets travel only in the run input. Every stdout event resets
 // the hard timeout (Config.ContainerTimeout, or the group's own, at least the
 // idle timeout plus 30 s); when it fires the container is stopped, which is a
-// normal end when a reply already went out. The idle timeout and the task
-// close delay are the group queue's: when it asks, the router writes the
-// close sentinel. A result with is_error before any reply closes the container
-// and fails the run, so it is retried. Each run writes
+// normal end when every turn was committed, and a failed turn otherwise. A
+// pipe into an idle agent starts a turn and restarts the hard timeout. The
+// idle timeout and the task close delay are the group queue's: when it asks,
+// the router writes the close sentinel. A failed turn (a runner error while
+// the agent works on a turn, a result with is_error, a result that cannot be
+// committed) closes the container at once: it takes no more messages and is
+// never left busy. Each run writes
 // data/logs/<folder>/run-<time>.log (daemon-owned, never mounted) with its
 // input (no secrets; the prompt only at debug level), the container's
 // stderr, exit code and duration.
 //
-// When a group's message runs fail more times in a row than the queue
-// retries, one notice is posted in its chat and the failure shows in Status;
-// the group then waits for its next message. A failed task run is recorded in
+// A failed message run shows in Status ("attempt n of m failed, retrying:
+// why") until the group's next good run. When a group's message runs fail
+// more times in a row than the queue retries, one notice naming the reason is
+// posted in its chat (sent straight through the channel, best effort, when
+// the outbox cannot take it) and the failure shows in Status; the group then
+// waits for its next message. A failed task run is recorded in
 // its run log and announced in its chat when the task's previous run did not
 // fail.
 //

@@ -162,6 +162,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		if !wasBusy {
 			// An idle agent starts a turn for these messages at once.
 			run.settled = gs.handed
+			signal(run.kick)
 		}
 		return nil
 	})

@@ -51,7 +51,9 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 	if gs != nil {
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		if rn := gs.run; rn != nil && !rn.ended && rn.kind == groupqueue.KindMessages && rn.chat == item.Chat {
+		// A run whose turn failed for good stores no cursor any more: its
+		// messages run again from the last stored one.
+		if rn := gs.run; rn != nil && !rn.ended && rn.kind == groupqueue.KindMessages && rn.chat == item.Chat && rn.broken == nil {
 			run = rn
 		}
 	}

@@ -113,7 +113,9 @@ type ContainerStatus struct {
 const KindBoundary = "boundary"
 
 // Failure is a run that failed for good (a message run whose retries ran
-// out, or a task run), or a boundary incident.
+// out, or a task run), a failed message run the queue is retrying (until
+// the group's next good run; its Error starts "attempt n of m failed"), or
+// a boundary incident.
 type Failure struct {
 	Time   time.Time `json:"time"`
 	Group  string    `json:"group"`
@@ -153,6 +155,9 @@ type Router struct {
 	dirtyAll bool
 	fails    map[store.Folder]int
 	failures []Failure
+	// retrying holds, per group, the last failed message run the queue
+	// will retry; it shows in Status until the group's next good run.
+	retrying map[store.Folder]Failure
 
 	// sendBackoff is the wait after a row's first failed send; it doubles
 	// with each attempt.
@@ -186,6 +191,13 @@ type liveRun struct {
 	piped   []pipedFile
 	replied bool // a reply of this run was committed to the outbox
 	busy    bool // working on a turn (since start or the last pipe)
+	// broken is why a turn of this run failed for good (its result could
+	// not be committed, or it ended with an error): nothing later of the
+	// run is committed, and the run rolls back to the last stored cursor.
+	broken error
+	// kick is signalled when a pipe starts a turn on an idle agent, so the
+	// hard timeout counts from the turn's start.
+	kick chan struct{}
 	// settled is the cursor a reply may store: the messages whose turn has
 	// begun. Messages piped while the agent is busy may wait for a turn of
 	// their own, so a reply does not cover them; the next result does (or
@@ -256,6 +268,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
 		fails:    make(map[store.Folder]int),
+		retrying: make(map[store.Folder]Failure),
 
 		sendBackoff: time.Second,
 	}
@@ -428,6 +441,9 @@ func (r *Router) Status() Status {
 	r.mu.Lock()
 	states := maps.Clone(r.groups)
 	st.Failures = slices.Clone(r.failures)
+	for _, f := range slices.Sorted(maps.Keys(r.retrying)) {
+		st.Failures = append(st.Failures, r.retrying[f])
+	}
 	r.mu.Unlock()
 	for f, gs := range states {
 		gs.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/groups"
+	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
@@ -24,36 +25,46 @@ var (
 	errTimedOut   = errors.New("the agent printed nothing before the container timeout")
 	errNoResult   = errors.New("the container ended without a result")
 	errStopped    = errors.New("the run was stopped at shutdown")
-	errAgentError = errors.New("the agent reported an error")
+	errAgentError = errors.New("agent error")
+	errNoCommit   = errors.New("cannot store the agent's reply")
 )
 
 // outcome is how a container run ended.
 type outcome struct {
 	exit     container.Exit
 	timedOut bool
-	stopped  bool   // stopped because the run's context ended
-	results  int    // result events seen
-	agentErr string // text of the last is_error result before any reply
-	lastText string // last reply text (a task's result)
-	cost     float64
-	err      error // a failure of the run itself (start, wait)
+	timeout  time.Duration // the hard timeout that fired
+	stopped  bool          // stopped because the run's context ended
+	results  int           // results committed
+	// agentErr is the text of the error that failed a turn: for a message
+	// run, a runner error while a turn was in flight or an is_error result,
+	// cleared when a later result commits (the runner re-sent the turn and
+	// it finished); for a task, such an error before any reply.
+	agentErr  string
+	commitErr error  // a result that could not be committed
+	lastText  string // last reply text (a task's result)
+	cost      float64
+	err       error // a failure of the run itself (start, wait)
 }
 
-// failure returns the error of a run that did not get its job done, nil if
-// it did: it ended cleanly after at least one result, or timed out idle
-// after one. Whether a reply went out is decided by the caller.
+// failure returns the error of a run that did not end well, nil if it did:
+// it exited cleanly after at least one committed result, with no turn left
+// failed. Whether that loses anything is decided by the caller: a run whose
+// every hand-over is committed lost nothing.
 func (o outcome) failure() error {
 	switch {
 	case o.err != nil:
 		return o.err
+	case o.commitErr != nil:
+		return fmt.Errorf("%w: %w", errNoCommit, o.commitErr)
 	case o.agentErr != "":
 		return fmt.Errorf("%w: %s", errAgentError, clip(oneLine(o.agentErr), 300))
 	case o.stopped:
 		return errStopped
-	case o.timedOut && o.results == 0:
-		return errTimedOut
+	case o.timedOut && o.timeout > 0:
+		return fmt.Errorf("%w (%s)", errTimedOut, o.timeout)
 	case o.timedOut:
-		return nil
+		return errTimedOut
 	case o.exit.Err != nil:
 		return fmt.Errorf("container exit: %w", o.exit.Err)
 	case o.exit.Code != 0:
@@ -101,7 +112,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 			return nil, "", nil
 		}
 		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true}
+		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true, kick: make(chan struct{}, 1)}
 		gs.run = run
 		gs.handed = msgs[len(msgs)-1].ID
 		run.settled = gs.handed
@@ -139,10 +150,12 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	r.queue.MarkClosing(string(folder))
 	gs.mu.Lock()
 	run.ended = true
-	replied := run.replied
 	fail := o.failure()
-	if replied && fail != nil {
-		log.Warn().Err(fail).Msg("run ended badly after a reply went out; its messages are not run again")
+	// Messages handed over and not committed with a reply: the turns in
+	// flight when the run ended, and turns that ended without a reply.
+	uncommitted := gs.handed != gs.persisted
+	if fail != nil && !uncommitted {
+		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
 		fail = nil
 	}
 	// Input files the agent never read: their messages go back to pending.
@@ -173,6 +186,8 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	again := false
 	switch {
 	case fail != nil:
+		// A turn failed (or the run ended under one): back to the last
+		// committed reply; the queue's retry hands the rest over again.
 		gs.handed = gs.persisted
 	case rollback >= 0:
 		gs.handed = rollback
@@ -201,7 +216,8 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	return nil
 }
 
-// countRun counts consecutive failed message runs; when the queue's retries
+// countRun counts consecutive failed message runs. A failure the queue will
+// retry shows in Status until the group's next good run; when the retries
 // are used up it posts one notice in the chat and records the failure.
 func (r *Router) countRun(g store.Group, err error) {
 	if r.stopping.Load() {
@@ -210,14 +226,20 @@ func (r *Router) countRun(g store.Group, err error) {
 	r.mu.Lock()
 	if err == nil {
 		delete(r.fails, g.Folder)
+		delete(r.retrying, g.Folder)
 		r.mu.Unlock()
 		return
 	}
 	r.fails[g.Folder]++
 	n := r.fails[g.Folder]
 	final := n > r.retries
+	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("run messages of %s: ", g.Folder))
 	if final {
 		delete(r.fails, g.Folder)
+		delete(r.retrying, g.Folder)
+	} else {
+		r.retrying[g.Folder] = Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages),
+			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", n, r.retries+1, why), 500)}
 	}
 	r.mu.Unlock()
 	if !final {
@@ -225,7 +247,6 @@ func (r *Router) countRun(g store.Group, err error) {
 	}
 	r.log.Error().Err(err).Str("group", string(g.Folder)).Int("attempts", n).Msg("agent failed for good; waiting for the next message")
 	r.addFailure(Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages), Error: clip(err.Error(), 500)})
-	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("run messages of %s: ", g.Folder))
 	r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", n, clip(oneLine(why), 200)))
 }
 
@@ -259,7 +280,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 		chat = g.Chat
 	}
 	gs := r.state(g.Folder)
-	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, busy: true}
+	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, busy: true, kick: make(chan struct{}, 1)}
 	gs.mu.Lock()
 	gs.run = run
 	gs.mu.Unlock()
@@ -276,7 +297,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	gs.mu.Unlock()
 
 	fail := o.failure()
-	if fail != nil && o.results > 0 && o.agentErr == "" {
+	if fail != nil && o.results > 0 && o.agentErr == "" && o.commitErr == nil {
 		fail = nil
 	}
 	r.finishTask(log, t, started, o, fail)
@@ -600,14 +621,24 @@ loop:
 				hard.Reset(timeout)
 			}
 			r.handleEvent(ctx, log, g, run, sess, origin, ev, &o)
-			if o.agentErr != "" && origin == store.OriginReply && !stopping && !errClosed {
-				// Nothing was answered: close now so the run is retried.
+			if origin == store.OriginReply && (o.agentErr != "" || o.commitErr != nil) && !stopping && !errClosed {
+				// A turn failed: the container takes no more messages and
+				// closes once idle (a turn the runner re-sent may still
+				// finish and commit); what it did not commit runs again.
 				errClosed = true
+				log.Info().Msg("a turn failed; closing the container")
 				r.queue.MarkClosing(folder)
 				r.closeIdle(folder)
 			}
+		case <-run.kick:
+			// A turn began on an idle agent: its time starts now, not at
+			// the last result.
+			if !stopping {
+				hard.Reset(timeout)
+			}
 		case <-hard.C:
 			o.timedOut = true
+			o.timeout = timeout
 			stop("timeout")
 		case <-done:
 			done = nil
@@ -660,24 +691,37 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
 	case ipc.EventError:
 		log.Warn().Str("error", clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
-		// The runner lost the turn in flight (claude crashed, or could not
-		// start): unless a reply already went out, the run cannot finish its
-		// messages, so it ends here and is retried with a fresh container.
+		// claude died (or could not start). For a message run whose agent
+		// was working on a turn, that turn failed: the container is closed
+		// and, unless a later result commits (the runner re-sends the turn
+		// in flight to the restarted claude), the run rolls back to the
+		// last committed reply and is retried. Between turns nothing was
+		// in flight. A task fails unless it already replied.
 		gs := r.state(g.Folder)
 		gs.mu.Lock()
-		replied := run.replied
+		inTurn := run.busy
+		if origin != store.OriginReply {
+			inTurn = !run.replied
+		}
 		gs.mu.Unlock()
-		if !replied && o.agentErr == "" {
-			o.agentErr = "agent runner: " + clip(oneLine(ev.Message), 300)
+		if inTurn && o.agentErr == "" {
+			o.agentErr = clip(oneLine(ev.Message), 300)
+			if o.agentErr == "" {
+				o.agentErr = "the agent runner reported an error without text"
+			}
 		}
 	case ipc.EventResult:
 		r.handleResult(wctx, log, g, run, sess, origin, ev, o)
 	}
 }
 
+// handleResult commits one result: usage, session, and the reply with the
+// cursor it settles, in one transaction. A result is counted only once it
+// is committed. One that cannot be committed, and in a message run one with
+// is_error, fails its turn: nothing later of the container is committed (a
+// later reply would store a cursor past the failed turn), the container is
+// closed, and the run rolls back to the last committed reply and is retried.
 func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, sess *store.Session, origin store.Origin, ev ipc.Event, o *outcome) {
-	o.results++
-	o.cost += ev.CostUSD
 	text := StripInternal(ev.Text)
 	send := text != "" && !ev.IsError
 	var next store.Session
@@ -697,6 +741,13 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 
 	gs := r.state(g.Folder)
 	gs.mu.Lock()
+	if run.broken != nil {
+		run.busy = false
+		gs.mu.Unlock()
+		log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
+		r.queue.NotifyIdle(string(g.Folder))
+		return
+	}
 	cursor := run.settled
 	err := r.db.Tx(ctx, func(tx *store.Tx) error {
 		if err := tx.AddUsage(ctx, usage); err != nil {
@@ -728,6 +779,12 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 				gs.persisted = cursor
 			}
 		}
+	} else {
+		run.broken = err
+	}
+	if err == nil && ev.IsError && origin == store.OriginReply {
+		// The turn failed: later results must not store a cursor past it.
+		run.broken = errAgentError
 	}
 	run.busy = false
 	// Whatever was handed over so far has been seen by the time of the next
@@ -736,9 +793,15 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	replied := run.replied
 	gs.mu.Unlock()
 
+	if err != nil {
+		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
+		o.commitErr = err
+		r.queue.NotifyIdle(string(g.Folder))
+		return
+	}
+	o.results++
+	o.cost += ev.CostUSD
 	switch {
-	case err != nil:
-		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result")
 	case send:
 		o.lastText = text
 		signal(r.outWake)
@@ -746,33 +809,50 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	case origin == store.OriginReply:
 		r.setTyping(string(g.Chat), false)
 	}
-	if ev.IsError {
+	switch {
+	case ev.IsError:
 		log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
 		log.Debug().Str("error", clip(ev.Text, 300)).Msg("agent error text")
-		if !replied {
+		// A message turn that ends in an error failed (it is retried like
+		// a first turn); a task fails on it unless it already replied.
+		if origin == store.OriginReply || !replied {
 			o.agentErr = ev.Text
 			if o.agentErr == "" {
 				o.agentErr = "error result without text"
 			}
-		} else if origin == store.OriginReply {
-			r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, the agent hit an error and could not finish (%s).", clip(oneLine(ev.Text), 200)))
 		}
+	case origin == store.OriginReply:
+		// The turn finished: an earlier runner error (claude died, and the
+		// runner re-sent the turn in flight) is recovered.
+		o.agentErr = ""
 	}
 	r.queue.NotifyIdle(string(g.Folder))
 }
 
-// notice commits a short message from bridged itself to chat.
+// notice commits a short message from bridged itself to chat. When it
+// cannot be committed (the disk is full, say) it is sent once straight
+// through the chat's channel, best effort, so the failure it reports is not
+// silent too.
 func (r *Router) notice(chat store.ChatID, folder store.Folder, text string) {
 	if chat == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	if _, err := r.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice}); err != nil {
-		r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot queue notice")
+	_, err := r.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice})
+	if err == nil {
+		signal(r.outWake)
 		return
 	}
-	signal(r.outWake)
+	log := r.log.With().Str("chat", string(chat)).Logger()
+	log.Error().Err(err).Msg("cannot queue notice; sending it directly")
+	ch := r.channelFor(string(chat))
+	if ch == nil {
+		return
+	}
+	if _, err := ch.Send(ctx, channel.Outgoing{Chat: string(chat), Text: text, ID: store.NewExternalID()}); err != nil {
+		log.Error().Err(err).Msg("cannot send notice")
+	}
 }
 
 // clip shortens s to at most n bytes without splitting a rune.
