@@ -81,11 +81,11 @@ func handledRequest(ctx context.Context, q querier, folder Folder, id string) (H
 	return r, nil
 }
 
-// PruneHandledRequests deletes the records of requests handled before
-// before and returns how many it deleted.
-func (db *DB) PruneHandledRequests(ctx context.Context, before time.Time) (int64, error) {
+// PruneHandledRequests deletes the records of requests handled more than
+// age ago and returns how many it deleted.
+func (db *DB) PruneHandledRequests(ctx context.Context, age time.Duration) (int64, error) {
 	return txValue(ctx, db, func(tx *Tx) (int64, error) {
-		res, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE handled_at < ?`, toMS(before))
+		res, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE handled_at < ?`, toMS(tx.now().Add(-age)))
 		if err != nil {
 			return 0, fmt.Errorf("prune handled requests: %w", err)
 		}

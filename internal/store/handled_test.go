@@ -99,7 +99,8 @@ func TestPruneHandledRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := db.PruneHandledRequests(ctx, t0.Add(-7*24*time.Hour))
+	db.now = func() time.Time { return t0 }
+	n, err := db.PruneHandledRequests(ctx, 7*24*time.Hour)
 	if err != nil || n != 1 {
 		t.Fatalf("PruneHandledRequests = %d, %v; want 1", n, err)
 	}

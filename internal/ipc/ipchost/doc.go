@@ -42,6 +42,23 @@
 // name). Nothing an agent writes can crash the daemon: a panic while
 // handling a request is recovered, logged and answered as an internal error.
 //
+// # Exactly once
+//
+// A request that changes something (every type but list_tasks and
+// list_groups) is recorded as handled — group, request id, type and the
+// response JSON — in the same transaction as its change: the task row, the
+// group, or the outbox row, which the router commits in its own transaction
+// and the host reaches through store.OnEnqueue. Before carrying a request
+// out, the host looks it up; a recorded one gets the recorded response again
+// and is not carried out (records are kept for HandledRetention). A change
+// whose record cannot be written is rolled back with it.
+//
+// At start, Recover moves every request file left in requests/ to errors/
+// without carrying it out: it was written by a container of the previous
+// daemon, whose turn was cut off and runs again from the group's cursor, so
+// the action happens once, in the re-run. The daemon calls Recover after the
+// previous daemon's containers are stopped and before any of its own start.
+//
 // # Fairness and bounds
 //
 // Each group has its own worker goroutine, woken (never blocked on) by an

@@ -213,14 +213,22 @@ func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTa
 	if err != nil {
 		return nil, err
 	}
-	task, err := h.db.CreateTask(ctx, store.Task{
-		Folder:      target.Folder,
-		Chat:        target.Chat,
-		Prompt:      a.Prompt,
-		Kind:        sc.Kind,
-		Value:       sc.Value,
-		ContextMode: store.ContextMode(a.ContextMode),
-		NextRun:     &first,
+	var task store.Task
+	err = h.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		task, err = tx.CreateTask(ctx, store.Task{
+			Folder:      target.Folder,
+			Chat:        target.Chat,
+			Prompt:      a.Prompt,
+			Kind:        sc.Kind,
+			Value:       sc.Value,
+			ContextMode: store.ContextMode(a.ContextMode),
+			NextRun:     &first,
+		})
+		if err != nil {
+			return err
+		}
+		return h.record(ctx, tx, h.taskInfo(task))
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
@@ -279,7 +287,10 @@ func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskAr
 		}
 		updated, err = rules.UpdateTask(ctx, tx, t, rules.TaskChange{Prompt: a.Prompt, Kind: a.ScheduleType, Value: a.ScheduleValue},
 			h.now(), h.cfg.Timezone)
-		return ruleFailure(err)
+		if err != nil {
+			return ruleFailure(err)
+		}
+		return h.record(ctx, tx, h.taskInfo(updated))
 	})
 	if err != nil {
 		return nil, err
@@ -305,7 +316,10 @@ func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestTy
 		case ipc.TypeCancelTask:
 			err = rules.CancelTask(ctx, tx, t)
 		}
-		return ruleFailure(err)
+		if err != nil {
+			return ruleFailure(err)
+		}
+		return h.record(ctx, tx, h.taskInfo(result))
 	})
 	if err != nil {
 		return nil, err
@@ -354,7 +368,15 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 		return nil, ruleFailure(err)
 	}
 	folder := string(ng.Folder)
-	added, err := h.db.AddGroup(ctx, ng)
+	var info ipc.GroupInfo
+	err = h.db.Tx(ctx, func(tx *store.Tx) error {
+		added, err := tx.AddGroup(ctx, ng)
+		if err != nil {
+			return err
+		}
+		info = ipc.GroupInfo{Chat: string(added.Chat), Name: added.Name, Folder: string(added.Folder), Registered: true}
+		return h.record(ctx, tx, info)
+	})
 	if err != nil {
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrInvalidFolder) {
 			return nil, &failure{ErrBadRequest, err.Error()}
@@ -362,7 +384,13 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 		return nil, err
 	}
 	if err := h.prepareGroup(folder); err != nil {
-		if rerr := h.db.RemoveGroup(context.WithoutCancel(ctx), added.Folder); rerr != nil {
+		uctx := context.WithoutCancel(ctx)
+		if rerr := h.db.Tx(uctx, func(tx *store.Tx) error {
+			if err := tx.RemoveGroup(uctx, ng.Folder); err != nil {
+				return err
+			}
+			return h.forget(uctx, tx)
+		}); rerr != nil {
 			h.log.Error().Err(rerr).Str("group", folder).Msg("undo group registration")
 		}
 		return nil, fmt.Errorf("create the group's directories: %w", err)
@@ -370,10 +398,8 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 	if err := h.SyncGroups(ctx); err != nil {
 		h.log.Error().Err(err).Str("group", folder).Msg("watch the new group's requests")
 	}
-	h.log.Info().Str("group", string(g.Folder)).Str("new_group", folder).Str("chat", string(added.Chat)).Msg("group registered")
-	return ipc.GroupInfo{
-		Chat: string(added.Chat), Name: added.Name, Folder: string(added.Folder), Registered: true,
-	}, nil
+	h.log.Info().Str("group", string(g.Folder)).Str("new_group", folder).Str("chat", info.Chat).Msg("group registered")
+	return info, nil
 }
 
 func (h *Host) listGroups(ctx context.Context, g store.Group, a ipc.ListGroupsArgs) (any, error) {

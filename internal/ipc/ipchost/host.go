@@ -42,6 +42,11 @@ const MaxInFlight = 64
 // directory of any size costs bounded memory and time per pass.
 const batchSize = 256
 
+// HandledRetention is how long a carried-out request is remembered (see
+// Recover): far longer than any container lives, so a request is never
+// carried out twice.
+const HandledRetention = 7 * 24 * time.Hour
+
 // Messenger commits a message to the outbox (the router). It returns once
 // the row is committed; errors say why nothing was committed.
 type Messenger interface {
@@ -252,6 +257,76 @@ func (h *Host) Run(ctx context.Context) error {
 			h.sweep()
 		}
 	}
+}
+
+// Recover readies the IPC namespaces for a daemon start. Call it once, before
+// Run, after the containers a previous bridged left running were stopped and
+// before any container of this daemon starts (DESIGN §11: exactly once).
+//
+// It forgets requests handled more than HandledRetention ago, and moves every
+// request file left in a registered group's requests/ to the group's errors/,
+// unanswered and not carried out. Such a file was written by a container of
+// the previous daemon, which is gone: its turn was cut off before its result
+// was committed, so the turn's messages are still after the group's cursor
+// and run again, and what the request asked for happens once, in the new
+// run; carrying it out too would do it twice. (A request of an interrupted
+// task run is dropped with its run, which is recorded as interrupted.) One
+// line per group says how many files were moved. It returns the total.
+func (h *Host) Recover(ctx context.Context) (int, error) {
+	if n, err := h.db.PruneHandledRequests(ctx, HandledRetention); err != nil {
+		return 0, fmt.Errorf("recover ipc: %w", err)
+	} else if n > 0 {
+		h.log.Debug().Int64("records", n).Msg("forgot old handled requests")
+	}
+	groups, err := h.db.ListGroups(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("recover ipc: %w", err)
+	}
+	total := 0
+	for _, g := range groups {
+		if home.CheckFolder(string(g.Folder)) != nil {
+			continue
+		}
+		log := h.log.With().Str("group", string(g.Folder)).Logger()
+		n, err := h.quarantineLeftovers(ctx, log, g.Folder)
+		total += n
+		if err != nil {
+			log.Error().Err(err).Int("moved", n).Msg("cannot quarantine the requests a previous bridged left; the rest are carried out")
+		}
+		if n > 0 {
+			log.Warn().Int("requests", n).Str("moved_to", ErrorsDir).
+				Msg("requests left by the previous bridged's container quarantined, not carried out; the cut-off turn runs again")
+		}
+	}
+	return total, nil
+}
+
+// quarantineLeftovers moves every request file of folder to its errors/, a
+// bounded batch at a time, and returns how many it moved.
+func (h *Host) quarantineLeftovers(ctx context.Context, log zerolog.Logger, folder store.Folder) (int, error) {
+	t, err := h.openTrees(folder)
+	if err != nil {
+		return 0, err
+	}
+	defer t.release()
+	n := 0
+	for ctx.Err() == nil {
+		names, more, err := t.req.List(batchSize)
+		if err != nil {
+			return n, err
+		}
+		moved := 0
+		for _, name := range names {
+			if h.quarantine(log.With().Str("file", short(name, 160)).Logger(), t, name) {
+				moved++
+			}
+		}
+		n += moved
+		if !more || moved == 0 {
+			break
+		}
+	}
+	return n, ctx.Err()
 }
 
 // sweep wakes every worker: the safety net for lost events.
@@ -591,6 +666,13 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 	}
 
 	log = log.With().Str("request", req.ID).Str("type", string(req.Type)).Logger()
+	// A request carried out before (its effect committed with its record)
+	// gets the recorded answer again, whatever its response file became.
+	if changes(req.Type) {
+		if done, ok := h.answerFromRecord(ctx, log, g, t, name, req); ok {
+			return done
+		}
+	}
 	// Only a regular file is an earlier answer: a link planted there is
 	// replaced by the real answer, never taken for one.
 	if fi, err := t.resp.Lstat(req.FileName()); err == nil && fi.Mode().IsRegular() {
@@ -692,10 +774,31 @@ func (h *Host) answerSlow(ctx context.Context, g *group, p pendingSlow) {
 	h.answer(hctx, p.log, g, p.t, p.name, p.req)
 }
 
-// answer carries out req, writes its response and removes its file.
+// answer carries out req, writes its response and removes its file. A
+// request that changes something is recorded as handled in the transaction
+// that makes its change (see record).
 func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *trees, name string, req ipc.Request) bool {
 	start := time.Now()
+	rec := &pendingRecord{folder: g.folder, req: req}
+	if changes(req.Type) {
+		ctx = context.WithValue(ctx, recordKey{}, rec)
+		if req.Type == ipc.TypeSendMessage {
+			// The router commits the message in its own transaction.
+			ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
+				return h.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat)})
+			})
+		}
+	}
 	resp := h.Handle(ctx, string(g.folder), req)
+	if resp.OK && changes(req.Type) && !rec.recorded.Load() {
+		// The change was committed without its record (a Messenger that
+		// does not enqueue through the store with the request's context):
+		// record it now, so at least a later replay is not carried out.
+		log.Warn().Msg("ipc request's change committed without its record; recording it now")
+		if err := h.db.Tx(ctx, func(tx *store.Tx) error { return h.record(ctx, tx, resp) }); err != nil {
+			log.Error().Err(err).Msg("record handled ipc request")
+		}
+	}
 	ev := log.Info()
 	if !resp.OK {
 		ev = log.Warn().Str("error", short(resp.Error, 300))
@@ -703,6 +806,88 @@ func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *tree
 	ev.Bool("ok", resp.OK).Dur("took", time.Since(start)).Msg("ipc request answered")
 	h.respond(log, t, resp)
 	return h.remove(log, t, name)
+}
+
+// changes reports whether a request of type typ changes something, and so
+// is recorded as handled: every type but the listings, which are safe to
+// carry out again.
+func changes(typ ipc.RequestType) bool {
+	switch typ {
+	case ipc.TypeListTasks, ipc.TypeListGroups:
+		return false
+	}
+	return true
+}
+
+// recordKey is the context key of the request being carried out.
+type recordKey struct{}
+
+// pendingRecord is the request being carried out, for record.
+type pendingRecord struct {
+	folder   store.Folder
+	req      ipc.Request
+	recorded atomic.Bool // a record was written (in a transaction that may yet fail)
+}
+
+// record records the request being carried out under ctx as handled, with
+// the successful response carrying data (or data itself, an ipc.Response),
+// inside tx: the transaction that makes the request's change, so the change
+// and its record commit together or not at all. Without a request in ctx
+// (Handle called directly) it does nothing.
+func (h *Host) record(ctx context.Context, tx *store.Tx, data any) error {
+	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
+	if rec == nil {
+		return nil
+	}
+	resp, ok := data.(ipc.Response)
+	if !ok {
+		var err error
+		if resp, err = ipc.OKResponse(rec.req.ID, data); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	if err := tx.RecordRequest(ctx, store.HandledRequest{Folder: rec.folder, ID: rec.req.ID, Type: string(rec.req.Type), Response: b}); err != nil {
+		return err
+	}
+	rec.recorded.Store(true)
+	return nil
+}
+
+// forget deletes the record of the request being carried out under ctx,
+// inside tx, the transaction that undoes its change.
+func (h *Host) forget(ctx context.Context, tx *store.Tx) error {
+	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
+	if rec == nil {
+		return nil
+	}
+	return tx.ForgetRequest(ctx, rec.folder, rec.req.ID)
+}
+
+// answerFromRecord answers req from the record of its earlier handling, if
+// there is one, and removes its file. ok reports whether there was a record.
+func (h *Host) answerFromRecord(ctx context.Context, log zerolog.Logger, g *group, t *trees, name string, req ipc.Request) (done, ok bool) {
+	rec, err := h.db.HandledRequest(ctx, g.folder, req.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, false
+	}
+	if err != nil {
+		// Carrying it out now could repeat it; the next pass tries again.
+		log.Error().Err(err).Msg("look up handled ipc request; left for the next pass")
+		return false, true
+	}
+	resp, err := ipc.DecodeResponse(rec.Response)
+	if err != nil {
+		resp = ipc.ErrorResponse(req.ID, errors.New("internal error: the recorded answer cannot be read"))
+	}
+	resp.ID = req.ID
+	log.Warn().Time("handled_at", rec.HandledAt).Bool("ok", resp.OK).
+		Msg("ipc request carried out before; answered from the record, not carried out again")
+	h.respond(log, t, resp)
+	return h.remove(log, t, name), true
 }
 
 // respond writes resp atomically to the group's responses directory. A link
