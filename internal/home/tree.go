@@ -220,7 +220,11 @@ func (h *Home) openDir(parent int, parentRel, name, group string) (int, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENOENT):
-			if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			err := unix.Mkdirat(parent, name, 0o755)
+			if err == nil {
+				err = inheritOwner(parent, name)
+			}
+			if err != nil && !errors.Is(err, unix.EEXIST) {
 				return -1, fmt.Errorf("make %s: %w", rel, err)
 			}
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
@@ -247,6 +251,24 @@ func (h *Home) openDir(parent int, parentRel, name, group string) (int, error) {
 		}
 	}
 	return -1, fmt.Errorf("open %s: it keeps changing", rel)
+}
+
+// inheritOwner gives the directory just made at parent/name the owner of
+// parent, so a level recreated inside an agent's tree stays writable by the
+// agent when the daemon runs as root. The change is made on name itself
+// (never through a link put there meanwhile).
+func inheritOwner(parent int, name string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(parent, &st); err != nil {
+		return err
+	}
+	if st.Uid == 0 && st.Gid == 0 {
+		return nil
+	}
+	return unix.Fchownat(parent, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func kind(mode uint32) string {

@@ -340,3 +340,37 @@ func TestCheckMountSource(t *testing.T) {
 		}
 	}
 }
+
+func TestRecreatedDirectoryKeepsTheAgentsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("owners other than the daemon's need root")
+	}
+	h, dir := newHome(t)
+	base := filepath.Join(dir, "data", "ipc", "family")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(base, 61000, 61001); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(base, "requests")); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := h.IPC("family")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r, err := tr.Dir("requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	fi, err := os.Lstat(filepath.Join(base, "requests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || st.Uid != 61000 || st.Gid != 61001 {
+		t.Fatalf("recreated requests/ is %v owned by %d:%d; want a directory owned by 61000:61001", fi.Mode(), st.Uid, st.Gid)
+	}
+}
