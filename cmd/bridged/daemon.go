@@ -32,6 +32,9 @@ const dockerTimeout = 15 * time.Second
 // taskCloseDelay closes a task's container this long after its first result.
 const taskCloseDelay = 10 * time.Second
 
+// leftoverGrace is how long a previous daemon's container gets to stop.
+const leftoverGrace = 5 * time.Second
+
 func (a *app) cmdRun(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("run", "run [flags]")
 	_, cfg, err := a.parseConfig(fs, args, 0, 0)
@@ -99,6 +102,73 @@ func checkDocker(ctx context.Context, d *container.Docker, image string) error {
 		return fmt.Errorf("agent image %s is not in Docker: build it with `make image`, or set BRIDGED_IMAGE to an image that exists", image)
 	}
 	return nil
+}
+
+// ipcRecoverer is the IPC host's start-up step (ipchost.Host.Recover).
+type ipcRecoverer interface {
+	Recover(ctx context.Context) (int, error)
+}
+
+// taskRecoverer is the scheduler's start-up step (scheduler.Recover).
+type taskRecoverer interface {
+	Recover(ctx context.Context) error
+}
+
+// recoverStart deals with what a previous daemon of the same home left when
+// it stopped uncleanly (kill -9, a crash, a power cut), before any part of
+// this one runs, in this order (DESIGN §11: agent actions exactly once):
+//
+//  1. Its containers are stopped and removed, so none of them writes another
+//     request: a container outlives the daemon that started it and finishes
+//     its turn.
+//  2. The requests they wrote are quarantined, not carried out
+//     (ipchost.Host.Recover): their turns were cut off before anything was
+//     committed and run again from the cursors, so each action happens once,
+//     in the re-run. This must follow step 1, or a request written meanwhile
+//     would be carried out and then again by the re-run; and it must come
+//     before the router starts any container, whose requests are this
+//     daemon's own.
+//  3. The task runs they were doing are closed as interrupted, each with one
+//     notice in its chat (scheduler.Recover), committed before the router's
+//     outbox sender starts so that the notices go out at once.
+//
+// Only then do the router, the IPC host, the scheduler and the channels
+// start. The router's own start-up cleanup then finds no container left.
+func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance string, ipcHost ipcRecoverer, tasks taskRecoverer, log zerolog.Logger) error {
+	stopLeftovers(ctx, rt, homeDir, instance, log)
+	if _, err := ipcHost.Recover(ctx); err != nil {
+		return err
+	}
+	return tasks.Recover(ctx)
+}
+
+// stopLeftovers stops and removes every managed container of this home
+// (containers of other homes on the same engine belong to other daemons)
+// that another daemon instance started, and waits until they are gone.
+// Failures are logged: the daemon starts anyway.
+func stopLeftovers(ctx context.Context, rt container.Runtime, homeDir, instance string, log zerolog.Logger) {
+	infos, err := rt.ListManaged(ctx)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot list leftover containers")
+		return
+	}
+	label := container.HomeLabel(homeDir)
+	var g errgroup.Group
+	for _, info := range infos {
+		if info.Home != label || info.Instance == instance {
+			continue
+		}
+		g.Go(func() error {
+			if err := rt.Stop(ctx, info.ID, leftoverGrace); err != nil {
+				log.Error().Err(err).Str("container", info.Name).Str("group", info.Group).Msg("cannot stop leftover container")
+				return nil
+			}
+			log.Info().Str("container", info.Name).Str("group", info.Group).Str("instance", info.Instance).
+				Msg("stopped a previous bridged's leftover container")
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
 
 // waRefresher adapts the WhatsApp client to ipchost.GroupRefresher.
@@ -249,6 +319,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Log:      log,
 	})
 	if err != nil {
+		return err
+	}
+
+	// Nothing runs before what a previous daemon left is dealt with.
+	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
 		return err
 	}
 
