@@ -29,7 +29,11 @@
 // Group and task changes go through Admin, which the command line also uses
 // directly on the database when the daemon is not running, so both paths
 // behave the same; the server then tells the IPC host (GroupSyncer) and the
-// scheduler (Waker).
+// scheduler (Waker). Admin applies the rules of internal/rules (chat ids,
+// folders, triggers, task states), which the agents' tools apply too. A
+// GroupPatch's extra_mounts replace the group's extra mounts ([] clears
+// them) once Admin.CheckMounts, the mount allowlist, accepts them; its
+// refusal is the 400's text.
 //
 // Listen refuses to start when another daemon answers on the socket, and
 // replaces a socket file a dead daemon left behind. The socket is created
