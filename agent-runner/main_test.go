@@ -491,17 +491,26 @@ func TestMalformedInputMovedToErrors(t *testing.T) {
 	}
 }
 
+// claude killed during a later turn is restarted once with --resume and
+// given the turn in flight again, which it answers; the error line names the
+// reason. A second death ends the run.
 func TestCrashRestartsOnceWithResume(t *testing.T) {
 	a := startAgent(t, defaultInput("fake:pid"), agentOpts{})
 	pid1, s1 := pidOf(t, a.nextOf(ipc.EventResult).Text)
 
-	a.writeInput("fake:crash")
+	// The command kills claude (its parent) the first time only.
+	marker := filepath.Join(a.root, "killed-once")
+	a.writeInput("fake:bash test -e " + marker + " && echo answered || { touch " + marker + "; kill -9 $PPID; }\nfake:pid")
 	ev := a.nextOf(ipc.EventError)
-	if !ev.Retryable || !strings.Contains(ev.Message, "restarted with --resume "+s1) {
-		t.Errorf("crash report %+v; want a retryable error naming the resumed session", ev)
+	want := "claude was killed by signal killed; restarted with --resume " + s1 + "; the turn in flight was sent again"
+	if !ev.Retryable || !strings.HasPrefix(ev.Message, want) {
+		t.Errorf("crash report %+v; want a retryable error starting %q", ev, want)
 	}
-	a.writeInput("fake:pid")
-	pid2, s2 := pidOf(t, a.nextOf(ipc.EventResult).Text)
+	res := a.nextOf(ipc.EventResult)
+	if !strings.HasPrefix(res.Text, "answered\n") {
+		t.Fatalf("result %q; want the turn in flight answered by the restarted claude", res.Text)
+	}
+	pid2, s2 := pidOf(t, res.Text)
 	if pid2 == pid1 || s2 != s1 {
 		t.Errorf("after restart pid %s session %s; want a new process on session %s", pid2, s2, s1)
 	}
@@ -509,11 +518,61 @@ func TestCrashRestartsOnceWithResume(t *testing.T) {
 	// A second crash is not survived.
 	a.writeInput("fake:crash")
 	ev = a.nextOf(ipc.EventError)
-	if !strings.Contains(ev.Message, "giving up") {
-		t.Errorf("second crash report %+v; want giving up", ev)
+	if ev.Message != "claude exited with status 2 again; giving up" {
+		t.Errorf("second crash report %q; want the exit status and giving up", ev.Message)
 	}
 	if code := a.wait(); code == 0 {
 		t.Error("exit code 0 after claude could not be kept running; want non-zero")
+	}
+}
+
+// A turn that kills claude every time: the restarted claude gets it again,
+// dies again, and the run ends with an error naming the exit status (never a
+// log line of the MCP server), so the host retries the turn.
+func TestCrashingTurnSentAgainThenGivesUp(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:reply hello"), agentOpts{})
+	if res := a.nextOf(ipc.EventResult); res.Text != "hello" {
+		t.Fatalf("result %q", res.Text)
+	}
+	a.writeInput("fake:crash")
+	ev := a.nextOf(ipc.EventError)
+	if !strings.HasPrefix(ev.Message, "claude exited with status 2; restarted with --resume ") ||
+		!strings.HasSuffix(ev.Message, "; the turn in flight was sent again (1 messages)") {
+		t.Errorf("first crash report %q; want the exit status, the restart and the turn sent again", ev.Message)
+	}
+	ev = a.nextOf(ipc.EventError)
+	if ev.Message != "claude exited with status 2 again; giving up" {
+		t.Errorf("second crash report %q; want the exit status and giving up", ev.Message)
+	}
+	if code := a.wait(); code == 0 {
+		t.Error("exit code 0; want non-zero so the host retries the turn")
+	}
+	if !strings.Contains(a.stderr.String(), "stderr_tail") {
+		t.Error("claude's stderr tail is not in the runner's log")
+	}
+}
+
+// A message written while a turn runs waits for a turn of its own (fixture
+// 17); when claude dies in that turn, the restarted claude gets it again.
+func TestCrashInQueuedTurnSendsItAgain(t *testing.T) {
+	a := startAgent(t, defaultInput("fake:sleep 300ms\nfake:reply one"), agentOpts{})
+	if ev := a.next(); ev.Type != ipc.EventSession {
+		t.Fatalf("first event %+v; want the session of the first turn", ev)
+	}
+	marker := filepath.Join(a.root, "killed-once")
+	a.writeInput("fake:bash test -e " + marker + " && echo two || { touch " + marker + "; kill -9 $PPID; }")
+	if res := a.nextOf(ipc.EventResult); res.Text != "one" {
+		t.Fatalf("first result %q; want one", res.Text)
+	}
+	if ev := a.nextOf(ipc.EventError); !strings.Contains(ev.Message, "the turn in flight was sent again (1 messages)") {
+		t.Errorf("crash report %q; want the queued turn sent again", ev.Message)
+	}
+	if res := a.nextOf(ipc.EventResult); res.Text != "two" {
+		t.Errorf("result %q; want the queued turn answered after the restart", res.Text)
+	}
+	a.close()
+	if code := a.wait(); code != 0 {
+		t.Errorf("exit code %d; want 0", code)
 	}
 }
 

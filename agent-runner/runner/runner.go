@@ -12,8 +12,14 @@
 // Failures: a --resume id the CLI does not know ends the CLI at start-up; the
 // runner starts a fresh session, sends what it had written again, and reports
 // the new session with fresh:true. Any other unexpected exit is reported and
-// claude is restarted once with --resume; a second one ends the run with an
-// error.
+// claude is restarted once with --resume (at the last finished turn) and
+// given the turn in flight again: every message whose turn has not ended
+// with a result, and those written after the turn in flight began (they may
+// be queued for a turn of their own, or folded into the one that died). A
+// second unexpected exit ends the run with an error and a non-zero exit, so
+// the host retries the turn. The error lines name the reason ("claude exited
+// with status 2"); claude's last stderr lines go to the log only (they are
+// often the MCP server's, not claude's).
 package runner
 
 import (
@@ -23,10 +29,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bridged-app/bridged/agent-runner/mcpserver"
@@ -130,6 +138,11 @@ type run struct {
 	freshReport bool   // the next session report is a fresh replacement
 	sawInit     bool   // the current process started a turn
 	unconfirmed []string
+	// outstanding are the messages written to claude that no result is
+	// known to have answered: a result settles those written before its
+	// turn began (its system/init); one written during a turn may be
+	// queued or folded into it, so it stays until a later turn's result.
+	outstanding []written
 	unknownSes  bool
 	restarts    int
 	lastUUID    string // the last assistant message to resume at ("" after compaction)
@@ -144,6 +157,13 @@ type run struct {
 	lastInit   uint64
 	resultAt   time.Time
 	state      string
+}
+
+// written is a message written to claude and the sequence number of the
+// write.
+type written struct {
+	text string
+	seq  uint64
 }
 
 func newRun(cfg Config) (*run, error) {
@@ -283,12 +303,16 @@ func (r *run) start(msgs []string) error {
 	r.sawInit, r.unconfirmed, r.unknownSes, r.lastCost, r.state, r.procUUID = false, nil, false, 0, "", ""
 	r.lastWrite, r.lastResult, r.lastInit = r.seq, r.seq, r.seq
 	r.log.Info().Int("pid", p.Pid()).Bool("resume", r.resume != "").Msg("claude started")
+	r.outstanding = nil
 	for i, m := range msgs {
 		if err := r.send(m); err != nil {
 			// It died at once; its exit is handled like any other, and these
 			// messages go to the next process.
 			r.log.Warn().Err(err).Msg("claude did not take its first messages")
 			r.unconfirmed = append(r.unconfirmed, msgs[i:]...)
+			for _, m := range msgs[i:] {
+				r.outstanding = append(r.outstanding, written{text: m, seq: r.seq})
+			}
 			break
 		}
 	}
@@ -302,10 +326,21 @@ func (r *run) send(text string) error {
 	}
 	r.seq++
 	r.lastWrite = r.seq
+	r.outstanding = append(r.outstanding, written{text: text, seq: r.seq})
 	if !r.sawInit {
 		r.unconfirmed = append(r.unconfirmed, text)
 	}
 	return nil
+}
+
+// settle forgets the outstanding messages written before the turn that just
+// ended began.
+func (r *run) settle() {
+	i := 0
+	for i < len(r.outstanding) && r.outstanding[i].seq < r.lastInit {
+		i++
+	}
+	r.outstanding = r.outstanding[i:]
 }
 
 // inFlight reports whether claude may be working or about to work on a turn.
@@ -521,6 +556,7 @@ func (r *run) handle(m claudecli.Message) {
 		r.seq++
 		r.lastResult = r.seq
 		r.resultAt = r.now()
+		r.settle()
 		r.state = "" // a later session_state_changed says whether a queued turn runs
 		r.reportSession(res.SessionID)
 		cost, ok := res.TurnCostUSD()
@@ -579,20 +615,28 @@ func (r *run) exited() (bool, error) {
 		return false, nil
 	}
 
-	why := describeExit(code, exitErr, p.StderrTail())
+	why := describeExit(code, exitErr)
+	if tail := p.StderrTail(); len(tail) > 0 {
+		r.log.Warn().Strs("stderr_tail", tail).Msg("claude's last stderr lines")
+	}
 	if r.closing || r.restarts >= 1 {
-		msg := "claude exited unexpectedly again (" + why + "); giving up"
+		msg := why + " again; giving up"
 		if r.restarts == 0 {
-			msg = "claude exited unexpectedly while closing (" + why + ")"
+			msg = why + " while closing"
 		}
 		r.log.Error().Int("exit_code", code).Msg("claude exited unexpectedly; not restarting")
 		r.emit(ipc.Event{Type: ipc.EventError, Message: msg, Retryable: true})
 		return true, fmt.Errorf("%w: %s", ErrClaudeDied, why)
 	}
 	r.restarts++
-	// Messages the dead process never started a turn for are sent again;
-	// the turn in flight is not (it may be what killed it).
-	msgs := r.unconfirmed
+	// The turn in flight is sent again (and every message no result has
+	// settled), to a claude resumed at the last finished turn, so the
+	// transcript holds the message once. If that turn is what killed it,
+	// the second exit ends the run and the host retries it.
+	msgs := make([]string, 0, len(r.outstanding))
+	for _, w := range r.outstanding {
+		msgs = append(msgs, w.text)
+	}
 	session := p.SessionID()
 	if session == "" {
 		session = r.reported
@@ -600,12 +644,20 @@ func (r *run) exited() (bool, error) {
 	if session == "" {
 		session = r.resume
 	}
-	r.resume, r.resumeAt = session, ""
-	msg := "claude exited unexpectedly (" + why + "); restarted"
+	r.resume, r.resumeAt = session, r.lastUUID
+	if session == "" {
+		r.resumeAt = ""
+	}
+	msg := why + "; restarted"
 	if session != "" {
 		msg += " with --resume " + session
 	}
-	r.log.Warn().Int("exit_code", code).Str("session", session).Msg("claude exited unexpectedly; restarting once")
+	if len(msgs) > 0 {
+		msg += fmt.Sprintf("; the turn in flight was sent again (%d messages)", len(msgs))
+	} else {
+		msg += "; no turn was in flight"
+	}
+	r.log.Warn().Int("exit_code", code).Str("session", session).Int("resent", len(msgs)).Msg("claude exited unexpectedly; restarting once")
 	r.emit(ipc.Event{Type: ipc.EventError, Message: msg, Retryable: true})
 	if err := r.start(msgs); err != nil {
 		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("restart claude: %v", err), Retryable: true})
@@ -614,13 +666,17 @@ func (r *run) exited() (bool, error) {
 	return false, nil
 }
 
-func describeExit(code int, err error, stderr []string) string {
-	s := fmt.Sprintf("exit status %d", code)
+// describeExit names why claude ended: its exit status, or the signal that
+// killed it.
+func describeExit(code int, err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "claude was killed by signal " + ws.Signal().String()
+		}
+	}
 	if code < 0 && err != nil {
-		s = err.Error()
+		return "claude ended: " + err.Error()
 	}
-	if n := len(stderr); n > 0 {
-		s += ": " + stderr[n-1]
-	}
-	return s
+	return fmt.Sprintf("claude exited with status %d", code)
 }
