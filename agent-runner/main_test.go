@@ -537,7 +537,7 @@ func TestCrashingTurnSentAgainThenGivesUp(t *testing.T) {
 	a.writeInput("fake:crash")
 	ev := a.nextOf(ipc.EventError)
 	if !strings.HasPrefix(ev.Message, "claude exited with status 2; restarted with --resume ") ||
-		!strings.HasSuffix(ev.Message, "; the turn in flight was sent again (1 messages)") {
+		!strings.HasSuffix(ev.Message, "; the turn in flight was sent again (1 message)") {
 		t.Errorf("first crash report %q; want the exit status, the restart and the turn sent again", ev.Message)
 	}
 	ev = a.nextOf(ipc.EventError)
@@ -564,7 +564,7 @@ func TestCrashInQueuedTurnSendsItAgain(t *testing.T) {
 	if res := a.nextOf(ipc.EventResult); res.Text != "one" {
 		t.Fatalf("first result %q; want one", res.Text)
 	}
-	if ev := a.nextOf(ipc.EventError); !strings.Contains(ev.Message, "the turn in flight was sent again (1 messages)") {
+	if ev := a.nextOf(ipc.EventError); !strings.Contains(ev.Message, "the turn in flight was sent again (1 message)") {
 		t.Errorf("crash report %q; want the queued turn sent again", ev.Message)
 	}
 	if res := a.nextOf(ipc.EventResult); res.Text != "two" {

@@ -653,7 +653,7 @@ func (r *run) exited() (bool, error) {
 		msg += " with --resume " + session
 	}
 	if len(msgs) > 0 {
-		msg += fmt.Sprintf("; the turn in flight was sent again (%d messages)", len(msgs))
+		msg += fmt.Sprintf("; the turn in flight was sent again (%d %s)", len(msgs), plural(len(msgs), "message"))
 	} else {
 		msg += "; no turn was in flight"
 	}
@@ -679,4 +679,12 @@ func describeExit(code int, err error) string {
 		return "claude ended: " + err.Error()
 	}
 	return fmt.Sprintf("claude exited with status %d", code)
+}
+
+// plural returns word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

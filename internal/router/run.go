@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,7 +27,7 @@ var (
 	errNoResult   = errors.New("the container ended without a result")
 	errStopped    = errors.New("the run was stopped at shutdown")
 	errAgentError = errors.New("agent error")
-	errNoCommit   = errors.New("cannot store the agent's reply")
+	errNoCommit   = errors.New("could not store the reply")
 )
 
 // outcome is how a container run ended.
@@ -795,7 +796,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 
 	if err != nil {
 		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
-		o.commitErr = err
+		o.commitErr = describeCommitErr(err)
 		r.queue.NotifyIdle(string(g.Folder))
 		return
 	}
@@ -827,6 +828,15 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		o.agentErr = ""
 	}
 	r.queue.NotifyIdle(string(g.Folder))
+}
+
+// describeCommitErr puts "disk full" in front of a commit error that says so
+// (SQLite's SQLITE_FULL, or ENOSPC), so status and the notice show it first.
+func describeCommitErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || strings.Contains(strings.ToLower(err.Error()), "disk is full") {
+		return fmt.Errorf("disk full: %w", err)
+	}
+	return err
 }
 
 // notice commits a short message from bridged itself to chat. When it

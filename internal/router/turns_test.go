@@ -229,18 +229,18 @@ func TestReplyNotCommittedFailsTurn(t *testing.T) {
 	// The retry cannot commit either: the retries end in a notice that
 	// says why (sent straight through the channel, as the outbox is full).
 	retry := nextRunWith(t, h, "second", "first")
-	if f, ok := retryingFailure(h); !ok || !strings.Contains(f.Error, "disk is full") {
+	if f, ok := retryingFailure(h); !ok || !strings.Contains(f.Error, "failed, retrying: could not store the reply: disk full") {
 		t.Fatalf("status failures %+v; want the failed turn saying the disk is full", h.r.Status().Failures)
 	}
 	retry.result("answer two again")
 	retry.exit(0)
 	notice := h.nextSend()
-	if !strings.Contains(notice.Text, "disk is full") || !strings.Contains(notice.Text, "failed 2 times") {
+	if !strings.Contains(notice.Text, "(could not store the reply: disk full") || !strings.Contains(notice.Text, "failed 2 times") {
 		t.Fatalf("notice %q; want it to say the agent failed 2 times because the disk is full", notice.Text)
 	}
 	h.waitIdle("main")
 	fs := h.r.Status().Failures
-	if len(fs) != 1 || !strings.Contains(fs[0].Error, "disk is full") || !strings.Contains(fs[0].Error, "cannot store the agent's reply") {
+	if len(fs) != 1 || !strings.Contains(fs[0].Error, "could not store the reply: disk full") || !strings.Contains(fs[0].Error, "database or disk is full") {
 		t.Fatalf("status failures %+v; want one saying the reply could not be stored because the disk is full", fs)
 	}
 	if c := h.cursor("main"); c != first {
