@@ -34,9 +34,11 @@
 //   - A failed message run (an error or a panic) is retried after each of
 //     Config.RetryDelays in turn (5, 10, 20, 40, 80 s by default); after the
 //     last one the group waits for the next EnqueueMessages, which starts a
-//     fresh sequence. Messages enqueued while a retry sequence is under way
-//     (during a failed attempt or its back-off) join that sequence instead of
-//     starting an early run. A successful message run resets the count.
+//     fresh sequence. A run error wrapping ErrNoRetry ends the sequence at
+//     once, as if the retries had run out. Messages enqueued while a retry
+//     sequence is under way (during a failed attempt or its back-off) join
+//     that sequence instead of starting an early run. A successful message
+//     run resets the count.
 //     Failed task runs are logged, not retried: the scheduler owns tasks.
 //   - A panic in any handler is recovered and logged with its stack; for a
 //     run it counts as a failed run.

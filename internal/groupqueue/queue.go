@@ -29,6 +29,11 @@ var DefaultRetryDelays = []time.Duration{
 // ErrPanic marks the error of a handler that panicked.
 var ErrPanic = errors.New("handler panicked")
 
+// ErrNoRetry, wrapped in a RunMessages error, ends the group's retry
+// sequence at once: the run is not retried and the group waits for its next
+// message, as when the retries run out.
+var ErrNoRetry = errors.New("not retried")
+
 // ErrShutdown is returned by Run when the queue was already shut down.
 var ErrShutdown = errors.New("group queue is shut down")
 
@@ -54,7 +59,8 @@ type TaskRef struct {
 type Handlers struct {
 	// RunMessages runs one container for the group's pending messages and
 	// returns when the container is gone. A non-nil error is a failed run,
-	// which is retried. ctx is cancelled only when Shutdown's deadline passes.
+	// which is retried unless it wraps ErrNoRetry. ctx is cancelled only
+	// when Shutdown's deadline passes.
 	// Input piped through TryPipe may be written from the moment RunMessages
 	// is called, so RunMessages must not discard input files other than a
 	// stale close sentinel when it starts the container.
@@ -631,7 +637,7 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 	case q.shutting:
 	default:
 		g.retries++
-		if g.retries <= len(q.cfg.RetryDelays) {
+		if g.retries <= len(q.cfg.RetryDelays) && !errors.Is(err, ErrNoRetry) {
 			retryIn = q.cfg.RetryDelays[g.retries-1]
 			g.pendingMsgs = true
 			g.backoff = true

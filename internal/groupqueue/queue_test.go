@@ -504,6 +504,42 @@ func TestRetryBackoff(t *testing.T) {
 	}
 }
 
+// A run error wrapping ErrNoRetry ends the retry sequence at once; the
+// next message starts a fresh one.
+func TestNoRetryEndsSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5)
+		var mu sync.Mutex
+		results := []error{errBoom, fmt.Errorf("hung again: %w", ErrNoRetry), nil}
+		f.auto = func(*fakeCall) error {
+			mu.Lock()
+			defer mu.Unlock()
+			err := results[0]
+			results = results[1:]
+			return err
+		}
+		q, logs := startQueue(t, Config{}, f)
+		q.EnqueueMessages("a")
+		synctest.Wait()
+		advance(time.Hour)
+		if got, want := f.timed("run a messages"), []time.Duration{0, 5 * time.Second}; !slices.Equal(got, want) {
+			t.Fatalf("run times: got %v; want %v (no retry after ErrNoRetry)", got, want)
+		}
+		st := q.Status()
+		if len(st.Groups) != 1 || !st.Groups[0].GaveUp || st.Groups[0].PendingMessages || !st.Groups[0].NextRetry.IsZero() {
+			t.Fatalf("status: got %+v; want gave up, nothing pending, no retry", st.Groups)
+		}
+		if !strings.Contains(logs.String(), "message run failed for good") {
+			t.Fatalf("log: got %s; want a line saying the run failed for good", logs)
+		}
+		q.EnqueueMessages("a")
+		synctest.Wait()
+		if got := len(f.timed("run a messages")); got != 3 {
+			t.Fatalf("runs after a new message: got %d; want 3", got)
+		}
+	})
+}
+
 func TestSuccessResetsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5)

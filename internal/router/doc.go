@@ -74,7 +74,10 @@
 // the hard timeout (Config.ContainerTimeout, or the group's own, at least the
 // idle timeout plus 30 s); when it fires the container is stopped, which is a
 // normal end when every turn was committed, and a failed turn otherwise. A
-// pipe into an idle agent starts a turn and restarts the hard timeout. The
+// pipe into an idle agent starts a turn and restarts the hard timeout. A
+// container that prints nothing at all within Config.StartTimeout (2 min) of
+// its start is stopped as hung too (the runner reports the session when
+// claude begins the first turn). The
 // idle timeout and the task close delay are the group queue's: when it asks,
 // the router writes the close sentinel. A failed turn (a runner error while
 // the agent works on a turn, a result with is_error, a result that cannot be
@@ -86,7 +89,8 @@
 //
 // A failed message run shows in Status ("attempt n of m failed, retrying:
 // why") until the group's next good run. When a group's message runs fail
-// more times in a row than the queue retries, one notice naming the reason is
+// more times in a row than the queue retries, or a second run of the same
+// retry sequence hangs (a hang is retried once), one notice naming the reason is
 // posted in its chat (sent straight through the channel, best effort, when
 // the outbox cannot take it) and the failure shows in Status; the group then
 // waits for its next message. A failed task run is recorded in

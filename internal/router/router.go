@@ -27,6 +27,7 @@ const (
 	DefaultContainerTimeout = 30 * time.Minute
 	DefaultTaskCloseDelay   = 10 * time.Second
 	DefaultShutdownTimeout  = 60 * time.Second
+	DefaultStartTimeout     = 2 * time.Minute
 )
 
 const (
@@ -37,6 +38,9 @@ const (
 	stopGrace = 10 * time.Second
 	// leftoverGrace is how long a previous instance's container gets.
 	leftoverGrace = 5 * time.Second
+	// maxHangs is how many runs of a group in a row may end in a timeout
+	// (start or container) before the retries stop: a hang is retried once.
+	maxHangs = 2
 	// maxFailures is how many failures Status remembers.
 	maxFailures = 50
 	// clearChunk is how many stale input files are listed at once.
@@ -57,8 +61,11 @@ type Config struct {
 	// result. ContainerTimeout stops a container that printed nothing for
 	// that long (a group's own timeout, when set, is raised to at least
 	// IdleTimeout + 30 s). TaskCloseDelay closes a task container this long
-	// after its first result. Zero values mean the defaults.
-	IdleTimeout, ContainerTimeout, TaskCloseDelay time.Duration
+	// after its first result. StartTimeout stops a container that printed
+	// nothing at all that long after its start (the runner reports the
+	// session when claude begins the first turn), at most the container
+	// timeout. Zero values mean the defaults.
+	IdleTimeout, ContainerTimeout, TaskCloseDelay, StartTimeout time.Duration
 
 	MaxContainers int             // 0: groupqueue.DefaultMaxConcurrent
 	RetryDelays   []time.Duration // nil: groupqueue.DefaultRetryDelays; empty: no retries
@@ -158,6 +165,9 @@ type Router struct {
 	// retrying holds, per group, the last failed message run the queue
 	// will retry; it shows in Status until the group's next good run.
 	retrying map[store.Folder]Failure
+	// hangs counts, per group, the runs of the current retry sequence that
+	// ended in a timeout.
+	hangs map[store.Folder]int
 
 	// sendBackoff is the wait after a row's first failed send; it doubles
 	// with each attempt.
@@ -228,7 +238,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		return nil, fmt.Errorf("new router: container user %d:%d: an agent never runs as root", cfg.ContainerUID, cfg.ContainerGID)
 	case cfg.Image == "":
 		return nil, errors.New("new router: image is empty")
-	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0:
+	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0, cfg.StartTimeout < 0:
 		return nil, errors.New("new router: negative prompt cap or duration")
 	}
 	if cfg.Timezone == nil {
@@ -248,6 +258,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = DefaultStartTimeout
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -269,6 +282,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		dirty:    make(map[store.ChatID]struct{}),
 		fails:    make(map[store.Folder]int),
 		retrying: make(map[store.Folder]Failure),
+		hangs:    make(map[store.Folder]int),
 
 		sendBackoff: time.Second,
 	}

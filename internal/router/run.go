@@ -24,6 +24,7 @@ import (
 // Errors of a run that ended without a reply.
 var (
 	errTimedOut   = errors.New("the agent printed nothing before the container timeout")
+	errNoStart    = errors.New("the agent did not start")
 	errNoResult   = errors.New("the container ended without a result")
 	errStopped    = errors.New("the run was stopped at shutdown")
 	errAgentError = errors.New("agent error")
@@ -34,7 +35,8 @@ var (
 type outcome struct {
 	exit     container.Exit
 	timedOut bool
-	timeout  time.Duration // the hard timeout that fired
+	noStart  bool          // stopped by the start timeout
+	timeout  time.Duration // the timeout that fired
 	stopped  bool          // stopped because the run's context ended
 	results  int           // results committed
 	// agentErr is the text of the error that failed a turn: for a message
@@ -62,6 +64,8 @@ func (o outcome) failure() error {
 		return fmt.Errorf("%w: %s", errAgentError, clip(oneLine(o.agentErr), 300))
 	case o.stopped:
 		return errStopped
+	case o.noStart:
+		return fmt.Errorf("%w: no output within %s of the container's start", errNoStart, o.timeout)
 	case o.timedOut && o.timeout > 0:
 		return fmt.Errorf("%w (%s)", errTimedOut, o.timeout)
 	case o.timedOut:
@@ -89,10 +93,21 @@ func (r *Router) runMessages(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("run messages of %s: %w", name, err)
 	}
-	err = r.runMessagesFor(ctx, g)
-	r.countRun(g, err)
-	return err
+	return r.countRun(g, r.runMessagesFor(ctx, g))
 }
+
+// isHang reports whether err is a run stopped by a timeout.
+func isHang(err error) bool {
+	return errors.Is(err, errTimedOut) || errors.Is(err, errNoStart)
+}
+
+// noRetry is a run error that ends the queue's retries (it wraps
+// groupqueue.ErrNoRetry without changing the error's text).
+type noRetry struct{ error }
+
+func (e noRetry) Unwrap() error { return e.error }
+
+func (noRetry) Is(target error) bool { return target == groupqueue.ErrNoRetry }
 
 // handover takes the group's pending messages for a new container. It
 // returns nil when none would wake the agent. Until it has run, a pipe into
@@ -217,38 +232,47 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	return nil
 }
 
-// countRun counts consecutive failed message runs. A failure the queue will
-// retry shows in Status until the group's next good run; when the retries
-// are used up it posts one notice in the chat and records the failure.
-func (r *Router) countRun(g store.Group, err error) {
+// countRun counts consecutive failed message runs and returns err for the
+// queue. A failure the queue will retry shows in Status until the group's
+// next good run. When the retries are used up, or a second run of the
+// sequence hung (a timeout: a hang is retried once, so a hanging agent is
+// reported after two timeouts, not six), it posts one notice in the chat,
+// records the failure, and the returned error ends the queue's retries.
+func (r *Router) countRun(g store.Group, err error) error {
 	if r.stopping.Load() {
-		return
+		return err
 	}
 	r.mu.Lock()
 	if err == nil {
 		delete(r.fails, g.Folder)
 		delete(r.retrying, g.Folder)
+		delete(r.hangs, g.Folder)
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	r.fails[g.Folder]++
 	n := r.fails[g.Folder]
-	final := n > r.retries
+	if isHang(err) {
+		r.hangs[g.Folder]++
+	}
+	final := n > r.retries || r.hangs[g.Folder] >= maxHangs
 	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("run messages of %s: ", g.Folder))
 	if final {
 		delete(r.fails, g.Folder)
 		delete(r.retrying, g.Folder)
+		delete(r.hangs, g.Folder)
 	} else {
 		r.retrying[g.Folder] = Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages),
 			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", n, r.retries+1, why), 500)}
 	}
 	r.mu.Unlock()
 	if !final {
-		return
+		return err
 	}
 	r.log.Error().Err(err).Str("group", string(g.Folder)).Int("attempts", n).Msg("agent failed for good; waiting for the next message")
 	r.addFailure(Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages), Error: clip(err.Error(), 500)})
 	r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", n, clip(oneLine(why), 200)))
+	return noRetry{err}
 }
 
 // runTask is the queue's RunTask handler: one container for one task.
@@ -590,6 +614,11 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	timeout := r.hardTimeout(g)
 	hard := time.NewTimer(timeout)
 	defer hard.Stop()
+	// Until its first event the container has the start timeout.
+	startTimeout := min(r.cfg.StartTimeout, timeout)
+	first := time.NewTimer(startTimeout)
+	defer first.Stop()
+	firstC := first.C
 	stopDone := make(chan struct{})
 	stopping := false
 	stop := func(why string) {
@@ -621,6 +650,10 @@ loop:
 			if !stopping {
 				hard.Reset(timeout)
 			}
+			if firstC != nil {
+				first.Stop()
+				firstC = nil
+			}
 			r.handleEvent(ctx, log, g, run, sess, origin, ev, &o)
 			if origin == store.OriginReply && (o.agentErr != "" || o.commitErr != nil) && !stopping && !errClosed {
 				// A turn failed: the container takes no more messages and
@@ -637,9 +670,17 @@ loop:
 			if !stopping {
 				hard.Reset(timeout)
 			}
+		case <-firstC:
+			firstC = nil
+			if !stopping {
+				o.timedOut, o.noStart, o.timeout = true, true, startTimeout
+				stop("no output since start")
+			}
 		case <-hard.C:
-			o.timedOut = true
-			o.timeout = timeout
+			if !o.noStart {
+				o.timedOut = true
+				o.timeout = timeout
+			}
 			stop("timeout")
 		case <-done:
 			done = nil

@@ -291,3 +291,60 @@ func TestFirstReplyNotCommittedRetried(t *testing.T) {
 	retry.exit(0)
 	h.waitIdle("main")
 }
+
+// A first turn that never starts (the container prints nothing at all) is
+// stopped by the start timeout, well before the container timeout, and a
+// hang is retried once: the notice comes after two attempts, not six.
+func TestFirstTurnHangNoticeAfterTwoAttempts(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.StartTimeout = 50 * time.Millisecond
+		c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+	})
+	h.start()
+	h.post(mainChat, "hello")
+	notice := h.nextSend()
+	if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "did not start") {
+		t.Fatalf("notice %q; want it to say the agent did not start, twice", notice.Text)
+	}
+	st := h.waitIdle("main")
+	if n := h.rt.starts(); n != 2 || !st.GaveUp {
+		t.Fatalf("starts %d, gave up %v; want 2 and true", n, st.GaveUp)
+	}
+	if fs := h.r.Status().Failures; len(fs) != 1 || !strings.Contains(fs[0].Error, "no output within 50ms") {
+		t.Fatalf("status failures %+v; want the hang", fs)
+	}
+}
+
+// A turn that starts and then hangs past the container timeout is retried
+// once, then reported.
+func TestTurnHangRetriedOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.ContainerTimeout = 100 * time.Millisecond
+		c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+	})
+	h.rt.onStart = func(r *fakeRun) { r.emit(ipc.Event{Type: ipc.EventSession, SessionID: "sess-1"}) }
+	h.start()
+	h.post(mainChat, "hello")
+	notice := h.nextSend()
+	if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "container timeout") {
+		t.Fatalf("notice %q; want it to say the agent hung past the container timeout, twice", notice.Text)
+	}
+	if n := h.rt.starts(); n != 2 {
+		t.Fatalf("starts %d; want 2", n)
+	}
+	// The next message starts a fresh sequence.
+	h.rt.mu.Lock()
+	h.rt.onStart = nil
+	h.rt.mu.Unlock()
+	h.post(mainChat, "still there?")
+	run := h.nextRun()
+	for !strings.Contains(run.spec.Input.Prompt, "still there?") {
+		run = h.nextRun() // skip the hung runs
+	}
+	run.result("yes")
+	if got := h.nextSend(); got.Text != "yes" {
+		t.Fatalf("sent %q", got.Text)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+}
