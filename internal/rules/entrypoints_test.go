@@ -159,7 +159,10 @@ func TestRegisterGroupBothDoors(t *testing.T) {
 				if got != "" || len(gs) != 2 {
 					t.Fatalf("%s: got %q with %d groups; want the group registered", d.name, got, len(gs))
 				}
-				g := gs[1]
+				g := gs[0]
+				if g.IsMain {
+					g = gs[1]
+				}
 				if g.Trigger != tt.wantTrigger || string(g.Chat) != strings.TrimSpace(tt.chat) || g.Name != strings.TrimSpace(tt.gname) || !g.RequiresTrigger {
 					t.Errorf("%s: stored %+v; want chat %q, name %q, trigger %s, trigger required", d.name, g,
 						strings.TrimSpace(tt.chat), strings.TrimSpace(tt.gname), tt.wantTrigger)
