@@ -134,6 +134,31 @@ func TestE2ELaterTurnContainerKilled(t *testing.T) {
 	d.stop(t)
 }
 
+// A later turn that hangs past the container timeout: the container is
+// stopped and the turn runs again in a new one (where it does not hang),
+// answered exactly once. The hanging turn is queued behind a running one, so
+// it is a later turn of the first container whatever the timing.
+func TestE2ELaterTurnHang(t *testing.T) {
+	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--container-timeout", "32s")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := e.watchContainers(ctx)
+	first := e.post("local:main", "fake:bash touch .first\nfake:sleep 2s\nfake:reply one")
+	e.waitGroupFile(t, ".first", time.Minute)
+	e.post("local:main", "fake:bash test -e .hung && echo two || { touch .hung; sleep 300; }")
+	got := e.waitOut("local:main", first, 2, 3*time.Minute)
+	if strings.TrimSpace(got[0].Text) != "one" || strings.TrimSpace(got[1].Text) != "two" {
+		t.Fatalf("replies %+v; want one, then two from the retry", got)
+	}
+	if _, _, starts := w.snapshot(); starts != 2 {
+		t.Errorf("containers started: %d; want 2", starts)
+	}
+	e.noMoreOut(t, "local:main", got[1].ID, 3*time.Second)
+	d.stop(t)
+}
+
 // A reply that cannot be committed because the disk holding the store is
 // full: the turn fails and is retried, status says why, the message is not
 // skipped, and once space returns it is answered exactly once. The store is
