@@ -113,6 +113,24 @@ func omittedNote(n int) string {
 	return fmt.Sprintf("<note>%d earlier messages were left out</note>", n)
 }
 
+// LeftOutNotice is the one line the chat gets when older messages were left
+// out of what its agent read (DESIGN §6: the prompt is capped): the people
+// learn it, not only the agent.
+func LeftOutNotice(n int) string {
+	if n == 1 {
+		return "Note: 1 older message was left out of what I read."
+	}
+	return fmt.Sprintf("Note: %d older messages were left out of what I read.", n)
+}
+
+// actedNotice is the line the chat gets when the agent failed (why) during a
+// turn in which it had already acted (scheduled or changed a task, registered
+// a group): the turn is not run again, so the agent does not act twice.
+func actedNotice(why error) string {
+	return fmt.Sprintf("Sorry, I could not finish my answer: the agent failed (%s) after it had already acted on your message (a task or group change, which was kept). I did not run your message again, so nothing is done twice.",
+		clip(oneLine(why.Error()), 200))
+}
+
 // FormatPrompt renders messages as the agent's prompt (DESIGN §6): a context
 // line with the timezone and the current time, then the messages, sender and
 // text XML-escaped, times RFC 3339 in loc. omitted earlier messages are

@@ -150,11 +150,12 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		if run.ended || run.kind != groupqueue.KindMessages || run.chat != g.Chat {
 			return errNoRun
 		}
-		prompt, _ := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
 		name, err := r.writeInput(g.Folder, prompt)
 		if err != nil {
 			return err
 		}
+		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
 		wasBusy := run.busy
 		run.busy = true

@@ -73,6 +73,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 	}
 	if run != nil {
 		run.replied = true
+		run.acted = false // the chat heard from the agent after it acted
 		gs.persisted = run.settled
 	}
 	signal(r.outWake)

@@ -188,6 +188,10 @@ type groupState struct {
 	persisted store.MessageID // the cursor as stored
 	handed    store.MessageID // the last message handed to the live agent
 	run       *liveRun        // nil when no container runs
+	// leftOutFrom is the first message of the last prompt whose left-out
+	// older messages the chat was told about: a prompt that starts there
+	// again (a retry) does not repeat the notice.
+	leftOutFrom store.MessageID
 }
 
 // liveRun is one container's run. Its fields are guarded by the group's mutex.
@@ -208,6 +212,11 @@ type liveRun struct {
 	// kick is signalled when a pipe starts a turn on an idle agent, so the
 	// hard timeout counts from the turn's start.
 	kick chan struct{}
+	// acted: an agent action (a task or group change) committed during
+	// the current turn, with the turn's cursor, and no result or message
+	// to the chat since. If the turn then fails, its messages are not run
+	// again (the agent would act twice); the chat gets a notice instead.
+	acted bool
 	// settled is the cursor a reply may store: the messages whose turn has
 	// begun. Messages piped while the agent is busy may wait for a turn of
 	// their own, so a reply does not cover them; the next result does (or
@@ -510,6 +519,18 @@ func (r *Router) addFailure(f Failure) {
 	if n := len(r.failures) - maxFailures; n > 0 {
 		r.failures = slices.Delete(r.failures, 0, n)
 	}
+}
+
+// noteLeftOut tells g's chat, once per prompt start, that left older
+// messages were left out of the prompt whose first message is first.
+// gs.mu must be held.
+func (r *Router) noteLeftOut(g store.Group, gs *groupState, first store.MessageID, left int) {
+	if left <= 0 || first <= gs.leftOutFrom {
+		return
+	}
+	gs.leftOutFrom = first
+	r.log.Info().Str("group", string(g.Folder)).Int("left_out", left).Msg("older messages left out of the prompt; telling the chat")
+	r.notice(g.Chat, g.Folder, LeftOutNotice(left))
 }
 
 // channelFor returns the first channel that owns chat, nil if none does.

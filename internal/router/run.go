@@ -128,6 +128,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 			return nil, "", nil
 		}
 		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true, kick: make(chan struct{}, 1)}
 		gs.run = run
 		gs.handed = msgs[len(msgs)-1].ID
@@ -170,6 +171,9 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	// Messages handed over and not committed with a reply: the turns in
 	// flight when the run ended, and turns that ended without a reply.
 	uncommitted := gs.handed != gs.persisted
+	// A turn that committed an agent action and then failed is not run
+	// again (it would act twice): the chat is told instead.
+	actedFail := fail != nil && run.acted
 	if fail != nil && !uncommitted {
 		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
 		fail = nil
@@ -220,6 +224,10 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	gs.mu.Unlock()
 
 	r.setTyping(string(g.Chat), false)
+	if actedFail {
+		log.Warn().Err(o.failure()).Msg("a turn failed after the agent acted; its messages are not run again")
+		r.notice(g.Chat, folder, actedNotice(o.failure()))
+	}
 	if unread > 0 {
 		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")
 	}
@@ -827,6 +835,9 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	if err == nil && ev.IsError && origin == store.OriginReply {
 		// The turn failed: later results must not store a cursor past it.
 		run.broken = errAgentError
+	}
+	if err == nil {
+		run.acted = false // the turn that acted finished
 	}
 	run.busy = false
 	// Whatever was handed over so far has been seen by the time of the next

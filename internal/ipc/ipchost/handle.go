@@ -69,7 +69,52 @@ func (h *Host) Handle(ctx context.Context, folder string, req ipc.Request) (resp
 	return resp
 }
 
-func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request) (any, error) {
+// ActionCommitter is implemented by a Messenger (the router) that commits
+// something together with every agent action other than a message:
+// AgentAction runs do, and do calls commit inside the transaction that
+// commits the action (the router stores there the cursor of the turn in
+// flight, so a turn that acted is not run again and the agent does not act
+// twice). do reports whether the action was committed.
+type ActionCommitter interface {
+	AgentAction(ctx context.Context, folder string, do func(commit func(ctx context.Context, tx *store.Tx) error) bool)
+}
+
+// commitKey is the context key of the commit function an ActionCommitter
+// handed to the action being carried out.
+type commitKey struct{}
+
+// recordAction records the action being carried out under ctx as handled
+// (see record) and runs the ActionCommitter's commit, inside tx: the
+// transaction that makes the action's change.
+func (h *Host) recordAction(ctx context.Context, tx *store.Tx, data any) error {
+	if err := h.record(ctx, tx, data); err != nil {
+		return err
+	}
+	if commit, _ := ctx.Value(commitKey{}).(func(context.Context, *store.Tx) error); commit != nil {
+		return commit(ctx, tx)
+	}
+	return nil
+}
+
+// isAction reports whether a request of type typ is an agent action that
+// commits with the turn in flight through an ActionCommitter: every change
+// but send_message, which the Messenger commits itself.
+func isAction(typ ipc.RequestType) bool {
+	switch typ {
+	case ipc.TypeScheduleTask, ipc.TypeUpdateTask, ipc.TypePauseTask, ipc.TypeResumeTask, ipc.TypeCancelTask, ipc.TypeRegisterGroup:
+		return true
+	}
+	return false
+}
+
+func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request) (data any, err error) {
+	if ac, ok := h.msg.(ActionCommitter); ok && isAction(req.Type) && ctx.Value(commitKey{}) == nil {
+		ac.AgentAction(ctx, string(folder), func(commit func(context.Context, *store.Tx) error) bool {
+			data, err = h.handle(context.WithValue(ctx, commitKey{}, commit), folder, req)
+			return err == nil
+		})
+		return data, err
+	}
 	if !ipc.ValidID(req.ID) {
 		return nil, badRequest("request id %q is not a valid id", req.ID)
 	}
@@ -228,7 +273,7 @@ func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTa
 		if err != nil {
 			return err
 		}
-		return h.record(ctx, tx, h.taskInfo(task))
+		return h.recordAction(ctx, tx, h.taskInfo(task))
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
@@ -290,7 +335,7 @@ func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskAr
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return h.record(ctx, tx, h.taskInfo(updated))
+		return h.recordAction(ctx, tx, h.taskInfo(updated))
 	})
 	if err != nil {
 		return nil, err
@@ -319,7 +364,7 @@ func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestTy
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return h.record(ctx, tx, h.taskInfo(result))
+		return h.recordAction(ctx, tx, h.taskInfo(result))
 	})
 	if err != nil {
 		return nil, err
@@ -375,7 +420,7 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 			return err
 		}
 		info = ipc.GroupInfo{Chat: string(added.Chat), Name: added.Name, Folder: string(added.Folder), Registered: true}
-		return h.record(ctx, tx, info)
+		return h.recordAction(ctx, tx, info)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrInvalidFolder) {
