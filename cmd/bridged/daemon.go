@@ -214,7 +214,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 
-	docker, err := container.NewDocker(log.With().Str("component", "docker").Logger())
+	docker, err := container.NewDockerWith(log.With().Str("component", "docker").Logger(), container.DockerOptions{CallTimeout: cfg.EngineTimeout})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}

@@ -51,6 +51,7 @@ type Config struct {
 	MountAllowlist   string
 	PromptCap        int
 	RetryBase        time.Duration
+	EngineTimeout    time.Duration // deadline of each Docker Engine API call
 	// ContainerUID and ContainerGID are the uid:gid containers run as when
 	// the daemon runs as root (DefaultContainerID unless set). A daemon that
 	// is not root runs containers as its own uid:gid and ignores them;
@@ -97,6 +98,7 @@ var settings = []setting{
 	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
+	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 }
@@ -289,6 +291,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
 		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
 	}
+	if c.EngineTimeout, err = time.ParseDuration(raw["BRIDGED_ENGINE_TIMEOUT"]); err != nil || c.EngineTimeout < 100*time.Millisecond || c.EngineTimeout > time.Hour {
+		return nil, bad("BRIDGED_ENGINE_TIMEOUT", "want a Go duration from 100ms to 1h")
+	}
 	for _, id := range []struct {
 		env string
 		dst *int
@@ -402,6 +407,7 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_MOUNT_ALLOWLIST":   c.MountAllowlist,
 		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
 		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
+		"BRIDGED_ENGINE_TIMEOUT":    c.EngineTimeout.String(),
 		"BRIDGED_CONTAINER_UID":     strconv.Itoa(c.ContainerUID),
 		"BRIDGED_CONTAINER_GID":     strconv.Itoa(c.ContainerGID),
 		"BRIDGED_ENV_FILE":          c.EnvFile,

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -33,9 +35,18 @@ const (
 	MaxStderrLine = 16 << 10
 	// ManagedValue is the value of the bridged.managed label.
 	ManagedValue = "1"
-	eventBuffer  = 64
-	abandonAfter = time.Minute
-	logPrefixLen = 80
+	// DefaultCallTimeout bounds each Engine API call (see DockerOptions).
+	DefaultCallTimeout = 30 * time.Second
+	eventBuffer        = 64
+	abandonAfter       = time.Minute
+	logPrefixLen       = 80
+	// outputGrace is how long a container may take to be observed gone
+	// after its output ended before the runtime checks whether the
+	// connection broke while the container kept running.
+	outputGrace = 10 * time.Second
+	// lostGrace is the SIGTERM grace of a container whose connection was
+	// lost, before it is killed.
+	lostGrace = 2 * time.Second
 )
 
 // Credential variable names that must never appear in a container's
@@ -47,21 +58,55 @@ var ErrBadSpec = errors.New("invalid container spec")
 
 // Docker runs agent containers through the Docker Engine API.
 type Docker struct {
-	cli *client.Client
-	log zerolog.Logger
+	cli  *client.Client
+	log  zerolog.Logger
+	opts DockerOptions
 }
 
 var _ Runtime = (*Docker)(nil)
 
+// DockerOptions tune the Docker runtime.
+type DockerOptions struct {
+	// CallTimeout bounds each Engine API call: create, attach, start,
+	// inspect, stop (on top of its grace), remove, list, and waiting for a
+	// removal. For the long-lived attach and wait streams it bounds their
+	// establishment, not their life. A hung engine thus fails the call
+	// instead of hanging its caller. 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
 // NewDocker connects to the engine named by the environment (DOCKER_HOST
-// etc., default the local socket). No request is made until the first call;
-// the API version is negotiated then. Close releases the client.
+// etc., default the local socket) with the default options. No request is
+// made until the first call; the API version is negotiated then. Close
+// releases the client.
 func NewDocker(log zerolog.Logger) (*Docker, error) {
+	return NewDockerWith(log, DockerOptions{})
+}
+
+// NewDockerWith is NewDocker with options.
+func NewDockerWith(log zerolog.Logger, opts DockerOptions) (*Docker, error) {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger()}, nil
+	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger(), opts: opts}, nil
+}
+
+// call returns ctx bounded by the per-call deadline.
+func (d *Docker) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.opts.CallTimeout)
+}
+
+// callErr names a per-call deadline that fired, so a hung engine is
+// recognisable in logs, status and notices.
+func (d *Docker) callErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the Docker engine did not answer within %s: %w", d.opts.CallTimeout, err)
+	}
+	return err
 }
 
 // Client is the underlying Engine API client (for image tooling and tests).
@@ -81,11 +126,13 @@ func (d *Docker) Ping(ctx context.Context) error {
 
 // ImageExists reports whether the image ref is present in the engine.
 func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
-	if _, err := d.cli.ImageInspect(ctx, ref); err != nil {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := d.cli.ImageInspect(cctx, ref); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("inspect image %s: %w", ref, err)
+		return false, fmt.Errorf("inspect image %s: %w", ref, d.callErr(cctx, err))
 	}
 	return true, nil
 }
@@ -235,7 +282,10 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	}
 	input = append(input, '\n')
 
-	created, err := d.cli.ContainerCreate(ctx, createOptions(spec))
+	cctx, cancel := d.call(ctx)
+	created, err := d.cli.ContainerCreate(cctx, createOptions(spec))
+	err = d.callErr(cctx, err)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("create container for %s: %w", spec.Group, err)
 	}
@@ -249,46 +299,71 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	// has been observed to the end.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &dockerRun{
-		id:     id,
-		log:    log,
-		stderr: spec.Stderr,
-		events: make(chan ipc.Event, eventBuffer),
-		exited: make(chan struct{}),
-		output: make(chan struct{}),
-		cancel: cancel,
+		d:        d,
+		lostDone: make(chan struct{}),
+		id:       id,
+		log:      log,
+		stderr:   spec.Stderr,
+		events:   make(chan ipc.Event, eventBuffer),
+		exited:   make(chan struct{}),
+		output:   make(chan struct{}),
+		cancel:   cancel,
 	}
 	cleanup := func(cause error) (Run, error) {
 		cancel()
-		rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer rmCancel()
-		if _, err := d.cli.ContainerRemove(rmCtx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		cause = fmt.Errorf("start container for %s: %w", spec.Group, cause)
+		// The container may have started (a start whose answer was lost):
+		// it must be gone before anything starts in its place.
+		if err := d.remove(context.WithoutCancel(ctx), id); err != nil {
 			log.Warn().Err(err).Msg("remove failed container")
+			return nil, &NotStoppedError{ID: id, Err: fmt.Errorf("%w; then: %w", cause, err)}
 		}
-		return nil, fmt.Errorf("start container for %s: %w", spec.Group, cause)
+		return nil, cause
 	}
 
 	// Wait before start: with AutoRemove a fast exit would otherwise race
 	// the wait request ("No such container"). "removed" also means that when
-	// Wait returns, nothing is left.
-	wait := d.cli.ContainerWait(runCtx, id, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
+	// Wait returns, nothing is left. The request returns once the engine
+	// has answered its headers: the call deadline bounds that, and only
+	// that, since the stream itself lives as long as the container.
+	wctx, wcancel := context.WithCancel(runCtx)
+	timer := time.AfterFunc(d.opts.CallTimeout, wcancel)
+	wait := d.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
+	if !timer.Stop() {
+		wcancel()
+		return cleanup(fmt.Errorf("wait: the Docker engine did not answer within %s", d.opts.CallTimeout))
+	}
 	select {
 	case err := <-wait.Error: // the request itself failed
+		wcancel()
 		return cleanup(fmt.Errorf("wait: %w", err))
 	default:
 	}
-	go r.watchExit(wait)
+	go func() {
+		defer wcancel()
+		r.watchExit(runCtx, wait)
+	}()
 
-	att, err := d.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	actx, acancel := d.call(ctx)
+	att, err := d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	err = d.callErr(actx, err)
+	acancel()
 	if err != nil {
 		return cleanup(fmt.Errorf("attach: %w", err))
 	}
 	go r.readOutput(att.HijackedResponse)
 
-	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+	sctx, scancel := d.call(ctx)
+	_, err = d.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
+	err = d.callErr(sctx, err)
+	scancel()
+	if err != nil {
 		att.Close()
 		return cleanup(err)
 	}
-	if err := writeInput(ctx, att.HijackedResponse, input); err != nil {
+	ictx, icancel := d.call(ctx)
+	defer icancel()
+	if err := writeInput(ictx, att.HijackedResponse, input); err != nil {
 		att.Close()
 		return cleanup(fmt.Errorf("write input: %w", err))
 	}
@@ -317,27 +392,37 @@ func writeInput(ctx context.Context, h client.HijackedResponse, input []byte) er
 // to whole seconds) and then removes it. A container that is already gone,
 // or is being removed, is not an error; Stop returns once it is gone or ctx
 // ends.
+// Each Engine API call has its own deadline (the stop's is its grace plus
+// the call timeout).
 func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error {
 	secs := int(math.Ceil(grace.Seconds()))
 	if secs < 0 {
 		secs = 0
 	}
-	if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+d.opts.CallTimeout)
+	_, err := d.cli.ContainerStop(sctx, id, client.ContainerStopOptions{Timeout: &secs})
+	err = d.callErr(sctx, err)
+	cancel()
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		// Fall through to the forced removal, which kills it.
 		d.log.Debug().Err(err).Str("container", shortID(id)).Msg("container stop failed")
 	}
 	return d.remove(ctx, id)
 }
 
-// remove force-removes id and waits until it is gone.
+// remove force-removes id and waits until it is gone; each of the two calls
+// has the call deadline.
 func (d *Docker) remove(ctx context.Context, id string) error {
-	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	rctx, cancel := d.call(ctx)
+	_, err := d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+	err = d.callErr(rctx, err)
+	cancel()
 	switch {
 	case err == nil, cerrdefs.IsNotFound(err):
 		return nil
 	case cerrdefs.IsConflict(err):
 		// Auto-remove got there first: wait for it to finish.
-		wctx, cancel := context.WithCancel(ctx)
+		wctx, cancel := d.call(ctx)
 		defer cancel()
 		w := d.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
 		select {
@@ -347,7 +432,7 @@ func (d *Docker) remove(ctx context.Context, id string) error {
 			if cerrdefs.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("remove container %s: %w", shortID(id), err)
+			return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(wctx, err))
 		}
 	default:
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
@@ -357,12 +442,14 @@ func (d *Docker) remove(ctx context.Context, id string) error {
 // ListManaged lists every container carrying the bridged.managed label, in
 // any state.
 func (d *Docker) ListManaged(ctx context.Context) ([]Info, error) {
-	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ContainerList(cctx, client.ContainerListOptions{
 		All:     true,
 		Filters: make(client.Filters).Add("label", LabelManaged+"="+ManagedValue),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
+		return nil, fmt.Errorf("list containers: %w", d.callErr(cctx, err))
 	}
 	out := make([]Info, 0, len(res.Items))
 	for _, c := range res.Items {
@@ -393,6 +480,7 @@ func shortID(id string) string {
 // output reader) end when the container is gone; the reader blocks while
 // Events is full, so the owner must drain Events.
 type dockerRun struct {
+	d      *Docker
 	id     string
 	log    zerolog.Logger
 	stderr func(string)
@@ -402,6 +490,14 @@ type dockerRun struct {
 	exited chan struct{} // closed once exit is set
 	exit   Exit
 	output chan struct{} // closed when stdout and stderr have ended
+
+	// A lost connection (see lose): lostDone is closed once the container
+	// has been stopped, or could not be; lostErr (set before) says which.
+	lostOnce  sync.Once
+	lost      atomic.Bool
+	lostDone  chan struct{}
+	lostErr   error
+	lostCause error
 }
 
 func (r *dockerRun) ID() string { return r.id }
@@ -428,18 +524,74 @@ func (r *dockerRun) Wait(ctx context.Context) (Exit, error) {
 	return r.exit, nil
 }
 
-func (r *dockerRun) watchExit(w client.ContainerWaitResult) {
+// watchExit sets the exit once the container is gone. When the wait
+// stream breaks while the container may still run, it is stopped first
+// (lose), so that when Wait returns nothing of the run is left.
+func (r *dockerRun) watchExit(ctx context.Context, w client.ContainerWaitResult) {
 	defer close(r.exited)
+	exit := Exit{Code: -1}
 	select {
 	case res := <-w.Result:
-		r.exit = Exit{Code: int(res.StatusCode)}
+		exit = Exit{Code: int(res.StatusCode)}
 		if res.Error != nil && res.Error.Message != "" {
-			r.exit.Err = errors.New(res.Error.Message)
+			exit.Err = errors.New(res.Error.Message)
 		}
 	case err := <-w.Error:
-		r.exit = Exit{Code: -1, Err: fmt.Errorf("wait for container: %w", err)}
+		if ctx.Err() != nil { // Start gave up on the container
+			exit.Err = fmt.Errorf("wait for container: %w", err)
+			break
+		}
+		r.lose(fmt.Errorf("wait for the container's end: %w", err))
+	case <-r.lostDone:
 	}
+	if r.lost.Load() {
+		<-r.lostDone
+		exit.Err = r.lostErr
+	}
+	r.exit = exit
 	r.log.Debug().Int("exit_code", r.exit.Code).AnErr("exit_error", r.exit.Err).Msg("container exited")
+}
+
+// lose handles a broken connection to a container that may still run: its
+// output can no longer be read, or its end no longer observed, and a retry
+// must not start a second container of the group beside it. The container
+// is stopped and removed, each call with its own deadline; the exit then
+// wraps ErrLost, or is a *NotStoppedError when the engine could not stop it.
+func (r *dockerRun) lose(cause error) {
+	r.lostOnce.Do(func() {
+		r.lostCause = cause
+		r.lost.Store(true)
+		r.log.Warn().Err(cause).Msg("lost the engine connection to a running container; stopping it")
+		go func() {
+			defer close(r.lostDone)
+			err := fmt.Errorf("%w: %w", ErrLost, cause)
+			if serr := r.d.Stop(context.Background(), r.id, lostGrace); serr != nil {
+				r.log.Error().Err(serr).Msg("cannot stop the container whose connection was lost")
+				r.lostErr = &NotStoppedError{ID: r.id, Err: fmt.Errorf("%w; stop: %w", err, serr)}
+				return
+			}
+			r.lostErr = fmt.Errorf("%w; the container was stopped", err)
+		}()
+	})
+}
+
+// checkAfterOutput runs when the output ended and the container was not
+// seen gone within outputGrace: a container that still runs (or that the
+// engine cannot tell about) lost its connection and is stopped. It returns
+// true when it gave up on the container (lose), false to keep waiting.
+func (r *dockerRun) checkAfterOutput() bool {
+	ctx, cancel := r.d.call(context.Background())
+	defer cancel()
+	res, err := r.d.cli.ContainerInspect(ctx, r.id, client.ContainerInspectOptions{})
+	switch {
+	case err != nil:
+		r.lose(fmt.Errorf("output ended; inspect: %w", r.d.callErr(ctx, err)))
+		return true
+	case res.Container.State == nil, res.Container.State.Running, res.Container.State.Paused, res.Container.State.Restarting:
+		r.lose(errors.New("the container's output ended while it kept running"))
+		return true
+	}
+	return false // exited or being removed: its end is on its way
 }
 
 func (r *dockerRun) readOutput(h client.HijackedResponse) {
@@ -462,7 +614,24 @@ func (r *dockerRun) readOutput(h client.HijackedResponse) {
 	stderr.flush()
 	// Every exit ends the streams, but a stream can also end early (a
 	// broken connection): only stop once the container is gone, so Wait
-	// keeps its promise.
+	// keeps its promise. A container still running after the stream ended
+	// is stopped.
+	t := time.NewTimer(outputGrace)
+	defer t.Stop()
+wait:
+	for {
+		select {
+		case <-r.exited:
+			break wait
+		case <-r.lostDone:
+			break wait
+		case <-t.C:
+			if r.checkAfterOutput() {
+				break wait
+			}
+			t.Reset(outputGrace)
+		}
+	}
 	<-r.exited
 	r.cancel()
 }

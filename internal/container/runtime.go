@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -59,6 +61,27 @@ type Exit struct {
 	Err  error // set when the runtime failed to observe the exit
 }
 
+// ErrLost is wrapped by Exit.Err when the runtime lost its connection to a
+// running container (its output or its end could no longer be followed: the
+// engine restarted, a proxy dropped the connection): the runtime then stopped
+// the container, so it is gone when Wait returns, unless Exit.Err is also a
+// *NotStoppedError.
+var ErrLost = errors.New("lost the engine connection to the container")
+
+// NotStoppedError is returned (or is Exit.Err) when a container that may
+// still run could not be stopped and removed: the engine did not answer in
+// time or refused. Nothing must start in its place until it is gone.
+type NotStoppedError struct {
+	ID  string // container id
+	Err error  // why: the lost connection and the failed stop
+}
+
+func (e *NotStoppedError) Error() string {
+	return fmt.Sprintf("container %s may still be running and could not be stopped: %v", shortID(e.ID), e.Err)
+}
+
+func (e *NotStoppedError) Unwrap() error { return e.Err }
+
 // Run is one started container.
 type Run interface {
 	// ID is the container id.
@@ -85,7 +108,8 @@ type Runtime interface {
 	// its stdin and closes stdin. It returns once the container runs.
 	Start(ctx context.Context, spec Spec) (Run, error)
 	// Stop asks the container to stop, kills it after grace, and removes it.
-	// A container that is already gone is not an error.
+	// A container that is already gone is not an error. It returns nil only
+	// once the container is gone.
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// ListManaged lists containers carrying the bridged.managed label.
 	ListManaged(ctx context.Context) ([]Info, error)

@@ -606,6 +606,12 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 		rl.footer(o, false)
 		return o
 	}
+	if err := r.stopLeftovers(ctx, log, folder); err != nil {
+		log.Error().Err(err).Msg("container not started")
+		o.err = err
+		rl.footer(o, false)
+		return o
+	}
 	c, err := r.rt.Start(ctx, spec)
 	if err != nil {
 		o.err = fmt.Errorf("start container: %w", err)
@@ -628,12 +634,15 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	defer first.Stop()
 	firstC := first.C
 	stopDone := make(chan struct{})
+	var stopErr error // set before stopDone closes
+	var stopDoneC <-chan struct{}
 	stopping := false
 	stop := func(why string) {
 		if stopping {
 			return
 		}
 		stopping = true
+		stopDoneC = stopDone
 		r.queue.MarkClosing(folder)
 		log.Info().Str("reason", why).Msg("stopping container")
 		go func() {
@@ -642,6 +651,7 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 			defer cancel()
 			if err := r.rt.Stop(sctx, c.ID(), stopGrace); err != nil {
 				log.Error().Err(err).Msg("cannot stop container")
+				stopErr = err
 			}
 		}()
 	}
@@ -694,12 +704,23 @@ loop:
 			done = nil
 			o.stopped = true
 			stop("shutdown")
+		case <-stopDoneC:
+			stopDoneC = nil
+			if stopErr != nil {
+				// The engine could not stop it: its end will not be seen
+				// either. The run fails; the next one stops it first.
+				o.err = &container.NotStoppedError{ID: c.ID(), Err: stopErr}
+				break loop
+			}
 		}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
+	if o.err != nil {
+		cancel() // the container could not be stopped: its end will not come
+	}
 	exit, err := c.Wait(wctx)
 	cancel()
-	if err != nil {
+	if err != nil && o.err == nil {
 		stop("wait failed")
 		o.err = fmt.Errorf("wait for container: %w", err)
 	}
@@ -714,6 +735,31 @@ loop:
 	log.Info().Int("exit_code", exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.timedOut).
 		Int("results", o.results).Bool("replied", replied).Msg("container finished")
 	return o
+}
+
+// stopLeftovers makes sure no container of the group is left before a new
+// one starts: one group, one container, always. A container of this daemon
+// for the group can be left when the engine connection was lost and the
+// container could not be stopped then, or when a start failed half-way.
+// If one cannot be stopped now, the run fails and starts none.
+func (r *Router) stopLeftovers(ctx context.Context, log zerolog.Logger, folder string) error {
+	infos, err := r.rt.ListManaged(ctx)
+	if err != nil {
+		return fmt.Errorf("check for a previous container of the group: %w", err)
+	}
+	for _, c := range infos {
+		if c.Group != folder || c.Instance != r.cfg.Instance {
+			continue
+		}
+		log.Warn().Str("container", c.Name).Str("state", c.State).Msg("a previous container of the group is still there; stopping it before starting a new one")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
+		err := r.rt.Stop(sctx, c.ID, stopGrace)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("the group's previous container %s could not be stopped, so no new one was started: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 // handleEvent acts on one line of the runner's stdout.
