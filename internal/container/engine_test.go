@@ -1,0 +1,207 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/ipc"
+)
+
+// hungEngine is a unix socket that accepts connections and never answers,
+// as a hung Docker engine does. DOCKER_HOST points at it for the test.
+func hungEngine(t *testing.T) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	t.Setenv("DOCKER_API_VERSION", "1.44") // no version negotiation request
+}
+
+// Every Engine API call has its own deadline: against a hung engine, Start,
+// Stop, ListManaged and ImageExists fail within about the call timeout
+// (never with the caller's context, which has none) and say why.
+func TestHungEngineCallsEnd(t *testing.T) {
+	hungEngine(t)
+	const callTimeout = 200 * time.Millisecond
+	d, err := NewDockerWith(zerolog.Nop(), DockerOptions{CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	spec := Spec{Name: "bridged-hung-1", Image: "img", Group: "g", User: "1000:1000",
+		Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
+			Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+	calls := map[string]func() error{
+		"start": func() error { _, err := d.Start(ctx, spec); return err },
+		"stop":  func() error { return d.Stop(ctx, "0123456789ab", time.Second) },
+		"list":  func() error { _, err := d.ListManaged(ctx); return err },
+		"image": func() error { _, err := d.ImageExists(ctx, "img"); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") {
+					t.Fatalf("error: %v; want the engine's missing answer", err)
+				}
+			case <-time.After(10 * time.Second): // stop: grace 1s + 2 calls
+				t.Fatalf("%s still hangs after 10s with a %s call timeout", name, callTimeout)
+			}
+		})
+	}
+}
+
+// A NotStoppedError names the container and keeps the cause.
+func TestNotStoppedError(t *testing.T) {
+	cause := errors.New("engine gone")
+	err := error(&NotStoppedError{ID: "0123456789abcdef", Err: cause})
+	var ns *NotStoppedError
+	if !errors.As(err, &ns) || ns.ID != "0123456789abcdef" || !errors.Is(err, cause) || !strings.Contains(err.Error(), "0123456789ab ") {
+		t.Fatalf("error %q; want the container's short id and the cause", err)
+	}
+}
+
+// fakeEngine answers create and remove, and hangs the calls named in hang
+// (wait, attach, start); the others it answers as the engine does, keeping
+// the wait and attach streams open. It records the removals.
+type fakeEngine struct {
+	mu      sync.Mutex
+	removed int
+}
+
+func startFakeEngine(t *testing.T, hang string) *fakeEngine {
+	t.Helper()
+	f := &fakeEngine{}
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		kind := ""
+		for _, k := range []string{"create", "wait", "attach", "start"} {
+			if strings.HasSuffix(p, "/"+k) {
+				kind = k
+			}
+		}
+		if r.Method == http.MethodDelete {
+			kind = "remove"
+		}
+		if kind != "" && kind == hang {
+			select {
+			case <-stop:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		switch kind {
+		case "create":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"Id":"0123456789abcdef0123456789abcdef","Warnings":[]}`))
+		case "remove":
+			f.mu.Lock()
+			f.removed++
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		case "wait":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+			case <-r.Context().Done():
+			}
+		case "attach":
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			buf.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+			buf.Flush()
+			go func() { <-stop; conn.Close() }()
+		case "start":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { close(stop); srv.Close() })
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	t.Setenv("DOCKER_API_VERSION", "1.44")
+	return f
+}
+
+// Start bounds each of its calls, the long-lived wait and attach streams
+// included (their establishment): an engine that hangs on any one of them
+// fails Start within about the call timeout, and the created container is
+// removed.
+func TestStartCallDeadlines(t *testing.T) {
+	for _, hang := range []string{"wait", "attach", "start"} {
+		t.Run(hang, func(t *testing.T) {
+			f := startFakeEngine(t, hang)
+			d, err := NewDockerWith(zerolog.Nop(), DockerOptions{CallTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			spec := Spec{Name: "bridged-hung-1", Image: "img", Group: "g", User: "1000:1000",
+				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
+					Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+			done := make(chan error, 1)
+			go func() { _, err := d.Start(context.Background(), spec); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") {
+					t.Fatalf("error: %v; want the engine's missing answer", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Start still hangs after 10s with a 200ms call timeout on %s", hang)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.removed != 1 {
+				t.Fatalf("removals: %d; want the created container removed", f.removed)
+			}
+		})
+	}
+}
