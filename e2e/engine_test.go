@@ -66,6 +66,31 @@ func TestE2EEngineConnectionCut(t *testing.T) {
 	d.stop(t)
 }
 
+// The attach and wait connections of an idle container are cut: it is
+// stopped (all it did is committed: no retry, no notice), and the next
+// messages are answered by one new container, never two at once.
+func TestE2EEngineConnectionCutIdle(t *testing.T) {
+	e, d, p, w := engineEnv(t, nil, "--idle-timeout", "5m")
+	if n := p.cutStreams(); n < 2 {
+		t.Fatalf("cut %d connections; want the attach and the wait", n)
+	}
+	w.waitRunning(t, 0, time.Minute) // the lost container is stopped
+	var last int64
+	for _, f := range []string{"two", "three", "four"} {
+		id := e.post("local:main", "fake:reply "+f)
+		got := e.waitOut("local:main", id, 1, time.Minute)
+		if strings.TrimSpace(got[0].Text) != f {
+			t.Fatalf("reply %q; want %s", got[0].Text, f)
+		}
+		last = got[0].ID
+	}
+	e.noMoreOut(t, "local:main", last, 3*time.Second)
+	if running, maxRunning, starts := w.snapshot(); maxRunning != 1 || running != 1 || starts != 2 {
+		t.Errorf("containers: %d running, at most %d at once, %d started; want 1, 1, 2", running, maxRunning, starts)
+	}
+	d.stop(t)
+}
+
 // The engine hangs (accepts connections, never answers): every call has
 // its own deadline, so the run fails, is retried, and the chat gets a
 // failure notice within a bounded time; status shows it. Once the engine
