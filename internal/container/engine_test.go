@@ -101,13 +101,16 @@ func TestNotStoppedError(t *testing.T) {
 // (wait, attach, start); the others it answers as the engine does, keeping
 // the wait and attach streams open. It records the removals.
 type fakeEngine struct {
-	mu      sync.Mutex
-	removed int
+	mu       sync.Mutex
+	removed  int
+	stopped  int
+	hangStop bool          // stop and remove hang
+	cut      chan struct{} // closing it breaks the wait and attach streams
 }
 
 func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 	t.Helper()
-	f := &fakeEngine{}
+	f := &fakeEngine{cut: make(chan struct{})}
 	sock := filepath.Join(t.TempDir(), "engine.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -117,7 +120,7 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		kind := ""
-		for _, k := range []string{"create", "wait", "attach", "start"} {
+		for _, k := range []string{"create", "wait", "attach", "start", "stop"} {
 			if strings.HasSuffix(p, "/"+k) {
 				kind = k
 			}
@@ -125,7 +128,10 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 		if r.Method == http.MethodDelete {
 			kind = "remove"
 		}
-		if kind != "" && kind == hang {
+		f.mu.Lock()
+		hangStop := f.hangStop
+		f.mu.Unlock()
+		if kind != "" && (kind == hang || hangStop && (kind == "stop" || kind == "remove")) {
 			select {
 			case <-stop:
 			case <-r.Context().Done():
@@ -148,6 +154,7 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 			w.(http.Flusher).Flush()
 			select {
 			case <-stop:
+			case <-f.cut: // the response ends without a result
 			case <-r.Context().Done():
 			}
 		case "attach":
@@ -157,8 +164,19 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 			}
 			buf.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 			buf.Flush()
-			go func() { <-stop; conn.Close() }()
+			go func() {
+				select {
+				case <-stop:
+				case <-f.cut:
+				}
+				conn.Close()
+			}()
 		case "start":
+			w.WriteHeader(http.StatusNoContent)
+		case "stop":
+			f.mu.Lock()
+			f.stopped++
+			f.mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		default:
 			w.WriteHeader(http.StatusNotFound)
@@ -201,6 +219,51 @@ func TestStartCallDeadlines(t *testing.T) {
 			defer f.mu.Unlock()
 			if f.removed != 1 {
 				t.Fatalf("removals: %d; want the created container removed", f.removed)
+			}
+		})
+	}
+}
+
+// When the wait and attach streams of a running container break, the
+// runtime stops the container before Wait returns: the exit wraps ErrLost.
+// When the engine cannot stop it, the exit is a *NotStoppedError naming it.
+func TestLostConnectionStopsContainer(t *testing.T) {
+	for _, hangStop := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stopped", true: "not-stopped"}[hangStop], func(t *testing.T) {
+			f := startFakeEngine(t, "")
+			d, err := NewDockerWith(zerolog.Nop(), DockerOptions{CallTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			spec := Spec{Name: "bridged-lost-1", Image: "img", Group: "g", User: "1000:1000",
+				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
+					Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			run, err := d.Start(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			f.hangStop = hangStop
+			f.mu.Unlock()
+			close(f.cut)
+			for range run.Events() {
+			}
+			exit, err := run.Wait(ctx)
+			if err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+			f.mu.Lock()
+			stopped, removed := f.stopped, f.removed
+			f.mu.Unlock()
+			var ns *NotStoppedError
+			switch {
+			case !hangStop && (!errors.Is(exit.Err, ErrLost) || errors.As(exit.Err, &ns) || stopped != 1 || removed != 1):
+				t.Fatalf("exit %+v, %d stops, %d removals; want ErrLost after the container was stopped and removed", exit, stopped, removed)
+			case hangStop && (!errors.As(exit.Err, &ns) || ns.ID != run.ID()):
+				t.Fatalf("exit %+v; want a NotStoppedError for %s", exit, run.ID())
 			}
 		})
 	}
