@@ -14,14 +14,16 @@ import (
 
 // Chaos: randomised kill -9 of the daemon with tool calls in flight (issue
 // 10). Each trial posts a message whose turn sleeps a random short time,
-// calls send_message with a unique token, and replies; the daemon is killed
+// calls send_message with a unique token and schedule_task with a task named
+// after it, sleeps again and replies; the daemon is killed
 // at a random point of that turn (before its container starts, while the
 // agent sleeps, with the tool request just written, right after the token
 // went out, or twice in a row across a restart), restarted, and the trial
 // waits until the token has arrived. In the end every message must have been
 // answered (its token arrived: the agent's send_message to its own chat is
 // its answer, so a turn killed after it is not run again), no token arrived
-// twice (no agent action was carried out twice) and no reply twice.
+// twice and no task was scheduled twice (no agent action was carried out
+// twice), and no reply arrived twice.
 //
 // CHAOS_SEED=<n> replays a run; CHAOS_TRIALS=<n> changes the number of
 // trials (default 20, bounded by a 3-minute budget for starting trials).
@@ -75,8 +77,16 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 			token: fmt.Sprintf("token-%d-%08x", i, rng.Uint32()),
 			rep:   fmt.Sprintf("reply-%d-%08x", i, rng.Uint32()),
 		}
-		sleep := time.Duration(rng.IntN(1500)) * time.Millisecond
-		tr.msg = e.post(chat, fmt.Sprintf("fake:sleep %s\nfake:tool send_message {\"text\":%q}\nfake:reply %s", sleep, tr.token, tr.rep))
+		before := time.Duration(300+rng.IntN(2500)) * time.Millisecond
+		after := time.Duration(rng.IntN(1500)) * time.Millisecond
+		// The token goes out first, then the task is scheduled: a turn
+		// killed between the two is answered (the token) and not run again,
+		// so it schedules no task; a turn run again after it scheduled one
+		// would schedule a second.
+		tr.msg = e.post(chat, fmt.Sprintf("fake:sleep %s\nfake:tool send_message {\"text\":%q}\n"+
+			"fake:tool schedule_task {\"prompt\":\"chaos task %s\",\"schedule_type\":\"cron\",\"schedule_value\":\"0 9 * * *\",\"context_mode\":\"isolated\"}\n"+
+			"fake:sleep %s\nfake:reply %s",
+			before, tr.token, tr.token, after, tr.rep))
 		p := rng.IntN(len(phases))
 		tr.phase = phases[p]
 		switch p {
@@ -102,6 +112,12 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 	// A late duplicate would show within these seconds.
 	e.messages(chat, e.lastID(chat), 3*time.Second)
 	out := e.outSince(chat, 0)
+	var taskList []struct {
+		Prompt string `json:"prompt"`
+	}
+	if err := e.api("GET", "/v1/tasks", nil, &taskList); err != nil {
+		t.Fatal(err)
+	}
 	d.stop(t)
 
 	noReply := 0
@@ -121,6 +137,15 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 		case tokens > 1:
 			t.Errorf("trial %d (kill %s): token arrived %d times: the agent's action was carried out again", i, tr.phase, tokens)
 		}
+		n := 0
+		for _, task := range taskList {
+			if task.Prompt == "chaos task "+tr.token {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Errorf("trial %d (kill %s): %d tasks scheduled: the agent's schedule_task was carried out again", i, tr.phase, n)
+		}
 		if replies > 1 {
 			t.Errorf("trial %d (kill %s): reply arrived %d times", i, tr.phase, replies)
 		}
@@ -133,6 +158,7 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 			t.Logf("notice in the chat: %q", m.Text)
 		}
 	}
+	t.Logf("%d tasks scheduled in all", len(taskList))
 	t.Logf("%d trials in %s: 0 lost and 0 duplicated unless reported above; %d turns killed after their send_message committed ended without their final reply (by design: the send_message answered them)",
 		len(done), time.Since(begin).Round(time.Second), noReply)
 }
