@@ -218,3 +218,59 @@ func (e *env) lastID(chat string) int64 {
 	}
 	return last
 }
+
+// kill -9 after an agent action committed and before the turn's reply: the
+// action stored the turn's cursor with it, so after the restart the message
+// is not run again and exactly one task exists (the turn's reply is lost: a
+// repeated action would be worse; README "A turn that acted is not
+// repeated").
+func TestE2EKill9AfterActionNotRepeated(t *testing.T) {
+	const chat = "local:main"
+	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
+	e.mustCLI("groups", "add", "--name", "main", "--main", chat)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := e.watchContainers(ctx)
+	d := e.start()
+	id := e.post(chat, "fake:tool schedule_task {\"prompt\":\"acted once\",\"schedule_type\":\"cron\",\"schedule_value\":\"0 9 * * *\",\"context_mode\":\"isolated\"}\n"+
+		"fake:sleep 30s\nfake:reply too late")
+	tasks := func() int {
+		var list []struct {
+			Prompt string `json:"prompt"`
+		}
+		if err := e.api("GET", "/v1/tasks", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, task := range list {
+			if task.Prompt == "acted once" {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(time.Minute)
+	for tasks() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no task scheduled within a minute")
+		}
+		if len(e.messages(chat, id, time.Second)) > 0 { // a one-second wait on the chat
+			t.Fatalf("the chat got a message before the task was scheduled: %+v", e.outSince(chat, id))
+		}
+	}
+	d.kill9()
+	_, _, starts := w.snapshot()
+	d = e.start()
+	w.waitRunning(t, 0, time.Minute) // the leftover container is stopped
+	// Time for a re-run to start, if one were coming.
+	for _, m := range e.messages(chat, id, 5*time.Second) {
+		t.Errorf("message to the chat after the restart: %+v", m)
+	}
+	if _, _, s := w.snapshot(); s != starts {
+		t.Errorf("%d containers started after the restart; want none (the turn that acted is not run again)", s-starts)
+	}
+	if n := tasks(); n != 1 {
+		t.Errorf("%d tasks; want exactly one", n)
+	}
+	d.stop(t)
+}
