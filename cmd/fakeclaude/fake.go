@@ -652,6 +652,21 @@ func (f *fake) runTurn(m userMsg) {
 		case "error":
 			f.apiError(d.arg, start, calls)
 			return
+		case "api":
+			res := f.apiDirective(t.ctx, d.arg)
+			calls++
+			if f.ctx.Err() != nil {
+				return
+			}
+			switch {
+			case res.status != 0:
+				f.apiErrorStatus(fmt.Sprintf("API Error: %d %s", res.status, res.text), res.status, start, calls)
+				return
+			case res.err != "":
+				f.apiErrorStatus("API Error: "+res.err, 0, start, calls)
+				return
+			}
+			replies = append(replies, res.text)
 		case "tool", "bash":
 			do := f.toolDirective
 			if d.verb == "bash" {
@@ -682,6 +697,11 @@ func (f *fake) apiError(text string, start time.Time, calls int) {
 	if text == "" {
 		text = "API Error: fake error"
 	}
+	f.apiErrorStatus(text, 500, start, calls)
+}
+
+// apiErrorStatus is apiError with the HTTP status (0: no answer at all).
+func (f *fake) apiErrorStatus(text string, status int, start time.Time, calls int) {
 	u := uuid.NewString()
 	msg := map[string]any{
 		"id": uuid.NewString(), "type": "message", "role": "assistant", "model": "<synthetic>",
@@ -691,12 +711,12 @@ func (f *fake) apiError(text string, start time.Time, calls int) {
 	f.out.emit(map[string]any{
 		"type": "assistant", "message": msg, "parent_tool_use_id": nil, "session_id": f.sess.id,
 		"uuid": u, "timestamp": timestamp(), "error": "server_error", "request_id": "req_" + shortID(),
-		"is_api_error_message": true, "api_error_status": 500, "api_error_type": "overloaded_error",
+		"is_api_error_message": true, "api_error_status": status, "api_error_type": "overloaded_error",
 	})
 	f.sess.append(f.entry("assistant", u, msg))
 	f.result(resultFields{
 		subtype: "success", isError: true, text: &text, start: start, calls: calls, free: true,
-		terminalReason: "api_error", stopReason: "stop_sequence", apiErrorStatus: 500,
+		terminalReason: "api_error", stopReason: "stop_sequence", apiErrorStatus: status,
 	})
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -514,5 +517,68 @@ func TestStartupRefusals(t *testing.T) {
 				t.Errorf("got exit %d stderr %q stdout %q; want %d, %q, nothing", code, stderr.String(), stdout.String(), tc.code, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestAPIDirective(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+		var body struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		switch {
+		case r.URL.Path != "/v1/messages" || r.URL.RawQuery != "beta=true":
+			w.WriteHeader(404)
+		case r.Header.Get("X-Api-Key") == "bad":
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+		case body.Stream:
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, d := range []string{`{"type":"message_start","message":{}}`,
+				`{"type":"content_block_delta","delta":{"type":"text_delta","text":"str"}}`,
+				`{"type":"content_block_delta","delta":{"type":"text_delta","text":"eamed"}}`,
+				`{"type":"message_stop"}`} {
+				fmt.Fprintf(w, "event: x\ndata: %s\n\n", d)
+			}
+		default:
+			fmt.Fprint(w, `{"content":[{"type":"text","text":"plain answer"}]}`)
+		}
+	}))
+	defer up.Close()
+
+	p := startFake(t, t.TempDir(), baseEnv(t.TempDir(), "ANTHROPIC_BASE_URL="+up.URL, "ANTHROPIC_API_KEY=key-1"))
+	p.sendUser("fake:api hello")
+	if res, _ := p.result(); res["result"] != "plain answer" || res["is_error"] != false {
+		t.Errorf("got %v; want the response text", res)
+	}
+	p.sendUser("fake:api stream")
+	if res, _ := p.result(); res["result"] != "streamed" {
+		t.Errorf("got %v; want the text deltas", res["result"])
+	}
+	mu.Lock()
+	if got[0].Get("X-Api-Key") != "key-1" || got[0].Get("Authorization") != "" || got[0].Get("Anthropic-Version") == "" {
+		t.Errorf("headers %v", got[0])
+	}
+	mu.Unlock()
+
+	p2 := startFake(t, t.TempDir(), baseEnv(t.TempDir(), "ANTHROPIC_BASE_URL="+up.URL, "CLAUDE_CODE_OAUTH_TOKEN=tok-1"))
+	p2.sendUser("fake:api")
+	p2.result()
+	mu.Lock()
+	if h := got[len(got)-1]; h.Get("Authorization") != "Bearer tok-1" || h.Get("X-Api-Key") != "" {
+		t.Errorf("oauth headers %v", h)
+	}
+	mu.Unlock()
+
+	p3 := startFake(t, t.TempDir(), baseEnv(t.TempDir(), "ANTHROPIC_BASE_URL="+up.URL, "ANTHROPIC_API_KEY=bad"))
+	p3.sendUser("fake:api")
+	res, _ := p3.result()
+	if res["is_error"] != true || res["api_error_status"] != float64(401) || !strings.Contains(res["result"].(string), "401") {
+		t.Errorf("got %v; want an API-error result with the status", res)
 	}
 }

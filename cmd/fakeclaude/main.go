@@ -24,6 +24,12 @@
 //	                        `env` and `echo` when there is no shell), reply with its output
 //	fake:compact            a /compact turn: PreCompact hook, then fixture 05's compact result
 //	fake:pid                reply "pid=<pid> session=<session id>"
+//	fake:api [stream] [text] one POST $ANTHROPIC_BASE_URL/v1/messages?beta=true, credentials sent
+//	                        as the real CLI sends them (x-api-key from ANTHROPIC_API_KEY, else
+//	                        Authorization: Bearer from CLAUDE_CODE_OAUTH_TOKEN); reply with the
+//	                        response's text (streaming: the text deltas, each event logged on
+//	                        stderr as "fakeclaude: api event <n> <type>"); an HTTP error ends the
+//	                        turn with an API-error result carrying the status
 //
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.
