@@ -22,7 +22,9 @@
 // <message sender time> elements, XML-escaped, times RFC 3339 in the
 // configured timezone. At most Config.PromptCap messages go in (and never
 // more than one IPC text may hold): older ones are dropped with a note saying
-// how many. A scheduled task's prompt is its text in a <scheduled_task>
+// how many, and the chat gets one line saying so too (LeftOutNotice), once
+// per prompt: a retry of the same messages does not repeat it. A scheduled
+// task's prompt is its text in a <scheduled_task>
 // element after the context line.
 //
 // # Cursors
@@ -31,7 +33,10 @@
 // memory it advances when messages are handed over (container start or pipe).
 // It is stored when a reply of the run is committed (in the same transaction
 // as the outbox row; a send_message of the agent to its own chat counts) and
-// when the run ends well. A reply stores only the messages whose turn has
+// when the run ends well. An agent action during a messages turn (a task or
+// group change, through AgentAction) stores it too, in the action's
+// transaction: a turn that acted is never run again, so the agent never acts
+// twice; if it then fails, the chat gets a notice instead of a retry. A reply stores only the messages whose turn has
 // begun: those of the container's start, and those piped while the agent was
 // idle. Messages piped while it was busy may wait for a turn of their own
 // (or be folded into the running one), so the next result stores them.
