@@ -70,6 +70,30 @@ func TestActionDuringFailedTurnNotRepeated(t *testing.T) {
 	}
 }
 
+// The same when the turn that acted ends with an error result.
+func TestActionThenErrorResultNotRepeated(t *testing.T) {
+	h := newHarness(t, nil)
+	host := newIPCHost(t, h)
+	h.start()
+	h.post(mainChat, "remind me every morning")
+	run := h.nextRun()
+	if resp := host.Handle(context.Background(), "main", scheduleRequest()); !resp.OK {
+		t.Fatalf("schedule_task: %+v", resp)
+	}
+	run.emit(ipc.Event{Type: ipc.EventResult, IsError: true, Text: "API Error: overloaded"})
+	run.exit(0)
+	if notice := h.nextSend(); !strings.Contains(notice.Text, "already acted") || !strings.Contains(notice.Text, "API Error: overloaded") {
+		t.Fatalf("sent %q; want the notice that the agent failed after it acted", notice.Text)
+	}
+	h.waitIdle("main")
+	if n := h.rt.starts(); n != 1 {
+		t.Fatalf("containers started: %d; want 1", n)
+	}
+	if n := countTasks(t, h); n != 1 {
+		t.Fatalf("%d tasks; want 1", n)
+	}
+}
+
 // A turn that acted and then replied is an ordinary turn: no notice.
 func TestActionThenReplyNoNotice(t *testing.T) {
 	h := newHarness(t, nil)

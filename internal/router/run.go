@@ -882,7 +882,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		// The turn failed: later results must not store a cursor past it.
 		run.broken = errAgentError
 	}
-	if err == nil {
+	if err == nil && !ev.IsError {
 		run.acted = false // the turn that acted finished
 	}
 	run.busy = false
