@@ -13,6 +13,12 @@
 // [BRIDGED_AGENT_EXTRA_DIR] (/workspace/extra), --claude
 // [BRIDGED_AGENT_CLAUDE] (claude), --log-level [BRIDGED_AGENT_LOG_LEVEL]
 // (info).
+//
+// The Claude API: when BRIDGED_AGENT_API_SOCKET names the host's
+// credential-proxy socket, the runner serves 127.0.0.1:<port> and forwards
+// each connection to it; claude gets ANTHROPIC_BASE_URL pointing there and a
+// placeholder credential (of the kind BRIDGED_AGENT_API_AUTH names). The
+// real credential never enters the container.
 package main
 
 import (
@@ -173,6 +179,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Self:       self,
 		MCPTimeout: opts.mcpTimeout,
 		Environ:    os.Environ(),
+		APISocket:  getenv(ipc.EnvAPISocket),
+		APIAuth:    getenv(ipc.EnvAPIAuth),
 		Events:     stdout,
 		Logger:     log,
 	})

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridged-app/bridged/agent-runner/runner"
+	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/rs/zerolog"
 )
 
 // The tests run agent-runner as a plain process against cmd/fakeclaude, both
@@ -54,8 +60,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Secrets given in the run input; they must reach claude's environment and
-// nothing else.
+// Credentials held by the host's proxy (apiProxy); they must reach only the
+// upstream, never the runner, claude or any file.
 const (
 	secretKey   = "sk-ant-secret-value-8c1f"
 	secretOAuth = "oauth-secret-value-77d2"
@@ -108,7 +114,6 @@ func defaultInput(prompt string) ipc.RunInput {
 		Chat:          "120363001@g.us",
 		AssistantName: "Andy",
 		Timezone:      "Europe/Berlin",
-		Secrets:       map[string]string{"ANTHROPIC_API_KEY": secretKey, "CLAUDE_CODE_OAUTH_TOKEN": secretOAuth},
 	}
 }
 
@@ -600,18 +605,93 @@ func TestUnknownSessionStartsFresh(t *testing.T) {
 	}
 }
 
+// apiProxy runs the host's credential proxy (holding secretKey, or
+// secretOAuth when oauth) in front of a fake upstream and returns the
+// runner's environment for it and the headers the upstream saw.
+func apiProxy(t *testing.T, oauth bool) (env []string, seen func() []http.Header) {
+	t.Helper()
+	var mu sync.Mutex
+	var hdrs []http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hdrs = append(hdrs, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{`{"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":7,"output_tokens":1}}}`,
+			`{"type":"content_block_delta","delta":{"type":"text_delta","text":"via the proxy"}}`,
+			`{"type":"message_delta","usage":{"output_tokens":3}}`, `{"type":"message_stop"}`} {
+			fmt.Fprintf(w, "data: %s\n\n", d)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	cfg := credproxy.Config{Upstream: up.URL, APIKey: secretKey, Dir: filepath.Join(t.TempDir(), "proxy"), Log: zerolog.Nop()}
+	auth := ipc.APIAuthAPIKey
+	if oauth {
+		cfg.APIKey, cfg.OAuthToken, auth = "", secretOAuth, ipc.APIAuthOAuth
+	}
+	p, err := credproxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.Open("family", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return []string{ipc.EnvAPISocket + "=" + ep.Socket, ipc.EnvAPIAuth + "=" + auth}, func() []http.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(hdrs)
+	}
+}
+
+func TestAPIThroughTheHostProxy(t *testing.T) {
+	for _, oauth := range []bool{false, true} {
+		t.Run(fmt.Sprintf("oauth=%v", oauth), func(t *testing.T) {
+			env, seen := apiProxy(t, oauth)
+			a := startAgent(t, defaultInput("fake:api stream"), agentOpts{env: env})
+			res := a.nextOf(ipc.EventResult)
+			if res.IsError || res.Text != "via the proxy" {
+				t.Fatalf("result %+v; want the streamed text", res)
+			}
+			h := seen()
+			if len(h) != 1 {
+				t.Fatalf("upstream saw %d requests", len(h))
+			}
+			if oauth {
+				if h[0].Get("Authorization") != "Bearer "+secretOAuth || h[0].Get("X-Api-Key") != "" {
+					t.Errorf("upstream auth headers %v", h[0])
+				}
+			} else if h[0].Get("X-Api-Key") != secretKey || h[0].Get("Authorization") != "" {
+				t.Errorf("upstream auth headers %v", h[0])
+			}
+			for k, vs := range h[0] {
+				if strings.Contains(strings.Join(vs, ","), runner.Placeholder) || strings.Contains(strings.Join(vs, ","), "parent-key") {
+					t.Errorf("upstream saw the placeholder or the runner's own key in %s", k)
+				}
+			}
+			a.close()
+			a.wait()
+			a.assertNoSecrets()
+		})
+	}
+}
+
 func TestBashCommandsNeverSeeCredentials(t *testing.T) {
-	a := startAgent(t, defaultInput("fake:bash env\nfake:pid"), agentOpts{})
+	env, _ := apiProxy(t, false)
+	a := startAgent(t, defaultInput("fake:bash env\nfake:pid"), agentOpts{env: env})
 	res := a.nextOf(ipc.EventResult)
 	if !strings.Contains(res.Text, "HOME=") {
 		t.Fatalf("result %q; want the env output", res.Text)
 	}
-	for _, leak := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", secretKey, secretOAuth, "parent-key"} {
+	for _, leak := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", secretKey, secretOAuth, "parent-key", runner.Placeholder} {
 		if strings.Contains(res.Text, leak) {
 			t.Errorf("Bash command saw %q", leak)
 		}
 	}
-	// claude itself does hold the credentials (and not the runner's own).
+	// claude itself holds the placeholder and the forwarder's address, never
+	// a real credential (nor the runner's own).
 	pid, _ := pidOf(t, res.Text[strings.Index(res.Text, "pid="):])
 	environ, err := os.ReadFile("/proc/" + pid + "/environ")
 	if err != nil {
@@ -620,21 +700,22 @@ func TestBashCommandsNeverSeeCredentials(t *testing.T) {
 	vars := strings.Split(string(environ), "\x00")
 	has := func(kv string) bool {
 		for _, v := range vars {
-			if v == kv {
+			if v == kv || (strings.HasSuffix(kv, "*") && strings.HasPrefix(v, strings.TrimSuffix(kv, "*"))) {
 				return true
 			}
 		}
 		return false
 	}
-	for _, want := range []string{"ANTHROPIC_API_KEY=" + secretKey, "CLAUDE_CODE_OAUTH_TOKEN=" + secretOAuth,
+	for _, want := range []string{"ANTHROPIC_API_KEY=" + runner.Placeholder, "ANTHROPIC_BASE_URL=http://127.0.0.1:*",
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_RETRIES=3",
 		"IS_SANDBOX=1", "HOME=" + a.home} {
 		if !has(want) {
-			t.Errorf("claude's environment lacks %s", strings.SplitN(want, "=", 2)[0])
+			t.Errorf("claude's environment lacks %s", want)
 		}
 	}
 	for _, v := range vars {
-		if strings.HasPrefix(v, "CLAUDECODE=") || strings.Contains(v, "parent-key") {
+		if strings.HasPrefix(v, "CLAUDECODE=") || strings.Contains(v, "parent-key") || strings.Contains(v, secretKey) ||
+			strings.HasPrefix(v, "CLAUDE_CODE_OAUTH_TOKEN=") || strings.HasPrefix(v, "BRIDGED_AGENT_") {
 			t.Errorf("claude's environment has %q", v)
 		}
 	}
@@ -953,4 +1034,10 @@ func TestTermSignalStopsClaude(t *testing.T) {
 		t.Errorf("stopping took %v", d)
 	}
 	pollUntil(t, 5*time.Second, "claude gone", func() bool { return len(claudeProcesses(a.work)) == 0 })
+}
+
+func TestPlaceholderMatchesTheProxy(t *testing.T) {
+	if runner.Placeholder != credproxy.Placeholder {
+		t.Fatalf("runner placeholder %q, proxy placeholder %q", runner.Placeholder, credproxy.Placeholder)
+	}
 }

@@ -7,13 +7,14 @@ import (
 	"strings"
 )
 
-// Credential variables: they reach the claude process's environment only,
-// and every Bash command starts by unsetting them.
+// Credential variables: claude gets only a placeholder in one of them (the
+// real credential stays in the host's proxy), and every Bash command starts
+// by unsetting them all the same.
 var credentialVars = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}
 
 // strippedVars never pass from the runner's environment to claude: markers
 // that would make the CLI think it is nested, Node debugging knobs (as the SDK
-// does), and credentials, which come only from the run input.
+// does), and credentials, which never come from the environment.
 var strippedVars = map[string]bool{
 	"CLAUDECODE":              true,
 	"CLAUDE_CODE_ENTRYPOINT":  true,
@@ -41,10 +42,10 @@ var fixedVars = [][2]string{
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // claudeEnv builds claude's complete environment from the runner's own
-// (HOME, PATH, IS_SANDBOX, … pass through), the fixed settings and the
-// secrets. It returns the environment and the sorted names of the secret
-// variables it set. Secrets with names that are not plain variable names are
-// dropped and reported in skipped.
+// (HOME, PATH, IS_SANDBOX, … pass through), the fixed settings and the API
+// variables (base URL and placeholder credential). It returns the
+// environment and the sorted names of the API variables it set. Names that
+// are not plain variable names are dropped and reported in skipped.
 func claudeEnv(environ []string, secrets map[string]string) (env, secretNames, skipped []string) {
 	override := make(map[string]bool)
 	for _, kv := range fixedVars {

@@ -88,6 +88,12 @@ type Config struct {
 	MCPTimeout time.Duration
 	// Environ is the runner's environment; claude's is built from it.
 	Environ []string
+	// APISocket is the host's credential-proxy socket (ipc.EnvAPISocket).
+	// When set, the runner forwards a loopback port to it and gives claude
+	// ANTHROPIC_BASE_URL and a placeholder credential of the kind APIAuth
+	// (ipc.EnvAPIAuth) names. Unset, claude gets no API settings from the
+	// runner.
+	APISocket, APIAuth string
 	// Events receives the ipc.Event lines (the runner's stdout).
 	Events io.Writer
 	Logger zerolog.Logger
@@ -109,7 +115,18 @@ var (
 // (ctx.Err()), or claude cannot be kept running (ErrClaudeDied). Every
 // failure is also reported as an error event.
 func Run(ctx context.Context, cfg Config) error {
-	r, err := newRun(cfg)
+	var api map[string]string
+	if cfg.APISocket != "" {
+		fwd, err := startForwarder(cfg.APISocket, cfg.Logger)
+		if err != nil {
+			r := &run{cfg: cfg, log: cfg.Logger}
+			r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: true})
+			return err
+		}
+		defer fwd.Close()
+		api = fwd.vars(cfg.APIAuth)
+	}
+	r, err := newRun(cfg, api)
 	if err != nil {
 		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
 		return err
@@ -166,7 +183,9 @@ type written struct {
 	seq  uint64
 }
 
-func newRun(cfg Config) (*run, error) {
+// newRun prepares a run; api holds claude's API variables (base URL and
+// placeholder credential).
+func newRun(cfg Config, api map[string]string) (*run, error) {
 	r := &run{cfg: cfg, log: cfg.Logger, layout: ipc.Layout{Root: cfg.IPCDir}, now: cfg.Now}
 	if r.now == nil {
 		r.now = time.Now
@@ -180,12 +199,12 @@ func newRun(cfg Config) (*run, error) {
 	if cfg.Claude == "" || cfg.Self == "" || cfg.IPCDir == "" || cfg.WorkDir == "" {
 		return r, errors.New("runner misconfigured: claude, self, ipc dir and workdir are required")
 	}
-	env, secretNames, skipped := claudeEnv(cfg.Environ, cfg.Input.Secrets)
+	env, _, skipped := claudeEnv(cfg.Environ, api)
 	if len(skipped) > 0 {
-		r.log.Warn().Strs("names", skipped).Msg("secrets with unusable variable names ignored")
+		r.log.Warn().Strs("names", skipped).Msg("API variables with unusable names ignored")
 	}
 	r.env = env
-	r.prefix = unsetPrefix(secretNames)
+	r.prefix = unsetPrefix(nil)
 	r.resume = cfg.Input.SessionID
 	r.resumeAt = cfg.Input.ResumeAt
 	r.lastUUID = cfg.Input.ResumeAt

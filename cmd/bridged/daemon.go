@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,6 +20,7 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc/ipchost"
 	"github.com/bridged-app/bridged/internal/router"
@@ -179,6 +181,46 @@ func (r waRefresher) RefreshGroups(ctx context.Context) error {
 	return err
 }
 
+// newAPIProxy builds the credential proxy: the only holder of the Claude
+// credential. Its per-container sockets live in data/proxy (daemon-owned,
+// never agent-writable); what a previous daemon left there is removed. With
+// no credential it warns once: the agents' API requests are answered 401.
+func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credproxy.Proxy, error) {
+	dir := filepath.Join(l.DataDir(), "proxy")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("clear the proxy socket directory: %w", err)
+	}
+	p, err := credproxy.New(credproxy.Config{
+		Upstream:   cfg.AnthropicURL,
+		APIKey:     cfg.Secrets[config.EnvAPIKey],
+		OAuthToken: cfg.Secrets[config.EnvOAuthToken],
+		Dir:        dir,
+		Log:        log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("BRIDGED_ANTHROPIC_URL: %w", err)
+	}
+	if p.Mode() == credproxy.ModeNone {
+		log.Warn().Msg(credproxy.NoCredentialMessage + " (until then the agents' Claude API requests are answered 401)")
+	} else {
+		log.Info().Str("upstream", p.Upstream()).Str("credential", p.Mode()).Msg("credential proxy ready; the credential stays in the daemon")
+	}
+	return p, nil
+}
+
+// proxyAdapter gives the router the proxy's per-container sockets.
+type proxyAdapter struct{ p *credproxy.Proxy }
+
+func (a proxyAdapter) Open(group, name string) (string, func(), error) {
+	ep, err := a.p.Open(group, name)
+	if err != nil {
+		return "", nil, err
+	}
+	return ep.Dir, func() { _ = ep.Close() }, nil
+}
+
+func (a proxyAdapter) Auth() string { return a.p.Mode() }
+
 // liveStatus adapts the router's status to the control API's.
 type liveStatus struct{ rt *router.Router }
 
@@ -229,6 +271,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			return err
 		}
 		allow = allow.WithMasks(hm.Layout()) // hide .ssh, .env, … inside allowed mounts
+	}
+
+	proxy, err := newAPIProxy(cfg, hm.Layout(), log)
+	if err != nil {
+		return err
 	}
 
 	instance := newInstanceID()
@@ -293,6 +340,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		ContainerGID:     gid,
 		Allowlist:        allow,
 		Secrets:          cfg.Secrets,
+		APIProxy:         proxyAdapter{proxy},
+		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now})
 	if err != nil {
 		return err

@@ -8,7 +8,8 @@
 //
 // The Claude credentials (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN) are read
 // from the same places, kept in Config.Secrets, and masked whenever the
-// configuration is printed.
+// configuration is printed. Only the daemon's credential proxy uses them; they
+// never enter a container.
 package config
 
 import (
@@ -17,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,6 +54,12 @@ type Config struct {
 	PromptCap        int
 	RetryBase        time.Duration
 	EngineTimeout    time.Duration // deadline of each Docker Engine API call
+	// AnthropicURL is the upstream of the credential proxy (the Anthropic
+	// API, a corporate gateway or a compatible endpoint).
+	AnthropicURL string
+	// ContainerNetwork is the containers' network mode: "bridge" or "none"
+	// (no network; the agent still reaches Claude through the proxy socket).
+	ContainerNetwork string
 	// ContainerUID and ContainerGID are the uid:gid containers run as when
 	// the daemon runs as root (DefaultContainerID unless set). A daemon that
 	// is not root runs containers as its own uid:gid and ignores them;
@@ -99,6 +107,8 @@ var settings = []setting{
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
 	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
+	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
+	{"container-network", "BRIDGED_CONTAINER_NETWORK", constant("bridge"), "containers' network: bridge, or none (no network at all; Claude is still reached through the proxy)"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 }
@@ -294,6 +304,16 @@ func build(raw map[string]string) (*Config, error) {
 	if c.EngineTimeout, err = time.ParseDuration(raw["BRIDGED_ENGINE_TIMEOUT"]); err != nil || c.EngineTimeout < 100*time.Millisecond || c.EngineTimeout > time.Hour {
 		return nil, bad("BRIDGED_ENGINE_TIMEOUT", "want a Go duration from 100ms to 1h")
 	}
+	c.AnthropicURL = strings.TrimSuffix(raw["BRIDGED_ANTHROPIC_URL"], "/")
+	if u, err := url.Parse(c.AnthropicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, bad("BRIDGED_ANTHROPIC_URL", "want http(s)://host[:port][/path], without query or user info")
+	}
+	switch c.ContainerNetwork = raw["BRIDGED_CONTAINER_NETWORK"]; c.ContainerNetwork {
+	case "bridge", "none":
+	default:
+		return nil, bad("BRIDGED_CONTAINER_NETWORK", "want bridge or none")
+	}
 	for _, id := range []struct {
 		env string
 		dst *int
@@ -408,6 +428,8 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
 		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
 		"BRIDGED_ENGINE_TIMEOUT":    c.EngineTimeout.String(),
+		"BRIDGED_ANTHROPIC_URL":     c.AnthropicURL,
+		"BRIDGED_CONTAINER_NETWORK": c.ContainerNetwork,
 		"BRIDGED_CONTAINER_UID":     strconv.Itoa(c.ContainerUID),
 		"BRIDGED_CONTAINER_GID":     strconv.Itoa(c.ContainerGID),
 		"BRIDGED_ENV_FILE":          c.EnvFile,

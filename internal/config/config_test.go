@@ -44,6 +44,9 @@ func TestPrecedenceAndDefaults(t *testing.T) {
 	if c.IdleTimeout != 30*time.Minute || c.ContainerTimeout != 30*time.Minute+30*time.Second {
 		t.Errorf("timeouts: got idle %s hard %s; want 30m and 30m30s", c.IdleTimeout, c.ContainerTimeout)
 	}
+	if c.AnthropicURL != "https://api.anthropic.com" || c.ContainerNetwork != "bridge" {
+		t.Errorf("proxy defaults: got %q, %q", c.AnthropicURL, c.ContainerNetwork)
+	}
 	if c.Secrets[EnvAPIKey] != "sk-ant-file-secret-value" {
 		t.Errorf("secret from env file not read")
 	}
@@ -78,6 +81,9 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_CONTAINER_UID": "-5"}, "BRIDGED_CONTAINER_UID"},
 		{map[string]string{"BRIDGED_CONTAINER_UID": "2147483648"}, "BRIDGED_CONTAINER_UID"},
 		{map[string]string{"BRIDGED_CONTAINER_GID": "staff"}, "BRIDGED_CONTAINER_GID"},
+		{map[string]string{"BRIDGED_ANTHROPIC_URL": "api.anthropic.com"}, "BRIDGED_ANTHROPIC_URL"},
+		{map[string]string{"BRIDGED_ANTHROPIC_URL": "https://user:pw@gw.example"}, "BRIDGED_ANTHROPIC_URL"},
+		{map[string]string{"BRIDGED_CONTAINER_NETWORK": "host"}, "BRIDGED_CONTAINER_NETWORK"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home

@@ -50,7 +50,7 @@ const (
 )
 
 // Credential variable names that must never appear in a container's
-// configuration; the credentials travel only inside Spec.Input on stdin.
+// configuration: the credentials stay in the daemon's proxy.
 var secretEnvNames = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"}
 
 // ErrBadSpec is wrapped by the errors Start returns for a Spec it refuses.
@@ -157,8 +157,15 @@ func checkSpec(spec Spec) error {
 			return fmt.Errorf("%w: mount %s -> %s is not absolute", ErrBadSpec, m.Source, m.Target)
 		}
 	}
+	if spec.Network != "" && spec.Network != "bridge" && spec.Network != "none" {
+		return fmt.Errorf("%w: network %q: want bridge or none", ErrBadSpec, spec.Network)
+	}
+	input, err := json.Marshal(spec.Input)
+	if err != nil {
+		return fmt.Errorf("%w: input: %w", ErrBadSpec, err)
+	}
 	leaks := func(s string) bool {
-		for _, v := range spec.Input.Secrets {
+		for _, v := range spec.Forbidden {
 			if v != "" && strings.Contains(s, v) {
 				return true
 			}
@@ -184,6 +191,14 @@ func checkSpec(spec Spec) error {
 	if leaks(spec.Name) {
 		return fmt.Errorf("%w: container name holds a credential", ErrBadSpec)
 	}
+	if leaks(string(input)) {
+		return fmt.Errorf("%w: the run input holds a credential", ErrBadSpec)
+	}
+	for _, m := range spec.Mounts {
+		if leaks(m.Source) || leaks(m.Target) {
+			return fmt.Errorf("%w: mount %s holds a credential", ErrBadSpec, m.Target)
+		}
+	}
 	return nil
 }
 
@@ -201,8 +216,9 @@ func checkUser(user string) error {
 	return nil
 }
 
-// createOptions builds the container's configuration. It holds no secret:
-// spec.Input travels only on stdin.
+// createOptions builds the container's configuration. It holds no secret
+// (checkSpec refused any spec.Forbidden value); spec.Input travels only on
+// stdin.
 func createOptions(spec Spec) client.ContainerCreateOptions {
 	labels := make(map[string]string, len(spec.Labels)+3)
 	maps.Copy(labels, spec.Labels)
@@ -264,6 +280,7 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 			SecurityOpt: []string{"no-new-privileges"},
 			Tmpfs:       map[string]string{"/tmp": fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", tmp)},
 			Resources:   res,
+			NetworkMode: containertypes.NetworkMode(spec.Network),
 		},
 	}
 }

@@ -91,10 +91,10 @@ func TestDockerAgentRunner(t *testing.T) {
 		Input: ipc.RunInput{
 			Prompt: message("hello there"), Group: "family", Chat: "local:family",
 			AssistantName: "Andy", Timezone: "UTC",
-			Secrets: map[string]string{"ANTHROPIC_API_KEY": secret},
 		},
-		Limits: Limits{MemoryBytes: 512 << 20, Pids: 256},
-		Stderr: stderr.add,
+		Forbidden: []string{secret},
+		Limits:    Limits{MemoryBytes: 512 << 20, Pids: 256},
+		Stderr:    stderr.add,
 	}
 	run := start(t, d, spec)
 	var events []ipc.Event

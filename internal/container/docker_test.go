@@ -136,10 +136,10 @@ func echoSpec(t *testing.T, image, prompt string) (Spec, *stderrLines) {
 		Env:      []string{"TZ=UTC"},
 		Input: ipc.RunInput{
 			Prompt: prompt, Group: "family", Chat: "local:family", AssistantName: "Andy", Timezone: "UTC",
-			Secrets: map[string]string{"ANTHROPIC_API_KEY": testSecret},
 		},
-		Limits: Limits{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64},
-		Stderr: se.add,
+		Forbidden: []string{testSecret},
+		Limits:    Limits{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64},
+		Stderr:    se.add,
 	}, se
 }
 
@@ -234,7 +234,7 @@ func TestDockerRunAnswers(t *testing.T) {
 		t.Errorf("events %q; want session echo-session, then the echoed prompt", got)
 	}
 	lines := stderr.all()
-	for _, want := range []string{"hello from stderr", "uid=1000 gid=1000", "tmp ok", "input: group=family secrets=1", "env: HOME=/home/agent", "env: TZ=UTC"} {
+	for _, want := range []string{"hello from stderr", "uid=1000 gid=1000", "tmp ok", "input: group=family", "env: HOME=/home/agent", "env: TZ=UTC"} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("stderr %q; want the line %q", lines, want)
 		}

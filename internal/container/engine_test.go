@@ -63,8 +63,7 @@ func TestHungEngineCallsEnd(t *testing.T) {
 	defer d.Close()
 	ctx := context.Background()
 	spec := Spec{Name: "bridged-hung-1", Image: "img", Group: "g", User: "1000:1000",
-		Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
-			Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+		Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC"}}
 	calls := map[string]func() error{
 		"start": func() error { _, err := d.Start(ctx, spec); return err },
 		"stop":  func() error { return d.Stop(ctx, "0123456789ab", time.Second) },
@@ -203,8 +202,7 @@ func TestStartCallDeadlines(t *testing.T) {
 			}
 			defer d.Close()
 			spec := Spec{Name: "bridged-hung-1", Image: "img", Group: "g", User: "1000:1000",
-				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
-					Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC"}}
 			done := make(chan error, 1)
 			go func() { _, err := d.Start(context.Background(), spec); done <- err }()
 			select {
@@ -237,8 +235,7 @@ func TestLostConnectionStopsContainer(t *testing.T) {
 			}
 			defer d.Close()
 			spec := Spec{Name: "bridged-lost-1", Image: "img", Group: "g", User: "1000:1000",
-				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC",
-					Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-x"}}}
+				Input: ipc.RunInput{Prompt: "hi", Group: "g", Chat: "local:g", AssistantName: "Andy", Timezone: "UTC"}}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			run, err := d.Start(ctx, spec)

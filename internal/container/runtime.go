@@ -40,17 +40,24 @@ type Limits struct {
 
 // Spec is everything needed to start one agent container.
 type Spec struct {
-	Name     string            // container name, unique
-	Image    string            // image reference
-	Group    string            // group folder, for the label
-	Instance string            // daemon instance id, for the label
-	Home     string            // HomeLabel of the daemon's home, for the label
-	User     string            // "uid:gid"; never empty, never root
-	Mounts   []Mount           // see Mounts
-	Env      []string          // KEY=value, never secrets
-	Input    ipc.RunInput      // written to stdin, then EOF
-	Limits   Limits            //
-	Labels   map[string]string // extra labels
+	Name     string       // container name, unique
+	Image    string       // image reference
+	Group    string       // group folder, for the label
+	Instance string       // daemon instance id, for the label
+	Home     string       // HomeLabel of the daemon's home, for the label
+	User     string       // "uid:gid"; never empty, never root
+	Mounts   []Mount      // see Mounts
+	Env      []string     // KEY=value, never secrets
+	Input    ipc.RunInput // written to stdin, then EOF (holds no credential)
+	// Network is the network mode ("" or "bridge": the engine's default;
+	// "none": loopback only).
+	Network string
+	// Forbidden are values (the Claude credentials) that must appear
+	// nowhere in the container's configuration; Start refuses a spec that
+	// holds one. They are never sent to the engine.
+	Forbidden []string
+	Limits    Limits            //
+	Labels    map[string]string // extra labels
 	// Stderr receives the container's stderr lines (free-form log); may be nil.
 	Stderr func(line string)
 }

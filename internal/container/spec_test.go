@@ -24,10 +24,10 @@ func validSpec() Spec {
 		Env:      []string{"TZ=Europe/Berlin"},
 		Input: ipc.RunInput{
 			Prompt: "hello", Group: "family", Chat: "local:family", AssistantName: "Andy",
-			Secrets: map[string]string{"ANTHROPIC_API_KEY": testSecret},
 		},
-		Limits: Limits{MemoryBytes: 512 << 20, CPUs: 1.5, Pids: 256},
-		Labels: map[string]string{"bridged.run": "r1"},
+		Forbidden: []string{testSecret},
+		Limits:    Limits{MemoryBytes: 512 << 20, CPUs: 1.5, Pids: 256},
+		Labels:    map[string]string{"bridged.run": "r1"},
 	}
 }
 
@@ -47,6 +47,9 @@ func TestCheckSpec(t *testing.T) {
 		{"oauth variable", func(s *Spec) { s.Env = append(s.Env, "CLAUDE_CODE_OAUTH_TOKEN=x") }, "CLAUDE_CODE_OAUTH_TOKEN"},
 		{"secret value in env", func(s *Spec) { s.Env = append(s.Env, "OTHER=pre"+testSecret) }, "OTHER"},
 		{"secret in label", func(s *Spec) { s.Labels["x"] = testSecret }, "label"},
+		{"secret in the input", func(s *Spec) { s.Input.Prompt = "key " + testSecret }, "run input"},
+		{"secret in a mount", func(s *Spec) { s.Mounts = append(s.Mounts, Mount{Source: "/x/" + testSecret, Target: "/y"}) }, "mount"},
+		{"unknown network", func(s *Spec) { s.Network = "host" }, "network"},
 		{"invalid input", func(s *Spec) { s.Input.Prompt = "" }, "input"},
 		{"relative mount", func(s *Spec) { s.Mounts[0].Source = "groups/family" }, "not absolute"},
 	}
@@ -148,5 +151,19 @@ func TestLineWriter(t *testing.T) {
 				t.Errorf("long %v; want %v", long, tt.long)
 			}
 		})
+	}
+}
+
+func TestNetworkMode(t *testing.T) {
+	s := validSpec()
+	if got := createOptions(s).HostConfig.NetworkMode; got != "" {
+		t.Errorf("default network mode %q; want the engine's default", got)
+	}
+	s.Network = "none"
+	if err := checkSpec(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := createOptions(s).HostConfig.NetworkMode; got != "none" {
+		t.Errorf("network mode %q; want none", got)
 	}
 }

@@ -6,21 +6,45 @@ import (
 )
 
 // RunInput is the one JSON object the host writes to a container's stdin
-// (DESIGN §7). Secrets travel only here; the runner passes them to claude's
-// environment and nowhere else.
+// (DESIGN §7). It carries no credential: the Claude credential never enters a
+// container (DESIGN §14); claude reaches the API through the host's
+// credential proxy (see EnvAPISocket).
 type RunInput struct {
-	Prompt        string            `json:"prompt"`
-	SessionID     string            `json:"session_id,omitempty"`
-	ResumeAt      string            `json:"resume_at,omitempty"`
-	Group         string            `json:"group"`
-	Chat          string            `json:"chat"`
-	IsMain        bool              `json:"is_main"`
-	IsTask        bool              `json:"is_task"`
-	AssistantName string            `json:"assistant_name"`
-	Timezone      string            `json:"timezone"`
-	Model         string            `json:"model,omitempty"`
-	Secrets       map[string]string `json:"secrets,omitempty"`
+	Prompt        string `json:"prompt"`
+	SessionID     string `json:"session_id,omitempty"`
+	ResumeAt      string `json:"resume_at,omitempty"`
+	Group         string `json:"group"`
+	Chat          string `json:"chat"`
+	IsMain        bool   `json:"is_main"`
+	IsTask        bool   `json:"is_task"`
+	AssistantName string `json:"assistant_name"`
+	Timezone      string `json:"timezone"`
+	Model         string `json:"model,omitempty"`
 }
+
+// The host's credential proxy as a container sees it: a unix socket in a
+// read-only directory, named to the runner by environment variables (the
+// runner keeps BRIDGED_AGENT_* out of claude's environment).
+const (
+	// ContainerProxyDir is where the proxy's socket directory is mounted.
+	ContainerProxyDir = "/run/bridged-proxy"
+	// ProxySocketName is the socket's name in that directory.
+	ProxySocketName = "api.sock"
+	// EnvAPISocket names the proxy socket; unset, claude gets no API
+	// settings from the runner.
+	EnvAPISocket = "BRIDGED_AGENT_API_SOCKET"
+	// EnvAPIAuth is the kind of credential the host holds: APIAuthAPIKey,
+	// APIAuthOAuth or APIAuthNone. The runner gives claude a placeholder of
+	// the same kind.
+	EnvAPIAuth = "BRIDGED_AGENT_API_AUTH"
+)
+
+// Values of EnvAPIAuth.
+const (
+	APIAuthAPIKey = "api-key"
+	APIAuthOAuth  = "oauth"
+	APIAuthNone   = "none"
+)
 
 // Validate checks the input the runner received.
 func (in RunInput) Validate() error {

@@ -76,7 +76,15 @@ type Config struct {
 	// agent-writable tree goes through it. Required.
 	Home      *home.Home
 	Allowlist *container.Allowlist // nil: no extra mounts
-	Secrets   map[string]string    // passed ONLY in ipc.RunInput.Secrets
+	// Secrets are the Claude credentials: never sent to a container; a
+	// spec holding one is refused (container.Spec.Forbidden).
+	Secrets map[string]string
+	// APIProxy gives each container its own socket of the daemon's
+	// credential proxy, mounted read-only (nil: containers get no API
+	// access from bridged).
+	APIProxy APIProxy
+	// Network is the containers' network mode: "" or "bridge", or "none".
+	Network string
 	// ContainerUID and ContainerGID are the user containers run as (and
 	// own the group's directories when the daemon runs as root). Never 0.
 	ContainerUID, ContainerGID int
@@ -84,6 +92,16 @@ type Config struct {
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
 	ShutdownTimeout time.Duration
+}
+
+// APIProxy serves the credential proxy to containers (credproxy).
+type APIProxy interface {
+	// Open serves a socket, ipc.ProxySocketName, for the container name of
+	// group in a daemon-owned directory, returned to be mounted read-only
+	// at ipc.ContainerProxyDir; closeFn stops it and removes the directory.
+	Open(group, name string) (dir string, closeFn func(), err error)
+	// Auth is the kind of credential the proxy adds (ipc.APIAuth*).
+	Auth() string
 }
 
 // Deps are the parts a Router works with.

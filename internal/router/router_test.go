@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -43,8 +44,11 @@ func TestReplyFlow(t *testing.T) {
 	if !strings.Contains(in.Prompt, `<message sender="Alice"`) || !strings.Contains(in.Prompt, "hi &lt;there&gt; &amp; &quot;you&quot;</message>") {
 		t.Fatalf("prompt: got %q; want Alice's escaped message", in.Prompt)
 	}
-	if in.Secrets["ANTHROPIC_API_KEY"] != "sk-secret-value" || in.Group != "main" || !in.IsMain || in.IsTask || in.AssistantName != testName {
-		t.Fatalf("run input: got %+v; want secrets, group main, main, not a task, assistant %s", in, testName)
+	if in.Group != "main" || !in.IsMain || in.IsTask || in.AssistantName != testName {
+		t.Fatalf("run input: got %+v; want group main, main, not a task, assistant %s", in, testName)
+	}
+	if raw, _ := json.Marshal(in); strings.Contains(string(raw), "sk-secret-value") || !slices.Contains(run.spec.Forbidden, "sk-secret-value") {
+		t.Fatalf("run input %s, forbidden %q: want no credential in the input, and the credential forbidden in the spec", raw, run.spec.Forbidden)
 	}
 	for _, e := range run.spec.Env {
 		if strings.Contains(e, "sk-secret-value") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"syscall"
 	"time"
@@ -586,6 +585,22 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	if tz := r.cfg.Timezone.String(); tz != "" && tz != "Local" {
 		spec.Env = []string{"TZ=" + tz}
 	}
+	// The credential never enters the container: claude reaches the API
+	// through this container's own proxy socket.
+	spec.Network = r.cfg.Network
+	for _, v := range r.cfg.Secrets {
+		spec.Forbidden = append(spec.Forbidden, v)
+	}
+	if r.cfg.APIProxy != nil {
+		dir, closeProxy, err := r.cfg.APIProxy.Open(folder, run.name)
+		if err != nil {
+			o.err = fmt.Errorf("open the credential proxy: %w", err)
+			return o
+		}
+		defer closeProxy()
+		spec.Mounts = append(spec.Mounts, container.Mount{Source: dir, Target: ipc.ContainerProxyDir, ReadOnly: true})
+		spec.Env = append(spec.Env, ipc.EnvAPISocket+"="+ipc.ContainerProxyDir+"/"+ipc.ProxySocketName, ipc.EnvAPIAuth+"="+r.cfg.APIProxy.Auth())
+	}
 	rl := openRunLog(log, r.layout.LogsDir(folder), r.now())
 	defer rl.close()
 	rl.header(r.log.GetLevel() <= zerolog.DebugLevel, run, spec, input)
@@ -594,7 +609,6 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 		rl.stderr(line)
 		stderrLog.Debug().Str("line", line).Msg("container stderr")
 	}
-	input.Secrets = maps.Clone(r.cfg.Secrets)
 	spec.Input = input
 
 	if r.beforeMountCheck != nil {

@@ -55,12 +55,11 @@ func (rl *runLog) printf(format string, args ...any) {
 	}
 }
 
-// header writes what the run was started with. in must not carry secrets
-// (they are added to the spec after this).
+// header writes what the run was started with (the input carries no
+// credential: those stay in the daemon's proxy).
 func (rl *runLog) header(withPrompt bool, run *liveRun, spec container.Spec, in ipc.RunInput) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	in.Secrets = nil
 	promptBytes := len(in.Prompt)
 	if !withPrompt {
 		in.Prompt = ""

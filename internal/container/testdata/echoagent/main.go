@@ -55,7 +55,7 @@ func run() int {
 		emit(ipc.Event{Type: ipc.EventError, Message: err.Error()})
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "input: group=%s secrets=%d\n", in.Group, len(in.Secrets))
+	fmt.Fprintf(os.Stderr, "input: group=%s\n", in.Group)
 	emit(ipc.Event{Type: ipc.EventSession, SessionID: "echo-session"})
 	for _, line := range strings.Split(in.Prompt, "\n") {
 		verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
