@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/credproxy"
 )
 
 // check is one line of `bridged doctor`.
@@ -38,7 +40,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, checkCredentials(cfg), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	failed := false
 	for _, c := range checks {
@@ -123,6 +125,26 @@ func checkCredentials(cfg *config.Config) check {
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
 		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+}
+
+// checkUpstream makes one cheap authenticated request (count_tokens) to
+// BRIDGED_ANTHROPIC_URL with the configured credential, the way the proxy
+// will; the credential is never printed.
+func checkUpstream(ctx context.Context, cfg *config.Config, client *http.Client) check {
+	p, err := credproxy.New(credproxy.Config{Upstream: cfg.AnthropicURL, APIKey: cfg.Secrets[config.EnvAPIKey], OAuthToken: cfg.Secrets[config.EnvOAuthToken]})
+	if err != nil {
+		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "fix BRIDGED_ANTHROPIC_URL"}
+	}
+	if p.Mode() == credproxy.ModeNone {
+		return check{name: "api", status: "FAIL", detail: "cannot check " + p.Upstream() + " without a credential",
+			hint: "set " + config.EnvAPIKey + " or " + config.EnvOAuthToken + "; until then the agents' API requests are answered 401"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := p.Check(cctx, client); err != nil {
+		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential and BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
+	}
+	return check{name: "api", status: "ok", detail: p.Upstream() + " accepts the credential (" + p.Mode() + ")"}
 }
 
 func checkPairing(cfg *config.Config) check {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -366,10 +369,15 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC)"} {
+	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC)",
+		"Claude API: NO CREDENTIAL", "set ANTHROPIC_API_KEY (an API key) or CLAUDE_CODE_OAUTH_TOKEN"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stopped status lacks %q:\n%s", want, out)
 		}
+	}
+	out, _, _ = cli(t, ctx, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-status-secret-1"}, "", "status", "--home", home, "--timezone", "UTC")
+	if !strings.Contains(out, "Claude API: https://api.anthropic.com through the daemon's credential proxy (ANTHROPIC_API_KEY is set") || strings.Contains(out, "sk-ant-status-secret-1") {
+		t.Errorf("status with a key:\n%s", out)
 	}
 	startDaemon(t, home, nil)
 	out, _, err = cli(t, ctx, nil, "", "status", "--home", home, "--timezone", "UTC")
@@ -481,7 +489,7 @@ func TestDoctor(t *testing.T) {
 	if !errors.Is(err, errChecksFailed) {
 		t.Errorf("doctor without credentials got %v; want errChecksFailed", err)
 	}
-	for _, want := range []string{"config", "home", "docker", "image", "credentials  FAIL", "whatsapp     warn", "bridged login", "allowlist", "clock", "daemon       ok    not running"} {
+	for _, want := range []string{"config", "home", "docker", "image", "credentials  FAIL", "api          FAIL", "ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN", "whatsapp     warn", "bridged login", "allowlist", "clock", "daemon       ok    not running"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
@@ -490,8 +498,22 @@ func TestDoctor(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, _, _ = cli(t, context.Background(), map[string]string{"ANTHROPIC_API_KEY": "sk-ant-xxxxxxxxxxxxxxxxxxxx"}, "", "doctor", "--home", home, "--mount-allowlist", bad)
-	if !strings.Contains(out, "allowlist    FAIL") || !strings.Contains(out, "credentials  ok") {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages/count_tokens" || r.Header.Get("X-Api-Key") != "sk-ant-xxxxxxxxxxxxxxxxxxxx" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, `{"input_tokens":1}`)
+	}))
+	defer up.Close()
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-xxxxxxxxxxxxxxxxxxxx", "BRIDGED_ANTHROPIC_URL": up.URL}
+	out, _, _ = cli(t, context.Background(), env, "", "doctor", "--home", home, "--mount-allowlist", bad)
+	if !strings.Contains(out, "allowlist    FAIL") || !strings.Contains(out, "credentials  ok") || !strings.Contains(out, "api          ok") {
 		t.Errorf("doctor with a broken allowlist and a key:\n%s", out)
+	}
+	env["ANTHROPIC_API_KEY"] = "sk-ant-wrongwrongwrongwrong"
+	out, _, _ = cli(t, context.Background(), env, "", "doctor", "--home", home, "--mount-allowlist", bad)
+	if !strings.Contains(out, "api          FAIL") || !strings.Contains(out, "refused the credential") || strings.Contains(out, "wrongwrongwrong") {
+		t.Errorf("doctor with a refused key:\n%s", out)
 	}
 }

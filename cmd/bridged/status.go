@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/router"
 )
 
@@ -71,6 +72,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	} else {
 		fmt.Fprintln(w, "bridged is not running; showing what the store knows.")
 	}
+	fmt.Fprintln(w, apiLine(cfg))
 	fmt.Fprintln(w, "\nChannels:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {
@@ -121,4 +123,16 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
 	}
 	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+}
+
+// apiLine says how the agents reach Claude: through the daemon's credential
+// proxy, with which credential, or which variable to set.
+func apiLine(cfg *config.Config) string {
+	for _, k := range []string{config.EnvAPIKey, config.EnvOAuthToken} {
+		if cfg.Secrets[k] != "" {
+			return fmt.Sprintf("Claude API: %s through the daemon's credential proxy (%s is set; it never enters a container; network %s)",
+				cfg.AnthropicURL, k, cfg.ContainerNetwork)
+		}
+	}
+	return "Claude API: NO CREDENTIAL: " + credproxy.NoCredentialMessage + " (until then the agents' API requests are answered 401)"
 }
