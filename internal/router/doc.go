@@ -75,7 +75,9 @@
 // "boundary". Right before the container is created every bind-mount source
 // under the home is checked for symlinks on the way; a failing check refuses
 // the run, which then fails like any other. Containers run as
-// Config.ContainerUID:ContainerGID. Secrets travel only in the run input. Every stdout event resets
+// Config.ContainerUID:ContainerGID. The Claude credential never enters a
+// container: each gets its own socket of the daemon's credential proxy
+// (Config.APIProxy), mounted read-only. Every stdout event resets
 // the hard timeout (Config.ContainerTimeout, or the group's own, at least the
 // idle timeout plus 30 s); when it fires the container is stopped, which is a
 // normal end when every turn was committed, and a failed turn otherwise. A
