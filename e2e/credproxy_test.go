@@ -158,6 +158,12 @@ func TestE2ECredentialProxy(t *testing.T) {
 	if len(e.outSince("local:main", id)) != 0 {
 		t.Fatal("the reply went out before the upstream finished its stream")
 	}
+	// Live spend while the turn still runs: both requests, and the
+	// streaming one's input tokens from its message_start.
+	status := e.mustCLI("status")
+	if !strings.Contains(status, "Claude API through the proxy") || !strings.Contains(status, "2 requests") || !strings.Contains(status, "22 in") {
+		t.Errorf("status mid-turn does not show the live API use of main:\n%s", status)
+	}
 	up.releaseStream()
 	if got := e.waitOut("local:main", id, 1, 60*time.Second)[0].Text; got != "first then the rest" {
 		t.Errorf("streamed reply %q; want the text deltas joined", got)

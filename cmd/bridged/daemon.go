@@ -222,10 +222,17 @@ func (a proxyAdapter) Open(group, name string) (string, func(), error) {
 func (a proxyAdapter) Auth() string { return a.p.Mode() }
 
 // liveStatus adapts the router's status to the control API's.
-type liveStatus struct{ rt *router.Router }
+type liveStatus struct {
+	rt    *router.Router
+	proxy *credproxy.Proxy
+}
 
 func (l liveStatus) Live() control.Live {
-	return liveFromRouter(l.rt.Status())
+	live := liveFromRouter(l.rt.Status())
+	if l.proxy != nil {
+		live.APIUsage = apiUsage(l.proxy.Usage())
+	}
+	return live
 }
 
 // runDaemon runs the daemon until ctx ends, then drains and returns nil.
@@ -359,7 +366,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Socket:   cfg.Socket(),
 		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
 		Local:    loc,
-		Status:   liveStatus{rt},
+		Status:   liveStatus{rt, proxy},
 		Channels: channels,
 		Groups:   host,
 		Tasks:    sched,

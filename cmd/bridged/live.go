@@ -1,7 +1,10 @@
 package main
 
 import (
+	"sort"
+
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/router"
 )
 
@@ -28,4 +31,15 @@ func liveFromRouter(st router.Status) control.Live {
 		live.Failures = append(live.Failures, control.Failure{Time: f.Time, Kind: kind, Where: where, Error: f.Error})
 	}
 	return live
+}
+
+// apiUsage lists the proxy's per-group tally, by group.
+func apiUsage(m map[string]credproxy.Usage) []control.APIUsage {
+	out := make([]control.APIUsage, 0, len(m))
+	for g, u := range m {
+		out = append(out, control.APIUsage{Group: g, Requests: u.Requests, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadTokens: u.CacheReadInputTokens, CacheCreationTokens: u.CacheCreationInputTokens, CostUSD: u.CostUSD, Last: u.Last})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
 }

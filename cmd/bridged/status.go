@@ -123,6 +123,15 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
 	}
 	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+	if len(st.APIUsage) > 0 {
+		fmt.Fprintln(w, "\nClaude API through the proxy since the daemon started (live; cost estimated at list prices):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, u := range st.APIUsage {
+			fmt.Fprintf(tw, "  %s\t%d requests\t%d in\t%d out\t%d cache read\t~$%.4f\tlast %s\n",
+				u.Group, u.Requests, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CostUSD, clock(u.Last))
+		}
+		tw.Flush()
+	}
 }
 
 // apiLine says how the agents reach Claude: through the daemon's credential

@@ -333,6 +333,7 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 		live := s.opts.Status.Live()
 		st.Containers = live.Containers
 		st.Queue = live.Queue
+		st.APIUsage = live.APIUsage
 		seen := make(map[Failure]bool, len(st.Failures))
 		for _, f := range st.Failures {
 			seen[Failure{Kind: f.Kind, Where: f.Where, Error: f.Error}] = true

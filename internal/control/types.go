@@ -131,6 +131,22 @@ type Status struct {
 	Failures   []Failure         `json:"failures,omitempty"` // recent, newest first
 	CostToday  float64           `json:"cost_usd_today"`
 	Timezone   string            `json:"timezone"`
+	// APIUsage is each group's Claude API use seen by the daemon's
+	// credential proxy since it started: live, while turns still run.
+	APIUsage []APIUsage `json:"api_usage,omitempty"`
+}
+
+// APIUsage is one group's API use counted by the credential proxy from the
+// responses' usage; the cost is an estimate at list prices.
+type APIUsage struct {
+	Group               string    `json:"group"`
+	Requests            int64     `json:"requests"`
+	InputTokens         int64     `json:"input_tokens"`
+	OutputTokens        int64     `json:"output_tokens"`
+	CacheReadTokens     int64     `json:"cache_read_input_tokens"`
+	CacheCreationTokens int64     `json:"cache_creation_input_tokens"`
+	CostUSD             float64   `json:"estimated_cost_usd"`
+	Last                time.Time `json:"last"`
 }
 
 // Daemon describes the running daemon.
@@ -191,6 +207,8 @@ type Live struct {
 	Queue      QueueStatus
 	// Failures are runs that failed for good (retries exhausted).
 	Failures []Failure
+	// APIUsage is the credential proxy's per-group tally.
+	APIUsage []APIUsage
 }
 
 func groupOut(g store.Group) Group {
