@@ -375,7 +375,14 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 
 // writeError answers in the API's own error shape.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	body, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	body, _ := json.Marshal(struct {
+		Type  string `json:"type"`
+		Error detail `json:"error"`
+	}{"error", detail{typ, msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)+1))
 	w.WriteHeader(status)
