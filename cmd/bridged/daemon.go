@@ -336,6 +336,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		PromptCap:        cfg.PromptCap,
 		IdleTimeout:      cfg.IdleTimeout,
 		ContainerTimeout: cfg.ContainerTimeout,
+		StartTimeout:     cfg.StartTimeout,
 		TaskCloseDelay:   taskCloseDelay,
 		MaxContainers:    cfg.MaxContainers,
 		RetryDelays:      cfg.RetryDelays(),

@@ -607,9 +607,24 @@ func (f *fake) runTurn(m userMsg) {
 	start := time.Now()
 	dirs := parseDirectives(m.text)
 	for _, d := range dirs {
-		if d.verb == "compact" {
+		switch d.verb {
+		case "compact":
 			f.compactTurn(t, m, start)
 			return
+		case "stall":
+			// A CLI stuck before its first event of the turn: nothing at
+			// all is printed for the duration.
+			if dur, err := time.ParseDuration(d.arg); err == nil {
+				timer := time.NewTimer(dur)
+				select {
+				case <-timer.C:
+				case <-t.ctx.Done():
+					timer.Stop()
+				}
+				if f.ctx.Err() != nil {
+					return
+				}
+			}
 		}
 	}
 	f.emitInit()

@@ -15,6 +15,7 @@
 //
 //	fake:reply <text>       reply with text (several replies join with newlines)
 //	fake:sleep <duration>   wait (a Go duration); an interrupt cuts it short
+//	fake:stall <duration>   print nothing at all for the duration, before the turn's first event (a CLI that hangs at start)
 //	fake:crash              exit 2 mid-turn, after system/init and an assistant line
 //	fake:error <text>       end the turn with an API-error result (is_error, like fixture 08)
 //	fake:tool <name> <json> call an MCP tool of a --mcp-config server, reply with its answer

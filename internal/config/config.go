@@ -54,6 +54,7 @@ type Config struct {
 	PromptCap        int
 	RetryBase        time.Duration
 	EngineTimeout    time.Duration // deadline of each Docker Engine API call
+	StartTimeout     time.Duration // a container that prints nothing this long after its start is stopped as hung
 	// AnthropicURL is the upstream of the credential proxy (the Anthropic
 	// API, a corporate gateway or a compatible endpoint).
 	AnthropicURL string
@@ -107,6 +108,7 @@ var settings = []setting{
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
 	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
+	{"start-timeout", "BRIDGED_START_TIMEOUT", constant("2m"), "a container that prints nothing this long after it started is stopped as hung (retried once, then reported)"},
 	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
 	{"container-network", "BRIDGED_CONTAINER_NETWORK", constant("bridge"), "containers' network: bridge, or none (no network at all; Claude is still reached through the proxy)"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
@@ -304,6 +306,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.EngineTimeout, err = time.ParseDuration(raw["BRIDGED_ENGINE_TIMEOUT"]); err != nil || c.EngineTimeout < 100*time.Millisecond || c.EngineTimeout > time.Hour {
 		return nil, bad("BRIDGED_ENGINE_TIMEOUT", "want a Go duration from 100ms to 1h")
 	}
+	if c.StartTimeout, err = time.ParseDuration(raw["BRIDGED_START_TIMEOUT"]); err != nil || c.StartTimeout < time.Second || c.StartTimeout > time.Hour {
+		return nil, bad("BRIDGED_START_TIMEOUT", "want a Go duration from 1s to 1h")
+	}
 	c.AnthropicURL = strings.TrimSuffix(raw["BRIDGED_ANTHROPIC_URL"], "/")
 	if u, err := url.Parse(c.AnthropicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
@@ -428,6 +433,7 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
 		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
 		"BRIDGED_ENGINE_TIMEOUT":    c.EngineTimeout.String(),
+		"BRIDGED_START_TIMEOUT":     c.StartTimeout.String(),
 		"BRIDGED_ANTHROPIC_URL":     c.AnthropicURL,
 		"BRIDGED_CONTAINER_NETWORK": c.ContainerNetwork,
 		"BRIDGED_CONTAINER_UID":     strconv.Itoa(c.ContainerUID),
