@@ -29,6 +29,8 @@ type fakeUpstream struct {
 	reqs    []upstreamReq
 	release chan struct{}
 	once    sync.Once
+	// firstOnce guards firstSent: a retried request streams again.
+	firstOnce sync.Once
 	// firstSent is closed when the first streamed event went out.
 	firstSent chan struct{}
 }
@@ -78,7 +80,7 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	ev("message_start", `{"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":11,"output_tokens":1}}}`)
 	ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"first "}}`)
-	close(u.firstSent)
+	u.firstOnce.Do(func() { close(u.firstSent) })
 	select {
 	case <-u.release:
 	case <-time.After(time.Minute):
