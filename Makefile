@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 45m
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint bench test-image image run install clean
+.PHONY: help build test test-unit test-integration lint bench test-image image run install clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -20,13 +20,19 @@ build: ## build bin/bridged and bin/agent-runner (static)
 
 # The Docker tests build (or reuse, by content hash) the test image themselves,
 # so test, test-integration and bench need no test-image step first.
-test: lint ## gofmt and vet, then every test with -race, Docker end-to-end included
+deps: ## install what the tests need beyond Go and Docker: a static busybox for the test image
+	@if ! dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq busybox-static; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq busybox-static; fi; \
+	fi
+
+test: deps lint ## gofmt and vet, then every test with -race, Docker end-to-end included
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## the tests that need no Docker
 	BRIDGED_SKIP_DOCKER=1 $(GO) test -race ./...
 
-test-integration: ## only the Docker end-to-end tests
+test-integration: deps ## only the Docker end-to-end tests
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
 
 lint: ## gofmt, go vet, and staticcheck when installed
@@ -35,10 +41,10 @@ lint: ## gofmt, go vet, and staticcheck when installed
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
-bench: ## print the performance figures of the README
+bench: deps ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
 
-test-image: ## build bridged-agent:test from static binaries (no registry needed)
+test-image: deps ## build bridged-agent:test from static binaries (no registry needed)
 	$(GO) run ./cmd/testimage -tag bridged-agent:test
 
 image: ## build the production agent image (needs Docker Hub and npm)
