@@ -150,12 +150,8 @@ func TestE2ECredentialProxy(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the streaming request did not reach the upstream")
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(d.logs(), "fakeclaude: api event 2 content_block_delta") {
-		if time.Now().After(deadline) {
-			t.Fatal("the first streamed text event did not reach claude before the upstream finished")
-		}
-		time.Sleep(20 * time.Millisecond) // polling tick for a log line
+	if !d.waitLog("fakeclaude: api event 2 content_block_delta", 60*time.Second) {
+		t.Fatal("the first streamed text event did not reach claude before the upstream finished")
 	}
 	if len(e.outSince("local:main", id)) != 0 {
 		t.Fatal("the reply went out before the upstream finished its stream")

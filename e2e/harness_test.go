@@ -194,6 +194,7 @@ type daemon struct {
 	err    error
 	mu     sync.Mutex
 	stderr bytes.Buffer
+	wrote  chan struct{} // signalled (never blocking) after each write to stderr
 }
 
 func (d *daemon) logs() string {
@@ -206,8 +207,28 @@ type lockedWriter struct{ d *daemon }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
 	w.d.mu.Lock()
-	defer w.d.mu.Unlock()
-	return w.d.stderr.Write(p)
+	n, err := w.d.stderr.Write(p)
+	w.d.mu.Unlock()
+	select {
+	case w.d.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// waitLog reports whether the daemon's output holds s within the time
+// given, checking after every write.
+func (d *daemon) waitLog(s string, within time.Duration) bool {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for !strings.Contains(d.logs(), s) {
+		select {
+		case <-d.wrote:
+		case <-timer.C:
+			return strings.Contains(d.logs(), s)
+		}
+	}
+	return true
 }
 
 // start runs the daemon and waits until its control API answers.
@@ -219,7 +240,7 @@ func (e *env) start() *daemon {
 	if e.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
 	}
-	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	d := &daemon{cmd: cmd, done: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	cmd.Stdout = lockedWriter{d}
 	cmd.Stderr = lockedWriter{d}
 	if err := cmd.Start(); err != nil {
