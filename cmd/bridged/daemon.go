@@ -34,9 +34,6 @@ const dockerTimeout = 15 * time.Second
 // taskCloseDelay closes a task's container this long after its first result.
 const taskCloseDelay = 10 * time.Second
 
-// leftoverGrace is how long a previous daemon's container gets to stop.
-const leftoverGrace = 5 * time.Second
-
 func (a *app) cmdRun(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("run", "run [flags]")
 	_, cfg, err := a.parseConfig(fs, args, 0, 0)
@@ -137,40 +134,11 @@ type taskRecoverer interface {
 // Only then do the router, the IPC host, the scheduler and the channels
 // start. The router's own start-up cleanup then finds no container left.
 func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance string, ipcHost ipcRecoverer, tasks taskRecoverer, log zerolog.Logger) error {
-	stopLeftovers(ctx, rt, homeDir, instance, log)
+	router.StopLeftovers(ctx, rt, homeDir, instance, log)
 	if _, err := ipcHost.Recover(ctx); err != nil {
 		return err
 	}
 	return tasks.Recover(ctx)
-}
-
-// stopLeftovers stops and removes every managed container of this home
-// (containers of other homes on the same engine belong to other daemons)
-// that another daemon instance started, and waits until they are gone.
-// Failures are logged: the daemon starts anyway.
-func stopLeftovers(ctx context.Context, rt container.Runtime, homeDir, instance string, log zerolog.Logger) {
-	infos, err := rt.ListManaged(ctx)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot list leftover containers")
-		return
-	}
-	label := container.HomeLabel(homeDir)
-	var g errgroup.Group
-	for _, info := range infos {
-		if info.Home != label || info.Instance == instance {
-			continue
-		}
-		g.Go(func() error {
-			if err := rt.Stop(ctx, info.ID, leftoverGrace); err != nil {
-				log.Error().Err(err).Str("container", info.Name).Str("group", info.Group).Msg("cannot stop leftover container")
-				return nil
-			}
-			log.Info().Str("container", info.Name).Str("group", info.Group).Str("instance", info.Instance).
-				Msg("stopped a previous bridged's leftover container")
-			return nil
-		})
-	}
-	_ = g.Wait()
 }
 
 // waRefresher adapts the WhatsApp client to ipchost.GroupRefresher.
