@@ -201,6 +201,7 @@ type Endpoint struct {
 	ln     net.Listener
 	p      *Proxy
 	once   sync.Once
+	served chan struct{} // closed when the serving goroutine has returned
 }
 
 // Close stops serving the socket (in-flight requests are cut) and removes
@@ -209,6 +210,7 @@ func (e *Endpoint) Close() error {
 	var err error
 	e.once.Do(func() {
 		err = e.srv.Close()
+		<-e.served
 		if rerr := os.RemoveAll(e.Dir); rerr != nil && err == nil {
 			err = rerr
 		}
@@ -261,13 +263,16 @@ func (p *Proxy) Open(group, name string) (*Endpoint, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("credential proxy: %w", err)
 	}
-	e := &Endpoint{Dir: dir, Socket: sock, ln: ln, p: p}
+	e := &Endpoint{Dir: dir, Socket: sock, ln: ln, p: p, served: make(chan struct{})}
 	e.srv = &http.Server{
 		Handler:           p.Handler(group, name),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          stdlog.New(debugWriter{p.log}, "", 0),
 	}
-	go func() { _ = e.srv.Serve(ln) }()
+	go func() {
+		defer close(e.served)
+		_ = e.srv.Serve(ln)
+	}()
 	p.log.Debug().Str("group", group).Str("container", name).Msg("proxy socket open")
 	return e, nil
 }
