@@ -259,6 +259,9 @@ func (e *env) start() *daemon {
 				<-d.done
 			}
 		}
+		for _, line := range repeatedKeys(d.logs()) {
+			e.t.Errorf("a daemon log line repeats a field: %s", line)
+		}
 		if e.t.Failed() || os.Getenv("E2E_LOGS") != "" {
 			e.t.Logf("daemon log:\n%s", tail(d.logs(), 80))
 		}
@@ -298,6 +301,39 @@ func (d *daemon) stop(t testing.TB) {
 func (d *daemon) kill9() {
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	<-d.done
+}
+
+// repeatedKeys returns the JSON log lines in logs that hold a top-level key
+// twice (a logger given a field its parent already had), each with the key.
+func repeatedKeys(logs string) []string {
+	var bad []string
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		if _, err := dec.Token(); err != nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			key, _ := tok.(string)
+			if seen[key] {
+				bad = append(bad, fmt.Sprintf("%q in %s", key, line))
+				break
+			}
+			seen[key] = true
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				break
+			}
+		}
+	}
+	return bad
 }
 
 func tail(s string, n int) string {
@@ -683,4 +719,15 @@ func (e *env) daemonFile(t testing.TB, dir, name, content string) string {
 		}
 	}
 	return p
+}
+
+func TestRepeatedKeys(t *testing.T) {
+	logs := `{"level":"info","component":"store","component":"store","message":"x"}
+{"level":"info","component":"router","nested":{"component":"a"},"message":"y"}
+not json
+{"level":"info","component":"docker","time":"t","component":"container"}`
+	got := repeatedKeys(logs)
+	if len(got) != 2 || !strings.Contains(got[0], `"store","component":"store"`) || !strings.Contains(got[1], `"container"`) {
+		t.Errorf("repeatedKeys = %q; want the first and the last line", got)
+	}
 }

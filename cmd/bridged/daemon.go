@@ -219,7 +219,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	uid, gid := containerUser(cfg, log)
-	db, err := store.Open(ctx, cfg.StoreDB(), log.With().Str("component", "store").Logger())
+	db, err := store.Open(ctx, cfg.StoreDB(), log)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 
-	docker, err := container.NewDockerWith(log.With().Str("component", "docker").Logger(), container.DockerOptions{CallTimeout: cfg.EngineTimeout})
+	docker, err := container.NewDockerWith(log, container.DockerOptions{CallTimeout: cfg.EngineTimeout})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}

@@ -64,7 +64,7 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
 	r.dirty[chat] = struct{}{}
 	r.mu.Unlock()
 	signal(r.wake)
-	r.log.Debug().Str("chat", m.Chat).Int64("message", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
+	r.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
 	return nil
 }
 

@@ -135,7 +135,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	log := opts.Log.With().Str("component", "whatsapp").Logger()
-	ds, err := openStore(ctx, opts.StorePath, log)
+	ds, err := openStore(ctx, opts.StorePath, opts.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func Login(ctx context.Context, opts LoginOptions) error {
 		opts.Out = os.Stdout
 	}
 	log := opts.Log.With().Str("component", "whatsapp-login").Logger()
-	ds, err := openStore(ctx, opts.StorePath, log)
+	ds, err := openStore(ctx, opts.StorePath, opts.Log)
 	if err != nil {
 		return err
 	}
