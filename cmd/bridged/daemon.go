@@ -366,7 +366,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		})
 	}
 	log.Info().Str("instance", instance).Str("socket", cfg.Socket()).Msg("bridged running")
+	sd := newSystemd(cfg, db, rt, wa, log)
+	sd.start(ctx)
 	err = g.Wait()
+	sd.stop()
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil
 	}

@@ -82,6 +82,9 @@ func (r *Router) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case done := <-r.pings:
+			close(done)
+			continue
 		case <-r.wake:
 		}
 		r.mu.Lock()

@@ -169,6 +169,7 @@ type Router struct {
 	outWake chan struct{} // outbox sender
 	flushQ  chan chan struct{}
 	typing  chan typingReq
+	pings   chan chan struct{} // Ping's round trips through the message loop
 
 	running  atomic.Bool
 	stopping atomic.Bool
@@ -304,6 +305,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		wake:     make(chan struct{}, 1),
 		outWake:  make(chan struct{}, 1),
 		flushQ:   make(chan chan struct{}),
+		pings:    make(chan chan struct{}),
 		typing:   make(chan typingReq, 256),
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
