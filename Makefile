@@ -55,8 +55,9 @@ run: build ## build and run the daemon with state in $(HOME_DIR)
 	mkdir -p $(HOME_DIR)
 	bin/bridged run --home $(HOME_DIR) --image $(IMAGE)
 
-install: build ## install the binaries to /usr/local/bin
+install: build ## install the binaries to /usr/local/bin and the README to /usr/local/share/doc/bridged
 	install -m 0755 bin/bridged bin/agent-runner /usr/local/bin/
+	install -D -m 0644 README.md /usr/local/share/doc/bridged/README.md
 
 clean: ## remove build output
 	rm -rf bin

@@ -38,6 +38,8 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// root prefixes the system paths install-service writes (tests).
+	root string
 }
 
 type command struct {
@@ -56,6 +58,7 @@ func commands() []command {
 		{"status", "connection, containers, queue, recent failures, cost today", (*app).cmdStatus},
 		{"doctor", "check Docker, the image, credentials, pairing, allowlist, permissions, clock", (*app).cmdDoctor},
 		{"config", "print the effective configuration (secrets masked)", (*app).cmdConfig},
+		{"install-service", "write the systemd unit, the env file and the home (--user for a user unit)", (*app).cmdInstallService},
 		{"version", "print the version", (*app).cmdVersion},
 	}
 }

@@ -42,6 +42,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
 	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
+	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	failed := false
 	for _, c := range checks {
 		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, c.detail)

@@ -467,3 +467,26 @@ func (c *Config) StoreDB() string    { return filepath.Join(c.Home, "store", "br
 func (c *Config) WhatsAppDB() string { return filepath.Join(c.Home, "store", "whatsapp.db") }
 func (c *Config) Socket() string     { return filepath.Join(c.Home, "bridged.sock") }
 func (c *Config) DataDir() string    { return filepath.Join(c.Home, "data") }
+
+// Variable is one configuration variable, for documents that list them.
+type Variable struct {
+	Env     string // BRIDGED_… or a credential's name
+	Usage   string
+	Default string // "" for none or computed
+	Secret  bool
+}
+
+// Variables lists every configuration variable, the credentials last.
+func Variables() []Variable {
+	out := make([]Variable, 0, len(settings)+2)
+	for _, s := range settings {
+		def := ""
+		if s.env != "BRIDGED_HOME" && s.env != "BRIDGED_TIMEZONE" && s.env != "BRIDGED_MOUNT_ALLOWLIST" {
+			def = s.def()
+		}
+		out = append(out, Variable{Env: s.env, Usage: s.usage, Default: def})
+	}
+	return append(out,
+		Variable{Env: EnvAPIKey, Usage: "Claude API key (or the OAuth token below); read by the daemon only", Secret: true},
+		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true})
+}
