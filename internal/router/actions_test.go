@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/bridged-app/bridged/internal/ipc"
-	"github.com/bridged-app/bridged/internal/ipc/ipchost"
+	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )

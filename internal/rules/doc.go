@@ -6,7 +6,7 @@
 //
 // It is the one home of these rules (DESIGN §14). The command line and the
 // control API (internal/control's Admin) and the agents' tools (the IPC host,
-// internal/ipc/ipchost) all call it, so a group registered by an agent with
+// internal/ipchost) all call it, so a group registered by an agent with
 // register_group and one added with `bridged groups add` are held to the same
 // rules and normalised the same way, and resuming a task behaves the same
 // whoever asks. Authorization (which group may touch which task) stays with

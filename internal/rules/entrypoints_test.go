@@ -12,7 +12,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/ipc"
-	"github.com/bridged-app/bridged/internal/ipc/ipchost"
+	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )

@@ -3,8 +3,8 @@
 // the agents' tool calls (send_message, schedule_task, list_tasks,
 // update_task, pause_task, resume_task, cancel_task, register_group,
 // list_groups) and answers each one in responses/<id>.json. It is a
-// subpackage of ipc so that agent-runner, which needs only the formats, never
-// links the store.
+// middle-tier service of its own, apart from the leaf package ipc, so that
+// agent-runner, which needs only the formats, never links the store.
 //
 // # Identity and authorization
 //
