@@ -23,6 +23,7 @@ import (
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipchost"
+	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
 	"github.com/bridged-app/bridged/internal/store"
@@ -357,6 +358,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error { return rt.Run(gctx) })
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
+	g.Go(func() error { return (&retention.Pruner{DB: db, Keep: cfg.Retention, Log: log}).Run(gctx) })
 	for _, ch := range channels {
 		g.Go(func() error {
 			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {

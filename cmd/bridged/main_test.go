@@ -370,6 +370,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status: %v", err)
 	}
 	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC)",
+		" KB (" + filepath.Join(home, "store", "bridged.db") + "), answered messages, sent outbox rows, task runs and raw usage pruned after 90d",
 		"Claude API: NO CREDENTIAL", "set ANTHROPIC_API_KEY (an API key) or CLAUDE_CODE_OAUTH_TOKEN"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stopped status lacks %q:\n%s", want, out)
@@ -384,7 +385,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, want := range []string{"bridged is running", "version test", "local", "connected", "Containers: 0 running", "chat vanished"} {
+	for _, want := range []string{"bridged is running", "version test", "local", "connected", "Containers: 0 running", "chat vanished", "Database: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("running status lacks %q:\n%s", want, out)
 		}

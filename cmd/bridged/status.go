@@ -123,6 +123,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
 	}
 	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+	fmt.Fprintf(w, "Database: %s (%s), %s\n", humanBytes(st.DatabaseBytes), cfg.StoreDB(), retentionLine(cfg.Retention))
 	if len(st.APIUsage) > 0 {
 		fmt.Fprintln(w, "\nClaude API through the proxy since the daemon started (live; cost estimated at list prices):")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -144,4 +145,28 @@ func apiLine(cfg *config.Config) string {
 		}
 	}
 	return "Claude API: NO CREDENTIAL: " + credproxy.NoCredentialMessage + " (until then the agents' API requests are answered 401)"
+}
+
+// humanBytes is n in B, KB, MB or GB (powers of 1024).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, suffix := float64(n)/unit, "KB"
+	for _, s := range []string{"MB", "GB", "TB"} {
+		if f < unit {
+			break
+		}
+		f, suffix = f/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", f, suffix)
+}
+
+// retentionLine says what BRIDGED_RETENTION keeps.
+func retentionLine(d time.Duration) string {
+	if d == 0 {
+		return "nothing pruned (BRIDGED_RETENTION=0)"
+	}
+	return "answered messages, sent outbox rows, task runs and raw usage pruned after " + config.FormatRetention(d)
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// ContainerIDSet says whether either was set explicitly.
 	ContainerUID, ContainerGID int
 	ContainerIDSet             bool
+	// Retention is how long answered messages, sent outbox rows, finished
+	// task runs and raw usage rows are kept; 0 keeps them forever.
+	Retention time.Duration
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -113,6 +116,7 @@ var settings = []setting{
 	{"container-network", "BRIDGED_CONTAINER_NETWORK", constant("bridge"), "containers' network: bridge, or none (no network at all; Claude is still reached through the proxy)"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
+	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
 }
 
 func constant(s string) func() string { return func() string { return s } }
@@ -334,7 +338,43 @@ func build(raw map[string]string) (*Config, error) {
 		}
 		*id.dst, c.ContainerIDSet = int(n), true
 	}
+	if c.Retention, err = ParseRetention(raw["BRIDGED_RETENTION"]); err != nil {
+		return nil, bad("BRIDGED_RETENTION", err.Error())
+	}
 	return c, nil
+}
+
+// MinRetention is the shortest retention: today's usage (cost today, in any
+// timezone) is never folded away.
+const MinRetention = 48 * time.Hour
+
+// ParseRetention parses BRIDGED_RETENTION: a number of days ("90d"), a Go
+// duration ("720h"), or 0 for keeping everything forever.
+func ParseRetention(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "0" {
+		return 0, nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100000 {
+			return 0, errors.New("want a number of days such as 90d, a duration such as 720h, or 0 (keep forever)")
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, errors.New("want a number of days such as 90d, a duration such as 720h, or 0 (keep forever)")
+		}
+	}
+	if d == 0 {
+		return 0, nil
+	}
+	if d < MinRetention {
+		return 0, errors.New("want 0 (keep forever) or at least 2d")
+	}
+	return d, nil
 }
 
 // RetryDelays are the delays before each retry of a failed run: base, 2·base,
@@ -415,7 +455,33 @@ func Mask(v string) string {
 // Print writes the effective configuration, one variable per line, with
 // secrets masked.
 func (c *Config) Print(w io.Writer) {
-	lines := map[string]string{
+	lines := c.Values()
+	keys := make([]string, 0, len(lines))
+	for k := range lines {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s=%s\n", k, lines[k])
+	}
+}
+
+// FormatRetention is d as BRIDGED_RETENTION takes it: whole days as "90d",
+// 0 as "0".
+func FormatRetention(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
+}
+
+// Values is the effective configuration by variable name, as Print shows
+// it: secrets masked.
+func (c *Config) Values() map[string]string {
+	return map[string]string{
 		"BRIDGED_HOME":              c.Home,
 		"BRIDGED_ASSISTANT_NAME":    c.AssistantName,
 		"BRIDGED_OWN_NUMBER":        strconv.FormatBool(c.OwnNumber),
@@ -441,14 +507,7 @@ func (c *Config) Print(w io.Writer) {
 		"BRIDGED_ENV_FILE":          c.EnvFile,
 		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
 		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
-	}
-	keys := make([]string, 0, len(lines))
-	for k := range lines {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "%s=%s\n", k, lines[k])
+		"BRIDGED_RETENTION":         FormatRetention(c.Retention),
 	}
 }
 

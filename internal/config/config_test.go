@@ -84,6 +84,9 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_ANTHROPIC_URL": "api.anthropic.com"}, "BRIDGED_ANTHROPIC_URL"},
 		{map[string]string{"BRIDGED_ANTHROPIC_URL": "https://user:pw@gw.example"}, "BRIDGED_ANTHROPIC_URL"},
 		{map[string]string{"BRIDGED_CONTAINER_NETWORK": "host"}, "BRIDGED_CONTAINER_NETWORK"},
+		{map[string]string{"BRIDGED_RETENTION": "1d"}, "BRIDGED_RETENTION"},
+		{map[string]string{"BRIDGED_RETENTION": "ninety"}, "BRIDGED_RETENTION"},
+		{map[string]string{"BRIDGED_RETENTION": "-5d"}, "BRIDGED_RETENTION"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home
@@ -156,5 +159,36 @@ func TestContainerUser(t *testing.T) {
 	}
 	if uid, gid, ignored := c.ContainerUser(500, 501); uid != 500 || gid != 501 || !ignored {
 		t.Errorf("configured, daemon as 500: got %d:%d (ignored %t); want 500:501 with the setting ignored", uid, gid, ignored)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		out  string
+	}{
+		{"", 0, ""}, // the default
+		{"0", 0, "0"},
+		{"0d", 0, "0"},
+		{"30d", 30 * 24 * time.Hour, "30d"},
+		{"720h", 30 * 24 * time.Hour, "30d"},
+		{"50h", 50 * time.Hour, "50h0m0s"},
+	} {
+		env := map[string]string{"BRIDGED_HOME": t.TempDir()}
+		if tt.in != "" {
+			env["BRIDGED_RETENTION"] = tt.in
+		}
+		c, err := resolve(t, nil, env)
+		if err != nil {
+			t.Fatalf("BRIDGED_RETENTION=%q: %v", tt.in, err)
+		}
+		want, out := tt.want, tt.out
+		if tt.in == "" {
+			want, out = 90*24*time.Hour, "90d"
+		}
+		if c.Retention != want || c.Values()["BRIDGED_RETENTION"] != out {
+			t.Errorf("BRIDGED_RETENTION=%q: got %s (%s); want %s (%s)", tt.in, c.Retention, c.Values()["BRIDGED_RETENTION"], want, out)
+		}
 	}
 }

@@ -276,12 +276,17 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	size, err := a.DB.Size(ctx)
+	if err != nil {
+		return Status{}, err
+	}
 	out := Status{
-		Groups:    st.Groups,
-		Tasks:     TaskCounts{Active: st.ActiveTasks, Paused: st.PausedTasks},
-		Outbox:    OutboxCounts{Pending: st.PendingOutbox, Failed: st.FailedOutbox},
-		CostToday: cost,
-		Timezone:  a.loc().String(),
+		DatabaseBytes: size,
+		Groups:        st.Groups,
+		Tasks:         TaskCounts{Active: st.ActiveTasks, Paused: st.PausedTasks},
+		Outbox:        OutboxCounts{Pending: st.PendingOutbox, Failed: st.FailedOutbox},
+		CostToday:     cost,
+		Timezone:      a.loc().String(),
 	}
 	since := now.Add(-failureWindow)
 	fails, err := a.DB.RecentFailures(ctx, since, maxFailures)

@@ -131,6 +131,8 @@ type Status struct {
 	Failures   []Failure         `json:"failures,omitempty"` // recent, newest first
 	CostToday  float64           `json:"cost_usd_today"`
 	Timezone   string            `json:"timezone"`
+	// DatabaseBytes is the size of the database (store/bridged.db).
+	DatabaseBytes int64 `json:"database_bytes"`
 	// APIUsage is each group's Claude API use seen by the daemon's
 	// credential proxy since it started: live, while turns still run.
 	APIUsage []APIUsage `json:"api_usage,omitempty"`

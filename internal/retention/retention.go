@@ -1,0 +1,125 @@
+// Package retention prunes what bridged's database no longer needs, in the
+// background: answered messages, sent (or finally failed) outbox rows,
+// finished task runs and raw usage rows (folded into daily totals per group
+// first), once they are older than BRIDGED_RETENTION (store.DB.Prune says
+// exactly what is kept).
+//
+// A pass runs a minute after the daemon starts and then every hour. It
+// deletes in small batches (Batch rows of each kind per write transaction)
+// with a pause between them, so the router and the outbox sender, which
+// share the one writer connection, never wait long behind it. A retention of
+// 0 keeps everything. The database file does not shrink: SQLite reuses the
+// freed pages, so it stops growing.
+package retention
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultFirst = time.Minute
+	DefaultEvery = time.Hour
+	DefaultBatch = 500
+	DefaultPause = 200 * time.Millisecond
+)
+
+// Store is the database part the pruner uses (store.DB).
+type Store interface {
+	// Prune removes at most limit rows of each kind older than before, in
+	// one write transaction; it blocks until done or ctx ends.
+	Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error)
+}
+
+// Pruner prunes old rows in the background.
+type Pruner struct {
+	DB   Store
+	Keep time.Duration // the retention; 0 keeps everything
+	Now  func() time.Time
+	Log  zerolog.Logger
+	// First is the delay before the first pass, Every the time between
+	// passes, Batch the rows of each kind per transaction, Pause the wait
+	// between transactions. Zero values take the defaults.
+	First, Every time.Duration
+	Batch        int
+	Pause        time.Duration
+}
+
+func (p *Pruner) defaults() {
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	if p.First == 0 {
+		p.First = DefaultFirst
+	}
+	if p.Every == 0 {
+		p.Every = DefaultEvery
+	}
+	if p.Batch == 0 {
+		p.Batch = DefaultBatch
+	}
+	if p.Pause == 0 {
+		p.Pause = DefaultPause
+	}
+}
+
+// Run prunes until ctx ends, then returns nil. A failed pass is logged and
+// tried again at the next one.
+func (p *Pruner) Run(ctx context.Context) error {
+	p.defaults()
+	log := p.Log.With().Str("component", "retention").Logger()
+	if p.Keep == 0 {
+		log.Info().Msg("retention is 0: nothing is pruned")
+		return nil
+	}
+	timer := time.NewTimer(p.First)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		n, err := p.Pass(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			log.Error().Err(err).Msg("pruning stopped; trying again at the next pass")
+		case n.Total() > 0:
+			log.Info().Int("messages", n.Messages).Int("outbox", n.Outbox).Int("task_runs", n.TaskRuns).Int("usage", n.Usage).
+				Dur("retention", p.Keep).Msg("pruned old rows")
+		}
+		timer.Reset(p.Every)
+	}
+}
+
+// Pass prunes everything older than the retention, batch by batch, and
+// returns how many rows went. It blocks until done or ctx ends.
+func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
+	p.defaults()
+	var total store.Pruned
+	before := p.Now().Add(-p.Keep)
+	for {
+		n, err := p.DB.Prune(ctx, before, p.Batch)
+		if err != nil {
+			return total, err
+		}
+		total = total.Add(n)
+		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
+			return total, nil
+		}
+		t := time.NewTimer(p.Pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return total, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+// With a real database and a fake clock: a pass prunes the answered
+// messages older than the retention in batches, keeps the newer ones, and
+// prunes those too once the clock has moved past them.
+func TestPassPrunesOldAnsweredMessages(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(n int, at time.Time) store.MessageID {
+		var last store.MessageID
+		for i := range n {
+			id, _, err := db.InsertMessage(ctx, store.Message{Chat: "local:main", ExternalID: fmt.Sprint(at.Unix(), "-", i), Sender: "a", Text: "hi", SentAt: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = id
+		}
+		return last
+	}
+	insert(1200, t0.Add(-100*24*time.Hour))
+	last := insert(10, t0.Add(-10*24*time.Hour))
+	if err := db.SetCursor(ctx, "main", last); err != nil {
+		t.Fatal(err)
+	}
+
+	now := t0
+	var prunes []store.Pruned
+	p := &Pruner{DB: recorder{db, &prunes}, Keep: 90 * 24 * time.Hour, Now: func() time.Time { return now }, Pause: time.Millisecond}
+	n, err := p.Pass(ctx)
+	if err != nil || n.Messages != 1200 {
+		t.Fatalf("Pass = %+v, %v; want 1200 messages", n, err)
+	}
+	if len(prunes) != 3 || prunes[0].Messages != DefaultBatch {
+		t.Errorf("batches = %+v; want 3 of at most %d", prunes, DefaultBatch)
+	}
+	left, _ := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if len(left) != 10 {
+		t.Errorf("%d messages left; want the 10 within the retention", len(left))
+	}
+	now = t0.Add(81 * 24 * time.Hour)
+	if n, err := p.Pass(ctx); err != nil || n.Messages != 10 {
+		t.Errorf("Pass 81 days later = %+v, %v; want the 10 others", n, err)
+	}
+}
+
+// recorder records each batch.
+type recorder struct {
+	db  *store.DB
+	out *[]store.Pruned
+}
+
+func (r recorder) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
+	n, err := r.db.Prune(ctx, before, limit)
+	*r.out = append(*r.out, n)
+	return n, err
+}
+
+// fakeStore has rows left to prune and records when and up to when it was
+// asked.
+type fakeStore struct {
+	mu    sync.Mutex
+	left  int
+	calls []call
+}
+
+type call struct{ at, before time.Time }
+
+func (f *fakeStore) Prune(_ context.Context, before time.Time, limit int) (store.Pruned, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{time.Now(), before})
+	n := min(f.left, limit)
+	f.left -= n
+	return store.Pruned{Outbox: n}, nil
+}
+
+func (f *fakeStore) snapshot() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]call(nil), f.calls...)
+}
+
+// Run: the first pass a minute after the start, then hourly; a pass with
+// more than a batch to do pauses between batches; nothing with a retention
+// of 0; Run returns when its context ends.
+func TestRunSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := &fakeStore{left: 1100}
+		p := &Pruner{DB: f, Keep: 48 * time.Hour, Log: zerolog.Nop()}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+
+		time.Sleep(2*time.Hour + 2*time.Minute)
+		synctest.Wait()
+		calls := f.snapshot()
+		// First pass: 500, 500, 100 with pauses; then one call an hour.
+		offsets := []time.Duration{time.Minute, time.Minute + DefaultPause, time.Minute + 2*DefaultPause,
+			time.Hour + time.Minute + 2*DefaultPause, 2*time.Hour + time.Minute + 2*DefaultPause}
+		if len(calls) != len(offsets) {
+			t.Fatalf("%d Prune calls in 2h2m; want %d", len(calls), len(offsets))
+		}
+		for i, c := range calls {
+			if got := c.at.Sub(start); got != offsets[i] {
+				t.Errorf("call %d at +%s; want +%s", i, got, offsets[i])
+			}
+			// One cut per pass: the pass's start minus the retention.
+			passStart := c.at
+			if i == 1 || i == 2 {
+				passStart = calls[0].at
+			}
+			if got := passStart.Sub(c.before); got != 48*time.Hour {
+				t.Errorf("call %d prunes before the pass's start - %s; want - 48h", i, got)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v; want nil", err)
+		}
+
+		off := &fakeStore{left: 10}
+		if err := (&Pruner{DB: off, Log: zerolog.Nop()}).Run(context.Background()); err != nil || len(off.snapshot()) != 0 {
+			t.Errorf("retention 0: Run = %v with %d prunes; want nil and none", err, len(off.snapshot()))
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Pruned counts the rows one Prune batch removed, by kind.
+type Pruned struct {
+	Messages int // behind their group's stored cursor
+	Outbox   int // sent or failed, never pending
+	TaskRuns int // finished, never running
+	Usage    int // folded into usage_daily first
+}
+
+// Total is the number of rows removed.
+func (p Pruned) Total() int { return p.Messages + p.Outbox + p.TaskRuns + p.Usage }
+
+// Add sums two counts.
+func (p Pruned) Add(q Pruned) Pruned {
+	return Pruned{p.Messages + q.Messages, p.Outbox + q.Outbox, p.TaskRuns + q.TaskRuns, p.Usage + q.Usage}
+}
+
+// Prune removes at most limit rows of each kind older than before, in one
+// write transaction, and reports how many went; fewer than limit of every
+// kind means nothing older is left to prune. It removes only what nothing
+// needs any more:
+//
+//   - messages of a registered chat that are at or behind its group's stored
+//     cursor (handed to the agent and answered) and sent before before; a
+//     chat with no cursor yet, or no longer registered (its group may be
+//     added back and resume from its cursor), keeps all its messages;
+//   - outbox rows that were sent or finally failed before before; a pending
+//     row is never removed;
+//   - task runs that finished and started before before; a running one is
+//     never removed;
+//   - usage rows from before before, each first added to its group's day
+//     (UTC) in usage_daily, in the same transaction.
+//
+// Sessions, cursors, groups, tasks and chats are never pruned.
+func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, error) {
+	var p Pruned
+	cut := toMS(before)
+	err := db.Tx(ctx, func(tx *Tx) error {
+		q := tx.tx
+		res, err := q.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
+			SELECT m.id FROM registered_groups g
+			JOIN cursors c ON c.folder = g.folder
+			JOIN messages m ON m.chat = g.chat AND m.id <= c.message_id
+			WHERE m.sent_at < ? ORDER BY m.id LIMIT ?)`, cut, limit)
+		if err != nil {
+			return fmt.Errorf("prune messages: %w", err)
+		}
+		p.Messages = affected(res)
+		res, err = q.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
+			SELECT id FROM outbox WHERE (state = 'sent' AND sent_at < ?) OR (state = 'failed' AND failed_at < ?)
+			ORDER BY id LIMIT ?)`, cut, cut, limit)
+		if err != nil {
+			return fmt.Errorf("prune outbox: %w", err)
+		}
+		p.Outbox = affected(res)
+		res, err = q.ExecContext(ctx, `DELETE FROM task_runs WHERE id IN (
+			SELECT id FROM task_runs WHERE status != 'running' AND started_at < ? ORDER BY id LIMIT ?)`, cut, limit)
+		if err != nil {
+			return fmt.Errorf("prune task runs: %w", err)
+		}
+		p.TaskRuns = affected(res)
+
+		// Fold the batch of usage rows into their days, then remove them.
+		if _, err := q.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_usage (id INTEGER PRIMARY KEY)`); err != nil {
+			return fmt.Errorf("prune usage: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM temp.prune_usage`); err != nil {
+			return fmt.Errorf("prune usage: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO temp.prune_usage (id)
+			SELECT id FROM usage WHERE at < ? ORDER BY id LIMIT ?`, cut, limit); err != nil {
+			return fmt.Errorf("prune usage: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO usage_daily (folder, day, turns, cost_usd, input_tokens, output_tokens, duration_ms, num_turns)
+			SELECT folder, strftime('%Y-%m-%d', at / 1000, 'unixepoch'), COUNT(*), SUM(cost_usd), SUM(input_tokens), SUM(output_tokens), SUM(duration_ms), SUM(num_turns)
+			FROM usage WHERE id IN (SELECT id FROM temp.prune_usage) GROUP BY 1, 2
+			ON CONFLICT (folder, day) DO UPDATE SET
+				turns = turns + excluded.turns,
+				cost_usd = cost_usd + excluded.cost_usd,
+				input_tokens = input_tokens + excluded.input_tokens,
+				output_tokens = output_tokens + excluded.output_tokens,
+				duration_ms = duration_ms + excluded.duration_ms,
+				num_turns = num_turns + excluded.num_turns`); err != nil {
+			return fmt.Errorf("fold usage into days: %w", err)
+		}
+		res, err = q.ExecContext(ctx, `DELETE FROM usage WHERE id IN (SELECT id FROM temp.prune_usage)`)
+		if err != nil {
+			return fmt.Errorf("prune usage: %w", err)
+		}
+		p.Usage = affected(res)
+		return nil
+	})
+	if err != nil {
+		return Pruned{}, err
+	}
+	return p, nil
+}
+
+func affected(res interface{ RowsAffected() (int64, error) }) int {
+	n, _ := res.RowsAffected()
+	return int(n)
+}
+
+// DailyUsage is one group's usage on one UTC day, folded from pruned rows.
+type DailyUsage struct {
+	Folder       Folder
+	Day          string // YYYY-MM-DD, UTC
+	Turns        int
+	CostUSD      float64
+	InputTokens  int64
+	OutputTokens int64
+	DurationMS   int64
+	NumTurns     int
+}
+
+// UsageByDay lists the folded daily usage, by day then group.
+func (db *DB) UsageByDay(ctx context.Context) ([]DailyUsage, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT folder, day, turns, cost_usd, input_tokens, output_tokens, duration_ms, num_turns
+		FROM usage_daily ORDER BY day, folder`)
+	if err != nil {
+		return nil, fmt.Errorf("usage by day: %w", err)
+	}
+	defer rows.Close()
+	var out []DailyUsage
+	for rows.Next() {
+		var d DailyUsage
+		if err := rows.Scan(&d.Folder, &d.Day, &d.Turns, &d.CostUSD, &d.InputTokens, &d.OutputTokens, &d.DurationMS, &d.NumTurns); err != nil {
+			return nil, fmt.Errorf("usage by day: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage by day: %w", err)
+	}
+	return out, nil
+}
+
+// Size is the database's size in bytes (its pages, free ones included; the
+// write-ahead log is not counted).
+func (db *DB) Size(ctx context.Context) (int64, error) {
+	var n int64
+	if err := db.read.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("database size: %w", err)
+	}
+	return n, nil
+}
