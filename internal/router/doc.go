@@ -106,13 +106,13 @@
 //
 // # Outbox
 //
-// Every message is committed to the outbox before it is sent. The sender is
-// woken by each commit; it sends each chat's rows in order (chats in
-// parallel) through the channel that owns the chat, with the row's external
-// id so a retried send is idempotent. Transient errors are retried with
-// backoff (a channel that is reconnecting is waited for without using up
-// attempts); errors wrapping channel.ErrPermanent, or too many attempts, mark
-// the row failed. Rows left pending by an earlier run are sent at start.
+// Every message is committed to the outbox before it is sent: replies with
+// the cursor they settle, the agent's send_message, the daemon's notices.
+// Each commit wakes the router's outbox.Sender, which sends the rows and
+// drives the typing indicator (internal/outbox). The indicator goes on when
+// messages are handed to an agent and off when its reply is out (unless the
+// agent is working on another turn by then), when a result has nothing to
+// send, and when the run ends.
 //
 // # Start and stop
 //

@@ -70,7 +70,7 @@ func newEngineHarness(t *testing.T, mod func(*Config)) (*harness, *engineRuntime
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r.sendBackoff = 5 * time.Millisecond
+	h.r.out = h.r.newSender(5 * time.Millisecond)
 	return h, rt
 }
 

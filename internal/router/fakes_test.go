@@ -269,7 +269,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
-	h.r.sendBackoff = 5 * time.Millisecond
+	h.r.out = h.r.newSender(5 * time.Millisecond)
 	return h
 }
 

@@ -175,7 +175,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 	}
 	if piped {
 		log.Debug().Int("messages", len(msgs)).Msg("messages piped into the live container")
-		r.setTyping(string(g.Chat), true)
+		r.out.SetTyping(string(g.Chat), true)
 		return
 	}
 	r.queue.EnqueueMessages(string(g.Folder))

@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -165,11 +166,9 @@ type Router struct {
 	queue    *groupqueue.Queue
 	retries  int // failed message runs before the queue gives up
 
-	wake    chan struct{} // message loop
-	outWake chan struct{} // outbox sender
-	flushQ  chan chan struct{}
-	typing  chan typingReq
-	pings   chan chan struct{} // Ping's round trips through the message loop
+	wake  chan struct{} // message loop
+	out   *outbox.Sender
+	pings chan chan struct{} // Ping's round trips through the message loop
 
 	running  atomic.Bool
 	stopping atomic.Bool
@@ -188,9 +187,6 @@ type Router struct {
 	// ended in a timeout.
 	hangs map[store.Folder]int
 
-	// sendBackoff is the wait after a row's first failed send; it doubles
-	// with each attempt.
-	sendBackoff time.Duration
 	// onSent, when set (tests), is called after an outbox row is marked sent.
 	onSent func(store.OutboxItem)
 	// beforeMountCheck, when set (tests), runs between a run's prepare and
@@ -303,18 +299,14 @@ func New(cfg Config, d Deps) (*Router, error) {
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
 		wake:     make(chan struct{}, 1),
-		outWake:  make(chan struct{}, 1),
-		flushQ:   make(chan chan struct{}),
 		pings:    make(chan chan struct{}),
-		typing:   make(chan typingReq, 256),
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
 		fails:    make(map[store.Folder]int),
 		retrying: make(map[store.Folder]Failure),
 		hangs:    make(map[store.Folder]int),
-
-		sendBackoff: time.Second,
 	}
+	r.out = r.newSender(outbox.DefaultBackoff)
 	r.retries = len(groupqueue.DefaultRetryDelays)
 	if cfg.RetryDelays != nil {
 		r.retries = len(cfg.RetryDelays)
@@ -369,8 +361,7 @@ func (r *Router) Run(ctx context.Context) error {
 			r.log.Error().Err(err).Msg("group queue stopped with an error")
 		}
 	}()
-	goOwned("outbox sender", func() { r.sender(bg) })
-	goOwned("typing", func() { r.typingLoop(bg) })
+	goOwned("outbox sender", func() { r.out.Run(bg) })
 	goOwned("message loop", func() { r.loop(ctx) })
 
 	r.markAllDirty()

@@ -803,3 +803,24 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 		t.Fatalf("status containers after the run: got %+v; want none", st.Containers)
 	}
 }
+
+func TestTypingWhileAgentWorks(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	h.post(mainChat, "hello")
+	run := h.nextRun()
+	pollUntil(t, func() bool {
+		h.ch.mu.Lock()
+		defer h.ch.mu.Unlock()
+		return slices.Equal(h.ch.typing, []bool{true})
+	}, "typing on once the agent has the messages")
+	run.result("hi")
+	h.nextSend()
+	pollUntil(t, func() bool {
+		h.ch.mu.Lock()
+		defer h.ch.mu.Unlock()
+		return slices.Equal(h.ch.typing, []bool{true, false})
+	}, "typing off once the reply is out")
+	run.exit(0)
+	h.waitIdle("main")
+}

@@ -153,7 +153,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 		return err
 	}
 
-	r.setTyping(string(g.Chat), true)
+	r.out.SetTyping(string(g.Chat), true)
 	sess, err := r.db.GetSession(ctx, folder)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
@@ -222,7 +222,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	gs.run = nil
 	gs.mu.Unlock()
 
-	r.setTyping(string(g.Chat), false)
+	r.out.SetTyping(string(g.Chat), false)
 	if actedFail {
 		log.Warn().Err(o.failure()).Msg("a turn failed after the agent acted; its messages are not run again")
 		r.notice(g.Chat, folder, actedNotice(o.failure()))
@@ -917,10 +917,10 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	switch {
 	case send:
 		o.lastText = text
-		signal(r.outWake)
+		r.out.Wake()
 		log.Debug().Int("bytes", len(text)).Msg("reply committed")
 	case origin == store.OriginReply:
-		r.setTyping(string(g.Chat), false)
+		r.out.SetTyping(string(g.Chat), false)
 	}
 	switch {
 	case ev.IsError:
@@ -963,7 +963,7 @@ func (r *Router) notice(chat store.ChatID, folder store.Folder, text string) {
 	defer cancel()
 	_, err := r.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice})
 	if err == nil {
-		signal(r.outWake)
+		r.out.Wake()
 		return
 	}
 	log := r.log.With().Str("chat", string(chat)).Logger()

@@ -1,0 +1,31 @@
+// Package outbox sends the daemon's committed messages through the
+// channels, and shows the typing indicator.
+//
+// # Sending
+//
+// Every message is committed to the outbox (store.EnqueueOutbox) before it
+// is sent; whoever commits one calls Sender.Wake. The sender sends each
+// chat's pending rows in order (chats in parallel) through the channel that
+// owns the chat, with the row's external id so a retried send is
+// idempotent. Transient errors are retried with backoff, doubling from
+// Config.Backoff up to two minutes, and a chat's later rows wait for its
+// earlier ones; a channel that is reconnecting is waited for without using
+// up attempts. Errors wrapping channel.ErrPermanent, or eight failed
+// attempts, mark the row failed, and a row for a chat no channel owns fails
+// at once. Rows left pending by an earlier run are sent when Run starts.
+// A row that was sent but could not be marked sent stays pending and goes
+// again under the same external id. Config.OnSent is called after each row
+// is marked sent.
+//
+// Flush waits until nothing can be sent now (every row sent, failed, or
+// waiting for a retry or a channel), so a stopping daemon sends what its
+// runs committed before it exits.
+//
+// # Typing
+//
+// SetTyping queues a typing indicator change for a chat and never blocks;
+// Run applies the changes in order through the chat's channel, best effort
+// (errors are logged at debug level; a full queue drops the change).
+//
+// The package depends on internal/store and internal/channel only.
+package outbox

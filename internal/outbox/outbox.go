@@ -1,0 +1,330 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+const (
+	// maxSendAttempts is how many failed sends a row gets before it is
+	// marked failed. A channel that is reconnecting does not use them up.
+	maxSendAttempts = 8
+	// sendTimeout bounds one Send.
+	sendTimeout = 60 * time.Second
+	// channelDownWait is how long the sender waits before looking again at
+	// a channel that is reconnecting.
+	channelDownWait = 2 * time.Second
+	// maxBackoff caps the wait between attempts.
+	maxBackoff = 2 * time.Minute
+	// batch is how many pending rows one pass reads.
+	batch = 500
+	// markTimeout bounds one update of a row's state.
+	markTimeout = 30 * time.Second
+	// typingTimeout bounds one SetTyping call.
+	typingTimeout = 5 * time.Second
+	// typingQueue is how many typing changes may wait.
+	typingQueue = 256
+	// DefaultBackoff is the wait after a row's first failed send.
+	DefaultBackoff = time.Second
+)
+
+// Config configures a Sender.
+type Config struct {
+	Store    *store.DB
+	Channels []channel.Channel
+	Log      zerolog.Logger
+	Now      func() time.Time // the sent time stored with a row; nil: time.Now
+	// Backoff is the wait after a row's first failed send; it doubles with
+	// each attempt. 0: DefaultBackoff.
+	Backoff time.Duration
+	// OnSent, when set, is called (on the sender's goroutine for the chat)
+	// after a row is marked sent.
+	OnSent func(store.OutboxItem)
+}
+
+// Sender sends the outbox and applies typing changes. Create it with New;
+// it works while Run runs.
+type Sender struct {
+	cfg    Config
+	db     *store.DB
+	log    zerolog.Logger
+	wake   chan struct{}
+	flushQ chan chan struct{}
+	typing chan typingReq
+}
+
+// New returns a Sender over cfg.
+func New(cfg Config) (*Sender, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("new outbox sender: no store")
+	}
+	if cfg.Backoff < 0 {
+		return nil, errors.New("new outbox sender: negative backoff")
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Channels = slices.Clone(cfg.Channels)
+	return &Sender{
+		cfg:    cfg,
+		db:     cfg.Store,
+		log:    cfg.Log.With().Str("component", "outbox").Logger(),
+		wake:   make(chan struct{}, 1),
+		flushQ: make(chan chan struct{}),
+		typing: make(chan typingReq, typingQueue),
+	}, nil
+}
+
+// Wake tells the sender that rows were committed. It never blocks.
+func (s *Sender) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends the outbox and applies typing changes until ctx ends, then
+// waits for the sends in flight (each bounded by its own timeout) and
+// returns. Rows left pending are sent by the next Run.
+func (s *Sender) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.protect("typing", func() { s.typingLoop(ctx) }) })
+	s.protect("outbox sender", func() { s.send(ctx) })
+	wg.Wait()
+}
+
+// Flush waits until the sender has nothing it can send now (every row sent,
+// failed, or waiting for a retry or a channel) and reports true, or until
+// ctx ends and reports false. Run must be running.
+func (s *Sender) Flush(ctx context.Context) bool {
+	w := make(chan struct{})
+	select {
+	case s.flushQ <- w:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-w:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// protect runs fn and turns a panic into a logged error.
+func (s *Sender) protect(what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error().Str("part", what).Interface("panic", p).Msg("outbox part panicked")
+		}
+	}()
+	fn()
+}
+
+// channelFor returns the first channel that owns chat, nil if none does.
+func (s *Sender) channelFor(chat string) channel.Channel {
+	for _, c := range s.cfg.Channels {
+		if c.Owns(chat) {
+			return c
+		}
+	}
+	return nil
+}
+
+// sendDone reports the end of one chat's sending pass.
+type sendDone struct {
+	chat    store.ChatID
+	retryAt time.Time // zero: nothing waits
+}
+
+// send sends the outbox: each chat's pending rows in order, chats in
+// parallel. It is woken by every commit, retries transient failures with
+// backoff (a chat's later rows wait for its earlier ones), and on start
+// sends what an earlier run left pending.
+func (s *Sender) send(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make(map[store.ChatID]bool)
+	retryAt := make(map[store.ChatID]time.Time)
+	done := make(chan sendDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var waiters []chan struct{}
+	for {
+		var next time.Time
+		rows, err := s.db.PendingOutbox(ctx, batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Error().Err(err).Msg("cannot read the outbox")
+			next = time.Now().Add(channelDownWait)
+		}
+		now := time.Now()
+		byChat := make(map[store.ChatID][]store.OutboxItem)
+		var order []store.ChatID
+		for _, it := range rows {
+			if _, ok := byChat[it.Chat]; !ok {
+				order = append(order, it.Chat)
+			}
+			byChat[it.Chat] = append(byChat[it.Chat], it)
+		}
+		for _, chat := range order {
+			if busy[chat] {
+				continue
+			}
+			if t := retryAt[chat]; t.After(now) {
+				if next.IsZero() || t.Before(next) {
+					next = t
+				}
+				continue
+			}
+			busy[chat] = true
+			items := byChat[chat]
+			wg.Go(func() {
+				// A panic must still free the chat, or its rows would
+				// never go out again.
+				res := sendDone{retryAt: time.Now().Add(channelDownWait)}
+				s.protect("outbox sender", func() { res = s.sendChat(ctx, chat, items) })
+				res.chat = chat
+				select {
+				case done <- res:
+				case <-ctx.Done():
+				}
+			})
+		}
+		if len(busy) == 0 {
+			for _, w := range waiters {
+				close(w)
+			}
+			waiters = nil
+		}
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		case res := <-done:
+			delete(busy, res.chat)
+			if res.retryAt.IsZero() {
+				delete(retryAt, res.chat)
+			} else {
+				retryAt[res.chat] = res.retryAt
+			}
+		case w := <-s.flushQ:
+			waiters = append(waiters, w)
+		}
+		timer.Stop()
+	}
+}
+
+// sendChat sends one chat's pending rows in order. It stops at the first row
+// that must wait and says until when.
+func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.OutboxItem) sendDone {
+	log := s.log.With().Str("chat", string(chat)).Logger()
+	ch := s.channelFor(string(chat))
+	// mark records a row's new state. When that fails the row is still
+	// pending: the chat waits a little before it is looked at again.
+	mark := func(fn func(context.Context) error) bool {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+		defer cancel()
+		if err := fn(mctx); err != nil {
+			log.Error().Err(err).Msg("cannot update the outbox")
+			return false
+		}
+		return true
+	}
+	later := sendDone{retryAt: time.Now().Add(channelDownWait)}
+	for _, it := range items {
+		log := log.With().Int64("outbox", int64(it.ID)).Str("origin", string(it.Origin)).Logger()
+		if ch == nil {
+			log.Error().Msg("no channel handles this chat; message not sent")
+			mark(func(c context.Context) error {
+				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
+			})
+			continue
+		}
+		if st := ch.Status().State; st != channel.StateConnected && st.Recoverable() {
+			log.Debug().Str("state", string(st)).Msg("channel not connected; message waits")
+			return sendDone{retryAt: time.Now().Add(channelDownWait)}
+		}
+		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		sentID, err := ch.Send(sctx, channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID})
+		cancel()
+		if err == nil {
+			if !mark(func(c context.Context) error { return s.db.MarkSent(c, it.ID, sentID, s.cfg.Now()) }) {
+				return later // sent but not recorded: it goes again, under the same id
+			}
+			log.Debug().Int("bytes", len(it.Text)).Msg("message sent")
+			if s.cfg.OnSent != nil {
+				s.cfg.OnSent(it)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return sendDone{} // stopping: the row stays pending for the next start
+		}
+		attempts := it.Attempts + 1
+		if errors.Is(err, channel.ErrPermanent) || attempts >= maxSendAttempts {
+			log.Error().Err(err).Int("attempts", attempts).Msg("message could not be sent; marked failed")
+			if !mark(func(c context.Context) error { return s.db.MarkFailed(c, it.ID, err.Error()) }) {
+				return later
+			}
+			continue
+		}
+		wait := min(s.cfg.Backoff<<(attempts-1), maxBackoff)
+		log.Warn().Err(err).Int("attempts", attempts).Dur("retry_in", wait).Msg("send failed; will retry")
+		mark(func(c context.Context) error { return s.db.MarkAttempt(c, it.ID, err.Error()) })
+		return sendDone{retryAt: time.Now().Add(wait)}
+	}
+	return sendDone{}
+}
+
+// typingReq asks for the typing indicator in chat on or off.
+type typingReq struct {
+	chat string
+	on   bool
+}
+
+// SetTyping queues a typing change for chat; it never blocks. Changes are
+// applied in order by Run, best effort.
+func (s *Sender) SetTyping(chat string, on bool) {
+	select {
+	case s.typing <- typingReq{chat: chat, on: on}:
+	default:
+		s.log.Debug().Str("chat", chat).Msg("typing change dropped: queue full")
+	}
+}
+
+func (s *Sender) typingLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-s.typing:
+			ch := s.channelFor(req.chat)
+			if ch == nil {
+				continue
+			}
+			tctx, cancel := context.WithTimeout(ctx, typingTimeout)
+			if err := ch.SetTyping(tctx, req.chat, req.on); err != nil {
+				s.log.Debug().Err(err).Str("chat", req.chat).Bool("on", req.on).Msg("cannot set typing")
+			}
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,353 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// testWait bounds every wait for an event in these tests.
+const testWait = 10 * time.Second
+
+const (
+	chatA = store.ChatID("fake:a")
+	chatB = store.ChatID("fake:b")
+)
+
+type typed struct {
+	chat string
+	on   bool
+}
+
+// fakeChannel owns the chats "fake:…" and records every send.
+type fakeChannel struct {
+	mu    sync.Mutex
+	state channel.ConnState
+	tries []channel.Outgoing
+	sent  []channel.Outgoing
+	// fail, when set, decides the error of each attempt (nil: success).
+	fail   func(m channel.Outgoing) error
+	typing chan typed
+}
+
+func newFakeChannel() *fakeChannel {
+	return &fakeChannel{state: channel.StateConnected, typing: make(chan typed, 100)}
+}
+
+func (c *fakeChannel) Name() string                      { return "fake" }
+func (c *fakeChannel) Owns(chat string) bool             { return strings.HasPrefix(chat, "fake:") }
+func (c *fakeChannel) Connect(ctx context.Context) error { return nil }
+func (c *fakeChannel) Status() channel.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return channel.Status{State: c.state}
+}
+
+func (c *fakeChannel) setState(s channel.ConnState) {
+	c.mu.Lock()
+	c.state = s
+	c.mu.Unlock()
+}
+
+func (c *fakeChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	c.mu.Lock()
+	c.tries = append(c.tries, m)
+	fail := c.fail
+	c.mu.Unlock()
+	if fail != nil {
+		if err := fail(m); err != nil {
+			return "", err
+		}
+	}
+	c.mu.Lock()
+	c.sent = append(c.sent, m)
+	c.mu.Unlock()
+	return "wa-" + m.ID, nil
+}
+
+func (c *fakeChannel) SetTyping(ctx context.Context, chat string, on bool) error {
+	c.typing <- typed{chat, on}
+	return nil
+}
+
+func (c *fakeChannel) sentTexts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+func (c *fakeChannel) triesOf(text string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.tries {
+		if m.Text == text {
+			n++
+		}
+	}
+	return n
+}
+
+type harness struct {
+	t    *testing.T
+	db   *store.DB
+	ch   *fakeChannel
+	s    *Sender
+	sent chan store.OutboxItem
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := &harness{t: t, db: db, ch: newFakeChannel(), sent: make(chan store.OutboxItem, 100)}
+	h.s, err = New(Config{
+		Store:    db,
+		Channels: []channel.Channel{h.ch},
+		Log:      zerolog.New(io.Discard),
+		Backoff:  time.Millisecond,
+		OnSent:   func(it store.OutboxItem) { h.sent <- it },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// start runs the sender until the test ends.
+func (h *harness) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.s.Run(ctx)
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func (h *harness) commit(chat store.ChatID, text string) store.OutboxItem {
+	h.t.Helper()
+	it, err := h.db.EnqueueOutbox(context.Background(), store.OutboxItem{Chat: chat, Text: text, Origin: store.OriginReply, Group: "main"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.s.Wake()
+	return it
+}
+
+// nextSent waits for the next row marked sent.
+func (h *harness) nextSent() store.OutboxItem {
+	h.t.Helper()
+	select {
+	case it := <-h.sent:
+		return it
+	case <-time.After(testWait):
+		h.t.Fatalf("nothing marked sent within %s (sent so far: %q)", testWait, h.ch.sentTexts())
+		return store.OutboxItem{}
+	}
+}
+
+func (h *harness) flush() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if !h.s.Flush(ctx) {
+		h.t.Fatalf("outbox not flushed within %s", testWait)
+	}
+}
+
+func (h *harness) row(id store.OutboxID) store.OutboxItem {
+	h.t.Helper()
+	it, err := h.db.GetOutbox(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return it
+}
+
+func TestSentAtStart(t *testing.T) {
+	h := newHarness(t)
+	left := h.commit(chatA, "left over")
+	h.start()
+	got := h.nextSent()
+	if got.ID != left.ID {
+		t.Fatalf("sent at start: got row %d; want %d", got.ID, left.ID)
+	}
+	h.ch.mu.Lock()
+	out := h.ch.sent[0]
+	h.ch.mu.Unlock()
+	if out.Text != "left over" || out.ID != left.ExternalID || out.Chat != string(chatA) {
+		t.Fatalf("sent: got %+v; want %q to %s with id %s", out, "left over", chatA, left.ExternalID)
+	}
+	if row := h.row(left.ID); row.State != store.OutboxSent || row.SentID != "wa-"+left.ExternalID {
+		t.Fatalf("row after send: got %+v; want sent with the channel's id", row)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	h := newHarness(t)
+	h.ch.fail = func(m channel.Outgoing) error {
+		if strings.HasPrefix(m.Text, "bad") {
+			return fmt.Errorf("unknown chat: %w", channel.ErrPermanent)
+		}
+		return nil
+	}
+	bad := h.commit(chatA, "bad one")
+	orphan := h.commit("nowhere:1", "nobody owns this chat")
+	h.commit(chatA, "good one")
+	h.start()
+	if got := h.nextSent(); got.Text != "good one" {
+		t.Fatalf("sent: got %q; want the good one (the permanent failure does not block it)", got.Text)
+	}
+	h.flush()
+	for _, id := range []store.OutboxID{bad.ID, orphan.ID} {
+		if row := h.row(id); row.State != store.OutboxFailed || row.LastError == "" {
+			t.Fatalf("row %d: got %+v; want failed with its error", id, row)
+		}
+	}
+	if n := h.ch.triesOf("bad one"); n != 1 {
+		t.Fatalf("a permanent failure was tried %d times; want 1", n)
+	}
+}
+
+func TestTransientErrorsRetriedInOrder(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	failing := 2
+	h.ch.fail = func(m channel.Outgoing) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Text == "first" && failing > 0 {
+			failing--
+			return errors.New("timeout")
+		}
+		return nil
+	}
+	first := h.commit(chatA, "first")
+	h.commit(chatA, "second")
+	h.start()
+	if got := h.nextSent(); got.ID != first.ID {
+		t.Fatalf("first sent: got %q; want %q (a chat's rows go in order)", got.Text, "first")
+	}
+	if got := h.nextSent(); got.Text != "second" {
+		t.Fatalf("second sent: got %q", got.Text)
+	}
+	if got := h.ch.sentTexts(); !slices.Equal(got, []string{"first", "second"}) {
+		t.Fatalf("sent: got %q; want first then second, each once", got)
+	}
+	if n := h.ch.triesOf("second"); n != 1 {
+		t.Fatalf("second tried %d times; want 1 (it waited for the first)", n)
+	}
+	if row := h.row(first.ID); row.Attempts != 2 {
+		t.Fatalf("first row: got %d failed attempts recorded; want 2", row.Attempts)
+	}
+}
+
+func TestTooManyAttemptsFail(t *testing.T) {
+	h := newHarness(t)
+	h.ch.fail = func(m channel.Outgoing) error { return errors.New("timeout") }
+	it := h.commit(chatA, "never")
+	h.start()
+	deadline := time.Now().Add(testWait)
+	for h.row(it.ID).State != store.OutboxFailed {
+		if time.Now().After(deadline) {
+			t.Fatalf("row not failed within %s: %+v", testWait, h.row(it.ID))
+		}
+		h.flush() // returns at each retry wait; the retries go on
+		h.s.Wake()
+	}
+	if n := h.ch.triesOf("never"); n != maxSendAttempts {
+		t.Fatalf("tried %d times; want %d", n, maxSendAttempts)
+	}
+}
+
+func TestReconnectingChannelWaitsWithoutUsingAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.ch.setState(channel.StateReconnecting)
+	it := h.commit(chatA, "later")
+	h.start()
+	h.flush()
+	if n := h.ch.triesOf("later"); n != 0 {
+		t.Fatalf("tried %d times while the channel reconnects; want 0", n)
+	}
+	if row := h.row(it.ID); row.State != store.OutboxPending || row.Attempts != 0 {
+		t.Fatalf("row while the channel reconnects: got %+v; want pending, no attempts", row)
+	}
+	h.ch.setState(channel.StateConnected)
+	if got := h.nextSent(); got.ID != it.ID {
+		t.Fatalf("sent after reconnect: got %q", got.Text)
+	}
+}
+
+func TestChatsSendInParallel(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	h.ch.fail = func(m channel.Outgoing) error {
+		if m.Chat == string(chatA) {
+			<-release
+		}
+		return nil
+	}
+	defer close(release)
+	h.commit(chatA, "stuck")
+	h.start()
+	h.commit(chatB, "free")
+	if got := h.nextSent(); got.Text != "free" {
+		t.Fatalf("sent: got %q; want the other chat's row while the first chat's send hangs", got.Text)
+	}
+}
+
+func TestFlushWithoutRunEndsWithContext(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if h.s.Flush(ctx) {
+		t.Fatal("Flush reported done with no sender running")
+	}
+}
+
+func TestTypingInOrder(t *testing.T) {
+	h := newHarness(t)
+	h.s.SetTyping("nowhere:1", true) // no channel owns it: ignored
+	h.s.SetTyping(string(chatA), true)
+	h.s.SetTyping(string(chatA), false)
+	h.start()
+	for _, want := range []typed{{string(chatA), true}, {string(chatA), false}} {
+		select {
+		case got := <-h.ch.typing:
+			if got != want {
+				t.Fatalf("typing: got %+v; want %+v", got, want)
+			}
+		case <-time.After(testWait):
+			t.Fatalf("no typing change within %s; want %+v", testWait, want)
+		}
+	}
+}
+
+func TestNewRefusesNoStore(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Fatal("New with no store: got nil error")
+	}
+}
