@@ -27,13 +27,20 @@ type check struct {
 }
 
 func (a *app) cmdDoctor(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("doctor", "doctor [flags]")
+	fs := a.newFlagSet("doctor", "doctor [--json] [flags]")
+	asJSON := fs.Bool("json", false, "print the checks as JSON")
 	cf := config.Register(fs)
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
+		if *asJSON {
+			if err := writeJSON(a.stdout, doctorOutput([]check{{name: "config", status: "FAIL", detail: err.Error()}})); err != nil {
+				return err
+			}
+			return errChecksFailed
+		}
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
 	}
@@ -43,6 +50,16 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
+	if *asJSON {
+		out := doctorOutput(checks)
+		if err := writeJSON(a.stdout, out); err != nil {
+			return err
+		}
+		if !out.OK {
+			return errChecksFailed
+		}
+		return nil
+	}
 	failed := false
 	for _, c := range checks {
 		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, c.detail)

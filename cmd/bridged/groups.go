@@ -52,19 +52,23 @@ func (a *app) withBackend(ctx context.Context, cf *config.Flags, fn func(b backe
 }
 
 func (a *app) groupsList(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups list", "groups list [--available] [flags]")
+	fs := a.newFlagSet("groups list", "groups list [--available] [--json] [flags]")
 	available := fs.Bool("available", false, "list the WhatsApp chats bridged has seen (to find a chat id for `groups add`)")
+	asJSON := fs.Bool("json", false, "print the list as JSON")
 	cf := config.Register(fs)
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
 		if *available {
-			return a.printChats(ctx, b)
+			return a.printChats(ctx, b, *asJSON)
 		}
 		gs, err := b.Groups(ctx)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return writeJSON(a.stdout, groupsJSON{Groups: nonNil(gs)})
 		}
 		if len(gs) == 0 {
 			fmt.Fprintln(a.stdout, "No groups registered. Add one with: bridged groups add --name main --main local:main")
@@ -87,10 +91,19 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 	})
 }
 
-func (a *app) printChats(ctx context.Context, b backend) error {
+func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 	cs, err := b.Chats(ctx)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		out := chatsJSON{Chats: []control.Chat{}}
+		for _, c := range cs {
+			if !control.IsLocalChat(c.ID) {
+				out.Chats = append(out.Chats, c)
+			}
+		}
+		return writeJSON(a.stdout, out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	n := 0

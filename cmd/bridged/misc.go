@@ -65,10 +65,14 @@ func (a *app) cmdVersion(ctx context.Context, args []string) error {
 }
 
 func (a *app) cmdConfig(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("config", "config [flags]")
+	fs := a.newFlagSet("config", "config [--json] [flags]")
+	asJSON := fs.Bool("json", false, "print the configuration as JSON")
 	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, configJSON(cfg))
 	}
 	cfg.Print(a.stdout)
 	return nil

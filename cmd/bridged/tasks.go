@@ -34,7 +34,8 @@ func fmtTime(t *time.Time, loc *time.Location) string {
 }
 
 func (a *app) tasksList(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("tasks list", "tasks list [flags]")
+	fs := a.newFlagSet("tasks list", "tasks list [--json] [flags]")
+	asJSON := fs.Bool("json", false, "print the list as JSON")
 	_, cfg, err := a.parseConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
@@ -47,6 +48,9 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 	ts, err := b.Tasks(ctx)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, tasksJSON{Tasks: nonNil(ts)})
 	}
 	if len(ts) == 0 {
 		fmt.Fprintln(a.stdout, "No scheduled tasks. Agents create them with their schedule_task tool.")
@@ -63,9 +67,10 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 
 func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	fs := a.newFlagSet("tasks "+sub, "tasks "+sub+" [flags] ID")
-	limit := 20
+	limit, asJSON := 20, false
 	if sub == "runs" {
 		fs.IntVar(&limit, "limit", 20, "most runs to show (0: all)")
+		fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	}
 	pos, cfg, err := a.parseConfig(fs, args, 1, 1)
 	if err != nil {
@@ -86,7 +91,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	case "cancel":
 		err = b.CancelTask(ctx, id)
 	case "runs":
-		return a.printRuns(ctx, b, id, limit, cfg.Timezone)
+		return a.printRuns(ctx, b, id, limit, cfg.Timezone, asJSON)
 	}
 	if errors.Is(err, control.ErrNotFound) {
 		return fmt.Errorf("no task %s", id)
@@ -105,13 +110,16 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	return nil
 }
 
-func (a *app) printRuns(ctx context.Context, b backend, id string, limit int, loc *time.Location) error {
+func (a *app) printRuns(ctx context.Context, b backend, id string, limit int, loc *time.Location, asJSON bool) error {
 	runs, err := b.TaskRuns(ctx, id, limit)
 	if errors.Is(err, control.ErrNotFound) {
 		return fmt.Errorf("no task %s", id)
 	}
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return writeJSON(a.stdout, runsJSON{Task: id, Runs: nonNil(runs)})
 	}
 	if len(runs) == 0 {
 		fmt.Fprintf(a.stdout, "Task %s has not run yet.\n", id)
