@@ -51,9 +51,11 @@ var unitTemplate = template.Must(template.New("unit").Funcs(template.FuncMap{
 Description=bridged: Claude agents for your WhatsApp chats
 Documentation=file://{{.Doc}}
 {{- if not .User}}
-Wants=network-online.target
+# Wants=, not Requires=: a Docker installed under another unit name (a snap,
+# socket activation) must not keep bridged from starting; without an engine
+# the daemon says so and fails, and Restart= tries again.
+Wants=network-online.target docker.service
 After=network-online.target docker.service
-Requires=docker.service
 {{- end}}
 
 [Service]

@@ -46,7 +46,7 @@ func TestServiceUnit(t *testing.T) {
 			"EnvironmentFile=/etc/bridged/bridged.env\n",
 			"ExecStart=/usr/local/bin/bridged run --home /var/lib/bridged --env-file /etc/bridged/bridged.env\n",
 			"User=bridged\n", "ProtectSystem=strict\n", "ReadWritePaths=/var/lib/bridged\n", "ProtectHome=read-only\n",
-			"NoNewPrivileges=yes\n", "PrivateTmp=yes\n", "Requires=docker.service\n", "WantedBy=multi-user.target\n",
+			"NoNewPrivileges=yes\n", "PrivateTmp=yes\n", "Wants=network-online.target docker.service\n", "After=network-online.target docker.service\n", "WantedBy=multi-user.target\n",
 		}, []string{"github.com", "Type=simple"}},
 		"user": {usr, []string{
 			"Type=notify\n", "NotifyAccess=main\n", "WatchdogSec=60s\n", "Restart=on-failure\n",
