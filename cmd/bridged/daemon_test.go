@@ -15,7 +15,6 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipchost"
-	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/scheduler"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -79,7 +78,7 @@ func TestRecoverStartOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(-time.Minute)
-	task, err := db.CreateTask(ctx, store.Task{Folder: "family", Chat: "local:family", Prompt: "p", Kind: schedule.Interval, Value: "1h", NextRun: &due})
+	task, err := db.CreateTask(ctx, store.Task{Folder: "family", Chat: "local:family", Prompt: "p", Kind: store.TaskInterval, Value: "1h", NextRun: &due})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -26,7 +25,7 @@ func TestTaskRulesShared(t *testing.T) {
 	now := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
 	a := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC, Now: func() time.Time { return now }}
 
-	running := createTask(t, db, "main", schedule.Once, "2026-11-22T09:00:00Z", now)
+	running := createTask(t, db, "main", store.TaskOnce, "2026-11-22T09:00:00Z", now)
 	if err := db.SetTaskStatus(ctx, running.ID, store.TaskRunning); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,7 @@ func TestTaskRulesShared(t *testing.T) {
 		t.Errorf("resume of a running task got %+v, %v; want ErrInvalid, is running (it used to answer ok)", got, err)
 	}
 
-	spent := createTask(t, db, "main", schedule.Once, "2026-11-22T09:00:00Z", now)
+	spent := createTask(t, db, "main", store.TaskOnce, "2026-11-22T09:00:00Z", now)
 	spent.NextRun, spent.Status = nil, store.TaskPaused
 	if err := db.UpdateTask(ctx, spent); err != nil {
 		t.Fatal(err)

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
-func createTask(t *testing.T, db *store.DB, folder store.Folder, kind schedule.Kind, value string, next time.Time) store.Task {
+func createTask(t *testing.T, db *store.DB, folder store.Folder, kind store.TaskKind, value string, next time.Time) store.Task {
 	t.Helper()
 	tk, err := db.CreateTask(context.Background(), store.Task{Folder: folder, Chat: "local:main", Prompt: "water the plants",
 		Kind: kind, Value: value, NextRun: &next})
@@ -25,7 +24,7 @@ func TestTasksThroughAPI(t *testing.T) {
 	h := start(t, Live{})
 	h.addMain(t)
 	ctx := context.Background()
-	tk := createTask(t, h.db, "main", schedule.Interval, "1h", time.Now().Add(time.Hour))
+	tk := createTask(t, h.db, "main", store.TaskInterval, "1h", time.Now().Add(time.Hour))
 
 	ts, err := h.client.Tasks(ctx)
 	if err != nil {
@@ -82,15 +81,15 @@ func TestResumeSkipsMissedSlots(t *testing.T) {
 	a := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC, Now: func() time.Time { return now }}
 	tests := []struct {
 		name  string
-		kind  schedule.Kind
+		kind  store.TaskKind
 		value string
 		next  time.Time
 		want  time.Time
 	}{
-		{"cron missed a week", schedule.Cron, "0 9 * * *", now.Add(-7 * 24 * time.Hour).Add(-30 * time.Minute), time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)},
-		{"interval keeps its anchor", schedule.Interval, "1h", now.Add(-150 * time.Minute), now.Add(30 * time.Minute)},
-		{"future slot kept", schedule.Interval, "1h", now.Add(10 * time.Minute), now.Add(10 * time.Minute)},
-		{"overdue once runs now", schedule.Once, "2026-11-20T10:00:00Z", time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)},
+		{"cron missed a week", store.TaskCron, "0 9 * * *", now.Add(-7 * 24 * time.Hour).Add(-30 * time.Minute), time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)},
+		{"interval keeps its anchor", store.TaskInterval, "1h", now.Add(-150 * time.Minute), now.Add(30 * time.Minute)},
+		{"future slot kept", store.TaskInterval, "1h", now.Add(10 * time.Minute), now.Add(10 * time.Minute)},
+		{"overdue once runs now", store.TaskOnce, "2026-11-20T10:00:00Z", time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,7 +110,7 @@ func TestResumeSkipsMissedSlots(t *testing.T) {
 			}
 		})
 	}
-	orphan := createTask(t, db, "gone", schedule.Interval, "1h", now)
+	orphan := createTask(t, db, "gone", store.TaskInterval, "1h", now)
 	if _, err := a.PauseTask(ctx, string(orphan.ID)); err != nil {
 		t.Fatal(err)
 	}

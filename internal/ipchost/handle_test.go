@@ -247,7 +247,7 @@ func TestAuthorization(t *testing.T) {
 			},
 			check: func(t *testing.T, e *env, resp ipc.Response) {
 				got, _ := e.task(t, e.tasks["work"].ID)
-				if got.Kind != schedule.Interval || got.Value != "2h" || got.NextRun == nil || !got.NextRun.Equal(now.Add(2*time.Hour)) {
+				if got.Kind != store.TaskInterval || got.Value != "2h" || got.NextRun == nil || !got.NextRun.Equal(now.Add(2*time.Hour)) {
 					t.Errorf("task %s %q next %v; want interval 2h next %s", got.Kind, got.Value, got.NextRun, now.Add(2*time.Hour))
 				}
 			},
@@ -571,7 +571,7 @@ func TestTaskStates(t *testing.T) {
 			},
 			check: func(t *testing.T, got store.Task) {
 				want := time.Date(2026, 11, 23, 8, 0, 0, 0, berlinLoc())
-				if got.Status != store.TaskActive || got.Kind != schedule.Once || got.NextRun == nil || !got.NextRun.Equal(want) {
+				if got.Status != store.TaskActive || got.Kind != store.TaskOnce || got.NextRun == nil || !got.NextRun.Equal(want) {
 					t.Errorf("got %s %s next %v; want active once at %s", got.Status, got.Kind, got.NextRun, want)
 				}
 			},

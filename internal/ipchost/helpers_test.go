@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/ipc"
-	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -109,7 +108,7 @@ func newEnv(t testing.TB) *env {
 		next := now.Add(time.Hour)
 		task, err := db.CreateTask(ctx, store.Task{
 			Folder: f, Chat: chatOf(f), Prompt: "daily summary for " + string(f),
-			Kind: schedule.Cron, Value: "30 10 * * *", ContextMode: store.ContextGroup, NextRun: &next,
+			Kind: store.TaskCron, Value: "30 10 * * *", ContextMode: store.ContextGroup, NextRun: &next,
 		})
 		if err != nil {
 			t.Fatalf("create task: %v", err)

@@ -180,7 +180,7 @@ func TestTaskStatesBothDoors(t *testing.T) {
 	tests := []struct {
 		name    string
 		folder  store.Folder // the task's group; "gone" is not registered
-		kind    schedule.Kind
+		kind    store.TaskKind
 		value   string
 		status  store.TaskStatus
 		next    *time.Time
@@ -190,23 +190,23 @@ func TestTaskStatesBothDoors(t *testing.T) {
 		// none expected).
 		wantNext func(sc schedule.Schedule) *time.Time
 	}{
-		{name: "resume a running task", folder: "main", kind: schedule.Once, value: "2026-01-01 09:00", status: store.TaskRunning,
+		{name: "resume a running task", folder: "main", kind: store.TaskOnce, value: "2026-01-01 09:00", status: store.TaskRunning,
 			action: ipc.TypeResumeTask, wantErr: "is running now"},
-		{name: "resume a once task with no run left", folder: "main", kind: schedule.Once, value: "2026-01-01 09:00", status: store.TaskPaused,
+		{name: "resume a once task with no run left", folder: "main", kind: store.TaskOnce, value: "2026-01-01 09:00", status: store.TaskPaused,
 			action: ipc.TypeResumeTask, wantErr: "no run left"},
-		{name: "resume a done task", folder: "main", kind: schedule.Once, value: "2026-01-01 09:00", status: store.TaskDone,
+		{name: "resume a done task", folder: "main", kind: store.TaskOnce, value: "2026-01-01 09:00", status: store.TaskDone,
 			action: ipc.TypeResumeTask, wantErr: "is done"},
-		{name: "resume a task of a removed group", folder: "gone", kind: schedule.Interval, value: "1h", status: store.TaskPaused, next: ptr(now.Add(time.Hour)),
+		{name: "resume a task of a removed group", folder: "gone", kind: store.TaskInterval, value: "1h", status: store.TaskPaused, next: ptr(now.Add(time.Hour)),
 			action: ipc.TypeResumeTask, wantErr: "not registered"},
-		{name: "resume a cron task that missed its slots", folder: "main", kind: schedule.Cron, value: "0 9 * * *", status: store.TaskPaused,
+		{name: "resume a cron task that missed its slots", folder: "main", kind: store.TaskCron, value: "0 9 * * *", status: store.TaskPaused,
 			next: ptr(now.Add(-72 * time.Hour)), action: ipc.TypeResumeTask,
 			wantNext: func(sc schedule.Schedule) *time.Time { n := sc.Next(now.Add(-72*time.Hour), now, time.UTC); return &n }},
-		{name: "resume an interval task keeps its anchor", folder: "main", kind: schedule.Interval, value: "1h", status: store.TaskPaused,
+		{name: "resume an interval task keeps its anchor", folder: "main", kind: store.TaskInterval, value: "1h", status: store.TaskPaused,
 			next: ptr(now.Add(-150 * time.Minute)), action: ipc.TypeResumeTask,
 			wantNext: func(schedule.Schedule) *time.Time { return ptr(now.Add(30 * time.Minute)) }},
-		{name: "pause a running task", folder: "main", kind: schedule.Once, value: "2026-01-01 09:00", status: store.TaskRunning,
+		{name: "pause a running task", folder: "main", kind: store.TaskOnce, value: "2026-01-01 09:00", status: store.TaskRunning,
 			action: ipc.TypePauseTask, wantErr: "is running now"},
-		{name: "pause a done task", folder: "main", kind: schedule.Once, value: "2026-01-01 09:00", status: store.TaskDone,
+		{name: "pause a done task", folder: "main", kind: store.TaskOnce, value: "2026-01-01 09:00", status: store.TaskDone,
 			action: ipc.TypePauseTask, wantErr: "is done"},
 	}
 	for _, tt := range tests {
@@ -232,7 +232,7 @@ func TestTaskStatesBothDoors(t *testing.T) {
 				if got != "" {
 					t.Fatalf("%s: got %q; want done", d.name, got)
 				}
-				sc, err := schedule.Parse(tt.kind, tt.value, time.UTC)
+				sc, err := schedule.Parse(schedule.Kind(tt.kind), tt.value, time.UTC)
 				if err != nil {
 					t.Fatal(err)
 				}

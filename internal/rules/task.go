@@ -75,13 +75,13 @@ func Resume(t store.Task, now time.Time, loc *time.Location) (store.Task, bool, 
 	case store.TaskDone:
 		return t, false, invalid("task %s is done; give it a new schedule to run it again", t.ID)
 	}
-	sc, err := schedule.Parse(t.Kind, t.Value, loc)
+	sc, err := schedule.Parse(schedule.Kind(t.Kind), t.Value, loc)
 	if err != nil {
 		return t, false, &invalidError{msg: "task " + string(t.ID) + " cannot be resumed: " + err.Error() + "; give it a new schedule", wrap: err}
 	}
 	noneLeft := invalid("task %s has no run left; give it a new schedule to run it again", t.ID)
 	switch {
-	case t.Kind == schedule.Once:
+	case t.Kind == store.TaskOnce:
 		if t.NextRun == nil {
 			return t, false, noneLeft
 		}
@@ -135,7 +135,7 @@ func Update(t store.Task, c TaskChange, now time.Time, loc *time.Location) (stor
 		if err != nil {
 			return t, err
 		}
-		t.Kind, t.Value, t.NextRun = sc.Kind, sc.Value, &first
+		t.Kind, t.Value, t.NextRun = store.TaskKind(sc.Kind), sc.Value, &first
 		if t.Status == store.TaskDone {
 			t.Status = store.TaskActive
 		}

@@ -100,34 +100,34 @@ func TestResume(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "cron that missed a week continues with its next slot from now",
-			task:     store.Task{Kind: schedule.Cron, Value: "0 9 * * *", Status: store.TaskPaused, NextRun: at(loc, "2026-11-15 09:00")},
+			task:     store.Task{Kind: store.TaskCron, Value: "0 9 * * *", Status: store.TaskPaused, NextRun: at(loc, "2026-11-15 09:00")},
 			wantNext: at(loc, "2026-11-23 09:00")},
 		{name: "cron still to come keeps its slot",
-			task:     store.Task{Kind: schedule.Cron, Value: "0 9 * * *", Status: store.TaskPaused, NextRun: at(loc, "2026-11-23 09:00")},
+			task:     store.Task{Kind: store.TaskCron, Value: "0 9 * * *", Status: store.TaskPaused, NextRun: at(loc, "2026-11-23 09:00")},
 			wantNext: at(loc, "2026-11-23 09:00")},
 		{name: "cron without a next run gets its first slot from now",
-			task:     store.Task{Kind: schedule.Cron, Value: "0 9 * * *", Status: store.TaskPaused},
+			task:     store.Task{Kind: store.TaskCron, Value: "0 9 * * *", Status: store.TaskPaused},
 			wantNext: at(loc, "2026-11-23 09:00")},
 		{name: "interval keeps its anchor",
-			task:     store.Task{Kind: schedule.Interval, Value: "1h", Status: store.TaskPaused, NextRun: at(loc, "2026-11-22 07:00")},
+			task:     store.Task{Kind: store.TaskInterval, Value: "1h", Status: store.TaskPaused, NextRun: at(loc, "2026-11-22 07:00")},
 			wantNext: at(loc, "2026-11-22 10:00")},
 		{name: "overdue once runs now",
-			task:     store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskPaused, NextRun: at(loc, "2026-11-20 10:00")},
+			task:     store.Task{Kind: store.TaskOnce, Value: "2026-11-20 10:00", Status: store.TaskPaused, NextRun: at(loc, "2026-11-20 10:00")},
 			wantNext: at(loc, "2026-11-20 10:00")},
 		{name: "once with no run left cannot be resumed",
-			task:    store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskPaused},
+			task:    store.Task{Kind: store.TaskOnce, Value: "2026-11-20 10:00", Status: store.TaskPaused},
 			wantErr: "has no run left"},
 		{name: "an active task stays as it is",
-			task:     store.Task{Kind: schedule.Interval, Value: "1h", Status: store.TaskActive, NextRun: at(loc, "2026-11-22 07:00")},
+			task:     store.Task{Kind: store.TaskInterval, Value: "1h", Status: store.TaskActive, NextRun: at(loc, "2026-11-22 07:00")},
 			wantNext: at(loc, "2026-11-22 07:00")},
 		{name: "a running task is not paused",
-			task:    store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskRunning},
+			task:    store.Task{Kind: store.TaskOnce, Value: "2026-11-20 10:00", Status: store.TaskRunning},
 			wantErr: "is running now; it is not paused"},
 		{name: "a done task needs a new schedule",
-			task:    store.Task{Kind: schedule.Once, Value: "2026-11-20 10:00", Status: store.TaskDone},
+			task:    store.Task{Kind: store.TaskOnce, Value: "2026-11-20 10:00", Status: store.TaskDone},
 			wantErr: "is done; give it a new schedule"},
 		{name: "a schedule that no longer parses",
-			task:    store.Task{Kind: schedule.Cron, Value: "every day", Status: store.TaskPaused, NextRun: at(loc, "2026-11-20 10:00")},
+			task:    store.Task{Kind: store.TaskCron, Value: "every day", Status: store.TaskPaused, NextRun: at(loc, "2026-11-20 10:00")},
 			wantErr: "cannot be resumed: invalid schedule: invalid cron expression"},
 	}
 	for _, tt := range tests {
@@ -153,7 +153,7 @@ func TestResume(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	loc := berlin(t)
 	cron, once := schedule.Cron, schedule.Once
-	base := store.Task{ID: "task-1", Prompt: "p", Kind: schedule.Interval, Value: "1h", Status: store.TaskActive, NextRun: at(loc, "2026-11-22 10:00")}
+	base := store.Task{ID: "task-1", Prompt: "p", Kind: store.TaskInterval, Value: "1h", Status: store.TaskActive, NextRun: at(loc, "2026-11-22 10:00")}
 	with := func(s store.TaskStatus) store.Task { t := base; t.Status = s; return t }
 	tests := []struct {
 		name    string
@@ -164,7 +164,9 @@ func TestUpdate(t *testing.T) {
 	}{
 		{"new prompt", base, TaskChange{Prompt: ptr("q")}, func(t store.Task) bool { return t.Prompt == "q" && t.NextRun.Equal(*base.NextRun) }, ""},
 		{"new schedule from now", base, TaskChange{Kind: &cron, Value: ptr("0 9 * * *")},
-			func(t store.Task) bool { return t.Kind == cron && t.NextRun.Equal(*at(loc, "2026-11-23 09:00")) }, ""},
+			func(t store.Task) bool {
+				return t.Kind == store.TaskCron && t.NextRun.Equal(*at(loc, "2026-11-23 09:00"))
+			}, ""},
 		{"a done task runs again", with(store.TaskDone), TaskChange{Kind: &once, Value: ptr("2026-11-23 08:00")},
 			func(t store.Task) bool {
 				return t.Status == store.TaskActive && t.NextRun.Equal(*at(loc, "2026-11-23 08:00"))
@@ -210,7 +212,7 @@ func TestTaskTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func(folder store.Folder, next *time.Time) store.Task {
-		tk, err := db.CreateTask(ctx, store.Task{Folder: folder, Chat: "local:main", Prompt: "p", Kind: schedule.Cron, Value: "0 9 * * *", NextRun: next})
+		tk, err := db.CreateTask(ctx, store.Task{Folder: folder, Chat: "local:main", Prompt: "p", Kind: store.TaskCron, Value: "0 9 * * *", NextRun: next})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -264,7 +264,7 @@ func (s *Scheduler) decide(t store.Task, now time.Time, registered bool) store.C
 	if !registered {
 		return store.Claim{Pause: fmt.Sprintf("group %s was removed; task paused", t.Folder)}
 	}
-	sc, err := schedule.Parse(t.Kind, t.Value, s.loc)
+	sc, err := schedule.Parse(schedule.Kind(t.Kind), t.Value, s.loc)
 	if err != nil {
 		return store.Claim{Pause: fmt.Sprintf("%v; task paused", err)}
 	}

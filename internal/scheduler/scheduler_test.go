@@ -129,10 +129,10 @@ func (h *harness) advance(at time.Time) {
 	synctest.Wait()
 }
 
-func (h *harness) addTask(folder store.Folder, kind schedule.Kind, value string, next *time.Time) store.Task {
+func (h *harness) addTask(folder store.Folder, kind store.TaskKind, value string, next *time.Time) store.Task {
 	h.t.Helper()
 	if next == nil {
-		sc, err := schedule.Parse(kind, value, h.loc)
+		sc, err := schedule.Parse(schedule.Kind(kind), value, h.loc)
 		if err != nil {
 			h.t.Fatalf("parse %s %q: %v", kind, value, err)
 		}
@@ -170,7 +170,7 @@ func TestRunTimes(t *testing.T) {
 	tests := []struct {
 		name     string
 		base     string // the clock when the scheduler starts
-		kind     schedule.Kind
+		kind     store.TaskKind
 		value    string
 		nextRun  string // stored next run; empty: schedule.First(base)
 		until    string
@@ -178,49 +178,49 @@ func TestRunTimes(t *testing.T) {
 		wantNext string   // the task's next run afterwards; empty: none
 	}{
 		{
-			name: "cron 09:00 Berlin across spring forward", kind: schedule.Cron, value: "0 9 * * *",
+			name: "cron 09:00 Berlin across spring forward", kind: store.TaskCron, value: "0 9 * * *",
 			base: "2026-03-28T08:30:00+01:00", until: "2026-03-30T09:30:00+02:00",
 			want:     []string{"2026-03-28T09:00:00+01:00", "2026-03-29T09:00:00+02:00", "2026-03-30T09:00:00+02:00"},
 			wantNext: "2026-03-31T09:00:00+02:00",
 		},
 		{
-			name: "cron 09:00 Berlin across fall back", kind: schedule.Cron, value: "0 9 * * *",
+			name: "cron 09:00 Berlin across fall back", kind: store.TaskCron, value: "0 9 * * *",
 			base: "2026-10-24T08:30:00+02:00", until: "2026-10-26T09:30:00+01:00",
 			want:     []string{"2026-10-24T09:00:00+02:00", "2026-10-25T09:00:00+01:00", "2026-10-26T09:00:00+01:00"},
 			wantNext: "2026-10-27T09:00:00+01:00",
 		},
 		{
-			name: "cron weekdays skips the weekend", kind: schedule.Cron, value: "30 7 * * 1-5",
+			name: "cron weekdays skips the weekend", kind: store.TaskCron, value: "30 7 * * 1-5",
 			base: "2026-11-20T07:00:00+01:00", until: "2026-11-23T08:00:00+01:00", // Friday to Monday
 			want:     []string{"2026-11-20T07:30:00+01:00", "2026-11-23T07:30:00+01:00"},
 			wantNext: "2026-11-24T07:30:00+01:00",
 		},
 		{
-			name: "interval stays anchored to its schedule after a late start", kind: schedule.Interval, value: "1h",
+			name: "interval stays anchored to its schedule after a late start", kind: store.TaskInterval, value: "1h",
 			base: "2026-11-22T10:00:00+01:00", nextRun: "2026-11-22T09:35:00+01:00", until: "2026-11-22T12:00:00+01:00",
 			// 25 minutes late: one catch-up run now, then 10:35, 11:35 — not 11:00, 12:00.
 			want:     []string{"2026-11-22T10:00:00+01:00", "2026-11-22T10:35:00+01:00", "2026-11-22T11:35:00+01:00"},
 			wantNext: "2026-11-22T12:35:00+01:00",
 		},
 		{
-			name: "interval after downtime runs once, not once per missed slot", kind: schedule.Interval, value: "10m",
+			name: "interval after downtime runs once, not once per missed slot", kind: store.TaskInterval, value: "10m",
 			base: "2026-11-22T10:00:00+01:00", nextRun: "2026-11-22T07:05:00+01:00", until: "2026-11-22T10:04:00+01:00",
 			want:     []string{"2026-11-22T10:00:00+01:00"},
 			wantNext: "2026-11-22T10:05:00+01:00",
 		},
 		{
-			name: "cron after downtime runs once, not once per missed slot", kind: schedule.Cron, value: "*/5 * * * *",
+			name: "cron after downtime runs once, not once per missed slot", kind: store.TaskCron, value: "*/5 * * * *",
 			base: "2026-11-22T10:02:00+01:00", nextRun: "2026-11-22T07:00:00+01:00", until: "2026-11-22T10:04:00+01:00",
 			want:     []string{"2026-11-22T10:02:00+01:00"},
 			wantNext: "2026-11-22T10:05:00+01:00",
 		},
 		{
-			name: "once runs once and has no next run", kind: schedule.Once, value: "2026-11-22 12:00",
+			name: "once runs once and has no next run", kind: store.TaskOnce, value: "2026-11-22 12:00",
 			base: "2026-11-22T10:00:00+01:00", until: "2026-11-25T10:00:00+01:00",
 			want: []string{"2026-11-22T12:00:00+01:00"},
 		},
 		{
-			name: "once overdue after downtime runs at start", kind: schedule.Once, value: "2026-11-22 08:00",
+			name: "once overdue after downtime runs at start", kind: store.TaskOnce, value: "2026-11-22 08:00",
 			base: "2026-11-22T10:00:00+01:00", until: "2026-11-22T11:00:00+01:00",
 			want: []string{"2026-11-22T10:00:00+01:00"},
 		},
@@ -262,7 +262,7 @@ func TestRunTimes(t *testing.T) {
 					t.Errorf("next run %v; want %s", stored.NextRun, tt.wantNext)
 				}
 				wantStatus := store.TaskActive
-				if tt.kind == schedule.Once {
+				if tt.kind == store.TaskOnce {
 					wantStatus = store.TaskRunning
 				}
 				if stored.Status != wantStatus {
@@ -279,7 +279,7 @@ func TestClaimBeforeEnqueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
-		task := h.addTask("family", schedule.Interval, "30m", &base)
+		task := h.addTask("family", store.TaskInterval, "30m", &base)
 		var seen store.Task
 		var seenErr error
 		q := enqueueFunc(func(tk store.Task) {
@@ -355,7 +355,7 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 		var releaseOnce sync.Once
 		t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 
-		task := h.addTask("family", schedule.Interval, "1m", &base)
+		task := h.addTask("family", store.TaskInterval, "1m", &base)
 		adapter := &queueAdapter{q: q}
 		h.start(adapter, 0)
 
@@ -396,8 +396,8 @@ func TestRemovedGroupsTaskIsPaused(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
 		due := base.Add(time.Minute)
-		gone := h.addTask("family", schedule.Cron, "*/10 * * * *", &due)
-		kept := h.addTask("main", schedule.Cron, "*/10 * * * *", &due)
+		gone := h.addTask("family", store.TaskCron, "*/10 * * * *", &due)
+		kept := h.addTask("main", store.TaskCron, "*/10 * * * *", &due)
 		if err := h.db.RemoveGroup(context.Background(), "family"); err != nil {
 			t.Fatalf("remove group: %v", err)
 		}
@@ -432,7 +432,7 @@ func TestInvalidStoredScheduleIsPaused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
-		task := h.addTask("family", schedule.Cron, "61 * * * *", &base)
+		task := h.addTask("family", store.TaskCron, "61 * * * *", &base)
 		h.start(nil, 0)
 		h.advance(base.Add(time.Hour))
 		if n := len(h.fake.calls()); n != 0 {
@@ -450,11 +450,11 @@ func TestWakeRecomputesTheSleep(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
 		later := base.Add(5 * time.Hour)
-		h.addTask("main", schedule.Once, later.Format(time.RFC3339), &later)
+		h.addTask("main", store.TaskOnce, later.Format(time.RFC3339), &later)
 		h.start(nil, 24*time.Hour) // asleep until 15:00
 
 		soon := base.Add(10 * time.Minute)
-		task := h.addTask("family", schedule.Once, soon.Format(time.RFC3339), &soon)
+		task := h.addTask("family", store.TaskOnce, soon.Format(time.RFC3339), &soon)
 		h.s.Wake()
 		h.advance(soon)
 
@@ -472,7 +472,7 @@ func TestSleepIsCapped(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
 		due := base.Add(2 * time.Hour)
-		task := h.addTask("family", schedule.Once, due.Format(time.RFC3339), &due)
+		task := h.addTask("family", store.TaskOnce, due.Format(time.RFC3339), &due)
 		h.start(nil, 0)
 
 		h.advance(base.Add(10 * time.Second))
@@ -494,7 +494,7 @@ func TestRunClosesInterruptedRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
-		task := h.addTask("family", schedule.Once, base.Format(time.RFC3339), &base)
+		task := h.addTask("family", store.TaskOnce, base.Format(time.RFC3339), &base)
 		// A previous daemon claimed it and stopped during the run.
 		if _, err := h.db.ClaimDue(context.Background(), base, func(store.Task) store.Claim { return store.Claim{} }); err != nil {
 			t.Fatalf("claim: %v", err)
@@ -520,7 +520,7 @@ func TestRunClosesInterruptedRecurringRuns(t *testing.T) {
 		ctx := context.Background()
 		base := mustTime(t, "2026-11-22T10:00:00Z")
 		h := newHarness(t, base, time.UTC)
-		task := h.addTask("family", schedule.Cron, "0 * * * *", &base)
+		task := h.addTask("family", store.TaskCron, "0 * * * *", &base)
 		// A previous daemon claimed the 10:00 run and died during it.
 		prev := New(h.db, enqueueFunc(func(store.Task) {}), time.UTC, zerolog.Nop(), h.now)
 		if err := prev.claim(ctx); err != nil {

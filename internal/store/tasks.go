@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/bridged-app/bridged/internal/schedule"
 )
 
 // Task is a scheduled prompt for a group's agent.
@@ -19,7 +17,7 @@ type Task struct {
 	Folder      Folder
 	Chat        ChatID // where the output goes
 	Prompt      string
-	Kind        schedule.Kind
+	Kind        TaskKind
 	Value       string // the schedule value, as the user gave it
 	ContextMode ContextMode
 	Status      TaskStatus
@@ -90,7 +88,7 @@ func (t *Task) check() error {
 
 // CreateTask stores t with a new id and returns it as stored. ContextMode
 // defaults to isolated and Status to active. The schedule value is not
-// parsed here: callers check it with schedule.Parse and compute NextRun.
+// parsed here: callers check it with the schedule package and compute NextRun.
 func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 	if err := t.check(); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)

@@ -8,13 +8,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/bridged-app/bridged/internal/schedule"
 )
 
 func ptr(t time.Time) *time.Time { return &t }
 
-func newTask(t *testing.T, db *DB, kind schedule.Kind, next *time.Time) Task {
+func newTask(t *testing.T, db *DB, kind TaskKind, next *time.Time) Task {
 	t.Helper()
 	task, err := db.CreateTask(context.Background(), Task{
 		Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: kind, Value: "v", NextRun: next,
@@ -28,7 +26,7 @@ func newTask(t *testing.T, db *DB, kind schedule.Kind, next *time.Time) Task {
 func TestCreateTask(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	task := newTask(t, db, schedule.Cron, ptr(t0.Add(time.Hour)))
+	task := newTask(t, db, TaskCron, ptr(t0.Add(time.Hour)))
 	if len(task.ID) < len("task-")+8 || task.ID[:5] != "task-" {
 		t.Errorf("task id %q; want task-<random>", task.ID)
 	}
@@ -39,17 +37,17 @@ func TestCreateTask(t *testing.T) {
 	if got.ContextMode != ContextIsolated || got.Status != TaskActive || !got.NextRun.Equal(t0.Add(time.Hour)) || got.LastRun != nil || !got.CreatedAt.Equal(t0) {
 		t.Errorf("stored task %+v; want isolated, active, next run in an hour, no last run", got)
 	}
-	if other := newTask(t, db, schedule.Cron, nil); other.ID == task.ID {
+	if other := newTask(t, db, TaskCron, nil); other.ID == task.ID {
 		t.Errorf("two tasks got id %s", task.ID)
 	}
 
 	bad := []Task{
-		{Folder: "../x", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: "v"},
-		{Folder: "main", Prompt: "p", Kind: schedule.Once, Value: "v"},
-		{Folder: "main", Chat: "c", Prompt: " ", Kind: schedule.Once, Value: "v"},
+		{Folder: "../x", Chat: "c", Prompt: "p", Kind: TaskOnce, Value: "v"},
+		{Folder: "main", Prompt: "p", Kind: TaskOnce, Value: "v"},
+		{Folder: "main", Chat: "c", Prompt: " ", Kind: TaskOnce, Value: "v"},
 		{Folder: "main", Chat: "c", Prompt: "p", Kind: "hourly", Value: "v"},
-		{Folder: "main", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: ""},
-		{Folder: "main", Chat: "c", Prompt: "p", Kind: schedule.Once, Value: "v", ContextMode: "shared"},
+		{Folder: "main", Chat: "c", Prompt: "p", Kind: TaskOnce, Value: ""},
+		{Folder: "main", Chat: "c", Prompt: "p", Kind: TaskOnce, Value: "v", ContextMode: "shared"},
 	}
 	for _, b := range bad {
 		if _, err := db.CreateTask(ctx, b); err == nil {
@@ -75,16 +73,16 @@ func TestClaimDueConcurrent(t *testing.T) {
 			}
 			const tasks = 20
 			for i := range tasks {
-				kind := schedule.Once
+				kind := TaskOnce
 				if i%2 == 0 {
-					kind = schedule.Interval
+					kind = TaskInterval
 				}
 				newTask(t, a, kind, ptr(t0.Add(-time.Duration(i)*time.Minute)))
 			}
-			newTask(t, a, schedule.Once, ptr(t0.Add(time.Minute))) // not due
+			newTask(t, a, TaskOnce, ptr(t0.Add(time.Minute))) // not due
 
 			next := func(task Task) Claim {
-				if task.Kind == schedule.Once {
+				if task.Kind == TaskOnce {
 					return Claim{}
 				}
 				return Claim{Next: ptr(t0.Add(time.Hour))}
@@ -130,10 +128,10 @@ func TestClaimDueConcurrent(t *testing.T) {
 func TestClaimDueAndFinish(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	once := newTask(t, db, schedule.Once, ptr(t0.Add(-time.Minute)))
-	every := newTask(t, db, schedule.Interval, ptr(t0))
-	later := newTask(t, db, schedule.Cron, ptr(t0.Add(2*time.Hour)))
-	paused := newTask(t, db, schedule.Cron, ptr(t0.Add(-time.Hour)))
+	once := newTask(t, db, TaskOnce, ptr(t0.Add(-time.Minute)))
+	every := newTask(t, db, TaskInterval, ptr(t0))
+	later := newTask(t, db, TaskCron, ptr(t0.Add(2*time.Hour)))
+	paused := newTask(t, db, TaskCron, ptr(t0.Add(-time.Hour)))
 	if err := db.PauseTask(ctx, paused.ID, "group removed"); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +142,7 @@ func TestClaimDueAndFinish(t *testing.T) {
 	var sawDue []time.Time
 	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
 		sawDue = append(sawDue, *task.NextRun)
-		if task.Kind == schedule.Once {
+		if task.Kind == TaskOnce {
 			return Claim{}
 		}
 		return Claim{Next: ptr(task.NextRun.Add(time.Hour))}
@@ -203,7 +201,7 @@ func TestClaimDueAndFinish(t *testing.T) {
 func TestDeleteTask(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	task := newTask(t, db, schedule.Cron, ptr(t0))
+	task := newTask(t, db, TaskCron, ptr(t0))
 	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,13 +226,13 @@ func TestDeleteTask(t *testing.T) {
 func TestUpdateTaskAndStatus(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	task := newTask(t, db, schedule.Cron, ptr(t0))
-	task.Prompt, task.Kind, task.Value, task.NextRun = "new prompt", schedule.Interval, "2h", ptr(t0.Add(2*time.Hour))
+	task := newTask(t, db, TaskCron, ptr(t0))
+	task.Prompt, task.Kind, task.Value, task.NextRun = "new prompt", TaskInterval, "2h", ptr(t0.Add(2*time.Hour))
 	if err := db.UpdateTask(ctx, task); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := db.GetTask(ctx, task.ID)
-	if got.Prompt != "new prompt" || got.Kind != schedule.Interval || got.Value != "2h" || !got.NextRun.Equal(t0.Add(2*time.Hour)) {
+	if got.Prompt != "new prompt" || got.Kind != TaskInterval || got.Value != "2h" || !got.NextRun.Equal(t0.Add(2*time.Hour)) {
 		t.Errorf("updated task %+v", got)
 	}
 	if err := db.SetTaskStatus(ctx, task.ID, TaskPaused); err != nil {
@@ -257,7 +255,7 @@ func TestUpdateTaskAndStatus(t *testing.T) {
 		t.Errorf("UpdateTask(unknown) = %v; want ErrNotFound", err)
 	}
 
-	other, err := db.CreateTask(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: schedule.Once, Value: "v"})
+	other, err := db.CreateTask(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: TaskOnce, Value: "v"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +273,7 @@ func TestFailInterrupted(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bridged.db")
 	db := openAt(t, path)
-	task := newTask(t, db, schedule.Once, ptr(t0))
+	task := newTask(t, db, TaskOnce, ptr(t0))
 	if claimed, _ := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{} }); len(claimed) != 1 {
 		t.Fatalf("claimed %d; want 1", len(claimed))
 	}
@@ -314,8 +312,8 @@ func TestStats(t *testing.T) {
 	if err := db.MarkFailed(ctx, a.ID, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	newTask(t, db, schedule.Cron, nil)
-	p := newTask(t, db, schedule.Cron, nil)
+	newTask(t, db, TaskCron, nil)
+	p := newTask(t, db, TaskCron, nil)
 	if err := db.PauseTask(ctx, p.ID, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +333,7 @@ func TestStats(t *testing.T) {
 func TestRecurringRunClaimedVisibly(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	every := newTask(t, db, schedule.Interval, ptr(t0))
+	every := newTask(t, db, TaskInterval, ptr(t0))
 	hourly := func(task Task) Claim { return Claim{Next: ptr(task.NextRun.Add(time.Hour))} }
 	if claimed, err := db.ClaimDue(ctx, t0, hourly); err != nil || len(claimed) != 1 {
 		t.Fatalf("ClaimDue = %v, %v; want the interval task", claimed, err)
@@ -375,7 +373,7 @@ func TestRecurringRunClaimedVisibly(t *testing.T) {
 func TestClaimDuePauses(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	task := newTask(t, db, schedule.Cron, ptr(t0))
+	task := newTask(t, db, TaskCron, ptr(t0))
 	claimed, err := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{Pause: "group main was removed; task paused"} })
 	if err != nil || len(claimed) != 0 {
 		t.Fatalf("ClaimDue = %v, %v; want nothing to run", claimed, err)
@@ -395,14 +393,14 @@ func TestFailInterruptedRecurring(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bridged.db")
 	db := openAt(t, path)
-	cron := newTask(t, db, schedule.Cron, ptr(t0))
-	once := newTask(t, db, schedule.Once, ptr(t0))
-	failing := newTask(t, db, schedule.Interval, ptr(t0))
+	cron := newTask(t, db, TaskCron, ptr(t0))
+	once := newTask(t, db, TaskOnce, ptr(t0))
+	failing := newTask(t, db, TaskInterval, ptr(t0))
 	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: failing.ID, StartedAt: t0.Add(-time.Hour), Status: RunError, Error: "crashed"}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
-		if task.Kind == schedule.Once {
+		if task.Kind == TaskOnce {
 			return Claim{}
 		}
 		return Claim{Next: ptr(t0.Add(time.Hour))}

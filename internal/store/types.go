@@ -54,6 +54,23 @@ func (o Origin) valid() bool {
 // TaskStatus is a task's state.
 type TaskStatus string
 
+// TaskKind is how a task repeats, as stored. The store checks only that it is
+// one of the three; the schedule package parses the value that goes with it,
+// so the store imports nothing of bridged's own.
+type TaskKind string
+
+// Task kinds; they are the schedule package's kinds, spelled the same.
+const (
+	TaskCron     TaskKind = "cron"
+	TaskInterval TaskKind = "interval"
+	TaskOnce     TaskKind = "once"
+)
+
+// Valid reports whether k is one of the task kinds.
+func (k TaskKind) Valid() bool {
+	return k == TaskCron || k == TaskInterval || k == TaskOnce
+}
+
 // Task states.
 const (
 	TaskActive TaskStatus = "active"
