@@ -9,6 +9,20 @@
 // directories are agent-writable: the package touches them only through
 // internal/home, never by path.
 //
+// # Specs
+//
+// SpecBuilder turns a group and its run input into a container's Spec:
+// before each run it prepares the group (its directories, settings.json,
+// and the CLAUDE.md templates, main's for the main group and the global
+// one, installed where missing), then sets the image, the labels, the
+// container user, the mounts (the group's, plus the extra mounts the
+// allowlist grants; refused ones are logged and left out), the limits, TZ
+// from the daemon's time zone, the network mode, the credentials as
+// forbidden values, and, with a credential proxy, the container's own proxy
+// socket mounted read-only with the variables that point claude at it.
+// CheckMounts checks every source again right before the container is
+// created.
+//
 // # Containers
 //
 // Every container carries the labels bridged.managed=1, bridged.group and

@@ -66,9 +66,10 @@
 //
 // # Containers
 //
-// Before each run the group's directories, its .claude/settings.json and the
-// CLAUDE.md templates are created where missing, and a stale close sentinel
-// is removed. Those trees are the agents' to write, so every file operation
+// Before each run the container side (container.SpecBuilder) creates the
+// group's directories, its .claude/settings.json and the CLAUDE.md
+// templates where missing and builds the container's spec, and the router
+// removes a stale close sentinel. Those trees are the agents' to write, so every file operation
 // in them (these, the piped input files and the close sentinel) goes through
 // internal/home: a directory an agent replaced by a link is moved aside and
 // recreated, and the incident shows in Status as a failure of kind

@@ -83,7 +83,7 @@ type Config struct {
 	// APIProxy gives each container its own socket of the daemon's
 	// credential proxy, mounted read-only (nil: containers get no API
 	// access from bridged).
-	APIProxy APIProxy
+	APIProxy container.APIProxy
 	// Network is the containers' network mode: "" or "bridge", or "none".
 	Network string
 	// ContainerUID and ContainerGID are the user containers run as (and
@@ -93,16 +93,6 @@ type Config struct {
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
 	ShutdownTimeout time.Duration
-}
-
-// APIProxy serves the credential proxy to containers (credproxy).
-type APIProxy interface {
-	// Open serves a socket, ipc.ProxySocketName, for the container name of
-	// group in a daemon-owned directory, returned to be mounted read-only
-	// at ipc.ContainerProxyDir; closeFn stops it and removes the directory.
-	Open(group, name string) (dir string, closeFn func(), err error)
-	// Auth is the kind of credential the proxy adds (ipc.APIAuth*).
-	Auth() string
 }
 
 // Deps are the parts a Router works with.
@@ -163,6 +153,7 @@ type Router struct {
 	now      func() time.Time
 	home     *home.Home
 	layout   home.Layout
+	specs    container.SpecBuilder
 	queue    *groupqueue.Queue
 	retries  int // failed message runs before the queue gives up
 
@@ -298,6 +289,20 @@ func New(cfg Config, d Deps) (*Router, error) {
 		now:      d.Now,
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
+		specs: container.SpecBuilder{
+			Home:          cfg.Home,
+			AssistantName: cfg.AssistantName,
+			Timezone:      cfg.Timezone,
+			Image:         cfg.Image,
+			Instance:      cfg.Instance,
+			Limits:        cfg.Limits,
+			Allowlist:     cfg.Allowlist,
+			Secrets:       cfg.Secrets,
+			APIProxy:      cfg.APIProxy,
+			Network:       cfg.Network,
+			UID:           cfg.ContainerUID,
+			GID:           cfg.ContainerGID,
+		},
 		wake:     make(chan struct{}, 1),
 		pings:    make(chan chan struct{}),
 		groups:   make(map[store.Folder]*groupState),

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/bridged-app/bridged/groups"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
@@ -456,31 +455,10 @@ func (r *Router) containerName(folder store.Folder) string {
 	return fmt.Sprintf("bridged-%s-%d-%d", folder, r.now().UnixMilli(), r.seq.Add(1))
 }
 
-// prepare creates the group's directories, settings and templates, and
-// removes a stale close sentinel (piped input files are kept). Everything
-// goes through the home: a directory an agent replaced by a link is moved
-// aside and recreated, and no file is written through a link.
-func (r *Router) prepare(g store.Group) error {
-	folder := string(g.Folder)
-	if err := home.CheckFolder(folder); err != nil {
-		return err
-	}
-	uid, gid := r.cfg.ContainerUID, r.cfg.ContainerGID
-	if g.IsMain {
-		if err := r.installTemplate("main", func() (*home.Tree, error) { return r.home.Group(folder) }); err != nil {
-			return err
-		}
-	}
-	if err := r.installTemplate("global", r.home.Global); err != nil {
-		return err
-	}
-	if err := container.EnsureSettings(r.home, folder, uid, gid); err != nil {
-		return err
-	}
-	if err := container.PrepareGroupDirs(r.home, folder, uid, gid); err != nil {
-		return err
-	}
-	in, err := r.inputTree(g.Folder)
+// removeClose removes a stale close sentinel from the group's input/ (piped
+// input files are kept).
+func (r *Router) removeClose(folder store.Folder) error {
+	in, err := r.inputTree(folder)
 	if err != nil {
 		return err
 	}
@@ -489,52 +467,6 @@ func (r *Router) prepare(g store.Group) error {
 		return fmt.Errorf("remove stale close sentinel: %w", err)
 	}
 	return nil
-}
-
-// installTemplate installs the named template as CLAUDE.md in the tree
-// open opens, unless a CLAUDE.md is there.
-func (r *Router) installTemplate(name string, open func() (*home.Tree, error)) error {
-	t, err := open()
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	_, err = groups.Install(t, name, r.cfg.AssistantName)
-	return err
-}
-
-// checkMounts verifies every bind-mount source right before the container
-// is created: under the home, each must be reached through real
-// directories only (an agent may have swapped one for a link since prepare).
-func (r *Router) checkMounts(mounts []container.Mount) error {
-	for _, m := range mounts {
-		if err := r.layout.CheckMountSource(m.Source); err != nil {
-			return fmt.Errorf("refused to start the container: %w", err)
-		}
-	}
-	return nil
-}
-
-// extraMounts checks the group's extra mounts against the allowlist; refused
-// ones are logged and left out.
-func (r *Router) extraMounts(log zerolog.Logger, g store.Group) []container.Mount {
-	reqs := g.ContainerConfig.ExtraMounts
-	if len(reqs) == 0 {
-		return nil
-	}
-	if r.cfg.Allowlist == nil {
-		log.Warn().Int("mounts", len(reqs)).Msg("extra mounts requested but no mount allowlist is loaded; none mounted")
-		return nil
-	}
-	creqs := make([]container.MountRequest, len(reqs))
-	for i, m := range reqs {
-		creqs[i] = container.MountRequest{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadWrite: m.ReadWrite}
-	}
-	mounts, err := r.cfg.Allowlist.CheckAll(creqs, g.IsMain)
-	if err != nil {
-		log.Warn().Err(err).Msg("extra mounts refused")
-	}
-	return mounts
 }
 
 // hardTimeout is the group's container timeout: its own (at least the idle
@@ -555,10 +487,6 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	start := time.Now()
 	var o outcome
 	folder := string(g.Folder)
-	if err := r.prepare(g); err != nil {
-		o.err = fmt.Errorf("prepare group directories: %w", err)
-		return o
-	}
 	input := ipc.RunInput{
 		Prompt:        prompt,
 		Group:         folder,
@@ -572,34 +500,15 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	if sess != nil {
 		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
 	}
-	spec := container.Spec{
-		Name:     run.name,
-		Image:    r.cfg.Image,
-		Group:    folder,
-		Instance: r.cfg.Instance,
-		Home:     container.HomeLabel(r.layout.Dir),
-		User:     container.UserSpec(r.cfg.ContainerUID, r.cfg.ContainerGID),
-		Mounts:   container.Mounts(r.layout, folder, g.IsMain, r.extraMounts(log, g)),
-		Limits:   r.cfg.Limits,
+	spec, release, err := r.specs.Build(log, g, run.name, input)
+	if err != nil {
+		o.err = err
+		return o
 	}
-	if tz := r.cfg.Timezone.String(); tz != "" && tz != "Local" {
-		spec.Env = []string{"TZ=" + tz}
-	}
-	// The credential never enters the container: claude reaches the API
-	// through this container's own proxy socket.
-	spec.Network = r.cfg.Network
-	for _, v := range r.cfg.Secrets {
-		spec.Forbidden = append(spec.Forbidden, v)
-	}
-	if r.cfg.APIProxy != nil {
-		dir, closeProxy, err := r.cfg.APIProxy.Open(folder, run.name)
-		if err != nil {
-			o.err = fmt.Errorf("open the credential proxy: %w", err)
-			return o
-		}
-		defer closeProxy()
-		spec.Mounts = append(spec.Mounts, container.Mount{Source: dir, Target: ipc.ContainerProxyDir, ReadOnly: true})
-		spec.Env = append(spec.Env, ipc.EnvAPISocket+"="+ipc.ContainerProxyDir+"/"+ipc.ProxySocketName, ipc.EnvAPIAuth+"="+r.cfg.APIProxy.Auth())
+	defer release()
+	if err := r.removeClose(g.Folder); err != nil {
+		o.err = fmt.Errorf("prepare group directories: %w", err)
+		return o
 	}
 	rl := openRunLog(log, r.layout.LogsDir(folder), r.now())
 	defer rl.close()
@@ -609,12 +518,11 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 		rl.stderr(line)
 		stderrLog.Debug().Str("line", line).Msg("container stderr")
 	}
-	spec.Input = input
 
 	if r.beforeMountCheck != nil {
 		r.beforeMountCheck(g.Folder)
 	}
-	if err := r.checkMounts(spec.Mounts); err != nil {
+	if err := r.specs.CheckMounts(spec); err != nil {
 		log.Error().Err(err).Msg("bind-mount source failed its check; container not started")
 		o.err = err
 		rl.footer(o, false)

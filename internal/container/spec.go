@@ -1,0 +1,168 @@
+package container
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/groups"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// APIProxy serves the credential proxy to containers (credproxy).
+type APIProxy interface {
+	// Open serves a socket, ipc.ProxySocketName, for the container name of
+	// group in a daemon-owned directory, returned to be mounted read-only
+	// at ipc.ContainerProxyDir; closeFn stops it and removes the directory.
+	Open(group, name string) (dir string, closeFn func(), err error)
+	// Auth is the kind of credential the proxy adds (ipc.APIAuth*).
+	Auth() string
+}
+
+// SpecBuilder prepares a group's host directories and builds the Spec of
+// its container. Its zero value is not usable: Home, Image and a non-root
+// UID are required.
+type SpecBuilder struct {
+	// Home is the bridged home: every file written in an agent-writable
+	// tree goes through it.
+	Home *home.Home
+	// AssistantName fills the CLAUDE.md templates.
+	AssistantName string
+	// Timezone, unless nil, UTC's zero name or Local, is the containers' TZ.
+	Timezone        *time.Location
+	Image, Instance string
+	Limits          Limits
+	// Allowlist checks the groups' extra mounts (nil: none are mounted).
+	Allowlist *Allowlist
+	// Secrets are the Claude credentials: never sent to a container; a spec
+	// holding one is refused (Spec.Forbidden).
+	Secrets map[string]string
+	// APIProxy, when set, gives each container its own socket of the
+	// daemon's credential proxy, mounted read-only.
+	APIProxy APIProxy
+	// Network is the containers' network mode: "" or "bridge", or "none".
+	Network string
+	// UID and GID are the user containers run as (and own the group's
+	// directories when the daemon runs as root).
+	UID, GID int
+}
+
+// Build prepares g's directories (Prepare) and returns the spec of the
+// container name for g with input on its stdin. Refused extra mounts are
+// logged to log and left out. release stops the container's proxy socket:
+// call it once the container is gone (it is nil when err is not).
+func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input ipc.RunInput) (spec Spec, release func(), err error) {
+	folder := string(g.Folder)
+	if err := b.Prepare(g); err != nil {
+		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
+	}
+	layout := b.Home.Layout()
+	spec = Spec{
+		Name:      name,
+		Image:     b.Image,
+		Group:     folder,
+		Instance:  b.Instance,
+		Home:      HomeLabel(layout.Dir),
+		User:      UserSpec(b.UID, b.GID),
+		Mounts:    Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)),
+		Limits:    b.Limits,
+		Network:   b.Network,
+		Forbidden: slices.Collect(maps.Values(b.Secrets)),
+		Input:     input,
+	}
+	if b.Timezone != nil {
+		if tz := b.Timezone.String(); tz != "" && tz != "Local" {
+			spec.Env = []string{"TZ=" + tz}
+		}
+	}
+	release = func() {}
+	// The credential never enters the container: claude reaches the API
+	// through this container's own proxy socket.
+	if b.APIProxy != nil {
+		dir, closeProxy, err := b.APIProxy.Open(folder, name)
+		if err != nil {
+			return Spec{}, nil, fmt.Errorf("open the credential proxy: %w", err)
+		}
+		release = closeProxy
+		spec.Mounts = append(spec.Mounts, Mount{Source: dir, Target: ipc.ContainerProxyDir, ReadOnly: true})
+		spec.Env = append(spec.Env, ipc.EnvAPISocket+"="+ipc.ContainerProxyDir+"/"+ipc.ProxySocketName, ipc.EnvAPIAuth+"="+b.APIProxy.Auth())
+	}
+	return spec, release, nil
+}
+
+// Prepare creates g's directories, its .claude/settings.json and the
+// CLAUDE.md templates (the main one for the main group, the global one)
+// where missing. Everything goes through the home: a directory an agent
+// replaced by a link is moved aside and recreated, and no file is written
+// through a link.
+func (b SpecBuilder) Prepare(g store.Group) error {
+	folder := string(g.Folder)
+	if err := home.CheckFolder(folder); err != nil {
+		return err
+	}
+	if g.IsMain {
+		if err := b.installTemplate("main", func() (*home.Tree, error) { return b.Home.Group(folder) }); err != nil {
+			return err
+		}
+	}
+	if err := b.installTemplate("global", b.Home.Global); err != nil {
+		return err
+	}
+	if err := EnsureSettings(b.Home, folder, b.UID, b.GID); err != nil {
+		return err
+	}
+	return PrepareGroupDirs(b.Home, folder, b.UID, b.GID)
+}
+
+// installTemplate installs the named template as CLAUDE.md in the tree
+// open opens, unless a CLAUDE.md is there.
+func (b SpecBuilder) installTemplate(name string, open func() (*home.Tree, error)) error {
+	t, err := open()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	_, err = groups.Install(t, name, b.AssistantName)
+	return err
+}
+
+// CheckMounts verifies every bind-mount source of spec; call it right
+// before the container is created: under the home, each must be reached
+// through real directories only (an agent may have swapped one for a link
+// since Prepare).
+func (b SpecBuilder) CheckMounts(spec Spec) error {
+	layout := b.Home.Layout()
+	for _, m := range spec.Mounts {
+		if err := layout.CheckMountSource(m.Source); err != nil {
+			return fmt.Errorf("refused to start the container: %w", err)
+		}
+	}
+	return nil
+}
+
+// extraMounts checks the group's extra mounts against the allowlist; refused
+// ones are logged and left out.
+func (b SpecBuilder) extraMounts(log zerolog.Logger, g store.Group) []Mount {
+	reqs := g.ContainerConfig.ExtraMounts
+	if len(reqs) == 0 {
+		return nil
+	}
+	if b.Allowlist == nil {
+		log.Warn().Int("mounts", len(reqs)).Msg("extra mounts requested but no mount allowlist is loaded; none mounted")
+		return nil
+	}
+	creqs := make([]MountRequest, len(reqs))
+	for i, m := range reqs {
+		creqs[i] = MountRequest{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadWrite: m.ReadWrite}
+	}
+	mounts, err := b.Allowlist.CheckAll(creqs, g.IsMain)
+	if err != nil {
+		log.Warn().Err(err).Msg("extra mounts refused")
+	}
+	return mounts
+}
