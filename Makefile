@@ -5,11 +5,15 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 HOME_DIR ?= $(CURDIR)/.bridged
 IMAGE   ?= bridged-agent:latest
 TEST_TIMEOUT ?= 45m
+# staticcheck is pinned and installed through the Go module proxy by `make
+# tools` (lint runs it first); 0.8.2 is release 2026.2.2.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/staticcheck
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint bench test-image image run install clean deps
+.PHONY: help build test test-unit test-integration lint tools bench test-image image run install clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -35,10 +39,18 @@ test-unit: ## the tests that need no Docker
 test-integration: deps ## only the Docker end-to-end tests
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
 
-lint: ## gofmt, go vet, and staticcheck when installed
+tools: ## install the pinned staticcheck (through the Go module proxy) unless it is there
+	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))'; then \
+	  echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || { \
+	    echo "lint: staticcheck $(STATICCHECK_VERSION) could not be installed; it needs the Go module proxy:" >&2; \
+	    echo "  go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)" >&2; exit 1; }; \
+	fi
+
+lint: tools ## gofmt, go vet and staticcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
+	$(STATICCHECK) ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
 bench: deps ## print the performance figures of the README

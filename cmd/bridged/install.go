@@ -20,8 +20,8 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 )
 
-// watchdogSec is the unit's WatchdogSec=: the daemon pings every half of it.
-const watchdogSec = 60 * time.Second
+// watchdogTimeout is the unit's WatchdogSec=: the daemon pings every half of it.
+const watchdogTimeout = 60 * time.Second
 
 // service is what `bridged install-service` installs.
 type service struct {
@@ -215,7 +215,7 @@ func (a *app) cmdInstallService(ctx context.Context, args []string) error {
 // planService fills in the paths. a.root, when set, prefixes every
 // system path (tests).
 func (a *app) planService(userUnit bool, home, envFile, bin, runAs string) (service, error) {
-	s := service{User: userUnit, RunAs: runAs, Watchdog: watchdogSec, Home: home, EnvFile: envFile, Bin: bin}
+	s := service{User: userUnit, RunAs: runAs, Watchdog: watchdogTimeout, Home: home, EnvFile: envFile, Bin: bin}
 	if s.Home == "" {
 		s.Home = a.getenv("BRIDGED_HOME")
 	}

@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 the errors are the real claude CLI's messages, word for word, as its callers see them
+
 package main
 
 import (

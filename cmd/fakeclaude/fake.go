@@ -25,6 +25,8 @@ const (
 )
 
 // errStreamClosed fails CLI → host requests once stdin is closed.
+//
+//lint:ignore ST1005 the real CLI's message, word for word
 var errStreamClosed = errors.New("Stream closed")
 
 // writer serialises stdout lines; after kill nothing more is written.

@@ -201,16 +201,3 @@ func mustRequest(t *testing.T, kind ipc.RequestType, taskID store.TaskID) ipc.Re
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func berlinRFC(t *testing.T, s string) string {
-	t.Helper()
-	loc, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := time.ParseInLocation("2006-01-02 15:04", s, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v.Format(time.RFC3339)
-}

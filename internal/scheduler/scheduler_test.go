@@ -83,7 +83,7 @@ func newHarness(t *testing.T, base time.Time, loc *time.Location) *harness {
 	}
 	t.Cleanup(func() { db.Close() })
 	h := &harness{t: t, db: db, loc: loc}
-	h.off.Store(int64(base.Sub(time.Now())))
+	h.off.Store(int64(time.Until(base)))
 	for _, f := range []store.Folder{"main", "family"} {
 		if _, err := db.AddGroup(context.Background(), store.Group{
 			Chat: store.ChatID("local:" + f), Folder: f, Name: string(f), Trigger: "@Andy", IsMain: f == "main",

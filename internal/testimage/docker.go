@@ -17,7 +17,7 @@ func DockerSkipReason(ctx context.Context, ping func(context.Context) error) (st
 	}
 	if err := ping(ctx); err != nil {
 		if ci {
-			return "", fmt.Errorf("Docker is required under CI=true, but no Docker daemon answers: %w", err)
+			return "", fmt.Errorf("under CI=true Docker is required, but no Docker daemon answers: %w", err)
 		}
 		return fmt.Sprintf("no Docker daemon answers (%v); start Docker, or set CI=true to make this a failure", err), nil
 	}

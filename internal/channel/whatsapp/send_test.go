@@ -239,7 +239,7 @@ func TestMessageIDs(t *testing.T) {
 	if MessageID(id) != id {
 		t.Errorf("MessageID(%q) = %q; want it unchanged", id, MessageID(id))
 	}
-	if PartID(id, 1) == PartID(id, 2) || PartID(id, 1) != PartID(id, 1) || !isWAID(PartID(id, 1)) {
+	if first, again := PartID(id, 1), PartID(id, 1); first == PartID(id, 2) || first != again || !isWAID(first) {
 		t.Errorf("part ids %q, %q: want distinct, stable, WhatsApp-shaped", PartID(id, 1), PartID(id, 2))
 	}
 }
