@@ -68,7 +68,7 @@ func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
 	s, err := outbox.New(outbox.Config{
 		Store:    r.db,
 		Channels: r.channels,
-		Log:      r.log,
+		Log:      r.baseLog,
 		Now:      r.now,
 		Backoff:  backoff,
 		OnSent:   r.sent,

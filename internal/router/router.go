@@ -150,6 +150,7 @@ type Router struct {
 	rt       container.Runtime
 	channels []channel.Channel
 	log      zerolog.Logger
+	baseLog  zerolog.Logger // the daemon's, for the parts with a component of their own
 	now      func() time.Time
 	home     *home.Home
 	layout   home.Layout
@@ -286,6 +287,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		rt:       d.Runtime,
 		channels: slices.Clone(d.Channels),
 		log:      d.Log.With().Str("component", "router").Logger(),
+		baseLog:  d.Log,
 		now:      d.Now,
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
