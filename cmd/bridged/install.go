@@ -293,7 +293,10 @@ func (a *app) installService(ctx context.Context, s service, unit string, force 
 	}
 
 	// The home: owned by the service user, private to it.
-	if err := os.MkdirAll(s.Home, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.Home), 0o755); err != nil {
+		return fmt.Errorf("create the home's parent: %w", err)
+	}
+	if err := os.Mkdir(s.Home, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create the home: %w", err)
 	}
 	if err := os.Chown(s.Home, uid, gid); err != nil {
@@ -428,15 +431,15 @@ func (a *app) printNext(s service) {
 	w := a.stdout
 	fmt.Fprintln(w, "\nNext:")
 	if s.User {
-		fmt.Fprintf(w, "  $EDITOR %s                  # the Claude credential (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN)\n", s.EnvFile)
+		fmt.Fprintf(w, "  $EDITOR %s    # the Claude credential: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN\n", s.EnvFile)
 		fmt.Fprintf(w, "  bridged login --home %s --env-file %s\n", s.Home, s.EnvFile)
 		fmt.Fprintf(w, "  bridged groups add --home %s --env-file %s --name main --main <your chat id>\n", s.Home, s.EnvFile)
 		fmt.Fprintln(w, "  systemctl --user enable --now bridged")
-		fmt.Fprintln(w, "  loginctl enable-linger \"$USER\"             # keep it running while you are logged out")
+		fmt.Fprintln(w, "  loginctl enable-linger \"$USER\"    # keeps it running while you are logged out")
 		fmt.Fprintln(w, "  journalctl --user -u bridged -f")
 		return
 	}
-	fmt.Fprintf(w, "  sudoedit %s                 # the Claude credential (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN)\n", s.EnvFile)
+	fmt.Fprintf(w, "  sudoedit %s    # the Claude credential: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN\n", s.EnvFile)
 	fmt.Fprintf(w, "  sudo -u %s %s login --home %s --env-file %s\n", s.RunAs, s.Bin, s.Home, s.EnvFile)
 	fmt.Fprintf(w, "  sudo -u %s %s groups add --home %s --env-file %s --name main --main <your chat id>\n", s.RunAs, s.Bin, s.Home, s.EnvFile)
 	fmt.Fprintln(w, "  sudo systemctl enable --now bridged")

@@ -210,9 +210,15 @@ func TestInstallServiceUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install-service --user: %v\n%s", err, out)
 	}
-	for _, p := range []string{".config/systemd/user/bridged.service", ".config/bridged/bridged.env", ".local/share/bridged", ".local/share/doc/bridged/README.md"} {
-		if _, err := os.Stat(filepath.Join(h, p)); err != nil {
+	for p, mode := range map[string]os.FileMode{
+		".config/systemd/user/bridged.service": 0o644, ".config/bridged/bridged.env": 0o600, ".local/share/bridged": 0o750 | os.ModeDir,
+		".local/share/doc/bridged/README.md": 0o644,
+	} {
+		fi, err := os.Stat(filepath.Join(h, p))
+		if err != nil {
 			t.Error(err)
+		} else if fi.Mode() != mode {
+			t.Errorf("%s: mode %v; want %v", p, fi.Mode(), mode)
 		}
 	}
 	if !strings.Contains(out, "systemctl --user enable --now bridged") {
