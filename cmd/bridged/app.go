@@ -66,8 +66,12 @@ func commands() []command {
 func (a *app) usage() {
 	fmt.Fprintln(a.stderr, "Usage: bridged <command> [flags] [args]")
 	fmt.Fprintln(a.stderr, "\nCommands:")
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(a.stderr, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(a.stderr, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME). Flags come before arguments;")
 	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")

@@ -278,3 +278,25 @@ func TestDoctorSystemd(t *testing.T) {
 		})
 	}
 }
+
+// The command list stays a table with install-service in it.
+func TestUsageAligned(t *testing.T) {
+	_, stderr, _ := cli(t, context.Background(), nil, "", "help")
+	col := -1
+	for _, c := range commands() {
+		line := ""
+		for _, l := range strings.Split(stderr, "\n") {
+			if strings.HasPrefix(l, "  "+c.name+" ") {
+				line = l
+			}
+		}
+		i := strings.Index(line, c.summary)
+		if i < 0 {
+			t.Fatalf("usage lacks %s:\n%s", c.name, stderr)
+		}
+		if col >= 0 && i != col {
+			t.Errorf("%s's summary starts at column %d; want %d like the others:\n%s", c.name, i, col, stderr)
+		}
+		col = i
+	}
+}
