@@ -123,4 +123,11 @@
 // work, waits up to Config.ShutdownTimeout for runs to end (stopping those
 // still busy, whose messages then stay pending), sends what they committed,
 // and returns.
+//
+// # Liveness
+//
+// Ping makes a round trip through the message loop: it answers while the
+// loop runs and fails when the loop is stuck (on a group's lock, or a call
+// that never returns), before Run and after it stopped. The daemon's systemd
+// watchdog pings only while it answers.
 package router

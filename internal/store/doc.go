@@ -86,4 +86,17 @@
 // Records older than a week are pruned at start (PruneHandledRequests). Cancelling a task deletes it together with
 // its run log (DeleteTask). Removing a group leaves its tasks in place; the
 // scheduler pauses them (PauseTask) with a reason.
+//
+// # Retention and health
+//
+// Prune removes, one bounded batch per transaction, only rows nothing needs
+// any more: messages at or behind their group's stored cursor, sent or
+// finally failed outbox rows, finished task runs, and usage rows, which are
+// first folded into usage_daily (one row per group and UTC day). Messages
+// after a cursor, of a chat with no cursor or no group, pending outbox rows
+// and running task runs are never removed; nor are sessions, cursors, groups,
+// tasks or chats. internal/retention calls it in the background. Size is
+// the database's size for `bridged status`. Ping begins a write transaction
+// and rolls it back: it fails while the writer is held by a call that never
+// returns or another process keeps SQLite's write lock.
 package store
