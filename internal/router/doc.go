@@ -115,6 +115,14 @@
 // agent is working on another turn by then), when a result has nothing to
 // send, and when the run ends.
 //
+// # Status
+//
+// Status never blocks: each run publishes its container (name, id, kind,
+// busy, replied) to a small board as it changes, and Status reads that
+// board, the queue's status and the recent failures, never a group's lock
+// (those are held across store transactions, which may wait up to the
+// store's busy timeout behind another writer) nor the store.
+//
 // # Start and stop
 //
 // Run first stops every managed container a previous instance left, removes

@@ -162,6 +162,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
 		wasBusy := run.busy
 		run.busy = true
+		r.publish(g.Folder, run)
 		gs.handed = msgs[len(msgs)-1].ID
 		if !wasBusy {
 			// An idle agent starts a turn for these messages at once.

@@ -57,6 +57,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 		run.replied = true
 		run.acted = false // the chat heard from the agent after it acted
 		gs.persisted = run.settled
+		r.publish(item.Group, run)
 	}
 	r.out.Wake()
 	return stored, nil

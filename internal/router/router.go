@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +165,10 @@ type Router struct {
 	stopping atomic.Bool
 	seq      atomic.Uint64
 
+	board board // the live containers, for Status
+
+	// mu guards the maps below. It is held only while they are read or
+	// changed: never across the store, a channel or a group's lock.
 	mu       sync.Mutex
 	groups   map[store.Folder]*groupState
 	dirty    map[store.ChatID]struct{}
@@ -481,28 +484,17 @@ func (r *Router) EnqueueTask(t store.Task) {
 }
 
 // Status reports the queue, the live containers, the recent failures and
-// the home's boundary incidents (as failures of kind KindBoundary). It does
-// not block on runs.
+// the home's boundary incidents (as failures of kind KindBoundary). It never
+// blocks: it reads the snapshot runs publish as they change, never a group's
+// lock (those are held across store transactions) nor the store.
 func (r *Router) Status() Status {
-	st := Status{Queue: r.queue.Status(), Containers: []ContainerStatus{}}
+	st := Status{Queue: r.queue.Status(), Containers: r.board.containers()}
 	r.mu.Lock()
-	states := maps.Clone(r.groups)
 	st.Failures = slices.Clone(r.failures)
 	for _, f := range slices.Sorted(maps.Keys(r.retrying)) {
 		st.Failures = append(st.Failures, r.retrying[f])
 	}
 	r.mu.Unlock()
-	for f, gs := range states {
-		gs.mu.Lock()
-		if run := gs.run; run != nil {
-			st.Containers = append(st.Containers, ContainerStatus{
-				Group: string(f), Kind: string(run.kind), TaskID: string(run.task), Name: run.name, ID: run.id,
-				Since: run.started, Busy: run.busy, Replied: run.replied,
-			})
-		}
-		gs.mu.Unlock()
-	}
-	sort.Slice(st.Containers, func(i, j int) bool { return st.Containers[i].Group < st.Containers[j].Group })
 	for _, in := range r.home.Incidents() {
 		st.Failures = append(st.Failures, Failure{Time: in.Time, Group: in.Group, Kind: KindBoundary, Error: in.String()})
 	}
@@ -510,6 +502,42 @@ func (r *Router) Status() Status {
 		st.Failures = []Failure{}
 	}
 	return st
+}
+
+// board is the live containers as Status shows them. Runs publish to it as
+// they change; its mutex is held for nothing but the map.
+type board struct {
+	mu   sync.Mutex
+	live map[store.Folder]ContainerStatus
+}
+
+// containers lists the live containers by group.
+func (b *board) containers() []ContainerStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ContainerStatus, 0, len(b.live))
+	for _, f := range slices.Sorted(maps.Keys(b.live)) {
+		out = append(out, b.live[f])
+	}
+	return out
+}
+
+// publish records folder's live container for Status (run nil: none).
+// Call it with the group's lock held, after every change Status shows.
+func (r *Router) publish(folder store.Folder, run *liveRun) {
+	r.board.mu.Lock()
+	defer r.board.mu.Unlock()
+	if run == nil {
+		delete(r.board.live, folder)
+		return
+	}
+	if r.board.live == nil {
+		r.board.live = make(map[store.Folder]ContainerStatus)
+	}
+	r.board.live[folder] = ContainerStatus{
+		Group: string(folder), Kind: string(run.kind), TaskID: string(run.task), Name: run.name, ID: run.id,
+		Since: run.started, Busy: run.busy, Replied: run.replied,
+	}
 }
 
 func (r *Router) state(folder store.Folder) *groupState {

@@ -131,6 +131,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		gs.run = run
 		gs.handed = msgs[len(msgs)-1].ID
 		run.settled = gs.handed
+		r.publish(g.Folder, run)
 		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+omitted).Msg("starting agent for messages")
 		return run, prompt, nil
 	}()
@@ -219,6 +220,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 		}
 	}
 	gs.run = nil
+	r.publish(folder, nil)
 	gs.mu.Unlock()
 
 	r.out.SetTyping(string(g.Chat), false)
@@ -314,6 +316,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, busy: true, kick: make(chan struct{}, 1)}
 	gs.mu.Lock()
 	gs.run = run
+	r.publish(g.Folder, run)
 	gs.mu.Unlock()
 	log.Info().Msg("starting agent for scheduled task")
 
@@ -325,6 +328,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	gs.mu.Lock()
 	run.ended = true
 	gs.run = nil
+	r.publish(g.Folder, nil)
 	gs.mu.Unlock()
 
 	fail := o.failure()
@@ -543,6 +547,7 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	gs := r.state(g.Folder)
 	gs.mu.Lock()
 	run.id = c.ID()
+	r.publish(g.Folder, run)
 	gs.mu.Unlock()
 	log = log.With().Str("container", spec.Name).Logger()
 	log.Debug().Msg("container started")
@@ -761,6 +766,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	gs.mu.Lock()
 	if run.broken != nil {
 		run.busy = false
+		r.publish(g.Folder, run)
 		gs.mu.Unlock()
 		log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
 		r.queue.NotifyIdle(string(g.Folder))
@@ -812,6 +818,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	// result: folded into this turn, or in a turn of its own.
 	run.settled = gs.handed
 	replied := run.replied
+	r.publish(g.Folder, run)
 	gs.mu.Unlock()
 
 	if err != nil {
