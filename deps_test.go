@@ -58,6 +58,7 @@ var tiers = map[string]tier{
 	"agent-runner/mcpserver": program, // the agent runner links leaves only (see checkLayering)
 	"agent-runner/runner":    program,
 	"internal/ipc/ipctest":   program, // test support
+	"internal/testcover":     program, // test support
 
 	"groups":                    leaf,
 	"migrations":                leaf,

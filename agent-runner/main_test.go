@@ -23,6 +23,7 @@ import (
 	"github.com/bridged-app/bridged/agent-runner/runner"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/rs/zerolog"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		{bin.runner, "github.com/bridged-app/bridged/agent-runner"},
 		{bin.claude, "github.com/bridged-app/bridged/cmd/fakeclaude"},
 	} {
-		args := []string{"build", "-o", b.out}
+		args := append([]string{"build", "-o", b.out}, testcover.BuildFlags()...)
 		if raceEnabled {
 			args = append(args, "-race")
 		}
@@ -164,6 +165,7 @@ func startAgent(t testing.TB, in ipc.RunInput, o agentOpts) *agent {
 	if !o.noSandx {
 		env = append(env, "IS_SANDBOX=1") // these tests run as root
 	}
+	env = append(env, testcover.Env(t)...)
 	a.cmd.Env = append(env, o.env...)
 	a.cmd.Dir = root
 	input := o.rawIn

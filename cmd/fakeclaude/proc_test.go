@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/agent-runner/mcpserver"
+	"github.com/bridged-app/bridged/internal/testcover"
 )
 
 // The test binary doubles as the fake (role "claude") and as the bridge MCP
@@ -79,7 +80,7 @@ func startFake(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append(append([]string{}, streamArgs...), args...)...)
 	cmd.Dir = dir
-	cmd.Env = env
+	cmd.Env = append(env, testcover.Env(t)...)
 	p := &proc{t: t, cmd: cmd, lines: make(chan map[string]any, 256), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var err error
