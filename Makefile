@@ -13,7 +13,7 @@ STATICCHECK := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stat
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools bench test-image image run install clean deps
+.PHONY: help build test test-unit test-integration lint tools cover bench test-image image run install clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -52,6 +52,16 @@ lint: tools ## gofmt, go vet and staticcheck; fails on any finding
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
+
+# Every test binary and every program a test runs as a child process
+# (agent-runner and the fake claude, built with -cover) writes its counters to
+# COVER_DIR; covdata then prints one figure per package over all of them.
+COVER_DIR ?= $(CURDIR)/coverage
+cover: deps ## per-package test coverage, counting the programs tests run as child processes (BRIDGED_SKIP_DOCKER=1: no Docker)
+	rm -rf $(COVER_DIR) && mkdir -p $(COVER_DIR)
+	@echo "go test -cover ./... (output in $(COVER_DIR).log)"
+	@$(GO) test -cover -timeout $(TEST_TIMEOUT) ./... -args -test.gocoverdir=$(COVER_DIR) >$(COVER_DIR).log 2>&1 || { cat $(COVER_DIR).log; exit 1; }
+	$(GO) tool covdata percent -i=$(COVER_DIR) | sed 's/^\t//' | sort
 
 bench: deps ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
