@@ -61,7 +61,8 @@ cover: deps ## per-package test coverage, counting the programs tests run as chi
 	rm -rf $(COVER_DIR) && mkdir -p $(COVER_DIR)
 	@echo "go test -cover ./... (output in $(COVER_DIR).log)"
 	@$(GO) test -cover -timeout $(TEST_TIMEOUT) ./... -args -test.gocoverdir=$(COVER_DIR) >$(COVER_DIR).log 2>&1 || { cat $(COVER_DIR).log; exit 1; }
-	$(GO) tool covdata percent -i=$(COVER_DIR) | sed 's/^\t//' | sort
+	@$(GO) tool covdata percent -i=$(COVER_DIR) | grep -oE '[^[:space:]]+[[:space:]]+coverage: [0-9.]+%' | \
+	  sed -E 's#^github.com/bridged-app/bridged/?##; s#[[:space:]]+coverage:##' | awk '{printf "%7s  %s\n", $$2, $$1}' | sort -k2
 
 bench: deps ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
