@@ -23,6 +23,7 @@ import (
 	"github.com/bridged-app/bridged/agent-runner/runner"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/rs/zerolog"
 )
@@ -297,7 +298,7 @@ func waitDir(t testing.TB, deadline time.Duration, dir, what string, cond func()
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
-	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+	if err := ipctest.WaitFor(ctx, dir, cond); err != nil {
 		t.Fatalf("waiting %s for %s: %v", deadline, what, err)
 	}
 }

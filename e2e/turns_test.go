@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/moby/moby/client"
-
-	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 // Per-turn outcomes of a live container: a later turn that fails is retried
@@ -43,7 +42,7 @@ func (e *env) waitGroupFile(t *testing.T, name string, within time.Duration) {
 	dir := filepath.Join(e.home, "groups", "main")
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	err := ipc.WaitFor(ctx, dir, func() bool {
+	err := ipctest.WaitFor(ctx, dir, func() bool {
 		_, err := os.Stat(filepath.Join(dir, name))
 		return err == nil
 	})

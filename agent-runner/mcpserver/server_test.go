@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 )
 
 // waitDir waits, on file system events, until cond holds for dir or the
@@ -22,7 +23,7 @@ func waitDir(t *testing.T, deadline time.Duration, dir, what string, cond func()
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
-	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+	if err := ipctest.WaitFor(ctx, dir, cond); err != nil {
 		t.Fatalf("waiting %s for %s: %v", deadline, what, err)
 	}
 }

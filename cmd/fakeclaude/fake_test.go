@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 )
 
 func TestInitializeAndReply(t *testing.T) {
@@ -420,7 +421,7 @@ func TestToolCallsTheBridgeServer(t *testing.T) {
 		var names []string
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
-		if err := ipc.WaitFor(ctx, l.Requests(), func() bool {
+		if err := ipctest.WaitFor(ctx, l.Requests(), func() bool {
 			names, _ = ipc.List(l.Requests())
 			return len(names) > 0
 		}); err != nil {

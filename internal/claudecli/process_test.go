@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 )
 
 // fakeCLI prepares a run of the test binary as a fake claude replaying
@@ -550,7 +550,7 @@ func waitSleeper(t *testing.T, f *fakeCLI) int {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	pid := 0
-	err := ipc.WaitFor(ctx, filepath.Dir(f.log), func() bool {
+	err := ipctest.WaitFor(ctx, filepath.Dir(f.log), func() bool {
 		if _, err := os.Stat(f.log); err != nil {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -25,7 +26,7 @@ const minToolCalls = 200
 
 // BenchmarkToolCallUnderFlood measures a group's tool call as its MCP tool
 // sees it: from the request file written to its response file appearing
-// (waited for with ipc.WaitFor, as the tool does), first with no other
+// (waited for with ipctest.WaitFor, as the tool does), first with no other
 // traffic, then while another group's 40,000 request files are being worked
 // through. Samples under flood are taken only while the flooding group's
 // requests directory still holds files. Real store, real files, the host as
@@ -112,7 +113,7 @@ func roundTrip(b *testing.B, e *env, folder store.Folder) time.Duration {
 	if err := ipc.WriteJSON(filepath.Join(e.home, "data", "ipc", string(folder), ipc.RequestsDir), req.FileName(), req); err != nil {
 		b.Fatal(err)
 	}
-	if err := ipc.WaitFor(ctx, respDir, func() bool { return exists(resp) }); err != nil {
+	if err := ipctest.WaitFor(ctx, respDir, func() bool { return exists(resp) }); err != nil {
 		b.Fatalf("%s's tool call: %v", folder, err)
 	}
 	return time.Since(t0)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -33,7 +34,7 @@ func waitFor(t *testing.T, dir string, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+	if err := ipctest.WaitFor(ctx, dir, cond); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }

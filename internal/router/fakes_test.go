@@ -20,6 +20,7 @@ import (
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -408,7 +409,7 @@ func waitDir(t testing.TB, dir string, cond func() bool, what string, args ...an
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testWait)
 	defer cancel()
-	if err := ipc.WaitFor(ctx, dir, cond); err != nil {
+	if err := ipctest.WaitFor(ctx, dir, cond); err != nil {
 		t.Fatalf("waiting for "+what+": %v", append(args, err)...)
 	}
 }

@@ -1,4 +1,6 @@
-package ipc
+// Package ipctest helps tests wait for what appears in IPC directories without
+// polling. It is imported by tests only.
+package ipctest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ipc
+package ipctest
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 func TestWaitFor(t *testing.T) {
@@ -123,7 +125,7 @@ func mkdir(t *testing.T, dir string) {
 
 func mustWrite(t *testing.T, dir, name string) {
 	t.Helper()
-	if err := WriteFileAtomic(dir, name, []byte("{}")); err != nil {
+	if err := ipc.WriteFileAtomic(dir, name, []byte("{}")); err != nil {
 		t.Error(err)
 	}
 }
