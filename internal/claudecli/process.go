@@ -210,17 +210,14 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // the Process handles itself. It is closed once the process has exited.
 func (p *Process) Messages() <-chan Message { return p.msgs }
 
-// Done is closed once the process has exited and its output was read.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// Err returns the process's exit error (nil for exit status 0) once Done is
-// closed.
+// Err waits until the process has exited and its output was read, and
+// returns its exit error (nil for exit status 0).
 func (p *Process) Err() error {
 	<-p.done
 	return p.waitErr
 }
 
-// ExitCode returns the exit status once Done is closed (-1 if killed by a
+// ExitCode waits like Err and returns the exit status (-1 if killed by a
 // signal).
 func (p *Process) ExitCode() int {
 	<-p.done

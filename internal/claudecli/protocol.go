@@ -21,39 +21,6 @@ func (e *ControlError) Error() string {
 	return fmt.Sprintf("claude refused %s: %s", e.Subtype, e.Message)
 }
 
-// WaitInitialized blocks until the CLI answered initialize, and returns the
-// answer's payload. It fails if the CLI refused or exited first.
-func (p *Process) WaitInitialized(ctx context.Context) (json.RawMessage, error) {
-	select {
-	case <-p.initDone:
-		return p.initResp, p.initErr
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// Interrupt asks the CLI to abort the turn in flight and waits for its
-// answer. The turn then ends with an error_during_execution result.
-func (p *Process) Interrupt(ctx context.Context) error {
-	_, err := p.Request(ctx, ControlInterrupt, nil)
-	return err
-}
-
-// Request sends a control request with the given body fields (merged next to
-// subtype) and waits for the answer's payload.
-func (p *Process) Request(ctx context.Context, subtype ControlSubtype, body map[string]any) (json.RawMessage, error) {
-	req := map[string]any{}
-	for k, v := range body {
-		req[k] = v
-	}
-	req["subtype"] = subtype
-	ch, err := p.sendRequest(subtype, req)
-	if err != nil {
-		return nil, err
-	}
-	return p.awaitResponse(ctx, subtype, ch)
-}
-
 func newRequestID(n int) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
