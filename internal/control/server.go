@@ -160,13 +160,6 @@ func listenUnix(path string) (net.Listener, os.FileInfo, error) {
 	return ln, fi, nil
 }
 
-// Close releases the socket of a server whose Run was never called.
-func (s *Server) Close() error {
-	err := s.ln.Close()
-	s.removeSocket()
-	return err
-}
-
 func (s *Server) removeSocket() {
 	if fi, err := os.Lstat(s.opts.Socket); err == nil && os.SameFile(fi, s.fi) {
 		if err := os.Remove(s.opts.Socket); err != nil {
