@@ -35,6 +35,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	if err := w.Add(layout.Responses()); err != nil {
+		w.Close()
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	h := newHost(layout, cfg.timeout(), cfg.Log)

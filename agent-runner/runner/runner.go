@@ -384,6 +384,7 @@ func (r *run) loop(ctx context.Context) error {
 		return err
 	}
 	if err := w.Add(r.layout.Input()); err != nil {
+		w.Close()
 		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
 		return err
 	}

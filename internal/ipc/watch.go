@@ -60,27 +60,6 @@ func (w *Watcher) Add(dir string) error {
 	return nil
 }
 
-// Remove stops watching dir.
-func (w *Watcher) Remove(dir string) error {
-	dir = filepath.Clean(dir)
-	w.mu.Lock()
-	delete(w.dirs, dir)
-	delete(w.pending, dir)
-	w.mu.Unlock()
-	if err := w.fs.Remove(dir); err != nil {
-		return fmt.Errorf("unwatch %s: %w", dir, err)
-	}
-	return nil
-}
-
-// Poke marks dir pending as if an event had arrived for it.
-func (w *Watcher) Poke(dir string) {
-	w.mu.Lock()
-	w.pending[filepath.Clean(dir)] = true
-	w.mu.Unlock()
-	w.wake()
-}
-
 func (w *Watcher) wake() {
 	select {
 	case w.kick <- struct{}{}:
