@@ -278,7 +278,7 @@ func (a *agent) wait() int {
 
 func (a *agent) writeInput(text string) string {
 	a.t.Helper()
-	name, err := a.ipc.WriteInput(text)
+	name, err := ipctest.WriteInput(a.ipc, text)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func (a *agent) writeInput(text string) string {
 
 func (a *agent) close() {
 	a.t.Helper()
-	if err := a.ipc.WriteClose(); err != nil {
+	if err := ipctest.WriteClose(a.ipc); err != nil {
 		a.t.Fatal(err)
 	}
 }
@@ -448,10 +448,10 @@ func TestLeftoverInputIsDelivered(t *testing.T) {
 		// Waiting before the runner started, with a stale close sentinel
 		// from an earlier container.
 		l := ipc.Layout{Root: filepath.Join(root, "ipc")}
-		if _, err := l.WriteInput("fake:reply second"); err != nil {
+		if _, err := ipctest.WriteInput(l, "fake:reply second"); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.WriteClose(); err != nil {
+		if err := ipctest.WriteClose(l); err != nil {
 			t.Fatal(err)
 		}
 	}})

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/testimage"
 )
 
@@ -113,7 +114,7 @@ func TestDockerAgentRunner(t *testing.T) {
 	}
 
 	layout := ipc.Layout{Root: p.IPCDir("family")}
-	if _, err := layout.WriteInput(message("and a follow-up")); err != nil {
+	if _, err := ipctest.WriteInput(layout, message("and a follow-up")); err != nil {
 		t.Fatal(err)
 	}
 	second := nextResult(t, run, time.Minute)
@@ -122,7 +123,7 @@ func TestDockerAgentRunner(t *testing.T) {
 		t.Fatalf("second result %+v; want \"echo: and a follow-up\"", second)
 	}
 
-	if err := layout.WriteClose(); err != nil {
+	if err := ipctest.WriteClose(layout); err != nil {
 		t.Fatal(err)
 	}
 	for ev := range run.Events() {

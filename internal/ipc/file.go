@@ -116,18 +116,3 @@ func (l Layout) Ensure() error {
 	}
 	return nil
 }
-
-// WriteInput queues a follow-up message for the agent and returns its file name.
-func (l Layout) WriteInput(text string) (string, error) {
-	in := Input{Type: InputMessage, Text: text}
-	if err := in.Validate(); err != nil {
-		return "", err
-	}
-	name := NewName() + ".json"
-	return name, WriteJSON(l.Input(), name, in)
-}
-
-// WriteClose writes the close sentinel.
-func (l Layout) WriteClose() error {
-	return WriteFileAtomic(l.Input(), CloseName, nil)
-}

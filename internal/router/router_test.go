@@ -16,6 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -671,7 +672,7 @@ func TestLeftoversStoppedAndRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (ipc.Layout{Root: filepath.Join(h.home, "data", "ipc", "main")}).WriteInput("stale"); err != nil {
+	if _, err := ipctest.WriteInput(ipc.Layout{Root: filepath.Join(h.home, "data", "ipc", "main")}, "stale"); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
