@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bridged-app/bridged"
 )
 
 // module is this module's path; imports outside it are not checked here.
@@ -272,6 +274,30 @@ func TestDependencyCheckCatches(t *testing.T) {
 			if strings.HasPrefix(line, fine) {
 				t.Errorf("reported an allowed import: %s", line)
 			}
+		}
+	}
+}
+
+// TestReadmeListsEveryPackage keeps the README's layout section complete: one
+// line per package, starting with its path.
+func TestReadmeListsEveryPackage(t *testing.T) {
+	_, layout, ok := strings.Cut(bridged.README, "\n## Layout\n")
+	if !ok {
+		t.Fatal("README has no Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(layout, "\n") {
+		if f := strings.Fields(line); strings.HasPrefix(line, "  ") && len(f) > 1 {
+			listed[strings.TrimSuffix(f[0], "/")] = true
+		}
+	}
+	for path := range listPackages(t) {
+		if path == "" {
+			path = "."
+		}
+		if !listed[path] {
+			t.Errorf("README's layout section does not list %s", path)
 		}
 	}
 }
