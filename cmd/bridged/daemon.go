@@ -135,7 +135,7 @@ type taskRecoverer interface {
 // Only then do the router, the IPC host, the scheduler and the channels
 // start. The router's own start-up cleanup then finds no container left.
 func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance string, ipcHost ipcRecoverer, tasks taskRecoverer, log zerolog.Logger) error {
-	router.StopLeftovers(ctx, rt, homeDir, instance, log)
+	container.StopLeftovers(ctx, rt, homeDir, instance, log)
 	if _, err := ipcHost.Recover(ctx); err != nil {
 		return err
 	}

@@ -25,9 +25,10 @@
 //
 // # Containers
 //
-// Every container carries the labels bridged.managed=1, bridged.group and
-// bridged.instance, runs the image's entrypoint as a non-root uid:gid (the
-// daemon's own, or BRIDGED_CONTAINER_UID:GID, default 61000:61000, when the
+// Every container carries the labels bridged.managed=1, bridged.group,
+// bridged.instance and bridged.home (HomeLabel; StopLeftovers stops a
+// home's containers that other instances left), runs the image's
+// entrypoint as a non-root uid:gid (the daemon's own, or BRIDGED_CONTAINER_UID:GID, default 61000:61000, when the
 // daemon runs as root; Start refuses root), with every capability dropped, no-new-privileges, memory, CPU and
 // pids limits, a tmpfs /tmp (mode 1777), the engine's init process as PID 1,
 // and auto-remove. The run input, credentials included, travels only on the

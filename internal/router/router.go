@@ -36,8 +36,6 @@ const (
 	timeoutMargin = 30 * time.Second
 	// stopGrace is how long a stopped container gets before it is killed.
 	stopGrace = 10 * time.Second
-	// leftoverGrace is how long a previous instance's container gets.
-	leftoverGrace = 5 * time.Second
 	// maxHangs is how many runs of a group in a row may end in a timeout
 	// (start or container) before the retries stop: a hang is retried once.
 	maxHangs = 2
@@ -392,36 +390,6 @@ func (r *Router) Run(ctx context.Context) error {
 	return nil
 }
 
-// StopLeftovers stops and removes every managed container of the home
-// homeDir (containers of other homes on the same engine belong to other
-// daemons) that an instance other than instance started, and waits until
-// they are gone. Failures are logged; nothing else depends on them.
-func StopLeftovers(ctx context.Context, rt container.Runtime, homeDir, instance string, log zerolog.Logger) {
-	infos, err := rt.ListManaged(ctx)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot list leftover containers")
-		return
-	}
-	label := container.HomeLabel(homeDir)
-	var wg sync.WaitGroup
-	for _, info := range infos {
-		if info.Home != label || (instance != "" && info.Instance == instance) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := rt.Stop(ctx, info.ID, leftoverGrace); err != nil {
-				log.Error().Err(err).Str("container", info.Name).Str("group", info.Group).Msg("cannot stop leftover container")
-				return
-			}
-			log.Info().Str("container", info.Name).Str("group", info.Group).Str("instance", info.Instance).
-				Msg("stopped a previous bridged's leftover container")
-		}()
-	}
-	wg.Wait()
-}
-
 // protect runs fn and turns a panic into a logged error.
 func (r *Router) protect(what string, fn func()) {
 	defer func() {
@@ -433,11 +401,11 @@ func (r *Router) protect(what string, fn func()) {
 }
 
 // cleanLeftovers stops every managed container an earlier instance with the
-// same home left behind (StopLeftovers) and removes the input files they
-// never read. Their messages are still after the cursors (a cursor is stored
+// same home left behind (container.StopLeftovers) and removes the input
+// files they never read. Their messages are still after the cursors (a cursor is stored
 // only with a reply), so they run again.
 func (r *Router) cleanLeftovers(ctx context.Context) {
-	StopLeftovers(ctx, r.rt, r.layout.Dir, r.cfg.Instance, r.log)
+	container.StopLeftovers(ctx, r.rt, r.layout.Dir, r.cfg.Instance, r.log)
 	groups, err := r.db.ListGroups(ctx)
 	if err != nil {
 		r.log.Error().Err(err).Msg("cannot list groups to clear stale input")
