@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func (l statusLive) Live() control.Live {
 	return live
 }
 
-// /v1/status answers while another writer holds the database and the router
+// /v1/status and /metrics answer while another writer holds the database and the router
 // waits for it with a group's lock held: Status reads no group lock and no
 // store write.
 func TestStatusAnswersWhileTheStoreIsLocked(t *testing.T) {
@@ -87,9 +88,17 @@ func TestStatusAnswersWhileTheStoreIsLocked(t *testing.T) {
 	// would answer only once the send gave up.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := control.NewClient(sock).Status(ctx)
+	client := control.NewClient(sock)
+	st, err := client.Status(ctx)
 	if err != nil {
 		t.Fatalf("/v1/status while the store is locked: %v", err)
+	}
+	metrics, err := client.Metrics(ctx)
+	if err != nil {
+		t.Fatalf("/metrics while the store is locked: %v", err)
+	}
+	if !strings.Contains(metrics, "bridged_containers_running 1") {
+		t.Fatalf("/metrics while the store is locked: want one container running in\n%s", metrics)
 	}
 	select {
 	case err := <-sent:
