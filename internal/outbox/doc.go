@@ -15,7 +15,9 @@
 // at once. Rows left pending by an earlier run are sent when Run starts.
 // A row that was sent but could not be marked sent stays pending and goes
 // again under the same external id. Config.OnSent is called after each row
-// is marked sent.
+// is marked sent. A chat's send that panics (a channel's bug) is logged and
+// the chat is looked at again two seconds later, never in a tight loop, while
+// the other chats go on.
 //
 // Flush waits until nothing can be sent now (every row sent, failed, or
 // waiting for a retry or a channel), so a stopping daemon sends what its

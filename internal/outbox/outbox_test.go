@@ -351,3 +351,31 @@ func TestNewRefusesNoStore(t *testing.T) {
 		t.Fatal("New with no store: got nil error")
 	}
 }
+
+// panicChannel panics on its first send, then sends.
+type panicChannel struct {
+	*fakeChannel
+	once sync.Once
+}
+
+func (c *panicChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	c.once.Do(func() { panic("channel bug") })
+	return c.fakeChannel.Send(ctx, m)
+}
+
+// A send that panics does not stop the sender: the chat is tried again.
+func TestPanickingSendRetried(t *testing.T) {
+	h := newHarness(t)
+	pc := &panicChannel{fakeChannel: h.ch}
+	var err error
+	h.s, err = New(Config{Store: h.db, Channels: []channel.Channel{pc}, Log: zerolog.New(io.Discard),
+		OnSent: func(it store.OutboxItem) { h.sent <- it }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := h.commit(chatA, "after the panic")
+	h.start()
+	if got := h.nextSent(); got.ID != it.ID {
+		t.Fatalf("sent: got %q", got.Text)
+	}
+}
