@@ -28,6 +28,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/bridged-app/bridged/internal/testimage"
 )
 
@@ -87,10 +88,17 @@ func runMain(m *testing.M) int {
 	// Tests run the daemon with the race detector; benchmarks without it,
 	// so the figures are the product's.
 	flag.Parse()
-	buildArgs := []string{"build", "-race", "-o", bridgedBin, "./cmd/bridged"}
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		buildArgs = []string{"build", "-o", bridgedBin, "./cmd/bridged"}
+	// Under -cover the daemon counts too (see environ); -race needs the
+	// atomic counter mode, so a coverage run in another mode builds without.
+	buildArgs := []string{"build", "-race"}
+	if mode := testing.CoverMode(); mode != "" && mode != "atomic" {
+		buildArgs = []string{"build"}
 	}
+	buildArgs = append(buildArgs, testcover.BuildFlags()...)
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		buildArgs = []string{"build"}
+	}
+	buildArgs = append(buildArgs, "-o", bridgedBin, "./cmd/bridged")
 	build := exec.CommandContext(ctx, "go", buildArgs...)
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -152,6 +160,9 @@ func (e *env) environ() []string {
 			continue
 		}
 		out = append(out, kv)
+	}
+	if e.cred == nil { // another user could not write the test's coverage directory
+		out = append(out, testcover.Env(e.t)...)
 	}
 	out = append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
 		"BRIDGED_MOUNT_ALLOWLIST="+filepath.Join(os.TempDir(), "bridged-e2e-no-allowlist.json"))
