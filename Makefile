@@ -54,9 +54,9 @@ lint: tools ## gofmt, go vet and staticcheck; fails on any finding
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
 # Every test binary and every program a test runs as a child process
-# (agent-runner, the fake claude and, in the end-to-end tests, the daemon, built
-# with -cover) writes its counters to
-# COVER_DIR; covdata then prints one figure per package over all of them.
+# (agent-runner, the fake claude and, in the end-to-end tests, the daemon, all
+# built with -cover) writes its counters to COVER_DIR; covdata then prints one
+# figure per package over all of them.
 COVER_DIR ?= $(CURDIR)/coverage
 cover: deps ## per-package test coverage, counting the programs tests run as child processes (BRIDGED_SKIP_DOCKER=1: no Docker)
 	rm -rf $(COVER_DIR) && mkdir -p $(COVER_DIR)
