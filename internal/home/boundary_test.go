@@ -39,7 +39,7 @@ var agentPathMarks = []string{"GroupDir", "GroupsDir", "GlobalDir", "ClaudeDir",
 var agentPathLiterals = []string{"groups", "ipc", "sessions", "inbox", ".claude"}
 
 // skipped are the trees that are not the daemon.
-var skipped = []string{"agent-runner", "cmd/fakeclaude", "cmd/testimage", "internal/testimage", "internal/home", "e2e"}
+var skipped = []string{"agent-runner", "cmd/fakeclaude", "cmd/testimage", "internal/testimage", "internal/ipc/ipctest", "internal/testcover", "internal/home", "e2e"}
 
 func TestNoPathBasedAccessToAgentTrees(t *testing.T) {
 	root, err := filepath.Abs("../..")
