@@ -10,6 +10,12 @@
 // from the same places, kept in Config.Secrets, and masked whenever the
 // configuration is printed. Only the daemon's credential proxy uses them; they
 // never enter a container.
+//
+// Voice transcription is off unless BRIDGED_TRANSCRIBE_URL is set (the base URL
+// of an OpenAI-compatible endpoint; /v1/audio/transcriptions is appended).
+// BRIDGED_TRANSCRIBE_KEY is a secret like the Claude credentials: read from the
+// environment or the env file only (never a flag, which other users see in the
+// process list), masked when printed, used by the daemon only.
 package config
 
 import (
@@ -32,6 +38,8 @@ import (
 const (
 	EnvAPIKey     = "ANTHROPIC_API_KEY"
 	EnvOAuthToken = "CLAUDE_CODE_OAUTH_TOKEN"
+	// EnvTranscribeKey is the bearer token of the transcription endpoint.
+	EnvTranscribeKey = "BRIDGED_TRANSCRIBE_KEY"
 )
 
 // Config is the effective configuration.
@@ -70,6 +78,10 @@ type Config struct {
 	// Retention is how long answered messages, sent outbox rows, finished
 	// task runs and raw usage rows are kept; 0 keeps them forever.
 	Retention time.Duration
+	// TranscribeURL is the transcription endpoint's base URL; "" turns
+	// transcription off. TranscribeModel is the model it is asked for and
+	// TranscribeKey its bearer token ("" for a local server that needs none).
+	TranscribeURL, TranscribeModel, TranscribeKey string
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -116,6 +128,8 @@ var settings = []setting{
 	{"container-network", "BRIDGED_CONTAINER_NETWORK", constant("bridge"), "containers' network: bridge, or none (no network at all; Claude is still reached through the proxy)"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
+	{"transcribe-url", "BRIDGED_TRANSCRIBE_URL", constant(""), "OpenAI-compatible transcription endpoint for voice notes, e.g. https://api.openai.com (empty = off)"},
+	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
 }
 
@@ -212,6 +226,9 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 		} else if v := fileVals[k]; v != "" {
 			c.Secrets[k] = v
 		}
+	}
+	if c.TranscribeKey = getenv(EnvTranscribeKey); c.TranscribeKey == "" {
+		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
 	return c, nil
 }
@@ -340,6 +357,15 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	if c.Retention, err = ParseRetention(raw["BRIDGED_RETENTION"]); err != nil {
 		return nil, bad("BRIDGED_RETENTION", err.Error())
+	}
+	if c.TranscribeURL = strings.TrimSuffix(raw["BRIDGED_TRANSCRIBE_URL"], "/"); c.TranscribeURL != "" {
+		if u, err := url.Parse(c.TranscribeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, bad("BRIDGED_TRANSCRIBE_URL", "want http(s)://host[:port][/path], without query or user info (the key goes in BRIDGED_TRANSCRIBE_KEY)")
+		}
+	}
+	if c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"]); c.TranscribeModel == "" {
+		return nil, bad("BRIDGED_TRANSCRIBE_MODEL", "must not be empty")
 	}
 	return c, nil
 }
@@ -508,6 +534,9 @@ func (c *Config) Values() map[string]string {
 		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
 		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
 		"BRIDGED_RETENTION":         FormatRetention(c.Retention),
+		"BRIDGED_TRANSCRIBE_URL":    c.TranscribeURL,
+		"BRIDGED_TRANSCRIBE_MODEL":  c.TranscribeModel,
+		EnvTranscribeKey:            Mask(c.TranscribeKey),
 	}
 }
 
@@ -537,7 +566,7 @@ type Variable struct {
 
 // Variables lists every configuration variable, the credentials last.
 func Variables() []Variable {
-	out := make([]Variable, 0, len(settings)+2)
+	out := make([]Variable, 0, len(settings)+3)
 	for _, s := range settings {
 		def := ""
 		if s.env != "BRIDGED_HOME" && s.env != "BRIDGED_TIMEZONE" && s.env != "BRIDGED_MOUNT_ALLOWLIST" {
@@ -547,5 +576,6 @@ func Variables() []Variable {
 	}
 	return append(out,
 		Variable{Env: EnvAPIKey, Usage: "Claude API key (or the OAuth token below); read by the daemon only", Secret: true},
-		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true})
+		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true},
+		Variable{Env: EnvTranscribeKey, Usage: "bearer token of the transcription endpoint; read by the daemon only", Secret: true})
 }

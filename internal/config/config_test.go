@@ -192,3 +192,30 @@ func TestRetention(t *testing.T) {
 		}
 	}
 }
+
+func TestTranscribeSettings(t *testing.T) {
+	dir := t.TempDir()
+	c, err := resolve(t, []string{"--home", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TranscribeURL != "" || c.TranscribeModel != "whisper-1" {
+		t.Errorf("defaults: url %q model %q; want off and whisper-1", c.TranscribeURL, c.TranscribeModel)
+	}
+	c, err = resolve(t, []string{"--home", dir, "--transcribe-url", "http://127.0.0.1:8080/"},
+		map[string]string{"BRIDGED_TRANSCRIBE_KEY": "sk-transcribe-secret", "BRIDGED_TRANSCRIBE_MODEL": "large-v3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TranscribeURL != "http://127.0.0.1:8080" || c.TranscribeModel != "large-v3" || c.TranscribeKey != "sk-transcribe-secret" {
+		t.Errorf("got url %q model %q key set %v", c.TranscribeURL, c.TranscribeModel, c.TranscribeKey != "")
+	}
+	var out bytes.Buffer
+	c.Print(&out)
+	if strings.Contains(out.String(), "sk-transcribe-secret") {
+		t.Errorf("config print leaks the transcription key:\n%s", out.String())
+	}
+	if _, err := resolve(t, []string{"--home", dir, "--transcribe-url", "ftp://x"}, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "BRIDGED_TRANSCRIBE_URL") {
+		t.Errorf("bad url: err = %v", err)
+	}
+}
