@@ -16,6 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/transcribe"
 )
 
 // check is one line of `bridged doctor`.
@@ -47,7 +48,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	if *asJSON {
@@ -163,6 +164,20 @@ func checkUpstream(ctx context.Context, cfg *config.Config, client *http.Client)
 		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential and BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
 	}
 	return check{name: "api", status: "ok", detail: p.Upstream() + " accepts the credential (" + p.Mode() + ")"}
+}
+
+// checkTranscribe asks the transcription endpoint, when one is set, to
+// transcribe a moment of silence with the configured key and model; the key
+// is never printed.
+func checkTranscribe(ctx context.Context, cfg *config.Config, client *http.Client) check {
+	if cfg.TranscribeURL == "" {
+		return check{name: "transcribe", status: "ok", detail: "off: voice notes reach the agent without a transcript"}
+	}
+	c := &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel, Timeout: 15 * time.Second, HTTP: client}
+	if err := c.Check(ctx); err != nil {
+		return check{name: "transcribe", status: "FAIL", detail: err.Error(), hint: "check BRIDGED_TRANSCRIBE_URL, _KEY and _MODEL"}
+	}
+	return check{name: "transcribe", status: "ok", detail: cfg.TranscribeURL + " transcribes with " + cfg.TranscribeModel}
 }
 
 func checkPairing(cfg *config.Config) check {

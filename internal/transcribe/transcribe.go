@@ -127,3 +127,32 @@ func Placeholder(d time.Duration, path, text string, err error) string {
 	}
 	return fmt.Sprintf("%s %q", head, text)
 }
+
+// Check asks the endpoint to transcribe a tenth of a second of silence: it
+// answers nil when the endpoint is reachable, accepts the key and the model,
+// and answers in the expected shape.
+func (c *Client) Check(ctx context.Context) error {
+	_, err := c.Transcribe(ctx, "check.wav", silentWAV(1600))
+	return err
+}
+
+// silentWAV is n samples of 16 kHz mono 16-bit PCM silence.
+func silentWAV(n int) []byte {
+	data := 2 * n
+	b := make([]byte, 44+data)
+	le32 := func(o, v int) { b[o], b[o+1], b[o+2], b[o+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+	le16 := func(o, v int) { b[o], b[o+1] = byte(v), byte(v>>8) }
+	copy(b[0:], "RIFF")
+	le32(4, 36+data)
+	copy(b[8:], "WAVEfmt ")
+	le32(16, 16)
+	le16(20, 1) // PCM
+	le16(22, 1) // mono
+	le32(24, 16000)
+	le32(28, 32000)
+	le16(32, 2)
+	le16(34, 16)
+	copy(b[36:], "data")
+	le32(40, data)
+	return b
+}

@@ -105,3 +105,23 @@ func TestPlaceholder(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+func TestCheckSendsAudioTheEndpointAccepts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, h, err := r.FormFile("file")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		b, _ := io.ReadAll(f)
+		if h.Filename != "check.wav" || len(b) != 44+3200 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WAVE" {
+			http.Error(w, "not a wav", http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, `{"text":""}`)
+	}))
+	defer srv.Close()
+	if err := (&Client{URL: srv.URL, Model: "m"}).Check(context.Background()); err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+}
