@@ -259,7 +259,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	// rt is set before any channel connects, so no message arrives first.
 	var rt *router.Router
-	inbound := func(ctx context.Context, m channel.Message) error { return rt.Inbound(ctx, m) }
+	inbound := func(ctx context.Context, m channel.Message) error { _, err := rt.Inbound(ctx, m); return err }
 	lookup := func(chat string) (store.Group, error) {
 		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -206,13 +206,14 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 	t.Helper()
 	d := &fakeDaemon{db: openDB(t, home)}
 	d.loc = local.New(d.db, "Andy", zerolog.Nop())
-	d.loc.SetInbound(func(ctx context.Context, m channel.Message) error {
-		if _, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
-			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt}); err != nil {
-			return err
+	d.loc.SetInbound(func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+		id, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
+			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
+		if err != nil {
+			return 0, err
 		}
 		if reply == nil {
-			return nil
+			return id, nil
 		}
 		d.wg.Add(1)
 		go func() {
@@ -223,7 +224,7 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 				}
 			}
 		}()
-		return nil
+		return id, nil
 	})
 	srv, err := control.Listen(control.Options{
 		Socket:   filepath.Join(home, "bridged.sock"),

@@ -20,12 +20,13 @@ import (
 var errNoRun = errors.New("no live container to pipe into")
 
 // Inbound stores one inbound message and its chat's metadata in one
-// transaction and returns after the commit (it is a channel.Inbound). A new
-// message of a registered chat wakes the message loop at once. A non-nil
-// error means nothing was stored.
-func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
+// transaction and returns the message's stored id after the commit: the id
+// already stored for a redelivery, 0 when the chat is not a registered group
+// (only its metadata is recorded). A new message of a registered chat wakes
+// the message loop at once. A non-nil error means nothing was stored.
+func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
 	if strings.TrimSpace(m.Chat) == "" {
-		return fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
+		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
 	}
 	if m.ExternalID == "" {
 		// Without the network's id a redelivery cannot be recognised;
@@ -55,17 +56,17 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store inbound message: %w", err)
+		return 0, fmt.Errorf("store inbound message: %w", err)
 	}
 	if !inserted || id == 0 || m.IsBot {
-		return nil
+		return id, nil
 	}
 	r.mu.Lock()
 	r.dirty[chat] = struct{}{}
 	r.mu.Unlock()
 	signal(r.wake)
 	r.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
-	return nil
+	return id, nil
 }
 
 func (r *Router) markAllDirty() {

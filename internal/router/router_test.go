@@ -265,7 +265,7 @@ func TestReplySettlesMessagesPipedWhileIdle(t *testing.T) {
 func TestMentionStoredAndTriggersAfterStart(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if err := h.r.Inbound(ctx, channel.Message{Chat: string(famChat), ExternalID: "m1", Sender: "bob@x", SenderName: "Bob",
+	if _, err := h.r.Inbound(ctx, channel.Message{Chat: string(famChat), ExternalID: "m1", Sender: "bob@x", SenderName: "Bob",
 		Text: "what do you think, Robo?", SentAt: time.Now(), Mentioned: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -766,15 +766,21 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	m := channel.Message{Chat: string(famChat), ChatName: "The Family", IsGroup: true, ExternalID: "wa-1", Sender: "bob@x", SenderName: "Bob", Text: "@" + testName + " hi", SentAt: time.Now()}
-	for range 2 { // a redelivery is stored once
-		if err := h.r.Inbound(ctx, m); err != nil {
+	var ids []store.MessageID
+	for range 2 { // a redelivery is stored once, and gives the stored id back
+		id, err := h.r.Inbound(ctx, m)
+		if err != nil {
 			t.Fatalf("inbound: %v", err)
 		}
+		ids = append(ids, id)
 	}
-	if err := h.r.Inbound(ctx, channel.Message{Chat: "fake:stranger", ExternalID: "wa-2", Text: "hello?"}); err != nil {
-		t.Fatalf("inbound from an unregistered chat: %v", err)
+	if ids[0] == 0 || ids[1] != ids[0] {
+		t.Fatalf("ids of a message and its redelivery: %v; want one nonzero id twice", ids)
 	}
-	if err := h.r.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
+	if id, err := h.r.Inbound(ctx, channel.Message{Chat: "fake:stranger", ExternalID: "wa-2", Text: "hello?"}); err != nil || id != 0 {
+		t.Fatalf("inbound from an unregistered chat: id %d, %v; want 0 and no error", id, err)
+	}
+	if _, err := h.r.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
 		t.Fatalf("inbound without a chat: got nil; want an error")
 	}
 	c, err := h.db.GetChat(ctx, famChat)
@@ -785,8 +791,8 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 		t.Fatalf("unregistered chat's metadata: %v", err)
 	}
 	msgs, err := h.db.MessagesAfter(ctx, famChat, 0, 0)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("stored messages: got %d, %v; want 1", len(msgs), err)
+	if err != nil || len(msgs) != 1 || msgs[0].ID != ids[0] {
+		t.Fatalf("stored messages: got %+v, %v; want 1, id %d", msgs, err, ids[0])
 	}
 	h.start()
 	run := h.nextRun()

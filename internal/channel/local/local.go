@@ -3,8 +3,9 @@
 // Wait to long-poll for what was stored), which is how `bridged chat` and the
 // end-to-end tests talk to agents without WhatsApp.
 //
-// An inbound message goes through the same Inbound callback as any channel's
-// (the router stores it). An outbound message is "delivered" by storing it in
+// An inbound message goes through an Inbound callback (the router's Inbound
+// stores it) that returns the stored id, so Post answers with that id and
+// never reads back what it just posted. An outbound message is "delivered" by storing it in
 // the messages table (IsBot, FromMe, the outbox's id as external id, the
 // assistant's name as sender); the outbox's MarkSent then finds the row under
 // the same (chat, external id) and does not store it again. Every stored
@@ -45,6 +46,11 @@ var (
 	ErrNoInbound = errors.New("local channel has no inbound handler")
 )
 
+// Inbound stores m and returns its id only after the commit; id 0 means the
+// chat is not a registered group and only its metadata was recorded. A
+// non-nil error means nothing was stored.
+type Inbound func(ctx context.Context, m channel.Message) (store.MessageID, error)
+
 // Channel is the local channel. It is safe for concurrent use.
 type Channel struct {
 	db        *store.DB
@@ -54,7 +60,7 @@ type Channel struct {
 	since     time.Time
 
 	mu      sync.Mutex
-	in      channel.Inbound
+	in      Inbound
 	changed chan struct{} // closed and replaced whenever a local message is stored
 	typing  map[string]bool
 }
@@ -82,7 +88,7 @@ func IsLocal(chat string) bool {
 
 // SetInbound sets the callback that stores inbound messages. Call it before
 // the first Post.
-func (c *Channel) SetInbound(in channel.Inbound) {
+func (c *Channel) SetInbound(in Inbound) {
 	c.mu.Lock()
 	c.in = in
 	c.mu.Unlock()
@@ -178,21 +184,15 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string) (store.Me
 	if in == nil {
 		return 0, fmt.Errorf("post to %s: %w", chat, ErrNoInbound)
 	}
-	cid := store.ChatID(chat)
-	if _, err := c.db.GetGroupByChat(ctx, cid); errors.Is(err, store.ErrNotFound) {
+	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 	} else if err != nil {
 		return 0, fmt.Errorf("post to %s: %w", chat, err)
 	}
-	before, err := c.db.LatestMessageID(ctx, cid)
-	if err != nil {
-		return 0, fmt.Errorf("post to %s: %w", chat, err)
-	}
-	ext := "local-" + uuid.NewString()
-	err = in(ctx, channel.Message{
+	id, err := in(ctx, channel.Message{
 		Chat:       chat,
 		ChatName:   strings.TrimPrefix(chat, Prefix),
-		ExternalID: ext,
+		ExternalID: "local-" + uuid.NewString(),
 		Sender:     sender,
 		SenderName: sender,
 		Text:       text,
@@ -201,18 +201,12 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string) (store.Me
 	if err != nil {
 		return 0, fmt.Errorf("post to %s: %w", chat, err)
 	}
+	if id == 0 { // unregistered between the check and the commit
+		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+	}
 	c.notify()
-	msgs, err := c.db.MessagesAfter(ctx, cid, before, 0)
-	if err != nil {
-		return 0, fmt.Errorf("post to %s: %w", chat, err)
-	}
-	for _, m := range msgs {
-		if m.ExternalID == ext {
-			c.log.Debug().Str("chat", chat).Int64("id", int64(m.ID)).Msg("local message stored")
-			return m.ID, nil
-		}
-	}
-	return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+	c.log.Debug().Str("chat", chat).Int64("id", int64(id)).Msg("local message stored")
+	return id, nil
 }
 
 // Wait returns a channel that is closed when the next message (inbound or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,13 +32,13 @@ func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder
 }
 
 // storeInbound is what the router's Inbound does with a message: store it.
-func storeInbound(db *store.DB) channel.Inbound {
-	return func(ctx context.Context, m channel.Message) error {
-		_, _, err := db.InsertMessage(ctx, store.Message{
+func storeInbound(db *store.DB) Inbound {
+	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+		id, _, err := db.InsertMessage(ctx, store.Message{
 			Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID, Sender: m.Sender,
 			SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt,
 		})
-		return err
+		return id, err
 	}
 }
 
@@ -83,6 +84,27 @@ func TestPostStoresAndWakes(t *testing.T) {
 	}
 }
 
+// Post answers with the id the inbound callback committed the message
+// under; it does not read the message back from the store.
+func TestPostReturnsTheInboundID(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+	var got channel.Message
+	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		got = m
+		return 4711, nil
+	})
+	id, err := c.Post(ctx, "local:main", "alice", "hello there")
+	if err != nil || id != 4711 {
+		t.Fatalf("Post: got id %d, %v; want 4711, nil", id, err)
+	}
+	if got.Chat != "local:main" || got.Text != "hello there" || got.Sender != "alice" || !strings.HasPrefix(got.ExternalID, "local-") {
+		t.Errorf("inbound got %+v; want alice's text in local:main under a local- id", got)
+	}
+}
+
 func TestPostRejects(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
@@ -90,7 +112,7 @@ func TestPostRejects(t *testing.T) {
 	failing := errors.New("disk full")
 	tests := []struct {
 		name    string
-		inbound channel.Inbound
+		inbound Inbound
 		chat    string
 		text    string
 		want    error
@@ -100,7 +122,8 @@ func TestPostRejects(t *testing.T) {
 		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
 		{"no inbound", nil, "local:main", "hi", ErrNoInbound},
-		{"inbound fails", func(context.Context, channel.Message) error { return failing }, "local:main", "hi", failing},
+		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
+		{"unregistered before the commit", func(context.Context, channel.Message) (store.MessageID, error) { return 0, nil }, "local:main", "hi", ErrNotRegistered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
