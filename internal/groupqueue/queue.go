@@ -122,6 +122,52 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// State is where a group's run is. Every change goes through group.to,
+// which also does what entering the state implies (timers, idle time).
+type State int
+
+// Run states.
+const (
+	// NoRun: the group has no container.
+	NoRun State = iota
+	// Busy: the container works on a turn (since its start or the last
+	// pipe).
+	Busy
+	// Idle: the container finished a turn and waits for input.
+	Idle
+	// Expired: idle past its close timer; it is closed as soon as no pipe
+	// holds it. A group is only seen in it as the state a pipe started from.
+	Expired
+	// Piping: a TryPipe send is in progress; close decisions wait for it.
+	Piping
+	// Closing: CloseIdle was called, or the container is going away. Ends
+	// with the run.
+	Closing
+)
+
+var stateNames = [...]string{NoRun: "none", Busy: "busy", Idle: "idle", Expired: "expired", Piping: "piping", Closing: "closing"}
+
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+	return stateNames[s]
+}
+
+// Retry is where a group's sequence of failed message runs is.
+type Retry int
+
+// Retry states.
+const (
+	// NotRetrying: no retry is pending (the count of failed runs may still
+	// be above zero while a retry runs).
+	NotRetrying Retry = iota
+	// Backoff: a retry waits out its delay.
+	Backoff
+	// GaveUp: the retries ran out; the next message starts over.
+	GaveUp
+)
+
 // group is the queue's state for one group. All fields except pipeMu are
 // guarded by Queue.mu.
 type group struct {
@@ -132,19 +178,17 @@ type group struct {
 	// while holding it.
 	pipeMu sync.Mutex
 
-	// The current run; kind is "" when there is none.
-	kind      RunKind
-	task      TaskRef
-	runID     uint64
-	started   time.Time
-	idle      bool      // finished a turn, waiting for input
-	idleSince time.Time // when idle last became true
-	idleDue   bool      // the idle or task-close timer fired
-	closing   bool      // CloseIdle was called, or the container is going away
-	piping    bool      // a TryPipe send is in progress
-	gotResult bool      // a task run already reported its first result
-	timer     *time.Timer
-	timerGen  uint64
+	// The current run; kind is "" and state NoRun when there is none.
+	kind       RunKind
+	task       TaskRef
+	runID      uint64
+	started    time.Time
+	state      State
+	beforePipe State     // the state a pipe in progress started from
+	idleSince  time.Time // when the run last became idle
+	results    int       // results the run reported
+	timer      *time.Timer
+	timerGen   uint64
 
 	// Pending work.
 	pendingMsgs bool
@@ -152,16 +196,32 @@ type group struct {
 	waiting     bool // in Queue.waiting
 
 	// Retries of failed message runs.
-	retries    int
-	backoff    bool
+	retry      Retry
+	retries    int // consecutive failed message runs
+	hangs      int // of which ended in a hang (ErrHang)
 	retryAt    time.Time
 	retryTimer *time.Timer
 	retryGen   uint64
-	gaveUp     bool
 }
 
-func (g *group) active() bool { return g.kind != "" }
+// to moves g's run to state s: the one place run states change.
+func (g *group) to(s State) {
+	switch s {
+	case Idle:
+		g.idleSince = time.Now()
+	case Piping:
+		g.beforePipe = g.state
+	case NoRun, Busy, Closing, Expired:
+		g.stopTimer()
+	}
+	g.state = s
+}
 
+// idle reports whether g's container waits for input (a pipe in progress
+// holds it busy until it is done).
+func (g *group) idle() bool { return g.state == Idle || g.state == Expired }
+
+func (g *group) active() bool { return g.kind != "" }
 func (g *group) hasTask(id string) bool {
 	if g.kind == KindTask && g.task.ID == id {
 		return true
@@ -183,7 +243,9 @@ func (g *group) stopRetry() {
 		g.retryTimer = nil
 	}
 	g.retryGen++
-	g.backoff = false
+	if g.retry == Backoff {
+		g.retry = NotRetrying
+	}
 	g.retryAt = time.Time{}
 }
 
@@ -334,10 +396,9 @@ func (q *Queue) EnqueueMessages(name string) {
 		return
 	}
 	g := q.groupLocked(name)
-	inSequence := g.backoff || (g.kind == KindMessages && g.retries > 0)
+	inSequence := g.retry == Backoff || (g.kind == KindMessages && g.retries > 0)
 	if !inSequence {
-		g.retries = 0
-		g.gaveUp = false
+		g.retries, g.hangs, g.retry = 0, 0, NotRetrying
 	}
 	g.pendingMsgs = true
 	q.refreshLocked(g)
@@ -386,22 +447,24 @@ func (q *Queue) EnqueueTask(name string, t TaskRef) {
 func (q *Queue) NotifyIdle(name string) {
 	q.mu.Lock()
 	g := q.groups[name]
-	if g == nil || !g.active() || g.closing {
+	if g == nil || !g.active() || g.state == Closing {
 		q.mu.Unlock()
 		q.log.Debug().Str("group", name).Msg("idle notice without a live run")
 		return
 	}
-	g.idle = true
-	g.idleSince = time.Now()
-	switch g.kind {
-	case KindMessages:
-		g.idleDue = false
+	if g.state == Piping {
+		// The pipe decides: the agent is busy again once it is done.
+		g.beforePipe = Idle
+		g.idleSince = time.Now()
+	} else {
+		g.to(Idle)
+	}
+	g.results++
+	switch {
+	case g.kind == KindMessages:
 		q.armTimerLocked(g, q.cfg.IdleTimeout)
-	case KindTask:
-		if !g.gotResult {
-			g.gotResult = true
-			q.armTimerLocked(g, q.cfg.TaskCloseDelay)
-		}
+	case g.results == 1:
+		q.armTimerLocked(g, q.cfg.TaskCloseDelay)
 	}
 	closes := q.settleLocked()
 	q.mu.Unlock()
@@ -416,12 +479,11 @@ func (q *Queue) NotifyIdle(name string) {
 func (q *Queue) MarkClosing(name string) {
 	q.mu.Lock()
 	g := q.groups[name]
-	if g == nil || !g.active() || g.closing {
+	if g == nil || !g.active() || g.state == Closing {
 		q.mu.Unlock()
 		return
 	}
-	g.closing = true
-	g.stopTimer()
+	g.to(Closing)
 	closes := q.settleLocked()
 	q.mu.Unlock()
 	q.closeIdle(closes)
@@ -454,17 +516,18 @@ func (q *Queue) TryPipe(name string, send func() error) (bool, error) {
 		return false, nil
 	}
 	runID := g.runID
-	g.piping = true
+	g.to(Piping)
 	q.mu.Unlock()
 
 	err := q.safeSend(send)
 
 	q.mu.Lock()
-	g.piping = false
-	if err == nil && g.active() && g.runID == runID {
-		g.idle = false
-		g.idleDue = false
-		g.stopTimer()
+	if g.runID == runID && g.state == Piping {
+		if err == nil {
+			g.to(Busy)
+		} else {
+			g.state = g.beforePipe // back as it was; its timer runs on
+		}
 	}
 	closes := q.settleLocked()
 	q.mu.Unlock()
@@ -476,7 +539,7 @@ func (q *Queue) TryPipe(name string, send func() error) (bool, error) {
 }
 
 func (q *Queue) pipeableLocked(g *group) bool {
-	return g != nil && !q.shutting && g.kind == KindMessages && !g.closing
+	return g != nil && !q.shutting && g.kind == KindMessages && g.state != Closing
 }
 
 // Active reports whether the group has a run and whether that run is a
@@ -504,7 +567,7 @@ func (q *Queue) groupLocked(name string) *group {
 // refreshLocked keeps g's membership of the waiting list in step with its
 // state: a group waits exactly when it has no run and has runnable work.
 func (q *Queue) refreshLocked(g *group) {
-	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || (g.pendingMsgs && !g.backoff))
+	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || (g.pendingMsgs && g.retry != Backoff))
 	switch {
 	case runnable && !g.waiting:
 		g.waiting = true
@@ -539,16 +602,15 @@ func (q *Queue) settleLocked() []string {
 		if !g.active() {
 			continue
 		}
-		if g.closing {
+		if g.state == Closing {
 			closing++
 			continue
 		}
-		if !g.idle || g.piping {
+		if !g.idle() {
 			continue
 		}
-		if g.idleDue || q.shutting || len(g.tasks) > 0 || (g.pendingMsgs && !g.backoff) {
-			g.closing = true
-			g.stopTimer()
+		if g.state == Expired || q.shutting || len(g.tasks) > 0 || (g.pendingMsgs && g.retry != Backoff) {
+			g.to(Closing)
 			closes = append(closes, g.name)
 			closing++
 			continue
@@ -560,8 +622,7 @@ func (q *Queue) settleLocked() []string {
 	if need := len(q.waiting) - closing; need > 0 && q.active >= q.cfg.MaxConcurrent {
 		sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
 		for _, g := range idle[:min(need, len(idle))] {
-			g.closing = true
-			g.stopTimer()
+			g.to(Closing)
 			closes = append(closes, g.name)
 		}
 	}
@@ -582,8 +643,8 @@ func (q *Queue) startLocked(g *group) {
 	q.nextRunID++
 	g.runID = q.nextRunID
 	g.started = time.Now()
-	g.idle, g.idleDue, g.closing, g.gotResult = false, false, false, false
-	g.stopTimer()
+	g.results = 0
+	g.to(Busy)
 	q.active++
 	q.wg.Add(1)
 	go q.execute(q.runCtx, g, g.kind, g.task, g.runID)
@@ -621,8 +682,7 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 	duration := time.Since(g.started)
 	g.kind = ""
 	g.task = TaskRef{}
-	g.idle, g.idleDue, g.closing, g.gotResult = false, false, false, false
-	g.stopTimer()
+	g.to(NoRun)
 	q.active--
 	if q.shutting && q.active == 0 {
 		close(q.drained)
@@ -632,25 +692,24 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 	switch {
 	case kind == KindTask:
 	case err == nil:
-		g.retries = 0
-		g.gaveUp = false
+		g.retries, g.hangs, g.retry = 0, 0, NotRetrying
 	case q.shutting:
 	default:
 		g.retries++
 		if g.retries <= len(q.cfg.RetryDelays) && !errors.Is(err, ErrNoRetry) {
 			retryIn = q.cfg.RetryDelays[g.retries-1]
 			g.pendingMsgs = true
-			g.backoff = true
+			g.retry = Backoff
 			g.retryAt = time.Now().Add(retryIn)
 			g.retryGen++
 			gen := g.retryGen
 			g.retryTimer = time.AfterFunc(retryIn, func() { q.retryDue(g, gen) })
 		} else {
 			g.pendingMsgs = false
-			g.gaveUp = true
+			g.retry = GaveUp
 		}
 	}
-	retries, gaveUp := g.retries, g.gaveUp
+	retries, gaveUp := g.retries, g.retry == GaveUp
 	q.refreshLocked(g)
 	closes := q.settleLocked()
 	q.mu.Unlock()
@@ -678,7 +737,7 @@ func (q *Queue) retryDue(g *group, gen uint64) {
 		return
 	}
 	g.retryTimer = nil
-	g.backoff = false
+	g.retry = NotRetrying
 	g.retryAt = time.Time{}
 	g.pendingMsgs = true
 	q.refreshLocked(g)
@@ -698,12 +757,19 @@ func (q *Queue) armTimerLocked(g *group, d time.Duration) {
 // a task run.
 func (q *Queue) timerDue(g *group, gen, runID uint64) {
 	q.mu.Lock()
-	if g.timerGen != gen || g.runID != runID || !g.active() || g.closing {
+	if g.timerGen != gen || g.runID != runID || !g.active() {
 		q.mu.Unlock()
 		return
 	}
 	g.timer = nil
-	g.idleDue = true
+	switch g.state {
+	case Idle:
+		g.state = Expired
+	case Piping:
+		if g.beforePipe == Idle {
+			g.beforePipe = Expired
+		}
+	}
 	closes := q.settleLocked()
 	q.mu.Unlock()
 	if len(closes) > 0 {

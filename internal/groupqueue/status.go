@@ -47,7 +47,7 @@ func (q *Queue) Status() Status {
 		s.Waiting = append(s.Waiting, g.name)
 	}
 	for _, g := range q.sortedGroupsLocked() {
-		if !g.active() && !g.pendingMsgs && len(g.tasks) == 0 && g.retries == 0 && !g.gaveUp {
+		if !g.active() && !g.pendingMsgs && len(g.tasks) == 0 && g.retries == 0 && g.retry != GaveUp {
 			continue
 		}
 		gs := GroupStatus{
@@ -57,12 +57,12 @@ func (q *Queue) Status() Status {
 			PendingMessages: g.pendingMsgs,
 			Retries:         g.retries,
 			NextRetry:       g.retryAt,
-			GaveUp:          g.gaveUp,
+			GaveUp:          g.retry == GaveUp,
 		}
 		if g.active() {
 			gs.Since = g.started
-			gs.Idle = g.idle
-			gs.Closing = g.closing
+			gs.Idle = g.idle() || (g.state == Piping && g.beforePipe != Busy)
+			gs.Closing = g.state == Closing
 		}
 		for _, t := range g.tasks {
 			gs.PendingTasks = append(gs.PendingTasks, t.ID)
