@@ -46,7 +46,7 @@
 //     daemon is still wiring itself up.
 //   - Shutdown (or the end of Run's context) stops intake: later enqueues are
 //     ignored with a debug log, pending work is not started, pending tasks are
-//     reported through Handlers.TaskDropped. Idle containers are closed, busy
+//     reported through Handlers.Outcomes (Dropped). Idle containers are closed, busy
 //     ones as soon as they become idle. Shutdown waits for runs to end until
 //     its context's deadline, then cancels the runs' contexts and returns an
 //     error naming the groups still running.

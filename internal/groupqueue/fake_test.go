@@ -87,11 +87,14 @@ func (f *fake) handlers() Handlers {
 				}
 			}
 		},
-		TaskDropped: func(group string, t TaskRef) {
+		Outcomes: OutcomeFunc(func(group string, o Outcome) {
+			if o.Event != Dropped {
+				return
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.recordLocked("drop " + group + " " + t.ID)
-		},
+			f.recordLocked("drop " + group + " " + o.Task.ID)
+		}),
 	}
 }
 

@@ -34,6 +34,15 @@ var ErrPanic = errors.New("handler panicked")
 // message, as when the retries run out.
 var ErrNoRetry = errors.New("not retried")
 
+// ErrHang, wrapped in a RunMessages error, marks a run stopped by a
+// timeout. A hang is retried once: the Config.MaxHangs-th hang of a retry
+// sequence ends it, so a hanging agent is reported after two timeouts, not
+// after every retry.
+var ErrHang = errors.New("run hung")
+
+// DefaultMaxHangs is Config.MaxHangs when zero.
+const DefaultMaxHangs = 2
+
 // ErrShutdown is returned by Run when the queue was already shut down.
 var ErrShutdown = errors.New("group queue is shut down")
 
@@ -54,8 +63,51 @@ type TaskRef struct {
 	Payload any
 }
 
+// Event is what an Outcome reports.
+type Event int
+
+// Outcome events.
+const (
+	// Succeeded: a message run ended well; its group's retry sequence, if
+	// any, is over.
+	Succeeded Event = iota + 1
+	// Retrying: a message run failed and is retried (attempt Attempt of
+	// Attempts, at RetryAt).
+	Retrying
+	// GaveUp: a message run failed for good (after Attempt attempts); the
+	// group waits for its next message.
+	GaveUp
+	// Dropped: a task the queue accepted or was offered will never run
+	// (the queue is shutting down, or the task has no ID).
+	Dropped
+)
+
+// Outcome is how the queue judged the end of a run (or a task it will not
+// run). Err is the failed run's error.
+type Outcome struct {
+	Event             Event
+	Task              TaskRef // Dropped
+	Err               error
+	Attempt, Attempts int
+	RetryAt           time.Time
+}
+
+// Outcomes hears the outcome of every run, as the queue judges it: the one
+// way the queue reports to its owner. Outcome is called without the queue's
+// lock held and must not block for long. Message runs that end during
+// shutdown report nothing.
+type Outcomes interface {
+	Outcome(group string, o Outcome)
+}
+
+// OutcomeFunc is an Outcomes that is a function.
+type OutcomeFunc func(group string, o Outcome)
+
+// Outcome calls f.
+func (f OutcomeFunc) Outcome(group string, o Outcome) { f(group, o) }
+
 // Handlers are the caller's side of the queue. RunMessages, RunTask and
-// CloseIdle are required; TaskDropped is optional.
+// CloseIdle are required; Outcomes is optional.
 type Handlers struct {
 	// RunMessages runs one container for the group's pending messages and
 	// returns when the container is gone. A non-nil error is a failed run,
@@ -72,10 +124,10 @@ type Handlers struct {
 	// sentinel). It must not block for long. It is called at most once per
 	// run, never while a TryPipe send for the group is in progress.
 	CloseIdle func(group string)
-	// TaskDropped, if set, is told about every task the queue accepted or
-	// was offered but will never run: tasks pending when the queue shuts down,
-	// tasks enqueued after that, and tasks without an ID.
-	TaskDropped func(group string, t TaskRef)
+	// Outcomes, if set, hears how runs ended: every message run's
+	// success, retry or final failure, and every task dropped (pending when
+	// the queue shuts down, enqueued after that, or without an ID).
+	Outcomes Outcomes
 }
 
 // Config tunes the queue. Zero values mean the defaults.
@@ -92,6 +144,9 @@ type Config struct {
 	// TaskCloseDelay is how long after its first result a task container is
 	// closed. 0 means DefaultTaskCloseDelay.
 	TaskCloseDelay time.Duration
+	// MaxHangs is how many runs of a retry sequence may end in a hang
+	// (ErrHang) before the retries stop. 0 means DefaultMaxHangs.
+	MaxHangs int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -100,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.MaxHangs <= 0 {
+		c.MaxHangs = DefaultMaxHangs
 	}
 	if c.RetryDelays == nil {
 		c.RetryDelays = DefaultRetryDelays
@@ -164,8 +222,8 @@ const (
 	NotRetrying Retry = iota
 	// Backoff: a retry waits out its delay.
 	Backoff
-	// GaveUp: the retries ran out; the next message starts over.
-	GaveUp
+	// Exhausted: the retries ran out; the next message starts over.
+	Exhausted
 )
 
 // group is the queue's state for one group. All fields except pipeMu are
@@ -689,14 +747,20 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 	}
 
 	var retryIn time.Duration
+	var out *Outcome
 	switch {
 	case kind == KindTask:
 	case err == nil:
 		g.retries, g.hangs, g.retry = 0, 0, NotRetrying
+		out = &Outcome{Event: Succeeded}
 	case q.shutting:
 	default:
 		g.retries++
-		if g.retries <= len(q.cfg.RetryDelays) && !errors.Is(err, ErrNoRetry) {
+		if errors.Is(err, ErrHang) {
+			g.hangs++
+		}
+		out = &Outcome{Event: GaveUp, Err: err, Attempt: g.retries, Attempts: len(q.cfg.RetryDelays) + 1}
+		if g.retries <= len(q.cfg.RetryDelays) && g.hangs < q.cfg.MaxHangs && !errors.Is(err, ErrNoRetry) {
 			retryIn = q.cfg.RetryDelays[g.retries-1]
 			g.pendingMsgs = true
 			g.retry = Backoff
@@ -704,12 +768,13 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 			g.retryGen++
 			gen := g.retryGen
 			g.retryTimer = time.AfterFunc(retryIn, func() { q.retryDue(g, gen) })
+			out.Event, out.RetryAt = Retrying, g.retryAt
 		} else {
 			g.pendingMsgs = false
-			g.retry = GaveUp
+			g.retry = Exhausted
 		}
 	}
-	retries, gaveUp := g.retries, g.retry == GaveUp
+	retries, gaveUp := g.retries, g.retry == Exhausted
 	q.refreshLocked(g)
 	closes := q.settleLocked()
 	q.mu.Unlock()
@@ -725,6 +790,9 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 		log.Error().Err(err).Int("attempts", retries).Msg("message run failed for good, waiting for the next message")
 	default:
 		log.Warn().Err(err).Msg("message run failed during shutdown")
+	}
+	if out != nil {
+		q.outcome(g.name, *out)
 	}
 	q.closeIdle(closes)
 }
@@ -793,15 +861,20 @@ func (q *Queue) closeIdle(names []string) {
 }
 
 func (q *Queue) taskDropped(name string, t TaskRef) {
-	if q.h.TaskDropped == nil {
+	q.outcome(name, Outcome{Event: Dropped, Task: t})
+}
+
+// outcome reports o to the owner's Outcomes, if any. Call it unlocked.
+func (q *Queue) outcome(name string, o Outcome) {
+	if q.h.Outcomes == nil {
 		return
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			q.log.Error().Str("group", name).Str("task", t.ID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("task dropped handler panicked")
+			q.log.Error().Str("group", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("outcome handler panicked")
 		}
 	}()
-	q.h.TaskDropped(name, t)
+	q.h.Outcomes.Outcome(name, o)
 }
 
 func (q *Queue) safeSend(send func() error) (err error) {

@@ -540,6 +540,53 @@ func TestNoRetryEndsSequence(t *testing.T) {
 	})
 }
 
+// A hang (ErrHang) is retried once: the second hang of a sequence ends it.
+// The owner hears every step through Outcomes: the retry with its attempt
+// number, the final failure, and the success that ends a sequence.
+func TestHangRetriedOnceAndOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5)
+		var mu sync.Mutex
+		var outs []string
+		results := []error{fmt.Errorf("timed out: %w", ErrHang), errBoom, fmt.Errorf("timed out: %w", ErrHang), nil}
+		f.auto = func(*fakeCall) error {
+			mu.Lock()
+			defer mu.Unlock()
+			err := results[0]
+			results = results[1:]
+			return err
+		}
+		h := f.handlers()
+		h.Outcomes = OutcomeFunc(func(group string, o Outcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			outs = append(outs, fmt.Sprintf("%s %d %d/%d", group, o.Event, o.Attempt, o.Attempts))
+		})
+		q, err := New(Config{}, h, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runQueue(t, q)
+		q.EnqueueMessages("a")
+		synctest.Wait()
+		advance(time.Hour)
+		if got, want := f.timed("run a messages"), []time.Duration{0, 5 * time.Second, 15 * time.Second}; !slices.Equal(got, want) {
+			t.Fatalf("run times: got %v; want %v (a second hang ends the retries)", got, want)
+		}
+		q.EnqueueMessages("a")
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{
+			fmt.Sprintf("a %d 1/6", Retrying), fmt.Sprintf("a %d 2/6", Retrying), fmt.Sprintf("a %d 3/6", GaveUp),
+			fmt.Sprintf("a %d 0/0", Succeeded),
+		}
+		if !slices.Equal(outs, want) {
+			t.Fatalf("outcomes: got %q; want %q", outs, want)
+		}
+	})
+}
+
 func TestSuccessResetsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5)

@@ -47,7 +47,7 @@ func (q *Queue) Status() Status {
 		s.Waiting = append(s.Waiting, g.name)
 	}
 	for _, g := range q.sortedGroupsLocked() {
-		if !g.active() && !g.pendingMsgs && len(g.tasks) == 0 && g.retries == 0 && g.retry != GaveUp {
+		if !g.active() && !g.pendingMsgs && len(g.tasks) == 0 && g.retries == 0 && g.retry != Exhausted {
 			continue
 		}
 		gs := GroupStatus{
@@ -57,7 +57,7 @@ func (q *Queue) Status() Status {
 			PendingMessages: g.pendingMsgs,
 			Retries:         g.retries,
 			NextRetry:       g.retryAt,
-			GaveUp:          g.retry == GaveUp,
+			GaveUp:          g.retry == Exhausted,
 		}
 		if g.active() {
 			gs.Since = g.started

@@ -37,7 +37,7 @@ func (r *Router) AgentAction(ctx context.Context, folder string, do func(commit 
 	run := gs.run
 	// A run whose turn failed for good stores no cursor any more: its
 	// messages run again from the last stored one.
-	if run == nil || run.ended || run.kind != groupqueue.KindMessages || run.broken != nil {
+	if run == nil || run.kind != groupqueue.KindMessages || run.broken != nil {
 		do(noop)
 		return
 	}

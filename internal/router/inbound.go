@@ -151,7 +151,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			// these too.
 			return nil
 		}
-		if run.ended || run.kind != groupqueue.KindMessages || run.chat != g.Chat {
+		if run.kind != groupqueue.KindMessages || run.chat != g.Chat {
 			return errNoRun
 		}
 		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)

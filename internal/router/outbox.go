@@ -35,7 +35,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 		defer gs.mu.Unlock()
 		// A run whose turn failed for good stores no cursor any more: its
 		// messages run again from the last stored one.
-		if rn := gs.run; rn != nil && !rn.ended && rn.kind == groupqueue.KindMessages && rn.chat == item.Chat && rn.broken == nil {
+		if rn := gs.run; rn != nil && rn.kind == groupqueue.KindMessages && rn.chat == item.Chat && rn.broken == nil {
 			run = rn
 		}
 	}

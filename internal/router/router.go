@@ -36,9 +36,6 @@ const (
 	timeoutMargin = 30 * time.Second
 	// stopGrace is how long a stopped container gets before it is killed.
 	stopGrace = 10 * time.Second
-	// maxHangs is how many runs of a group in a row may end in a timeout
-	// (start or container) before the retries stop: a hang is retried once.
-	maxHangs = 2
 	// maxFailures is how many failures Status remembers.
 	maxFailures = 50
 	// clearChunk is how many stale input files are listed at once.
@@ -153,7 +150,6 @@ type Router struct {
 	layout   home.Layout
 	specs    container.SpecBuilder
 	queue    *groupqueue.Queue
-	retries  int // failed message runs before the queue gives up
 
 	wake  chan struct{} // message loop
 	out   *outbox.Sender
@@ -171,14 +167,10 @@ type Router struct {
 	groups   map[store.Folder]*groupState
 	dirty    map[store.ChatID]struct{}
 	dirtyAll bool
-	fails    map[store.Folder]int
 	failures []Failure
 	// retrying holds, per group, the last failed message run the queue
 	// will retry; it shows in Status until the group's next good run.
 	retrying map[store.Folder]Failure
-	// hangs counts, per group, the runs of the current retry sequence that
-	// ended in a timeout.
-	hangs map[store.Folder]int
 
 	// onSent, when set (tests), is called after an outbox row is marked sent.
 	onSent func(store.OutboxItem)
@@ -230,7 +222,6 @@ type liveRun struct {
 	// their own, so a reply does not cover them; the next result does (or
 	// the end of the run), and after kill -9 they run again.
 	settled store.MessageID
-	ended   bool
 }
 
 // pipedFile is an input file written into a live container, and the cursor
@@ -310,15 +301,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 		pings:    make(chan chan struct{}),
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
-		fails:    make(map[store.Folder]int),
 		retrying: make(map[store.Folder]Failure),
-		hangs:    make(map[store.Folder]int),
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
-	r.retries = len(groupqueue.DefaultRetryDelays)
-	if cfg.RetryDelays != nil {
-		r.retries = len(cfg.RetryDelays)
-	}
 	q, err := groupqueue.New(groupqueue.Config{
 		MaxConcurrent:  cfg.MaxContainers,
 		RetryDelays:    cfg.RetryDelays,
@@ -328,7 +313,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		RunMessages: r.runMessages,
 		RunTask:     r.runTask,
 		CloseIdle:   r.closeIdle,
-		TaskDropped: r.taskDropped,
+		Outcomes:    r,
 	}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)

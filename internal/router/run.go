@@ -91,7 +91,11 @@ func (r *Router) runMessages(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("run messages of %s: %w", name, err)
 	}
-	return r.countRun(g, r.runMessagesFor(ctx, g))
+	err = r.runMessagesFor(ctx, g)
+	if isHang(err) {
+		return hang{err}
+	}
+	return err
 }
 
 // isHang reports whether err is a run stopped by a timeout.
@@ -99,13 +103,13 @@ func isHang(err error) bool {
 	return errors.Is(err, errTimedOut) || errors.Is(err, errNoStart)
 }
 
-// noRetry is a run error that ends the queue's retries (it wraps
-// groupqueue.ErrNoRetry without changing the error's text).
-type noRetry struct{ error }
+// hang is a run error the queue counts as a hang (it wraps
+// groupqueue.ErrHang without changing the error's text).
+type hang struct{ error }
 
-func (e noRetry) Unwrap() error { return e.error }
+func (e hang) Unwrap() error { return e.error }
 
-func (noRetry) Is(target error) bool { return target == groupqueue.ErrNoRetry }
+func (hang) Is(target error) bool { return target == groupqueue.ErrHang }
 
 // handover takes the group's pending messages for a new container. It
 // returns nil when none would wake the agent. Until it has run, a pipe into
@@ -165,7 +169,6 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	// The container is gone: nothing can be piped into it any more.
 	r.queue.MarkClosing(string(folder))
 	gs.mu.Lock()
-	run.ended = true
 	fail := o.failure()
 	// Messages handed over and not committed with a reply: the turns in
 	// flight when the run ended, and turns that ended without a reply.
@@ -240,47 +243,44 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	return nil
 }
 
-// countRun counts consecutive failed message runs and returns err for the
-// queue. A failure the queue will retry shows in Status until the group's
-// next good run. When the retries are used up, or a second run of the
-// sequence hung (a timeout: a hang is retried once, so a hanging agent is
-// reported after two timeouts, not six), it posts one notice in the chat,
-// records the failure, and the returned error ends the queue's retries.
-func (r *Router) countRun(g store.Group, err error) error {
+// Outcome is the queue's report of how a run ended (groupqueue.Outcomes):
+// the one way run outcomes reach the router. A failed message run the queue
+// retries shows in Status until the group's next good run; one that failed
+// for good is recorded and told in the chat once; a dropped task's run log
+// says so.
+func (r *Router) Outcome(name string, o groupqueue.Outcome) {
+	folder := store.Folder(name)
+	if o.Event == groupqueue.Dropped {
+		r.taskDropped(name, o.Task)
+		return
+	}
 	if r.stopping.Load() {
-		return err
+		return
+	}
+	why := ""
+	if o.Err != nil {
+		why = strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))
 	}
 	r.mu.Lock()
-	if err == nil {
-		delete(r.fails, g.Folder)
-		delete(r.retrying, g.Folder)
-		delete(r.hangs, g.Folder)
-		r.mu.Unlock()
-		return nil
-	}
-	r.fails[g.Folder]++
-	n := r.fails[g.Folder]
-	if isHang(err) {
-		r.hangs[g.Folder]++
-	}
-	final := n > r.retries || r.hangs[g.Folder] >= maxHangs
-	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("run messages of %s: ", g.Folder))
-	if final {
-		delete(r.fails, g.Folder)
-		delete(r.retrying, g.Folder)
-		delete(r.hangs, g.Folder)
-	} else {
-		r.retrying[g.Folder] = Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages),
-			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", n, r.retries+1, why), 500)}
+	delete(r.retrying, folder)
+	if o.Event == groupqueue.Retrying {
+		r.retrying[folder] = Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages),
+			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", o.Attempt, o.Attempts, why), 500)}
 	}
 	r.mu.Unlock()
-	if !final {
-		return err
+	if o.Event != groupqueue.GaveUp {
+		return
 	}
-	r.log.Error().Err(err).Str("group", string(g.Folder)).Int("attempts", n).Msg("agent failed for good; waiting for the next message")
-	r.addFailure(Failure{Time: r.now(), Group: string(g.Folder), Kind: string(groupqueue.KindMessages), Error: clip(err.Error(), 500)})
-	r.notice(g.Chat, g.Folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", n, clip(oneLine(why), 200)))
-	return noRetry{err}
+	r.log.Error().Err(o.Err).Str("group", name).Int("attempts", o.Attempt).Msg("agent failed for good; waiting for the next message")
+	r.addFailure(Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages), Error: clip(o.Err.Error(), 500)})
+	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
+	defer cancel()
+	g, err := r.db.GetGroupByFolder(ctx, folder)
+	if err != nil {
+		r.log.Warn().Err(err).Str("group", name).Msg("cannot look up the group to tell its chat")
+		return
+	}
+	r.notice(g.Chat, folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", o.Attempt, clip(oneLine(why), 200)))
 }
 
 // runTask is the queue's RunTask handler: one container for one task.
@@ -326,7 +326,6 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	o := r.runContainer(ctx, log, taskGroup, run, prompt, sessp, store.OriginTask)
 	r.queue.MarkClosing(name)
 	gs.mu.Lock()
-	run.ended = true
 	gs.run = nil
 	r.publish(g.Folder, nil)
 	gs.mu.Unlock()
