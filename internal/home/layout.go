@@ -92,6 +92,11 @@ func (l Layout) IPCDir(folder string) string { return filepath.Join(l.IPCRoot(),
 // Daemon-owned: never mounted into any container.
 func (l Layout) LogsDir(folder string) string { return filepath.Join(l.DataDir(), "logs", folder) }
 
+// SpoolDir is data/outbox/, the copies of the files agents send, taken out
+// of their workspaces before the message is committed. Daemon-owned: never
+// mounted into any container.
+func (l Layout) SpoolDir() string { return filepath.Join(l.DataDir(), "outbox") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }
@@ -115,8 +120,8 @@ func CheckFolder(folder string) error {
 }
 
 // Prepare makes the owner-controlled levels of the home: the home itself,
-// store/ and data/ (owner only), data/ipc, data/sessions and data/logs, and
-// groups/. They are made by path: no agent can reach them.
+// store/ and data/ (owner only), data/ipc, data/sessions, data/logs,
+// data/outbox and groups/. They are made by path: no agent can reach them.
 func (l Layout) Prepare() error {
 	for _, d := range []struct {
 		path string
@@ -128,6 +133,7 @@ func (l Layout) Prepare() error {
 		{l.IPCRoot(), 0o700},
 		{l.SessionsDir(), 0o700},
 		{filepath.Join(l.DataDir(), "logs"), 0o700},
+		{l.SpoolDir(), 0o700},
 		{l.GroupsDir(), 0o755},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {

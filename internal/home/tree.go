@@ -539,3 +539,52 @@ func (t *Tree) Chown(uid, gid int) error {
 		return nil
 	})
 }
+
+// OpenFile opens the regular file at rel, a slash-separated path inside the
+// tree, for reading; it is at most limit bytes long when opened. Every
+// level above the file must be a real directory and the file a regular
+// file: a symlink anywhere on the way, a fifo, a device or a directory is
+// ErrNotRegular, nothing is followed and nothing is opened in a way that
+// could block. A larger file is ErrTooLarge. The caller reads at most
+// limit bytes and closes the file.
+func (t *Tree) OpenFile(rel string, limit int64) (*os.File, error) {
+	elems := strings.Split(rel, "/")
+	for _, e := range elems {
+		if err := checkName(e); err != nil {
+			return nil, t.pathErr("open", rel, err)
+		}
+	}
+	for i := range elems[:len(elems)-1] {
+		dir := path.Join(elems[:i+1]...)
+		fi, err := t.root.Lstat(dir)
+		if err != nil {
+			return nil, t.pathErr("open", rel, err)
+		}
+		if !fi.IsDir() {
+			return nil, t.pathErr("open", rel, fmt.Errorf("%w: %s is a %s", ErrNotRegular, dir, kind(uint32(fileType(fi)))))
+		}
+	}
+	fi, err := t.root.Lstat(rel)
+	if err != nil {
+		return nil, t.pathErr("open", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, t.pathErr("open", rel, fmt.Errorf("%w: a %s", ErrNotRegular, kind(uint32(fileType(fi)))))
+	}
+	if fi.Size() > limit {
+		return nil, t.pathErr("open", rel, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrTooLarge, fi.Size(), limit))
+	}
+	f, err := t.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, t.pathErr("open", rel, err)
+	}
+	ofi, err := f.Stat()
+	if err == nil && !os.SameFile(fi, ofi) {
+		err = fmt.Errorf("%w: replaced while opened", ErrNotRegular)
+	}
+	if err != nil {
+		f.Close()
+		return nil, t.pathErr("open", rel, err)
+	}
+	return f, nil
+}

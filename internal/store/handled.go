@@ -108,7 +108,19 @@ type enqueueHookKey struct{}
 // It lets a caller that does not own the transaction make something commit
 // together with a message: the IPC host records a send_message request as
 // handled in the transaction the router commits the message in.
+//
+// A function an outer OnEnqueue put in ctx runs first; fn runs only when it
+// succeeded.
 func OnEnqueue(ctx context.Context, fn func(tx *Tx, it OutboxItem) error) context.Context {
+	if prev := enqueueHook(ctx); prev != nil {
+		inner := fn
+		fn = func(tx *Tx, it OutboxItem) error {
+			if err := prev(tx, it); err != nil {
+				return err
+			}
+			return inner(tx, it)
+		}
+	}
 	return context.WithValue(ctx, enqueueHookKey{}, fn)
 }
 

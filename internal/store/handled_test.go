@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -166,5 +167,32 @@ func TestOnEnqueue(t *testing.T) {
 	}
 	if n := count(t, db, "handled_requests", ""); n != 1 {
 		t.Errorf("%d records; want 1", n)
+	}
+}
+
+// A second OnEnqueue adds to the first: both run, the outer one first, and
+// the inner one only when the outer one succeeded.
+func TestOnEnqueueChains(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	item := OutboxItem{Chat: "local:main", Group: "main", Text: "hello", Origin: OriginTool}
+	var order []string
+	outer := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error { order = append(order, "outer"); return nil })
+	both := OnEnqueue(outer, func(tx *Tx, it OutboxItem) error { order = append(order, "inner"); return nil })
+	if _, err := db.EnqueueOutbox(both, item); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, ","); got != "outer,inner" {
+		t.Errorf("hooks ran %q; want outer,inner", got)
+	}
+	order = nil
+	errBoom := errors.New("boom")
+	failing := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error { order = append(order, "outer"); return errBoom })
+	failing = OnEnqueue(failing, func(tx *Tx, it OutboxItem) error { order = append(order, "inner"); return nil })
+	if _, err := db.EnqueueOutbox(failing, item); !errors.Is(err, errBoom) {
+		t.Fatalf("enqueue = %v; want boom", err)
+	}
+	if got := strings.Join(order, ","); got != "outer" {
+		t.Errorf("hooks ran %q; want only outer", got)
 	}
 }
