@@ -556,3 +556,25 @@ func TestUpdateTaskSendsOnlyWhatChanges(t *testing.T) {
 		t.Errorf("got %q (error %v); want the updated task with its next run", text, isErr)
 	}
 }
+
+func TestSendMessageWithFile(t *testing.T) {
+	cfg := testConfig(t, false)
+	l := ipc.Layout{Root: cfg.IPCDir}
+	cs := startServer(t, cfg)
+
+	ch := callAsync(cs, "send_message", map[string]any{"text": "the chart", "file": " out/chart.png "})
+	_, data := nextRequest(t, l)
+	req, err := ipc.DecodeRequest(data)
+	if err != nil {
+		t.Fatalf("host cannot decode the request: %v", err)
+	}
+	if a, _ := req.Args.(ipc.SendMessageArgs); a.File != "out/chart.png" || a.Text != "the chart" {
+		t.Errorf("got args %+v; want the caption and file out/chart.png", req.Args)
+	}
+	ok, _ := ipc.OKResponse(req.ID, ipc.SendResult{OutboxID: 7, Chat: cfg.Chat, File: &ipc.FileInfo{Name: "chart.png", Kind: "image", Size: 3016}})
+	respond(t, l, ok)
+	text, isErr := resultText(t, await(t, ch))
+	if isErr || text != "Message with image chart.png (3016 bytes) queued for delivery to this chat." {
+		t.Errorf("got %q (error %v); want the delivery confirmation naming the file", text, isErr)
+	}
+}

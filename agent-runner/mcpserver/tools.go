@@ -21,6 +21,7 @@ import (
 type sendMessageIn struct {
 	Text       string `json:"text" jsonschema:"the message to post"`
 	TargetChat string `json:"target_chat,omitempty" jsonschema:"main group only: the chat id of another registered chat; leave empty for this chat"`
+	File       string `json:"file,omitempty" jsonschema:"a file in your workspace to send with the message (text is its caption): a path relative to /workspace/group or under it; JPEG/PNG go as images (16 MiB max), .ogg/.mp3/.m4a as audio (16 MiB), anything else as a document (64 MiB)"`
 }
 
 type scheduleTaskIn struct {
@@ -78,7 +79,8 @@ func (t *tools) register(srv *mcp.Server) {
 			"Use it for progress updates during long work, to acknowledge a request before a slow job, " +
 			"or to send several separate messages. Do not use it for your final answer: " +
 			"your final reply is delivered to the chat automatically (also when you run as a scheduled task), " +
-			"so sending it here too would post it twice." + t.mainOnlyNote(" target_chat sends to another registered chat."),
+			"so sending it here too would post it twice. To send a file you made (a chart, a PDF, an audio clip), " +
+			"save it in your workspace and give its path as file." + t.mainOnlyNote(" target_chat sends to another registered chat."),
 		InputSchema: mustSchema[sendMessageIn](nil),
 	}, t.sendMessage)
 
@@ -212,12 +214,20 @@ func (t *tools) sendMessage(ctx context.Context, _ *mcp.CallToolRequest, in send
 	if target != "" && !t.cfg.IsMain {
 		return nil, nil, refusef("only the main group can send to another chat; leave target_chat empty to write to this chat")
 	}
-	data, err := t.exchange(ctx, ipc.NewRequest(ipc.SendMessageArgs{Text: in.Text, TargetChat: target}))
+	data, err := t.exchange(ctx, ipc.NewRequest(ipc.SendMessageArgs{Text: in.Text, TargetChat: target, File: strings.TrimSpace(in.File)}))
 	if err != nil {
 		return nil, nil, err
 	}
 	var res ipc.SendResult
-	if decode(data, &res) && res.Chat != "" && res.Chat != t.cfg.Chat {
+	decoded := decode(data, &res)
+	if decoded && res.File != nil {
+		to := "this chat"
+		if res.Chat != "" && res.Chat != t.cfg.Chat {
+			to = res.Chat
+		}
+		return textResult("Message with %s %s (%d bytes) queued for delivery to %s.", res.File.Kind, res.File.Name, res.File.Size, to), nil, nil
+	}
+	if decoded && res.Chat != "" && res.Chat != t.cfg.Chat {
 		return textResult("Message queued for delivery to %s.", res.Chat), nil, nil
 	}
 	if target != "" {

@@ -66,10 +66,33 @@ type Message struct {
 // the message was not stored and must not be acknowledged upstream.
 type Inbound func(ctx context.Context, m Message) error
 
+// AttachmentKind is how a file is presented to the recipient.
+type AttachmentKind string
+
+// The attachment kinds.
+const (
+	KindImage    AttachmentKind = "image"
+	KindAudio    AttachmentKind = "audio"
+	KindDocument AttachmentKind = "document"
+)
+
+// Attachment is a file sent with a message: a daemon-owned copy on disk
+// that stays unchanged while the message is pending.
+type Attachment struct {
+	Path string // the copy, absolute
+	Name string // the file name shown to the recipient
+	MIME string
+	Kind AttachmentKind
+	Size int64
+}
+
 // Outgoing is one message to send.
 type Outgoing struct {
 	Chat string
-	Text string
+	Text string // with an Attachment, its caption
+	// Attachment, when set, is sent with Text (a channel that cannot put
+	// a caption on this kind of file sends Text right after it).
+	Attachment *Attachment
 	// ID is chosen before the first attempt and reused on every retry, so a
 	// channel that supports it can make retries idempotent.
 	ID string

@@ -51,11 +51,18 @@ const (
 	ContextIsolated ContextMode = "isolated"
 )
 
-// SendMessageArgs are send_message's arguments.
+// SendMessageArgs are send_message's arguments. File, when given, is a
+// file in the group's workspace sent with the message (Text is its
+// caption): a path relative to the workspace, or an absolute one under
+// /workspace/group, the workspace as the agent sees it.
 type SendMessageArgs struct {
 	Text       string `json:"text"`
 	TargetChat string `json:"target_chat,omitempty"`
+	File       string `json:"file,omitempty"`
 }
+
+// MaxFileArgBytes bounds send_message's file argument.
+const MaxFileArgBytes = 1024
 
 // ScheduleTaskArgs are schedule_task's arguments. The schedule value is
 // checked by the schedule package, which needs the timezone.
@@ -109,6 +116,12 @@ func (ListGroupsArgs) requestType() RequestType    { return TypeListGroups }
 // Validate checks send_message's arguments.
 func (a SendMessageArgs) Validate() error {
 	if err := checkText("text", a.Text, true); err != nil {
+		return err
+	}
+	if len(a.File) > MaxFileArgBytes {
+		return invalidf("file is %d bytes, over the %d-byte limit", len(a.File), MaxFileArgBytes)
+	}
+	if err := checkText("file", a.File, false); err != nil {
 		return err
 	}
 	return checkText("target_chat", a.TargetChat, false)

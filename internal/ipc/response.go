@@ -80,4 +80,13 @@ type GroupInfo struct {
 type SendResult struct {
 	OutboxID int64  `json:"outbox_id"`
 	Chat     string `json:"chat"`
+	// File, when a file was sent, is its name and size as queued.
+	File *FileInfo `json:"file,omitempty"`
+}
+
+// FileInfo describes a file queued with a message.
+type FileInfo struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // image, audio or document
+	Size int64  `json:"size"`
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/schedule"
@@ -192,14 +193,39 @@ func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessage
 		}
 		chat = target
 	}
+	var file *ipc.FileInfo
+	committed := false
+	if strings.TrimSpace(a.File) != "" {
+		// The copy is taken before the row commits and kept under the
+		// row's key in the transaction that commits it.
+		staged, err := h.stageFile(g.Folder, a.File)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !committed {
+				staged.Discard()
+			}
+		}()
+		sf := staged.File()
+		file = &ipc.FileInfo{Name: sf.Name, Kind: sf.Kind, Size: sf.Size}
+		ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
+			return staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
+		})
+	}
 	item, err := h.msg.SendMessage(ctx, string(chat), a.Text, store.OriginTool, string(g.Folder))
 	if err != nil {
 		return nil, &failure{ErrBadRequest, fmt.Sprintf("message not sent: %v", err)}
 	}
+	committed = true
 	if item.Chat != "" {
 		chat = item.Chat
 	}
-	return ipc.SendResult{OutboxID: int64(item.ID), Chat: string(chat)}, nil
+	if file != nil {
+		h.log.Info().Str("group", string(g.Folder)).Int64("outbox", int64(item.ID)).Str("kind", file.Kind).
+			Int64("bytes", file.Size).Msg("file queued")
+	}
+	return ipc.SendResult{OutboxID: int64(item.ID), Chat: string(chat), File: file}, nil
 }
 
 // knownChat reports whether chat is a registered group's or a chat a

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Backoff is the wait after a row's first failed send; it doubles with
 	// each attempt. 0: DefaultBackoff.
 	Backoff time.Duration
+	// Spool holds the files sent with messages, under
+	// home.SpoolKey(row id, row external id). Nil: no row carries a file.
+	Spool *home.Spool
 	// OnSent, when set, is called (on the sender's goroutine for the chat)
 	// after a row is marked sent.
 	OnSent func(store.OutboxItem)
@@ -262,8 +266,20 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 			log.Debug().Str("state", string(st)).Msg("channel not connected; message waits")
 			return sendDone{retryAt: time.Now().Add(channelDownWait)}
 		}
+		out := channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID}
+		if s.cfg.Spool != nil {
+			f, ok, err := s.cfg.Spool.Get(home.SpoolKey(int64(it.ID), it.ExternalID))
+			if err != nil {
+				log.Error().Err(err).Msg("cannot read the message's file; message waits")
+				return later
+			}
+			if ok {
+				out.Attachment = &channel.Attachment{Path: f.Path, Name: f.Name, MIME: f.MIME,
+					Kind: channel.AttachmentKind(f.Kind), Size: f.Size}
+			}
+		}
 		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
-		sentID, err := ch.Send(sctx, channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID})
+		sentID, err := ch.Send(sctx, out)
 		cancel()
 		if err == nil {
 			if !mark(func(c context.Context) error { return s.db.MarkSent(c, it.ID, sentID, s.cfg.Now()) }) {

@@ -66,7 +66,9 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 // newSender builds the router's outbox sender; backoff is the wait after a
 // row's first failed send.
 func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
+	spool := r.home.Spool()
 	s, err := outbox.New(outbox.Config{
+		Spool:    &spool,
 		Store:    r.db,
 		Channels: r.channels,
 		Log:      r.baseLog,

@@ -1,0 +1,166 @@
+package ipchost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Size caps of the files an agent sends, by kind. They follow WhatsApp's
+// limits for media (16 MB for images, voice and audio) and keep documents
+// well under its 100 MB, so a file the daemon accepts is one WhatsApp takes.
+const (
+	MaxImageBytes    = 16 << 20
+	MaxAudioBytes    = 16 << 20
+	MaxDocumentBytes = 64 << 20
+)
+
+// AgentWorkspace is where the group's workspace is mounted in its
+// container: an absolute file path the agent gives must lie under it.
+const AgentWorkspace = "/workspace/group"
+
+// File kinds, as home.Spooled and channel.Attachment name them.
+const (
+	kindImage    = "image"
+	kindAudio    = "audio"
+	kindDocument = "document"
+)
+
+// audioTypes are the audio files sent as audio (a voice note or a track),
+// by extension; WhatsApp plays these formats.
+var audioTypes = map[string]string{
+	".ogg":  "audio/ogg",
+	".opus": "audio/ogg",
+	".oga":  "audio/ogg",
+	".mp3":  "audio/mpeg",
+	".m4a":  "audio/mp4",
+	".aac":  "audio/aac",
+	".amr":  "audio/amr",
+}
+
+// workspacePath turns send_message's file argument into a slash-separated
+// path inside the group's workspace, or says why it is not one.
+func workspacePath(arg string) (string, error) {
+	p := strings.TrimSpace(arg)
+	if strings.HasPrefix(p, "/") {
+		rest, ok := strings.CutPrefix(path.Clean(p), AgentWorkspace+"/")
+		if !ok {
+			return "", badRequest("file %q is outside your workspace: give a path inside %s", arg, AgentWorkspace)
+		}
+		p = rest
+	}
+	p = strings.TrimPrefix(p, "./")
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return "", badRequest("file %q is outside your workspace: give a path inside %s", arg, AgentWorkspace)
+		}
+	}
+	p = path.Clean(p)
+	if p == "." || p == "" {
+		return "", badRequest("file %q names no file", arg)
+	}
+	return p, nil
+}
+
+// stageFile copies the file the agent named out of the group's workspace
+// into the spool, through the safe file layer: a symlink anywhere on the
+// path, a fifo, a device or a file over its kind's cap is refused with a
+// message the agent can act on.
+func (h *Host) stageFile(folder store.Folder, arg string) (*home.Staged, error) {
+	rel, err := workspacePath(arg)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := h.home.Group(string(folder))
+	if err != nil {
+		return nil, fmt.Errorf("open the workspace of %s: %w", folder, err)
+	}
+	defer tree.Close()
+	f, err := tree.OpenFile(rel, MaxDocumentBytes)
+	if err != nil {
+		return nil, fileFailure(arg, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", rel, err)
+	}
+	head := make([]byte, 512)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	head = head[:n]
+	name := path.Base(rel)
+	kind, mimeType := fileKind(name, head)
+	limit := int64(MaxDocumentBytes)
+	switch kind {
+	case kindImage:
+		limit = MaxImageBytes
+	case kindAudio:
+		limit = MaxAudioBytes
+	}
+	if fi.Size() > limit {
+		return nil, badRequest("file %q not sent: %s is over the %d MiB limit for %s files", arg, sizeText(fi.Size()), limit>>20, kind)
+	}
+	st, err := h.home.Spool().Stage(name, mimeType, kind, io.MultiReader(strings.NewReader(string(head)), f), limit)
+	if errors.Is(err, home.ErrTooLarge) {
+		return nil, badRequest("file %q not sent: it grew over the %d MiB limit for %s files", arg, limit>>20, kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// fileFailure explains a file the safe file layer would not open.
+func fileFailure(arg string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return badRequest("file %q not sent: no such file in your workspace", arg)
+	case errors.Is(err, home.ErrNotRegular):
+		return badRequest("file %q not sent: only regular files in your workspace can be sent, not links, fifos, devices or directories (%v)", arg, errors.Unwrap(err))
+	case errors.Is(err, home.ErrTooLarge):
+		return badRequest("file %q not sent: over the %d MiB limit", arg, MaxDocumentBytes>>20)
+	case errors.Is(err, home.ErrBadName):
+		return badRequest("file %q not sent: not a plain path inside your workspace", arg)
+	}
+	return fmt.Errorf("open file %q: %w", arg, err)
+}
+
+// fileKind says how a file is sent: JPEG and PNG images (by content) as
+// images, the audio formats WhatsApp plays (by extension) as audio, and
+// everything else as a document.
+func fileKind(name string, head []byte) (kind, mimeType string) {
+	sniffed := http.DetectContentType(head)
+	if sniffed == "image/jpeg" || sniffed == "image/png" {
+		return kindImage, sniffed
+	}
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := audioTypes[ext]; ok {
+		return kindAudio, t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return kindDocument, t
+	}
+	return kindDocument, sniffed
+}
+
+// sizeText is a byte count for people: "512 B", "12.3 KiB", "4.0 MiB".
+func sizeText(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
