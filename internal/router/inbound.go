@@ -63,6 +63,7 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageI
 	}
 	r.mu.Lock()
 	r.dirty[chat] = struct{}{}
+	r.newest[chat] = max(r.newest[chat], id)
 	r.mu.Unlock()
 	signal(r.wake)
 	r.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
@@ -136,7 +137,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		log.Error().Err(err).Msg("cannot read cursor")
 		return
 	}
-	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+	msgs, omitted, err := r.readPending(ctx, g, gs)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot read pending messages")
 		return
@@ -161,6 +162,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		}
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
+		gs.read = nil
 		wasBusy := run.busy
 		run.busy = true
 		r.publish(g.Folder, run)

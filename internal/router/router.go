@@ -158,14 +158,19 @@ type Router struct {
 	running  atomic.Bool
 	stopping atomic.Bool
 	seq      atomic.Uint64
+	// pendingReads counts the reads of pending messages from the store.
+	pendingReads atomic.Int64
 
 	board board // the live containers, for Status
 
 	// mu guards the maps below. It is held only while they are read or
 	// changed: never across the store, a channel or a group's lock.
-	mu       sync.Mutex
-	groups   map[store.Folder]*groupState
-	dirty    map[store.ChatID]struct{}
+	mu     sync.Mutex
+	groups map[store.Folder]*groupState
+	dirty  map[store.ChatID]struct{}
+	// newest is, per chat, the last message Inbound stored: a read of the
+	// pending messages made before it changed is out of date.
+	newest   map[store.ChatID]store.MessageID
 	dirtyAll bool
 	failures []Failure
 	// retrying holds, per group, the last failed message run the queue
@@ -188,6 +193,9 @@ type groupState struct {
 	persisted store.MessageID // the cursor as stored
 	handed    store.MessageID // the last message handed to the live agent
 	run       *liveRun        // nil when no container runs
+	// read is the message loop's read of the pending messages that woke
+	// the agent, kept for the run it enqueues (one read per run).
+	read *pendingRead
 	// leftOutFrom is the first message of the last prompt whose left-out
 	// older messages the chat was told about: a prompt that starts there
 	// again (a retry) does not repeat the notice.
@@ -222,6 +230,37 @@ type liveRun struct {
 	// their own, so a reply does not cover them; the next result does (or
 	// the end of the run), and after kill -9 they run again.
 	settled store.MessageID
+}
+
+// pendingRead is one read of a group's pending messages: those after the
+// cursor after, read when the chat's newest message was newest.
+type pendingRead struct {
+	after, newest store.MessageID
+	msgs          []store.Message
+	omitted       int
+}
+
+// readPending reads g's messages after gs.handed (at most the prompt cap;
+// omitted counts those left out). A read the message loop made for this
+// cursor is used once instead when no message came since. gs.mu must be
+// held.
+func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
+	r.mu.Lock()
+	newest := r.newest[g.Chat]
+	r.mu.Unlock()
+	if rd := gs.read; rd != nil {
+		gs.read = nil
+		if rd.after == gs.handed && rd.newest == newest {
+			return rd.msgs, rd.omitted, nil
+		}
+	}
+	r.pendingReads.Add(1)
+	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+	if err != nil {
+		return nil, 0, err
+	}
+	gs.read = &pendingRead{after: gs.handed, newest: newest, msgs: msgs, omitted: omitted}
+	return msgs, omitted, nil
 }
 
 // pipedFile is an input file written into a live container, and the cursor
@@ -301,6 +340,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		pings:    make(chan chan struct{}),
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
+		newest:   make(map[store.ChatID]store.MessageID),
 		retrying: make(map[store.Folder]Failure),
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)

@@ -831,3 +831,22 @@ func TestTypingWhileAgentWorks(t *testing.T) {
 	run.exit(0)
 	h.waitIdle("main")
 }
+
+// The message loop's read of the pending messages that woke the agent is
+// the one the run starts with: a message run reads them from the store once.
+func TestOnePendingReadPerRun(t *testing.T) {
+	h := newHarness(t, nil)
+	h.post(mainChat, "hello")
+	h.start() // the loop looks at both groups once: two reads
+	run := h.nextRun()
+	if !strings.Contains(run.spec.Input.Prompt, "hello") {
+		t.Fatalf("prompt: got %q; want the message", run.spec.Input.Prompt)
+	}
+	if got := h.r.pendingReads.Load(); got != 2 {
+		t.Fatalf("pending reads: got %d; want 2 (one per group, none more for the run)", got)
+	}
+	run.result("hi")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("main")
+}

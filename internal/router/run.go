@@ -122,7 +122,8 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		if err := gs.loadLocked(ctx, r.db, g.Folder); err != nil {
 			return nil, "", err
 		}
-		msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+		msgs, omitted, err := r.readPending(ctx, g, gs)
+		gs.read = nil
 		if err != nil {
 			return nil, "", err
 		}
