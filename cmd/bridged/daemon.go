@@ -204,6 +204,44 @@ func (l liveStatus) Live() control.Live {
 	return live
 }
 
+// waSink is what WhatsApp delivers to: messages to the router's Inbound
+// (which writes their chat in the same commit), chat metadata and lookups
+// to the store. Every call runs under the context of the event it serves.
+type waSink struct {
+	rt *router.Router
+	db *store.DB
+}
+
+var _ whatsapp.Sink = waSink{}
+
+func (s waSink) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	return s.rt.Inbound(ctx, m)
+}
+
+func (s waSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
+	return s.db.UpsertChat(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
+}
+
+// IsRegistered says yes on a database error: the store decides again when
+// the message is inserted, and an error there withholds the ack.
+func (s waSink) IsRegistered(ctx context.Context, chat string) bool {
+	_, err := s.db.GetGroupByChat(ctx, store.ChatID(chat))
+	return !errors.Is(err, store.ErrNotFound)
+}
+
+func (s waSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
+	own, err := s.db.IsOwnMessage(ctx, store.ChatID(chat), id)
+	return err == nil && own
+}
+
+func (s waSink) MediaFolder(ctx context.Context, chat string) (string, bool) {
+	g, err := s.db.GetGroupByChat(ctx, store.ChatID(chat))
+	if err != nil {
+		return "", false
+	}
+	return string(g.Folder), true
+}
+
 // runDaemon runs the daemon until ctx ends, then drains and returns nil.
 // Everything is built before anything runs; if a part cannot be built, the
 // parts built so far are released and nothing has run.
@@ -257,41 +295,14 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	instance := newInstanceID()
 	loc := local.New(db, cfg.AssistantName, log)
 
-	// rt is set before any channel connects, so no message arrives first.
-	var rt *router.Router
-	inbound := func(ctx context.Context, m channel.Message) error { _, err := rt.Inbound(ctx, m); return err }
-	lookup := func(chat string) (store.Group, error) {
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return db.GetGroupByChat(lctx, store.ChatID(chat))
-	}
+	// WhatsApp receives nothing until its sink is set below, once the
+	// router it delivers to exists; nothing connects before that.
 	wa, err := whatsapp.New(ctx, whatsapp.Options{
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
-		Inbound:       inbound,
-		ChatSeen: func(ctx context.Context, chat, name string, isGroup bool) error {
-			return db.UpsertChat(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
-		},
-		IsRegistered: func(chat string) bool {
-			_, err := lookup(chat)
-			// On a database error say yes: the store decides again when
-			// the message is inserted, and an error there withholds the ack.
-			return !errors.Is(err, store.ErrNotFound)
-		},
-		IsOwnMessage: func(ctx context.Context, chat, id string) bool {
-			own, err := db.IsOwnMessage(ctx, store.ChatID(chat), id)
-			return err == nil && own
-		},
-		Home: hm,
-		MediaFolder: func(chat string) (string, bool) {
-			g, err := lookup(chat)
-			if err != nil {
-				return "", false
-			}
-			return string(g.Folder), true
-		},
-		Log: log,
+		Home:          hm,
+		Log:           log,
 	})
 	if err != nil {
 		return err
@@ -299,7 +310,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	defer wa.Close()
 	channels := []channel.Channel{loc, wa}
 
-	rt, err = router.New(router.Config{
+	rt, err := router.New(router.Config{
 		AssistantName:    cfg.AssistantName,
 		Timezone:         cfg.Timezone,
 		PromptCap:        cfg.PromptCap,
@@ -323,6 +334,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	wa.SetSink(waSink{rt: rt, db: db})
 	loc.SetInbound(rt.Inbound)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)

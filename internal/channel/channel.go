@@ -1,11 +1,12 @@
 // Package channel defines how bridged talks to a chat network.
 //
-// A Channel delivers inbound messages to a callback (Inbound) that stores them
-// and returns only after the commit; the channel acknowledges upstream only
-// after that callback returned nil, so a crash before the commit means the
-// network redelivers. Outbound messages come from the outbox (DESIGN §4) and
-// carry an id chosen before the first attempt, so a retried Send is
-// idempotent.
+// A Channel delivers inbound messages to whatever stores them, through a
+// small interface the channel package defines for itself (whatsapp.Sink,
+// local.Inbound) and the router's Inbound satisfies; that call returns only
+// after the commit, and the channel acknowledges upstream only after it
+// returned nil, so a crash before the commit means the network redelivers.
+// Outbound messages come from the outbox (DESIGN §4) and carry an id chosen
+// before the first attempt, so a retried Send is idempotent.
 package channel
 
 import (
@@ -61,10 +62,6 @@ type Message struct {
 	IsBot      bool      // sent by bridged itself (an id the outbox chose)
 	Mentioned  bool      // the bot's own number or LID is mentioned
 }
-
-// Inbound stores m and returns only after the commit. A non-nil error means
-// the message was not stored and must not be acknowledged upstream.
-type Inbound func(ctx context.Context, m Message) error
 
 // AttachmentKind is how a file is presented to the recipient.
 type AttachmentKind string

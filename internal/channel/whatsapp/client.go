@@ -14,6 +14,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/home"
+	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
 // DefaultMaxMediaBytes is the default cap on downloaded media (20 MB).
@@ -22,8 +23,36 @@ const DefaultMaxMediaBytes int64 = 20 << 20
 // ChannelName is the channel's name.
 const ChannelName = "whatsapp"
 
-// Options configures a Client. Inbound, ChatSeen and IsRegistered are
-// required; the rest have defaults.
+// Sink is where the client hands what it receives. It is defined here, by
+// its consumer, and kept to what the channel needs; the daemon implements it
+// over the router and the store. Every method gets the context of the event
+// being handled, so a closed client cancels what it started.
+type Sink interface {
+	// Inbound stores one message of a registered chat together with its
+	// chat's metadata (the one chat write for that message) and returns the
+	// message's id after the commit. An error withholds the acknowledgement,
+	// so WhatsApp redelivers the message.
+	Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error)
+	// ChatSeen records a chat's metadata (name "" when unknown) when no
+	// message is stored through Inbound: a message in a chat that is not
+	// registered or that is no prompt (a reaction), a group joined or
+	// renamed, every group at a group sync.
+	ChatSeen(ctx context.Context, chat, name string, isGroup bool) error
+	// IsRegistered reports whether chat is a registered group: only those
+	// get their text and media stored. When it cannot tell, it says yes:
+	// Inbound decides again when the message is inserted.
+	IsRegistered(ctx context.Context, chat string) bool
+	// IsOwnMessage reports whether id in chat is a message the outbox sent.
+	IsOwnMessage(ctx context.Context, chat, id string) bool
+	// MediaFolder returns the group folder of chat, whose inbox/ its media
+	// are saved to; ok is false for a chat whose media are not saved.
+	MediaFolder(ctx context.Context, chat string) (folder string, ok bool)
+}
+
+// errNoSink is returned by Connect and RefreshGroups before SetSink.
+var errNoSink = errors.New("whatsapp: no sink set; call SetSink before Connect")
+
+// Options configures a Client. All fields are optional.
 type Options struct {
 	// StorePath is whatsmeow's device store, <home>/store/whatsapp.db.
 	StorePath string
@@ -32,58 +61,23 @@ type Options struct {
 	// SharedNumber is true when the assistant uses the owner's own number:
 	// every sent message is then prefixed "<AssistantName>: ".
 	SharedNumber bool
-	// Inbound stores one message and returns after the commit. An error
-	// withholds the acknowledgement, so WhatsApp redelivers the message.
-	Inbound channel.Inbound
-	// ChatSeen records the metadata of every chat a message arrives in
-	// (registered or not). name is "" when unknown.
-	ChatSeen func(ctx context.Context, chat, name string, isGroup bool) error
-	// IsRegistered reports whether chat is a registered group: only those
-	// get their text and media stored.
-	IsRegistered func(chat string) bool
-	// IsOwnMessage reports whether id in chat is a message the outbox sent.
-	// Optional.
-	IsOwnMessage func(ctx context.Context, chat, id string) bool
 	// Home is the bridged home: media are saved into groups/<folder>/inbox/
 	// through it, never by path (the folder is the agent's to rewrite).
-	// Optional: without it, or without MediaFolder, nothing is downloaded.
+	// Without it nothing is downloaded.
 	Home *home.Home
-	// MediaFolder returns the group folder of chat, whose inbox/ its media
-	// are saved to; ok is false for a chat whose media are not saved.
-	MediaFolder func(chat string) (folder string, ok bool)
 	// MaxMediaBytes caps downloads (DefaultMaxMediaBytes when zero).
 	MaxMediaBytes int64
 	// Log is the channel's logger.
 	Log zerolog.Logger
 }
 
-func (o *Options) validate() error {
-	var missing []string
-	if o.Inbound == nil {
-		missing = append(missing, "Inbound")
-	}
-	if o.ChatSeen == nil {
-		missing = append(missing, "ChatSeen")
-	}
-	if o.IsRegistered == nil {
-		missing = append(missing, "IsRegistered")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("whatsapp options: missing %s", strings.Join(missing, ", "))
-	}
+func (o *Options) validate() {
 	if o.AssistantName == "" {
 		o.AssistantName = "Andy"
 	}
 	if o.MaxMediaBytes <= 0 {
 		o.MaxMediaBytes = DefaultMaxMediaBytes
 	}
-	if o.IsOwnMessage == nil {
-		o.IsOwnMessage = func(context.Context, string, string) bool { return false }
-	}
-	if o.MediaFolder == nil || o.Home == nil {
-		o.MediaFolder = func(string) (string, bool) { return "", false }
-	}
-	return nil
 }
 
 // GroupInfo is a WhatsApp group the account is a member of.
@@ -106,6 +100,7 @@ type Client struct {
 	wg         sync.WaitGroup
 
 	mu          sync.Mutex
+	sink        Sink // set once by SetSink, before Connect
 	status      channel.Status
 	changed     chan struct{} // closed and replaced on every status change
 	started     bool
@@ -131,9 +126,7 @@ var _ channel.Channel = (*Client)(nil)
 // never waits for a QR code or the network: an unpaired store gives a client
 // whose Connect returns at once with Status not-paired.
 func New(ctx context.Context, opts Options) (*Client, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
+	opts.validate()
 	log := opts.Log.With().Str("component", "whatsapp").Logger()
 	ds, err := openStore(ctx, opts.StorePath, opts.Log)
 	if err != nil {
@@ -189,6 +182,21 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		c.setState(channel.StateNotPaired, detailNotPaired)
 	}
 	return c
+}
+
+// SetSink sets where received messages and chats go. Call it once, before
+// Connect: nothing is received before it, and Connect fails without it.
+func (c *Client) SetSink(s Sink) {
+	c.mu.Lock()
+	c.sink = s
+	c.mu.Unlock()
+}
+
+// sinkOf returns the sink, nil before SetSink.
+func (c *Client) sinkOf() Sink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sink
 }
 
 // Name returns "whatsapp".
@@ -253,6 +261,9 @@ func stateCode(s channel.ConnState) int {
 // ctx.Err() when ctx ends first. Reconnection keeps running in the background
 // until ctx ends or Close is called.
 func (c *Client) Connect(ctx context.Context) error {
+	if c.sinkOf() == nil {
+		return errNoSink
+	}
 	if !c.wa.Paired() {
 		c.setState(channel.StateNotPaired, detailNotPaired)
 		return nil

@@ -23,16 +23,14 @@ func TestNewUnpairedConnectsAtOnceAndSaysWhatToDo(t *testing.T) {
 	rec := newRecorder()
 	ctx := context.Background()
 	c, err := New(ctx, Options{
-		StorePath:    filepath.Join(home, "store", "whatsapp.db"),
-		Inbound:      rec.inbound,
-		ChatSeen:     rec.chatSeen,
-		IsRegistered: func(string) bool { return true },
-		Log:          zerolog.New(logs),
+		StorePath: filepath.Join(home, "store", "whatsapp.db"),
+		Log:       zerolog.New(logs),
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
+	c.SetSink(rec)
 
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -72,10 +70,22 @@ func TestNewUnpairedConnectsAtOnceAndSaysWhatToDo(t *testing.T) {
 	}
 }
 
-func TestNewRejectsMissingCallbacks(t *testing.T) {
-	_, err := New(context.Background(), Options{StorePath: filepath.Join(t.TempDir(), "wa.db")})
-	if err == nil || !strings.Contains(err.Error(), "Inbound") {
-		t.Errorf("New without callbacks: err = %v; want one naming the missing options", err)
+// Without a sink nothing is received: Connect refuses to start, and an event
+// is not acknowledged, so WhatsApp delivers it again later.
+func TestNoSinkReceivesNothing(t *testing.T) {
+	c, err := New(context.Background(), Options{StorePath: filepath.Join(t.TempDir(), "wa.db")})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close()
+	if err := c.Connect(context.Background()); !errors.Is(err, errNoSink) {
+		t.Errorf("Connect without a sink: err = %v; want %v", err, errNoSink)
+	}
+	if c.handleEvent(msgEvent(groupInfo("N1", alicePN), &waE2E.Message{Conversation: proto.String("@Andy hi")})) {
+		t.Error("handleEvent without a sink = true; want false (no ack)")
+	}
+	if _, err := c.RefreshGroups(context.Background()); !errors.Is(err, errNoSink) {
+		t.Errorf("RefreshGroups without a sink: err = %v; want %v", err, errNoSink)
 	}
 }
 
@@ -147,16 +157,14 @@ func TestOwns(t *testing.T) {
 func TestRealClientWithholdsAck(t *testing.T) {
 	rec := newRecorder()
 	c, err := New(context.Background(), Options{
-		StorePath:    filepath.Join(t.TempDir(), "whatsapp.db"),
-		Inbound:      rec.inbound,
-		ChatSeen:     rec.chatSeen,
-		IsRegistered: func(string) bool { return true },
-		Log:          zerolog.Nop(),
+		StorePath: filepath.Join(t.TempDir(), "whatsapp.db"),
+		Log:       zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.SetSink(rec)
 	wc := c.wa.(realClient).Client
 	if !wc.SynchronousAck || !wc.EnableDecryptedEventBuffer || wc.EnableAutoReconnect {
 		t.Errorf("SynchronousAck, EnableDecryptedEventBuffer, EnableAutoReconnect = %v, %v, %v; want true, true, false",

@@ -4,11 +4,19 @@
 // store/whatsapp.db, opened with modernc.org/sqlite, foreign keys on and one
 // connection. Deleting the file logs the daemon out.
 //
-// Inbound: whatsmeow runs with synchronous acks and its decrypted-event
-// buffer, and the event handler reports success only after Options.Inbound
-// returned (the message is committed), so a crash before the commit makes
-// WhatsApp redeliver. Every chat's metadata goes to Options.ChatSeen; text is
-// built only for registered chats. Text, captions and the ephemeral,
+// Inbound: the client delivers to a Sink, a small interface defined here and
+// set with SetSink once the router exists (Connect refuses to start without
+// one, and an event before it is not acknowledged). Every method takes the
+// context of the event it serves; the client's own context, cancelled by
+// Close, bounds them, and the sink adds no timeouts of its own. whatsmeow
+// runs with synchronous acks and its decrypted-event buffer, and the event
+// handler reports success only after Sink.Inbound returned (the message is
+// committed), so a crash before the commit makes WhatsApp redeliver. Each
+// message writes its chat once: a message of a registered chat goes to
+// Sink.Inbound, which stores it and its chat's metadata in one commit; any
+// other message (an unregistered chat, a reaction) records only the chat,
+// through Sink.ChatSeen, which also serves joined and renamed groups and the
+// group sync. Text is built only for registered chats. Text, captions and the ephemeral,
 // view-once, edited and document-with-caption wrappers become text; other
 // content becomes a short placeholder such as "[voice note]". A caption stays
 // first, so "@Andy what is this?" on a photo still starts with the trigger,

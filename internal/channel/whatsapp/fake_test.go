@@ -16,6 +16,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
 // Identities used across the tests.
@@ -176,15 +177,21 @@ func (f *fakeWA) ContactName(_ context.Context, user types.JID) string {
 }
 
 // recorder collects what the channel hands to the rest of the daemon.
+// recorder is a fake Sink. Like the router's Inbound, its Inbound writes
+// the message's chat too: chats lists every chat write, from either method.
 type recorder struct {
 	mu         sync.Mutex
 	messages   []channel.Message
-	chats      []string // "chat|name|isGroup"
+	chats      []string // "chat|name|isGroup", one per chat write
 	inboundErr error
+	panics     bool // Inbound panics
 	chatErr    error
 	registered map[string]bool
 	own        map[string]bool
+	media      func(chat string) (string, bool) // nil: no media saved
 }
+
+var _ Sink = (*recorder)(nil)
 
 func newRecorder() *recorder {
 	return &recorder{
@@ -193,28 +200,58 @@ func newRecorder() *recorder {
 	}
 }
 
-func (r *recorder) inbound(_ context.Context, m channel.Message) error {
+func (r *recorder) Inbound(_ context.Context, m channel.Message) (bridgedstore.MessageID, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.panics {
+		panic("boom")
+	}
 	if r.inboundErr != nil {
-		return r.inboundErr
+		return 0, r.inboundErr
 	}
 	r.messages = append(r.messages, m)
-	return nil
+	r.chats = append(r.chats, chatRow(m.Chat, m.ChatName, m.IsGroup))
+	return bridgedstore.MessageID(len(r.messages)), nil
 }
 
-func (r *recorder) chatSeen(_ context.Context, chat, name string, isGroup bool) error {
+func (r *recorder) ChatSeen(_ context.Context, chat, name string, isGroup bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.chatErr != nil {
 		return r.chatErr
 	}
+	r.chats = append(r.chats, chatRow(chat, name, isGroup))
+	return nil
+}
+
+func chatRow(chat, name string, isGroup bool) string {
 	g := "dm"
 	if isGroup {
 		g = "group"
 	}
-	r.chats = append(r.chats, chat+"|"+name+"|"+g)
-	return nil
+	return chat + "|" + name + "|" + g
+}
+
+func (r *recorder) IsRegistered(_ context.Context, chat string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.registered[chat]
+}
+
+func (r *recorder) IsOwnMessage(_ context.Context, chat, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.own[chat+"/"+id]
+}
+
+func (r *recorder) MediaFolder(_ context.Context, chat string) (string, bool) {
+	r.mu.Lock()
+	media := r.media
+	r.mu.Unlock()
+	if media == nil {
+		return "", false
+	}
+	return media(chat)
 }
 
 func (r *recorder) stored() []channel.Message {
@@ -296,28 +333,15 @@ func newTestClient(t *testing.T, edit func(*Options)) *testClient {
 	logs := &syncBuffer{}
 	opts := Options{
 		AssistantName: "Andy",
-		Inbound:       rec.inbound,
-		ChatSeen:      rec.chatSeen,
-		IsRegistered: func(chat string) bool {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return rec.registered[chat]
-		},
-		IsOwnMessage: func(_ context.Context, chat, id string) bool {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return rec.own[chat+"/"+id]
-		},
-		Log: zerolog.New(logs).Level(zerolog.DebugLevel),
+		Log:           zerolog.New(logs).Level(zerolog.DebugLevel),
 	}
 	if edit != nil {
 		edit(&opts)
 	}
-	if err := opts.validate(); err != nil {
-		t.Fatalf("validate options: %v", err)
-	}
+	opts.validate()
 	fv := &fakeVersion{current: store.WAVersionContainer{2, 3000, 1}}
 	c := newClient(opts, wa, fv.versioner())
+	c.SetSink(rec)
 	t.Cleanup(func() { _ = c.Close() })
 	return &testClient{Client: c, wa: wa, rec: rec, logs: logs, ver: fv}
 }

@@ -35,15 +35,19 @@ func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 }
 
 // RefreshGroups fetches the joined groups and records each one's name
-// through Options.ChatSeen. It returns how many groups were recorded. It
+// through the sink's ChatSeen. It returns how many groups were recorded. It
 // runs on every connection, daily, and on request (list_groups refresh).
 func (c *Client) RefreshGroups(ctx context.Context) (int, error) {
+	sink := c.sinkOf()
+	if sink == nil {
+		return 0, errNoSink
+	}
 	groups, err := c.Groups(ctx)
 	if err != nil {
 		return 0, err
 	}
 	for i, g := range groups {
-		if err := c.opts.ChatSeen(ctx, g.ID, g.Name, true); err != nil {
+		if err := sink.ChatSeen(ctx, g.ID, g.Name, true); err != nil {
 			return i, fmt.Errorf("record group %s: %w", g.ID, err)
 		}
 	}

@@ -25,17 +25,22 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		}
 	}()
 	ctx := c.base
+	sink := c.sinkOf()
+	if sink == nil {
+		c.log.Error().Type("event", evt).Msg("whatsapp event before the sink was set; not acknowledging")
+		return false
+	}
 	switch e := evt.(type) {
 	case *events.Message:
-		return c.handleMessage(ctx, e)
+		return c.handleMessage(ctx, sink, e)
 	case *events.UndecryptableMessage:
 		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
 			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
 	case *events.JoinedGroup:
-		return c.chatSeen(ctx, e.JID, e.Name, true)
+		return c.chatSeen(ctx, sink, e.JID, e.Name, true)
 	case *events.GroupInfo:
 		if e.Name != nil {
-			return c.chatSeen(ctx, e.JID, e.Name.Name, true)
+			return c.chatSeen(ctx, sink, e.JID, e.Name.Name, true)
 		}
 	case *events.PushNameSetting:
 		signal(c.presence)
@@ -49,18 +54,20 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 	return true
 }
 
-func (c *Client) chatSeen(ctx context.Context, chat types.JID, name string, isGroup bool) bool {
-	if err := c.opts.ChatSeen(ctx, chat.String(), name, isGroup); err != nil {
+func (c *Client) chatSeen(ctx context.Context, sink Sink, chat types.JID, name string, isGroup bool) bool {
+	if err := sink.ChatSeen(ctx, chat.String(), name, isGroup); err != nil {
 		c.log.Error().Err(err).Str("chat", chat.String()).Msg("cannot record chat; WhatsApp will redeliver")
 		return false
 	}
 	return true
 }
 
-// handleMessage records the chat, and for registered chats stores the
-// message. It returns true once everything was committed (or there was
-// nothing to store).
-func (c *Client) handleMessage(ctx context.Context, evt *events.Message) bool {
+// handleMessage stores a message of a registered chat through the sink's
+// Inbound, which records its chat in the same commit; for any other message
+// only the chat is recorded, through ChatSeen. Either way the chat is
+// written once per message. It returns true once everything was committed
+// (or there was nothing to store).
+func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Message) bool {
 	info := &evt.Info
 	if isHousekeeping(evt.Message) {
 		return true // key shares, history-sync notices, revokes: not chat activity
@@ -74,22 +81,20 @@ func (c *Client) handleMessage(ctx context.Context, evt *events.Message) bool {
 	if !isGroup && !info.IsFromMe {
 		name = info.PushName
 	}
-	if !c.chatSeen(ctx, chat, name, isGroup) {
-		return false
+	if !sink.IsRegistered(ctx, chat.String()) {
+		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
-	if !c.opts.IsRegistered(chat.String()) {
-		return true
-	}
-	msg, ok := c.convert(ctx, evt, chat)
+	msg, ok := c.convert(ctx, sink, evt, chat)
 	if !ok {
-		return true
+		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
 	log := c.log.With().Str("chat", msg.Chat).Str("message_id", msg.ExternalID).Logger()
-	if err := c.opts.Inbound(ctx, msg); err != nil {
+	id, err := sink.Inbound(ctx, msg)
+	if err != nil {
 		log.Error().Err(err).Msg("cannot store WhatsApp message; not acknowledging, WhatsApp will redeliver")
 		return false
 	}
-	log.Debug().Str("sender", msg.Sender).Bool("from_me", msg.FromMe).Bool("is_bot", msg.IsBot).
+	log.Debug().Int64("id", int64(id)).Str("sender", msg.Sender).Bool("from_me", msg.FromMe).Bool("is_bot", msg.IsBot).
 		Bool("mentioned", msg.Mentioned).Str("text", msg.Text).Msg("stored WhatsApp message")
 	return true
 }
@@ -117,7 +122,7 @@ func isHousekeeping(m *waE2E.Message) bool {
 
 // convert builds the channel message for a registered chat, downloading
 // media into the group's inbox. ok is false when the message is not a prompt.
-func (c *Client) convert(ctx context.Context, evt *events.Message, chat types.JID) (channel.Message, bool) {
+func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, chat types.JID) (channel.Message, bool) {
 	info := &evt.Info
 	ct, ok := describe(evt.Message)
 	if !ok {
@@ -137,7 +142,7 @@ func (c *Client) convert(ctx context.Context, evt *events.Message, chat types.JI
 	if msg.SenderName == "" {
 		msg.SenderName = sender.User
 	}
-	if info.IsFromMe && (c.sent.has(info.ID) || c.opts.IsOwnMessage(ctx, msg.Chat, info.ID)) {
+	if info.IsFromMe && (c.sent.has(info.ID) || sink.IsOwnMessage(ctx, msg.Chat, info.ID)) {
 		msg.IsBot = true
 		msg.SenderName = c.opts.AssistantName
 	}
@@ -148,7 +153,7 @@ func (c *Client) convert(ctx context.Context, evt *events.Message, chat types.JI
 		}
 	}
 
-	text := ct.render(c.fetchMedia(ctx, msg.Chat, info, ct))
+	text := ct.render(c.fetchMedia(ctx, sink, msg.Chat, info, ct))
 	text, msg.Mentioned = c.rewriteMentions(ctx, text, ct.ctx.GetMentionedJID(), ownPN, ownLID)
 	if q := c.quote(ctx, ct.ctx, ownPN, ownLID); q != "" {
 		text += "\n" + q

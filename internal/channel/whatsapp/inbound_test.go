@@ -1,7 +1,6 @@
 package whatsapp
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -10,8 +9,6 @@ import (
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/bridged-app/bridged/internal/channel"
 )
 
 func TestMessageShapes(t *testing.T) {
@@ -200,23 +197,22 @@ func TestStatusBroadcastIgnored(t *testing.T) {
 func TestFailedCommitIsNotAcknowledged(t *testing.T) {
 	tests := []struct {
 		name       string
+		chat       types.JID
 		inboundErr error
 		chatErr    error
 		panic      bool
 	}{
-		{name: "inbound fails", inboundErr: errors.New("database is locked")},
-		{name: "chat metadata fails", chatErr: errors.New("disk full")},
-		{name: "inbound panics", panic: true},
+		{name: "inbound fails", chat: familyChat, inboundErr: errors.New("database is locked")},
+		{name: "chat metadata fails", chat: otherChat, chatErr: errors.New("disk full")},
+		{name: "inbound panics", chat: familyChat, panic: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tc := newTestClient(t, func(o *Options) {
-				if tt.panic {
-					o.Inbound = func(context.Context, channel.Message) error { panic("boom") }
-				}
-			})
-			tc.rec.inboundErr, tc.rec.chatErr = tt.inboundErr, tt.chatErr
-			evt := msgEvent(groupInfo("C1", alicePN), &waE2E.Message{Conversation: proto.String("@Andy hi")})
+			tc := newTestClient(t, nil)
+			tc.rec.inboundErr, tc.rec.chatErr, tc.rec.panics = tt.inboundErr, tt.chatErr, tt.panic
+			info := groupInfo("C1", alicePN)
+			info.Chat = tt.chat
+			evt := msgEvent(info, &waE2E.Message{Conversation: proto.String("@Andy hi")})
 			if tc.handleEvent(evt) {
 				t.Fatal("handleEvent = true; want false so whatsmeow does not acknowledge")
 			}
@@ -227,8 +223,13 @@ func TestFailedCommitIsNotAcknowledged(t *testing.T) {
 				if !tc.handleEvent(evt) {
 					t.Fatal("redelivery: handleEvent = false; want true")
 				}
-				if got := tc.rec.stored(); len(got) != 1 || got[0].ExternalID != "C1" {
-					t.Errorf("after redelivery stored %v; want message C1 once", got)
+				if got := tc.rec.seen(); len(got) != 1 || !strings.HasPrefix(got[0], tt.chat.String()+"|") {
+					t.Errorf("after redelivery chats written %q; want %s once", got, tt.chat)
+				}
+				if tt.chat == familyChat {
+					if got := tc.rec.stored(); len(got) != 1 || got[0].ExternalID != "C1" {
+						t.Errorf("after redelivery stored %v; want message C1 once", got)
+					}
 				}
 			}
 		})
@@ -270,6 +271,44 @@ func TestHousekeepingIsNotChatActivity(t *testing.T) {
 			tc.handleEvent(msgEvent(groupInfo("H1", alicePN), tt.msg))
 			if got := len(tc.rec.seen()) == 1; got != tt.seen {
 				t.Errorf("chat recorded = %v; want %v", got, tt.seen)
+			}
+		})
+	}
+}
+
+// Every message writes its chat once: through Inbound (which stores the
+// message and its chat in one commit) for a message of a registered chat,
+// through ChatSeen for anything else.
+func TestOneChatWritePerMessage(t *testing.T) {
+	text := &waE2E.Message{Conversation: proto.String("@Andy hi")}
+	reaction := &waE2E.Message{ReactionMessage: &waE2E.ReactionMessage{Text: proto.String("👍")}}
+	inOther := groupInfo("O1", alicePN)
+	inOther.Chat = otherChat
+	dm := types.MessageInfo{MessageSource: types.MessageSource{Chat: alicePN, Sender: alicePN}, ID: "D1", PushName: "Alice"}
+	strangerDM := types.MessageInfo{MessageSource: types.MessageSource{Chat: bobPN, Sender: bobPN}, ID: "D2", PushName: "Bob"}
+	tests := []struct {
+		name   string
+		info   types.MessageInfo
+		msg    *waE2E.Message
+		stored bool
+	}{
+		{"registered group, text", groupInfo("G1", alicePN), text, true},
+		{"registered group, reaction", groupInfo("G2", alicePN), reaction, false},
+		{"registered direct chat", dm, text, true},
+		{"unregistered group", inOther, text, false},
+		{"unregistered direct chat", strangerDM, text, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := newTestClient(t, nil)
+			if !tc.handleEvent(msgEvent(tt.info, tt.msg)) {
+				t.Fatal("handleEvent = false; want true")
+			}
+			if got := tc.rec.seen(); len(got) != 1 || !strings.HasPrefix(got[0], tt.info.Chat.String()+"|") {
+				t.Errorf("chat writes = %q; want exactly one, for %s", got, tt.info.Chat)
+			}
+			if got := len(tc.rec.stored()) == 1; got != tt.stored {
+				t.Errorf("message stored = %v; want %v", got, tt.stored)
 			}
 		})
 	}

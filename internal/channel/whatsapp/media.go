@@ -32,11 +32,11 @@ var errTooLarge = errors.New("file is larger than the download limit")
 // fetchMedia saves ct's attachment into the chat's inbox/ when it is allowed
 // and returns the placeholder detail: the saved path relative to the group
 // folder, or why nothing was saved. "" means nothing to say.
-func (c *Client) fetchMedia(ctx context.Context, chat string, info *types.MessageInfo, ct content) string {
-	if ct.media == nil {
+func (c *Client) fetchMedia(ctx context.Context, sink Sink, chat string, info *types.MessageInfo, ct content) string {
+	if ct.media == nil || c.opts.Home == nil {
 		return ""
 	}
-	folder, ok := c.opts.MediaFolder(chat)
+	folder, ok := sink.MediaFolder(ctx, chat)
 	if !ok || folder == "" {
 		return ""
 	}

@@ -32,8 +32,8 @@ func mediaClientHome(t *testing.T, maxBytes int64) (*testClient, *home.Home) {
 	tc := newTestClient(t, func(o *Options) {
 		o.MaxMediaBytes = maxBytes
 		o.Home = hm
-		o.MediaFolder = func(chat string) (string, bool) { return "family", chat == familyChat.String() }
 	})
+	tc.rec.media = func(chat string) (string, bool) { return "family", chat == familyChat.String() }
 	return tc, hm
 }
 
