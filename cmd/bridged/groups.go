@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -75,7 +76,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS")
+		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY")
 		for _, g := range gs {
 			answers := "trigger only"
 			switch {
@@ -84,8 +85,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
-				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
+				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), budgetToday(g))
 		}
 		return tw.Flush()
 	})
@@ -130,6 +131,27 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 		return nil
 	}
 	return tw.Flush()
+}
+
+// formatBudget shows a daily budget ("-": none).
+func formatBudget(usd float64) string {
+	if usd <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("$%.2f/day", usd)
+}
+
+// budgetToday shows what a group's agent cost today against its budget,
+// and whether it is paused.
+func budgetToday(g control.Group) string {
+	if g.BudgetDailyUSD <= 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("$%.2f of $%.2f", g.CostTodayUSD, g.BudgetDailyUSD)
+	if g.BudgetPaused {
+		s += " (paused)"
+	}
+	return s
 }
 
 func orDash(s string) string {
@@ -249,8 +271,8 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [flags] FOLDER")
-	var name, trigger, model, timeout optString
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [flags] FOLDER")
+	var name, trigger, model, timeout, budget optString
 	var requires optBool
 	var mounts mountFlags
 	fs.Var(&name, "name", "display name")
@@ -260,12 +282,20 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	fs.Var(&timeout, "timeout", "container timeout for this group, a Go duration (0: the daemon's default)")
 	fs.Var(&mounts, "mount", "extra mount HOST[:CONTAINER][:ro|rw] at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
+	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in USD: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v}
+	if budget.v != nil {
+		usd, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(*budget.v), "$"), 64)
+		if err != nil || usd < 0 || math.IsInf(usd, 0) || math.IsNaN(usd) {
+			return fmt.Errorf("--budget-daily: %q is not an amount of USD of at least 0 (0: no budget)", *budget.v)
+		}
+		p.BudgetDailyUSD = &usd
+	}
 	switch {
 	case *clearMounts && len(mounts) > 0:
 		fmt.Fprintln(a.stderr, "bridged groups set: give --mount or --clear-mounts, not both")
@@ -277,7 +307,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		p.ExtraMounts = &ms
 	}
 	if p == (control.GroupPatch{}) {
-		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount or --clear-mounts)")
+		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts or --budget-daily)")
 		return errUsage
 	}
 	if p.Timeout != nil {
@@ -293,8 +323,8 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)))
+		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s, daily budget %s.\n",
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD))
 		return nil
 	})
 }

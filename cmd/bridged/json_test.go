@@ -44,6 +44,7 @@ func TestJSONOutputs(t *testing.T) {
 	}
 
 	run("groups", "add", "--name", "main", "--main", "local:main")
+	run("groups", "set", "--budget-daily", "1.50", "main")
 	db := openDB(t, home)
 	next := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	tk, err := db.CreateTask(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
@@ -67,10 +68,13 @@ func TestJSONOutputs(t *testing.T) {
 			RequiresTrigger bool      `json:"requires_trigger"`
 			IsMain          bool      `json:"is_main"`
 			CreatedAt       time.Time `json:"created_at"`
+			BudgetDailyUSD  float64   `json:"budget_daily_usd"`
+			CostTodayUSD    float64   `json:"cost_usd_today"`
+			BudgetPaused    bool      `json:"budget_paused"`
 		} `json:"groups"`
 	}
 	decodeStrict(t, "groups list --json", run("groups", "list", "--json"), &groups)
-	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" {
+	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" || groups.Groups[0].BudgetDailyUSD != 1.5 || groups.Groups[0].BudgetPaused {
 		t.Errorf("groups = %+v; want main", groups)
 	}
 

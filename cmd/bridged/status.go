@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -123,6 +124,9 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
 	}
 	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+	if len(st.BudgetPaused) > 0 {
+		fmt.Fprintf(w, "Paused by their daily budget until midnight: %s (lift with `bridged groups set FOLDER --budget-daily USD`, 0: no budget)\n", strings.Join(st.BudgetPaused, ", "))
+	}
 	fmt.Fprintf(w, "Database: %s (%s), %s\n", humanBytes(st.DatabaseBytes), cfg.StoreDB(), retentionLine(cfg.Retention))
 	if len(st.APIUsage) > 0 {
 		fmt.Fprintln(w, "\nClaude API through the proxy since the daemon started (live; cost estimated at list prices):")

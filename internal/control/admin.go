@@ -75,9 +75,17 @@ func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	start, end := rules.BudgetDay(a.now(), a.loc())
 	out := make([]Group, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, groupOut(g))
+		o := groupOut(g)
+		if o.CostTodayUSD, err = a.DB.GroupCostSince(ctx, g.Folder, start); err != nil {
+			return nil, err
+		}
+		if rules.OverBudget(o.BudgetDailyUSD, o.CostTodayUSD) {
+			o.BudgetPaused, o.PausedUntil = true, &end
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }
@@ -132,6 +140,7 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 		g, err = rules.ChangeGroup(g, rules.GroupChange{
 			Name: p.Name, Trigger: p.Trigger, RequiresTrigger: p.RequiresTrigger,
 			Model: p.Model, Timeout: p.Timeout, Mounts: p.ExtraMounts,
+			BudgetDailyUSD: p.BudgetDailyUSD,
 		}, a.AssistantName)
 		if err != nil {
 			return rulesErr(err)
@@ -287,6 +296,15 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		Outbox:        OutboxCounts{Pending: st.PendingOutbox, Failed: st.FailedOutbox},
 		CostToday:     cost,
 		Timezone:      a.loc().String(),
+	}
+	groups, err := a.Groups(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	for _, g := range groups {
+		if g.BudgetPaused {
+			out.BudgetPaused = append(out.BudgetPaused, g.Folder)
+		}
 	}
 	since := now.Add(-failureWindow)
 	fails, err := a.DB.RecentFailures(ctx, since, maxFailures)

@@ -18,6 +18,15 @@ type Group struct {
 	Timeout         string               `json:"timeout,omitempty"` // Go duration; empty: the daemon's default
 	ExtraMounts     []store.MountRequest `json:"extra_mounts,omitempty"`
 	CreatedAt       time.Time            `json:"created_at"`
+	// BudgetDailyUSD is the most the agent may cost a day (0: no budget).
+	BudgetDailyUSD float64 `json:"budget_daily_usd"`
+	// CostTodayUSD is what the agent cost today (the configured timezone's
+	// day); BudgetPaused says the budget is used up, so the agent is paused
+	// until PausedUntil (the next midnight) or until the budget is raised.
+	// Filled in by the group list.
+	CostTodayUSD float64    `json:"cost_usd_today"`
+	BudgetPaused bool       `json:"budget_paused"`
+	PausedUntil  *time.Time `json:"paused_until,omitempty"`
 }
 
 // GroupAdd registers a chat as a group (POST /v1/groups).
@@ -44,6 +53,9 @@ type GroupPatch struct {
 	// ExtraMounts replaces the group's extra mounts; an empty list clears
 	// them. Each must pass the mount allowlist now, or nothing changes.
 	ExtraMounts *[]store.MountRequest `json:"extra_mounts,omitempty"`
+	// BudgetDailyUSD sets the most the agent may cost a day in USD; 0
+	// lifts the budget.
+	BudgetDailyUSD *float64 `json:"budget_daily_usd,omitempty"`
 }
 
 // Chat is a chat bridged has seen.
@@ -130,7 +142,10 @@ type Status struct {
 	Outbox     OutboxCounts      `json:"outbox"`
 	Failures   []Failure         `json:"failures,omitempty"` // recent, newest first
 	CostToday  float64           `json:"cost_usd_today"`
-	Timezone   string            `json:"timezone"`
+	// BudgetPaused lists the groups whose agent is paused because their
+	// daily budget is used up.
+	BudgetPaused []string `json:"budget_paused,omitempty"`
+	Timezone     string   `json:"timezone"`
 	// DatabaseBytes is the size of the database (store/bridged.db).
 	DatabaseBytes int64 `json:"database_bytes"`
 	// APIUsage is each group's Claude API use seen by the daemon's
@@ -224,6 +239,7 @@ func groupOut(g store.Group) Group {
 		Model:           g.ContainerConfig.Model,
 		ExtraMounts:     g.ContainerConfig.ExtraMounts,
 		CreatedAt:       g.CreatedAt,
+		BudgetDailyUSD:  g.ContainerConfig.BudgetDailyUSD,
 	}
 	if g.ContainerConfig.Timeout > 0 {
 		out.Timeout = g.ContainerConfig.Timeout.String()

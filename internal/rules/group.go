@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -239,6 +240,9 @@ type GroupChange struct {
 	// Mounts replaces the extra mounts (empty: none). The mount allowlist
 	// must have accepted them: this package checks only their shape.
 	Mounts *[]store.MountRequest
+	// BudgetDailyUSD is the most the agent may cost a day, in USD; 0 lifts
+	// the budget.
+	BudgetDailyUSD *float64
 }
 
 // ChangeGroup applies c to g and returns the changed group.
@@ -271,6 +275,13 @@ func ChangeGroup(g store.Group, c GroupChange, assistant string) (store.Group, e
 		if g.ContainerConfig.Timeout, err = ParseTimeout(*c.Timeout); err != nil {
 			return store.Group{}, err
 		}
+	}
+	if c.BudgetDailyUSD != nil {
+		b := *c.BudgetDailyUSD
+		if b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+			return store.Group{}, invalid("the daily budget must be an amount of USD of at least 0 (0: no budget)")
+		}
+		g.ContainerConfig.BudgetDailyUSD = b
 	}
 	if c.Mounts != nil {
 		ms := make([]store.MountRequest, 0, len(*c.Mounts))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type ContainerConfig struct {
 	ExtraMounts []MountRequest
 	Timeout     time.Duration // 0: the daemon's default
 	Model       string        // empty: the CLI's default
+	// BudgetDailyUSD is the most the group's agent may cost in one day
+	// (the configured timezone's day); 0: no budget.
+	BudgetDailyUSD float64
 }
 
 // MountRequest asks for an extra host directory in the group's container.
@@ -41,11 +45,12 @@ type containerConfigJSON struct {
 	ExtraMounts []MountRequest `json:"extra_mounts,omitempty"`
 	Timeout     string         `json:"timeout,omitempty"` // Go duration
 	Model       string         `json:"model,omitempty"`
+	BudgetUSD   float64        `json:"budget_daily_usd,omitempty"`
 }
 
 // MarshalJSON encodes c with the timeout as a Go duration ("45m").
 func (c ContainerConfig) MarshalJSON() ([]byte, error) {
-	j := containerConfigJSON{ExtraMounts: c.ExtraMounts, Model: c.Model}
+	j := containerConfigJSON{ExtraMounts: c.ExtraMounts, Model: c.Model, BudgetUSD: c.BudgetDailyUSD}
 	if c.Timeout != 0 {
 		j.Timeout = c.Timeout.String()
 	}
@@ -68,7 +73,10 @@ func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("container config: invalid timeout %q: want a Go duration such as 45m", j.Timeout)
 		}
 	}
-	*c = ContainerConfig{ExtraMounts: j.ExtraMounts, Timeout: d, Model: j.Model}
+	if j.BudgetUSD < 0 || math.IsNaN(j.BudgetUSD) || math.IsInf(j.BudgetUSD, 0) {
+		return fmt.Errorf("container config: invalid daily budget %v", j.BudgetUSD)
+	}
+	*c = ContainerConfig{ExtraMounts: j.ExtraMounts, Timeout: d, Model: j.Model, BudgetDailyUSD: j.BudgetUSD}
 	return nil
 }
 
@@ -100,6 +108,9 @@ func (g *Group) check() error {
 	}
 	if g.ContainerConfig.Timeout < 0 {
 		return fmt.Errorf("%w: group %s: negative container timeout", ErrInvalid, g.Folder)
+	}
+	if b := g.ContainerConfig.BudgetDailyUSD; b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+		return fmt.Errorf("%w: group %s: daily budget must be a finite amount of at least 0", ErrInvalid, g.Folder)
 	}
 	return nil
 }

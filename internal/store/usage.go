@@ -44,3 +44,13 @@ func (db *DB) CostSince(ctx context.Context, since time.Time) (float64, error) {
 	}
 	return cost, nil
 }
+
+// GroupCostSince returns the total cost in USD of folder's turns at or
+// after since.
+func (db *DB) GroupCostSince(ctx context.Context, folder Folder, since time.Time) (float64, error) {
+	var cost float64
+	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM usage WHERE folder = ? AND at >= ?`, folder, toMS(since)).Scan(&cost); err != nil {
+		return 0, fmt.Errorf("cost of %s since %s: %w", folder, since.Format(time.RFC3339), err)
+	}
+	return cost, nil
+}

@@ -1,0 +1,26 @@
+package rules
+
+import "time"
+
+// BudgetWarnShare is the share of its daily budget at which the owner is
+// told that a group is about to be paused.
+const BudgetWarnShare = 0.8
+
+// BudgetDay returns the start and the end of now's day in loc (nil: UTC),
+// the day a group's daily budget covers: the same day as the cost today
+// that `bridged status` shows.
+func BudgetDay(now time.Time, loc *time.Location) (start, end time.Time) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	y, m, d := now.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+}
+
+// OverBudget reports whether cost has used up a daily budget (0: no
+// budget, never used up).
+func OverBudget(budget, cost float64) bool { return budget > 0 && cost >= budget }
+
+// NearBudget reports whether cost has reached BudgetWarnShare of a daily
+// budget (0: no budget).
+func NearBudget(budget, cost float64) bool { return budget > 0 && cost >= budget*BudgetWarnShare }
