@@ -132,7 +132,9 @@ func (c *Channel) Typing(chat string) bool {
 }
 
 // Send stores m as a message from the assistant (IsBot, FromMe, external id
-// m.ID) and wakes the waiters. It returns m.ID. A chat that is not local or
+// m.ID) and wakes the waiters. A file sent with it is stored as a last line
+// naming it and where its copy is (FileLine), which is what `bridged chat`
+// shows. It returns m.ID. A chat that is not local or
 // not registered is a permanent failure: nobody could ever read the message.
 func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	if !IsLocal(m.Chat) {
@@ -145,12 +147,16 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 	if id == "" {
 		id = store.NewExternalID()
 	}
+	text := m.Text
+	if a := m.Attachment; a != nil {
+		text = strings.TrimRight(text, "\n") + "\n" + FileLine(*a)
+	}
 	stored, _, err := c.db.InsertMessage(ctx, store.Message{
 		Chat:       store.ChatID(m.Chat),
 		ExternalID: id,
 		Sender:     c.assistant,
 		SenderName: c.assistant,
-		Text:       m.Text,
+		Text:       text,
 		SentAt:     c.now(),
 		FromMe:     true,
 		IsBot:      true,
@@ -225,4 +231,22 @@ func (c *Channel) notify() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+}
+
+// FileLine is how a local chat shows a file the assistant sent: its name,
+// size and kind, and the path of the daemon's copy, e.g.
+// "[file: chart.png (3.0 KiB, image) /home/…/data/outbox/7-3EB0…/chart.png]".
+func FileLine(a channel.Attachment) string {
+	return fmt.Sprintf("[file: %s (%s, %s) %s]", a.Name, sizeText(a.Size), a.Kind, a.Path)
+}
+
+// sizeText is a byte count for people: "512 B", "12.3 KiB", "4.0 MiB".
+func sizeText(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

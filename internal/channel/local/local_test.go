@@ -237,3 +237,22 @@ func TestTypingAndStatus(t *testing.T) {
 		t.Error("got typing on after SetTyping(off)")
 	}
 }
+
+func TestSendWithFile(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+	a := &channel.Attachment{Path: "/home/bridged/data/outbox/7-3EB0AB/chart.png", Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 3072}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: "the chart\n", ID: "3EB0AB", Attachment: a}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the chart\n[file: chart.png (3.0 KiB, image) /home/bridged/data/outbox/7-3EB0AB/chart.png]"
+	if len(msgs) != 1 || msgs[0].Text != want {
+		t.Fatalf("after Send got %+v; want one message %q", msgs, want)
+	}
+}
