@@ -3,7 +3,9 @@ package whatsapp
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +37,12 @@ type sentMessage struct {
 	to   types.JID
 	text string
 	id   string
+	msg  *waE2E.Message
+}
+
+type upload struct {
+	data      []byte
+	mediaType whatsmeow.MediaType
 }
 
 // fakeWA is a hand-written stand-in for *whatsmeow.Client.
@@ -52,6 +60,8 @@ type fakeWA struct {
 	disconnects int
 	groups      []*types.GroupInfo
 	downloads   int
+	uploads     []upload
+	uploadErrs  []error // returned by successive Upload calls
 	download    func(msg whatsmeow.DownloadableMessage, f whatsmeow.File) error
 }
 
@@ -104,7 +114,7 @@ func (f *fakeWA) SendMessage(_ context.Context, to types.JID, msg *waE2E.Message
 	if len(extra) == 1 {
 		id = string(extra[0].ID)
 	}
-	f.sent = append(f.sent, sentMessage{to: to, text: msg.GetConversation(), id: id})
+	f.sent = append(f.sent, sentMessage{to: to, text: msg.GetConversation(), id: id, msg: msg})
 	if len(f.sendErrs) > 0 {
 		err := f.sendErrs[0]
 		f.sendErrs = f.sendErrs[1:]
@@ -113,6 +123,38 @@ func (f *fakeWA) SendMessage(_ context.Context, to types.JID, msg *waE2E.Message
 		}
 	}
 	return whatsmeow.SendResponse{ID: types.MessageID(id), Timestamp: time.Now()}, nil
+}
+
+// Upload records the file and answers like WhatsApp's media servers: the
+// plaintext's hash and length, a made-up path, key and encrypted hash.
+func (f *fakeWA) Upload(_ context.Context, plaintext []byte, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uploads = append(f.uploads, upload{data: append([]byte(nil), plaintext...), mediaType: appInfo})
+	if len(f.uploadErrs) > 0 {
+		err := f.uploadErrs[0]
+		f.uploadErrs = f.uploadErrs[1:]
+		if err != nil {
+			return whatsmeow.UploadResponse{}, err
+		}
+	}
+	sum := sha256.Sum256(plaintext)
+	enc := sha256.Sum256(append([]byte("enc:"), plaintext...))
+	n := len(f.uploads)
+	return whatsmeow.UploadResponse{
+		URL:           fmt.Sprintf("https://mmg.whatsapp.net/upload/%d", n),
+		DirectPath:    fmt.Sprintf("/v/t62/upload-%d", n),
+		MediaKey:      bytes.Repeat([]byte{byte(n)}, 32),
+		FileEncSHA256: enc[:],
+		FileSHA256:    sum[:],
+		FileLength:    uint64(len(plaintext)),
+	}, nil
+}
+
+func (f *fakeWA) uploaded() []upload {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]upload(nil), f.uploads...)
 }
 
 func (f *fakeWA) sentMessages() []sentMessage {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,10 @@ func isWAID(id string) bool {
 // WhatsApp shows each message once; parts already acknowledged in this
 // process are not sent again. Errors wrapping channel.ErrPermanent (unknown
 // chat, not paired, logged out, refused by WhatsApp) must not be retried.
+//
+// A message with an Attachment is uploaded and sent as an image, audio or
+// document message under MessageID(m.ID), the first text part as its caption
+// (audio takes none: all its text follows it as parts 1, 2, …).
 func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	to, err := parseChat(m.Chat)
 	if err != nil {
@@ -95,36 +100,119 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		return "", fmt.Errorf("send to %s: whatsapp is %s (run `bridged login`): %w", m.Chat, st, channel.ErrPermanent)
 	}
 	text := strings.TrimSpace(m.Text)
-	if text == "" {
+	if text == "" && m.Attachment == nil {
 		return "", fmt.Errorf("send to %s: empty message: %w", m.Chat, channel.ErrPermanent)
 	}
 	prefix := ""
 	if c.opts.SharedNumber {
 		prefix = c.opts.AssistantName + ": "
 	}
-	parts := splitText(text, MaxMessageRunes-utf8.RuneCountInString(prefix))
+	var parts []string
+	if text != "" {
+		parts = splitText(text, MaxMessageRunes-utf8.RuneCountInString(prefix))
+	}
 	id := m.ID
 	if id == "" {
 		id = NewMessageID()
 	}
 	first := MessageID(id)
+	n := 0 // the index of the next part
+	if a := m.Attachment; a != nil {
+		// The file is part 0, with the first text part as its caption
+		// when its kind takes one; the rest of the text follows it.
+		caption := ""
+		if a.Kind != channel.KindAudio && len(parts) > 0 {
+			caption, parts = withPrefix(parts[0], prefix), parts[1:]
+		}
+		if !c.sent.has(first) {
+			msg, err := c.mediaMessage(ctx, *a, caption)
+			if err != nil {
+				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, err)
+			}
+			if _, err := c.wa.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{ID: first}); err != nil {
+				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, classifySendError(err))
+			}
+			c.sent.add(first)
+		}
+		n = 1
+	}
+	total := n + len(parts)
 	for i, part := range parts {
-		pid := PartID(first, i)
+		pid := PartID(first, n+i)
 		if c.sent.has(pid) {
 			continue
 		}
-		if prefix != "" && !strings.HasPrefix(part, prefix) {
-			part = prefix + part
-		}
-		_, err := c.wa.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(part)},
+		_, err := c.wa.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(withPrefix(part, prefix))},
 			whatsmeow.SendRequestExtra{ID: pid})
 		if err != nil {
-			return "", fmt.Errorf("send part %d/%d to %s: %w", i+1, len(parts), m.Chat, classifySendError(err))
+			return "", fmt.Errorf("send part %d/%d to %s: %w", n+i+1, total, m.Chat, classifySendError(err))
 		}
 		c.sent.add(pid)
 	}
-	c.log.Debug().Str("chat", m.Chat).Str("message_id", first).Int("parts", len(parts)).Msg("sent WhatsApp message")
+	c.log.Debug().Str("chat", m.Chat).Str("message_id", first).Int("parts", total).Msg("sent WhatsApp message")
 	return first, nil
+}
+
+// withPrefix puts prefix (the assistant's name on a shared number) before
+// part once.
+func withPrefix(part, prefix string) string {
+	if prefix != "" && !strings.HasPrefix(part, prefix) {
+		return prefix + part
+	}
+	return part
+}
+
+// mediaMessage uploads the file of a and returns the message that shows it:
+// an image or a document with caption, or audio (a voice note when it is
+// Ogg Opus, which is what WhatsApp records). A file that is gone is a
+// permanent failure.
+func (c *Client) mediaMessage(ctx context.Context, a channel.Attachment, caption string) (*waE2E.Message, error) {
+	data, err := os.ReadFile(a.Path)
+	if err != nil {
+		return nil, permanentError{fmt.Errorf("read the file: %w", err)}
+	}
+	mediaType := whatsmeow.MediaDocument
+	switch a.Kind {
+	case channel.KindImage:
+		mediaType = whatsmeow.MediaImage
+	case channel.KindAudio:
+		mediaType = whatsmeow.MediaAudio
+	}
+	up, err := c.wa.Upload(ctx, data, mediaType)
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	mimeType := a.MIME
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	var captionPtr *string
+	if caption != "" {
+		captionPtr = proto.String(caption)
+	}
+	switch a.Kind {
+	case channel.KindImage:
+		return &waE2E.Message{ImageMessage: &waE2E.ImageMessage{
+			Caption: captionPtr, Mimetype: proto.String(mimeType),
+			URL: proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
+			FileEncSHA256: up.FileEncSHA256, FileSHA256: up.FileSHA256, FileLength: proto.Uint64(up.FileLength),
+		}}, nil
+	case channel.KindAudio:
+		voice := mimeType == "audio/ogg"
+		if voice {
+			mimeType = "audio/ogg; codecs=opus"
+		}
+		return &waE2E.Message{AudioMessage: &waE2E.AudioMessage{
+			Mimetype: proto.String(mimeType), PTT: proto.Bool(voice),
+			URL: proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
+			FileEncSHA256: up.FileEncSHA256, FileSHA256: up.FileSHA256, FileLength: proto.Uint64(up.FileLength),
+		}}, nil
+	}
+	return &waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{
+		Caption: captionPtr, Mimetype: proto.String(mimeType), Title: proto.String(a.Name), FileName: proto.String(a.Name),
+		URL: proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
+		FileEncSHA256: up.FileEncSHA256, FileSHA256: up.FileSHA256, FileLength: proto.Uint64(up.FileLength),
+	}}, nil
 }
 
 // parseChat validates a chat id bridged can send to.

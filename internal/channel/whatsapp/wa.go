@@ -27,6 +27,9 @@ type waClient interface {
 	SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, media types.ChatPresenceMedia) error
 	GetJoinedGroups(ctx context.Context) ([]*types.GroupInfo, error)
 	DownloadToFile(ctx context.Context, msg whatsmeow.DownloadableMessage, file whatsmeow.File) error
+	// Upload encrypts and uploads a file for a media message; the
+	// response's fields go into the message.
+	Upload(ctx context.Context, plaintext []byte, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 	// PNForLID looks up whatsmeow's LID map; an empty JID and a nil error
 	// mean no mapping is known.
 	PNForLID(ctx context.Context, lid types.JID) (types.JID, error)
