@@ -72,6 +72,7 @@ var tiers = map[string]tier{
 	"internal/schedule":         leaf,
 	"internal/sdnotify":         leaf,
 	"internal/testimage":        leaf,
+	"internal/turns":            leaf,
 	"internal/store":            storeTier,
 	"internal/rules":            domain,
 	"internal/container":        middle,

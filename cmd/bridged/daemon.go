@@ -27,6 +27,7 @@ import (
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // dockerTimeout bounds the start-up checks against the Docker engine.
@@ -310,6 +311,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	defer wa.Close()
 	channels := []channel.Channel{loc, wa}
 
+	turnEnds := turns.New(time.Now)
 	rt, err := router.New(router.Config{
 		AssistantName:    cfg.AssistantName,
 		Timezone:         cfg.Timezone,
@@ -330,7 +332,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now})
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // Defaults used when the corresponding Config field is zero.
@@ -96,6 +97,7 @@ type Deps struct {
 	Channels []channel.Channel
 	Log      zerolog.Logger
 	Now      func() time.Time // nil: time.Now
+	Turns    *turns.Hub       // hears when a chat's turn ends; nil: nobody
 }
 
 // Status is the router's live state for `bridged status`.
@@ -150,6 +152,7 @@ type Router struct {
 	layout   home.Layout
 	specs    container.SpecBuilder
 	queue    *groupqueue.Queue
+	turns    *turns.Hub
 
 	wake  chan struct{} // message loop
 	out   *outbox.Sender
@@ -320,6 +323,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		log:      d.Log.With().Str("component", "router").Logger(),
 		baseLog:  d.Log,
 		now:      d.Now,
+		turns:    d.Turns,
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
 		specs: container.SpecBuilder{

@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // Errors of a run that ended without a reply.
@@ -258,6 +259,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 	if r.stopping.Load() {
 		return
 	}
+	defer r.turnEnded(folder, o)
 	why := ""
 	if o.Err != nil {
 		why = strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))
@@ -853,6 +855,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		// The turn finished: an earlier runner error (claude died, and the
 		// runner re-sent the turn in flight) is recovered.
 		o.agentErr = ""
+		r.turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
 	}
 	r.queue.NotifyIdle(string(g.Folder))
 }

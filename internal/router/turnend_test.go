@@ -1,0 +1,60 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/turns"
+)
+
+// waitEnd waits for the end of the turn of mainChat that took message after,
+// later than the end numbered since.
+func waitEnd(t *testing.T, hub *turns.Hub, after int64, since uint64) turns.End {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, ok := hub.Wait(ctx, string(mainChat), after, since)
+	if !ok {
+		t.Fatalf("no end of the turn that took #%d", after)
+	}
+	return e
+}
+
+// The turns hub hears a turn that answered as soon as its reply is
+// committed (the container stays up), and a failing turn on each failed
+// attempt with its reason, then when the router gives up.
+func TestTurnEndsReachTheHub(t *testing.T) {
+	h := newHarness(t, nil) // one retry
+	hub := turns.New(nil)
+	h.r.turns = hub
+	h.start()
+
+	first := h.post(mainChat, "first")
+	run := h.nextRun()
+	run.result("answer one")
+	if e := waitEnd(t, hub, int64(first), 0); e.Result != turns.Done || e.Upto < int64(first) {
+		t.Fatalf("first turn ended %+v; want done, up to #%d", e, first)
+	}
+	if got := h.nextSend(); got.Text != "answer one" {
+		t.Fatalf("sent %q; want the first answer", got.Text)
+	}
+
+	second := h.post(mainChat, "second")
+	consume(t, h.inputDir("main"), waitInputs(t, h.inputDir("main"), 1))
+	run.emit(ipc.Event{Type: ipc.EventResult, IsError: true, Text: "API Error: overloaded"})
+	run.exit(0)
+	e := waitEnd(t, hub, int64(second), 0)
+	if e.Result != turns.Failed || e.Attempt != 1 || e.Attempts != 2 || !strings.Contains(e.Reason, "overloaded") {
+		t.Fatalf("second turn ended %+v; want failed, attempt 1 of 2, with the API error", e)
+	}
+	retry := h.nextRun()
+	retry.emit(ipc.Event{Type: ipc.EventResult, IsError: true, Text: "API Error: still overloaded"})
+	retry.exit(0)
+	e = waitEnd(t, hub, int64(second), e.Seq)
+	if e.Result != turns.GaveUp || !strings.Contains(e.Reason, "still overloaded") {
+		t.Fatalf("retry ended %+v; want gave up with the API error", e)
+	}
+}
