@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -377,5 +378,50 @@ func TestPanickingSendRetried(t *testing.T) {
 	h.start()
 	if got := h.nextSent(); got.ID != it.ID {
 		t.Fatalf("sent: got %q", got.Text)
+	}
+}
+
+// A row whose file is in the spool goes out with it; other rows go out as
+// text.
+func TestSendsSpooledFile(t *testing.T) {
+	h := newHarness(t)
+	hm, err := home.New(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool := hm.Spool()
+	h.s.cfg.Spool = &spool
+	ctx := context.Background()
+	var it store.OutboxItem
+	err = h.db.Tx(ctx, func(tx *store.Tx) error {
+		st, err := spool.Stage("chart.png", "image/png", "image", strings.NewReader("png bytes"), 100)
+		if err != nil {
+			return err
+		}
+		it, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: chatA, Text: "the chart", Origin: store.OriginTool, Group: "main"})
+		if err != nil {
+			return err
+		}
+		return st.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.commit(chatA, "plain text")
+	h.start()
+	h.nextSent()
+	h.nextSent()
+	h.ch.mu.Lock()
+	defer h.ch.mu.Unlock()
+	if len(h.ch.sent) != 2 {
+		t.Fatalf("%d sent; want 2", len(h.ch.sent))
+	}
+	a := h.ch.sent[0].Attachment
+	if a == nil || a.Name != "chart.png" || a.Kind != channel.KindImage || a.MIME != "image/png" || a.Size != 9 ||
+		filepath.Dir(filepath.Dir(a.Path)) != hm.Layout().SpoolDir() {
+		t.Errorf("first message's attachment %+v; want the spooled chart.png", a)
+	}
+	if h.ch.sent[1].Attachment != nil {
+		t.Errorf("plain message sent with attachment %+v", h.ch.sent[1].Attachment)
 	}
 }
