@@ -52,6 +52,9 @@ type Config struct {
 	// OnSent, when set, is called (on the sender's goroutine for the chat)
 	// after a row is marked sent.
 	OnSent func(store.OutboxItem)
+	// OnFailed, when set, is called (on the sender's goroutine for the
+	// chat) after a row is marked failed for good, with the reason.
+	OnFailed func(store.OutboxItem, error)
 }
 
 // Sender sends the outbox and applies typing changes. Create it with New;
@@ -257,9 +260,11 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		log := log.With().Int64("outbox", int64(it.ID)).Str("origin", string(it.Origin)).Logger()
 		if ch == nil {
 			log.Error().Msg("no channel handles this chat; message not sent")
-			mark(func(c context.Context) error {
+			if mark(func(c context.Context) error {
 				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
-			})
+			}) {
+				s.failed(it, errNoChannel)
+			}
 			continue
 		}
 		if st := ch.Status().State; st != channel.StateConnected && st.Recoverable() {
@@ -300,6 +305,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 			if !mark(func(c context.Context) error { return s.db.MarkFailed(c, it.ID, err.Error()) }) {
 				return later
 			}
+			s.failed(it, err)
 			continue
 		}
 		wait := min(s.cfg.Backoff<<(attempts-1), maxBackoff)
@@ -308,6 +314,16 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		return sendDone{retryAt: time.Now().Add(wait)}
 	}
 	return sendDone{}
+}
+
+// errNoChannel is the reason of a row no channel handles.
+var errNoChannel = errors.New("no channel handles the chat")
+
+// failed tells OnFailed, if set, that it failed for good.
+func (s *Sender) failed(it store.OutboxItem, err error) {
+	if s.cfg.OnFailed != nil {
+		s.cfg.OnFailed(it, err)
+	}
 }
 
 // typingReq asks for the typing indicator in chat on or off.

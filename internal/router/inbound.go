@@ -145,6 +145,10 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
 		return
 	}
+	if r.paused(ctx, g) {
+		log.Debug().Msg("agent paused by its daily budget; messages wait")
+		return
+	}
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
 		run := gs.run
 		if run == nil {

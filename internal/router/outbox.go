@@ -75,6 +75,7 @@ func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
 		Now:      r.now,
 		Backoff:  backoff,
 		OnSent:   r.sent,
+		OnFailed: r.sendFailed,
 	})
 	if err != nil {
 		panic(err) // the store is checked by New, and backoff is never negative
@@ -87,6 +88,7 @@ func (r *Router) sent(it store.OutboxItem) {
 	if it.Origin == store.OriginReply {
 		r.typingOffAfterReply(it)
 	}
+	r.clearAlert(OutboxFailedKey(it.Chat))
 	if r.onSent != nil {
 		r.onSent(it)
 	}

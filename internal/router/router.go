@@ -98,6 +98,12 @@ type Deps struct {
 	Log      zerolog.Logger
 	Now      func() time.Time // nil: time.Now
 	Turns    *turns.Hub       // hears when a chat's turn ends; nil: nobody
+	// Budget, when set, pauses the agent of a group whose daily budget
+	// is used up and hears of every recorded cost.
+	Budget Budget
+	// Alerts, when set, hears of groups that gave up and messages that
+	// could not be sent, for the owner.
+	Alerts Alerts
 }
 
 // Status is the router's live state for `bridged status`.
@@ -153,6 +159,8 @@ type Router struct {
 	specs    container.SpecBuilder
 	queue    *groupqueue.Queue
 	turns    *turns.Hub
+	budget   Budget // nil: no budgets
+	alerts   Alerts // nil: no owner alerts
 
 	wake  chan struct{} // message loop
 	out   *outbox.Sender
@@ -324,6 +332,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		baseLog:  d.Log,
 		now:      d.Now,
 		turns:    d.Turns,
+		budget:   d.Budget,
+		alerts:   d.Alerts,
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
 		specs: container.SpecBuilder{

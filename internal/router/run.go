@@ -131,6 +131,10 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		if len(msgs) == 0 || !r.triggered(g, msgs) {
 			return nil, "", nil
 		}
+		if r.paused(ctx, g) {
+			r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
+			return nil, "", nil
+		}
 		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true, kick: make(chan struct{}, 1)}
@@ -271,6 +275,9 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", o.Attempt, o.Attempts, why), 500)}
 	}
 	r.mu.Unlock()
+	if o.Event == groupqueue.Succeeded {
+		r.clearAlert(GaveUpKey(folder))
+	}
 	if o.Event != groupqueue.GaveUp {
 		return
 	}
@@ -284,6 +291,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 		return
 	}
 	r.notice(g.Chat, folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", o.Attempt, clip(oneLine(why), 200)))
+	r.raise(GaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, o.Attempt, clip(oneLine(why), 200)))
 }
 
 // runTask is the queue's RunTask handler: one container for one task.
@@ -831,6 +839,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	}
 	o.results++
 	o.cost += ev.CostUSD
+	r.spent(ctx, g)
 	switch {
 	case send:
 		o.lastText = text

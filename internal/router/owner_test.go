@@ -1,0 +1,128 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// fakeBudget pauses every group while paused is set and records Spent.
+type fakeBudget struct {
+	paused atomic.Bool
+	spent  chan store.Folder
+}
+
+func (b *fakeBudget) Paused(ctx context.Context, g store.Group) bool { return b.paused.Load() }
+func (b *fakeBudget) Spent(ctx context.Context, g store.Group)       { b.spent <- g.Folder }
+
+// fakeAlerts records raised and cleared keys.
+type fakeAlerts struct {
+	mu     sync.Mutex
+	raised map[string]string
+	events chan string // "raise KEY" or "clear KEY"
+}
+
+func (a *fakeAlerts) Raise(ctx context.Context, key, text string) {
+	a.mu.Lock()
+	a.raised[key] = text
+	a.mu.Unlock()
+	a.events <- "raise " + key
+}
+
+func (a *fakeAlerts) Clear(ctx context.Context, key string) {
+	a.mu.Lock()
+	_, was := a.raised[key]
+	delete(a.raised, key)
+	a.mu.Unlock()
+	if was {
+		a.events <- "clear " + key
+	}
+}
+
+func nextEvent[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testWait):
+		t.Fatalf("no %s within %s", what, testWait)
+		var zero T
+		return zero
+	}
+}
+
+// A paused group's messages wait (no container starts) and run once the
+// pause lifts and the router looks again; every recorded cost is reported.
+func TestBudgetPauseKeepsMessages(t *testing.T) {
+	h := newHarness(t, nil)
+	b := &fakeBudget{spent: make(chan store.Folder, 10)}
+	b.paused.Store(true)
+	h.r.budget = b
+	h.start()
+	h.post(mainChat, "are you there?")
+	ctx := context.Background()
+	if err := h.r.Ping(ctx); err != nil { // the message loop has looked at it
+		t.Fatal(err)
+	}
+	if n := h.rt.starts(); n != 0 {
+		t.Fatalf("got %d containers started while paused; want 0", n)
+	}
+	b.paused.Store(false)
+	h.r.Rescan()
+	run := h.nextRun()
+	if !strings.Contains(run.spec.Input.Prompt, "are you there?") {
+		t.Fatalf("prompt %q: want the message kept during the pause", run.spec.Input.Prompt)
+	}
+	run.result("yes")
+	if got := nextEvent(t, b.spent, "cost report"); got != "main" {
+		t.Errorf("spent reported for %q; want main", got)
+	}
+	if m := h.nextSend(); m.Text != "yes" {
+		t.Errorf("sent %q; want the reply", m.Text)
+	}
+}
+
+// A message that finally fails raises an alert for its chat once; a
+// message sent to that chat later clears it.
+func TestOutboxFailureAlert(t *testing.T) {
+	h := newHarness(t, nil)
+	al := &fakeAlerts{raised: map[string]string{}, events: make(chan string, 10)}
+	h.r.alerts = al
+	var fail atomic.Bool
+	fail.Store(true)
+	h.ch.fail = func(m channel.Outgoing) error {
+		if fail.Load() {
+			return fmt.Errorf("no such chat: %w", channel.ErrPermanent)
+		}
+		return nil
+	}
+	h.start()
+	ctx := context.Background()
+	if _, err := h.r.SendMessage(ctx, string(famChat), "first", store.OriginTool, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	key := OutboxFailedKey(famChat)
+	if got := nextEvent(t, al.events, "alert"); got != "raise "+key {
+		t.Fatalf("got %q; want raise %s", got, key)
+	}
+	al.mu.Lock()
+	text := al.raised[key]
+	al.mu.Unlock()
+	if !strings.Contains(text, "group fam") || !strings.Contains(text, "no such chat") {
+		t.Errorf("alert text %q: want the group and the reason", text)
+	}
+	fail.Store(false)
+	if _, err := h.r.SendMessage(ctx, string(famChat), "second", store.OriginTool, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextEvent(t, al.events, "alert"); got != "clear "+key {
+		t.Fatalf("got %q; want clear %s", got, key)
+	}
+}
