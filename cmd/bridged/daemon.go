@@ -350,6 +350,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Socket:   cfg.Socket(),
 		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
 		Local:    loc,
+		Turns:    turnEnds,
 		Status:   liveStatus{rt, proxy},
 		Channels: channels,
 		Groups:   host,

@@ -19,12 +19,22 @@
 //	POST   /v1/chats/{chat}/messages         {"sender","text"} → {"id":N} (201)
 //	GET    /v1/chats/{chat}/messages?after=ID&wait=30s
 //	                                         {"messages":[{"id","direction","sender","text","time"}]}
+//	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s
+//	                                         Turn: {"state","seq","upto","error","attempt","attempts","replies":[…]}
 //
 // Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
 // 503 (not available) or 500. The chat endpoints serve registered local chats
 // only ("local:<name>"). The long-poll waits on the local channel's
 // notification (no polling loop) for at most 60 s and answers early, with
 // whatever there is, when the daemon stops.
+//
+// The turn endpoint is how `bridged chat -m` knows the agent is done: it
+// answers when the turn that took message ID ends (state "done": answered;
+// "failed": failed and retried, so another end follows — ask again with
+// since=<its seq>; "gave_up": failed for good), once every message bridged
+// committed for the chat is stored in it, with the assistant's messages after
+// ID as replies (a progress message sent during the turn included). When the
+// wait passes first the state is "running".
 //
 // Group and task changes go through Admin, which the command line also uses
 // directly on the database when the daemon is not running, so both paths

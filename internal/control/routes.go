@@ -31,6 +31,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}/runs", s.taskRuns)
 	mux.HandleFunc("POST /v1/chats/{chat}/messages", s.postMessage)
 	mux.HandleFunc("GET /v1/chats/{chat}/messages", s.getMessages)
+	mux.HandleFunc("GET /v1/chats/{chat}/turn", s.getTurn)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

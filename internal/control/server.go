@@ -55,6 +55,7 @@ type Options struct {
 	Socket   string // <home>/bridged.sock
 	Admin    *Admin
 	Local    Local             // nil: the chat endpoints answer 503
+	Turns    Turns             // nil: the turn endpoint answers 503
 	Status   StatusSource      // nil: no live part in /v1/status
 	Channels []channel.Channel // for status and metrics
 	Groups   GroupSyncer       // nil: nobody to tell

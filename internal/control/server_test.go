@@ -16,6 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // shortDir returns a temporary directory with a path short enough for a unix
@@ -89,6 +90,7 @@ type harness struct {
 	socket string
 	sync   *countSync
 	wake   *countWake
+	turns  *turns.Hub
 	stop   func()
 	done   chan error
 }
@@ -107,11 +109,12 @@ func start(t *testing.T, live Live) *harness {
 	db := openStore(t)
 	loc := &waitingLocal{Channel: local.New(db, "Andy", zerolog.Nop()), waiting: make(chan struct{}, 1)}
 	loc.SetInbound(storeInbound(db))
-	h := &harness{db: db, local: loc, sync: &countSync{}, wake: &countWake{}, socket: filepath.Join(shortDir(t), "bridged.sock")}
+	h := &harness{db: db, local: loc, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
 	srv, err := Listen(Options{
 		Socket:   h.socket,
 		Admin:    &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},
 		Local:    loc,
+		Turns:    h.turns,
 		Status:   fakeLive{live},
 		Channels: []channel.Channel{loc.Channel, fakeChannel{"whatsapp", channel.StateNotPaired}},
 		Groups:   h.sync,

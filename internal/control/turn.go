@@ -1,0 +1,185 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
+)
+
+// Turns tells when a chat's turn ended (turns.Hub).
+type Turns interface {
+	// Wait blocks until a turn of chat that took message after ends later
+	// than the end numbered since (0: any) and returns it with true; it
+	// returns false when ctx ends first.
+	Wait(ctx context.Context, chat string, after int64, since uint64) (turns.End, bool)
+}
+
+// TurnState says where the turn that took a message is.
+type TurnState string
+
+// Turn states. Running means the wait ended first: the turn has not ended
+// yet (or its message never woke the agent).
+const (
+	TurnRunning TurnState = "running"
+	TurnDone    TurnState = TurnState(turns.Done)
+	TurnFailed  TurnState = TurnState(turns.Failed) // retried: another end follows
+	TurnGaveUp  TurnState = TurnState(turns.GaveUp)
+)
+
+// Turn is the answer to GET /v1/chats/{chat}/turn: how the turn that took
+// message After ended, and the assistant's messages in the chat after it
+// (the turn's replies, and notices), every one the turn committed delivered.
+type Turn struct {
+	State    TurnState     `json:"state"`
+	Seq      uint64        `json:"seq,omitempty"`      // pass as since= to wait for the next end
+	Upto     int64         `json:"upto,omitempty"`     // the newest message the turn took
+	Error    string        `json:"error,omitempty"`    // why it failed
+	Attempt  int           `json:"attempt,omitempty"`  // failed: this attempt
+	Attempts int           `json:"attempts,omitempty"` // of this many
+	Replies  []ChatMessage `json:"replies"`
+}
+
+// Ended reports whether no further end of this turn will come: it was
+// answered or bridged gave up on it.
+func (t Turn) Ended() bool { return t.State == TurnDone || t.State == TurnGaveUp }
+
+// getTurn answers when the turn of the chat that took message ?after=ID
+// ends later than the end ?since=SEQ, or ?wait=D (at most MaxWait) passes,
+// or the server stops; then with the assistant's messages after the id.
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
+	chat := r.PathValue("chat")
+	q := r.URL.Query()
+	after, err := strconv.ParseInt(q.Get("after"), 10, 64)
+	if err != nil || after <= 0 {
+		s.fail(w, r, fmt.Errorf("%w: after=%q: want the id of the message posted", ErrInvalid, q.Get("after")))
+		return
+	}
+	var since uint64
+	if v := q.Get("since"); v != "" {
+		if since, err = strconv.ParseUint(v, 10, 64); err != nil {
+			s.fail(w, r, fmt.Errorf("%w: since=%q: want the seq of an end", ErrInvalid, v))
+			return
+		}
+	}
+	wait := s.opts.MaxWait
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			s.fail(w, r, fmt.Errorf("%w: wait=%q: want a Go duration such as 30s", ErrInvalid, v))
+			return
+		}
+		wait = min(d, s.opts.MaxWait)
+	}
+	ctx := r.Context()
+	if err := s.localChat(ctx, chat); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.opts.Turns == nil {
+		s.fail(w, r, fmt.Errorf("%w: turn ends are not available", ErrNotRunning))
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	t := Turn{State: TurnRunning}
+	if e, ok := s.opts.Turns.Wait(wctx, chat, after, since); ok {
+		t = Turn{State: TurnState(e.Result), Seq: e.Seq, Upto: e.Upto, Error: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts}
+		if err := s.delivered(wctx, chat, after); err != nil && ctx.Err() == nil && wctx.Err() == nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	msgs, err := s.opts.Admin.Messages(ctx, chat, after)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t.Replies = []ChatMessage{}
+	for _, m := range msgs {
+		if m.Direction == Out {
+			t.Replies = append(t.Replies, m)
+		}
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// delivered waits until every message bridged committed for chat is stored
+// in the chat (the outbox hands it to the local channel), or ctx ends.
+func (s *Server) delivered(ctx context.Context, chat string, after int64) error {
+	for {
+		changed := s.opts.Local.Wait(ctx)
+		done, err := s.outboxDelivered(ctx, chat, after)
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// outboxDelivered reports whether no outbox row of chat is pending whose
+// message is not stored in the chat after the id after yet (a row is
+// marked sent just after the local channel stored it).
+func (s *Server) outboxDelivered(ctx context.Context, chat string, after int64) (bool, error) {
+	pending, err := s.opts.Admin.DB.PendingOutbox(ctx, 0)
+	if err != nil {
+		return false, err
+	}
+	var stored map[string]bool
+	for _, it := range pending {
+		if string(it.Chat) != chat {
+			continue
+		}
+		if stored == nil { // read the chat only when one of its rows is pending
+			ms, err := s.opts.Admin.DB.MessagesAfter(ctx, store.ChatID(chat), store.MessageID(after), maxMessages)
+			if err != nil {
+				return false, err
+			}
+			stored = make(map[string]bool, len(ms))
+			for _, m := range ms {
+				stored[m.ExternalID] = true
+			}
+		}
+		if !stored[it.ExternalID] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Turn waits (at most wait, at most 60 s on the server) for the end of the
+// turn of a local chat that took message after, later than the end numbered
+// since (0: the first), and returns it with the assistant's messages after
+// the id. A Turn in state TurnRunning means the wait passed first.
+func (c *Client) Turn(ctx context.Context, chat string, after int64, since uint64, wait time.Duration) (Turn, error) {
+	q := url.Values{}
+	q.Set("after", strconv.FormatInt(after, 10))
+	if since > 0 {
+		q.Set("since", strconv.FormatUint(since, 10))
+	}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	var t Turn
+	err := c.do(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(chat)+"/turn?"+q.Encode(), nil, &t)
+	return t, err
+}
