@@ -209,6 +209,9 @@ func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessage
 		}()
 		sf := staged.File()
 		file = &ipc.FileInfo{Name: sf.Name, Kind: sf.Kind, Size: sf.Size}
+		if rec, _ := ctx.Value(recordKey{}).(*pendingRecord); rec != nil {
+			rec.file = file
+		}
 		ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
 			return staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
 		})

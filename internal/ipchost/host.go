@@ -785,7 +785,7 @@ func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *tree
 		if req.Type == ipc.TypeSendMessage {
 			// The router commits the message in its own transaction.
 			ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
-				return h.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat)})
+				return h.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat), File: rec.file})
 			})
 		}
 	}
@@ -827,6 +827,10 @@ type pendingRecord struct {
 	folder   store.Folder
 	req      ipc.Request
 	recorded atomic.Bool // a record was written (in a transaction that may yet fail)
+	// file is the file a send_message queues with its message, set
+	// before the message is committed, so the record answers like the
+	// first response.
+	file *ipc.FileInfo
 }
 
 // record records the request being carried out under ctx as handled, with

@@ -41,6 +41,16 @@ func TestReplayedRequestAnsweredFromRecord(t *testing.T) {
 		req  func(e *env) ipc.Request
 	}{
 		{"send_message", "family", func(*env) ipc.Request { return ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"}) }},
+		{"send_message with a file", "family", func(e *env) ipc.Request {
+			dir := filepath.Join(e.home, "groups", "family")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				panic(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("milk"), 0o644); err != nil {
+				panic(err)
+			}
+			return ipc.NewRequest(ipc.SendMessageArgs{Text: "the list", File: "notes.txt"})
+		}},
 		{"send_message to another chat", "main", func(*env) ipc.Request {
 			return ipc.NewRequest(ipc.SendMessageArgs{Text: "hello", TargetChat: "local:family"})
 		}},
