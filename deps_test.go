@@ -80,6 +80,7 @@ var tiers = map[string]tier{
 	"internal/groupqueue":       middle,
 	"internal/ipchost":          middle,
 	"internal/outbox":           middle,
+	"internal/prompt":           middle, // text only; on the store for its message and task types
 	"internal/retention":        middle,
 	"internal/transcribe":       middle,
 	"internal/router":           upper,

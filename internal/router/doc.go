@@ -22,7 +22,7 @@
 // <message sender time> elements, XML-escaped, times RFC 3339 in the
 // configured timezone. At most Config.PromptCap messages go in (and never
 // more than one IPC text may hold): older ones are dropped with a note saying
-// how many, and the chat gets one line saying so too (LeftOutNotice), once
+// how many, and the chat gets one line saying so too (prompt.LeftOutNotice), once
 // per prompt: a retry of the same messages does not repeat it. A scheduled
 // task's prompt is its text in a <scheduled_task>
 // element after the context line.

@@ -12,6 +12,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -159,8 +160,8 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		if run.kind != groupqueue.KindMessages || run.chat != g.Chat {
 			return errNoRun
 		}
-		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		name, err := r.writeInput(g.Folder, prompt)
+		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		name, err := r.writeInput(g.Folder, text)
 		if err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func (r *Router) triggered(g store.Group, msgs []store.Message) bool {
 		if m.IsBot {
 			continue
 		}
-		if m.Mentioned || MatchTrigger(trig, m.Text) {
+		if m.Mentioned || prompt.MatchTrigger(trig, m.Text) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/outbox"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // to its own chat while it handles messages counts as a reply: from then on
 // that run's messages are not run again.
 func (r *Router) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	text = StripInternal(text)
+	text = prompt.StripInternal(text)
 	if text == "" {
 		return store.OutboxItem{}, ErrEmpty
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -80,5 +81,5 @@ func (r *Router) sendFailed(it store.OutboxItem, err error) {
 	if it.Group != "" {
 		where = fmt.Sprintf("group %s (%s)", it.Group, it.Chat)
 	}
-	r.raise(OutboxFailedKey(it.Chat), fmt.Sprintf("A message to %s could not be sent and was given up: %s. See `bridged status`.", where, clip(oneLine(err.Error()), 200)))
+	r.raise(OutboxFailedKey(it.Chat), fmt.Sprintf("A message to %s could not be sent and was given up: %s. See `bridged status`.", where, prompt.Clip(prompt.OneLine(err.Error()), 200)))
 }

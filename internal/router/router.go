@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/outbox"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -35,8 +36,6 @@ const (
 	// timeoutMargin is how much longer than the idle timeout a container's
 	// hard timeout must be, so the graceful close acts first.
 	timeoutMargin = 30 * time.Second
-	// stopGrace is how long a stopped container gets before it is killed.
-	stopGrace = 10 * time.Second
 	// maxFailures is how many failures Status remembers.
 	maxFailures = 50
 	// clearChunk is how many stale input files are listed at once.
@@ -589,7 +588,7 @@ func (r *Router) noteLeftOut(g store.Group, gs *groupState, first store.MessageI
 	}
 	gs.leftOutFrom = first
 	r.log.Info().Str("group", string(g.Folder)).Int("left_out", left).Msg("older messages left out of the prompt; telling the chat")
-	r.notice(g.Chat, g.Folder, LeftOutNotice(left))
+	r.notice(g.Chat, g.Folder, prompt.LeftOutNotice(left))
 }
 
 // channelFor returns the first channel that owns chat, nil if none does.

@@ -16,6 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -30,14 +31,11 @@ var (
 	errNoCommit   = errors.New("could not store the reply")
 )
 
-// outcome is how a container run ended.
+// outcome is how a container run ended: the container's end, and what the
+// run committed.
 type outcome struct {
-	exit     container.Exit
-	timedOut bool
-	noStart  bool          // stopped by the start timeout
-	timeout  time.Duration // the timeout that fired
-	stopped  bool          // stopped because the run's context ended
-	results  int           // results committed
+	container.Ended
+	results int // results committed
 	// agentErr is the text of the error that failed a turn: for a message
 	// run, a runner error while a turn was in flight or an is_error result,
 	// cleared when a later result commits (the runner re-sent the turn and
@@ -46,7 +44,6 @@ type outcome struct {
 	commitErr error  // a result that could not be committed
 	lastText  string // last reply text (a task's result)
 	cost      float64
-	err       error // a failure of the run itself (start, wait)
 }
 
 // failure returns the error of a run that did not end well, nil if it did:
@@ -55,24 +52,24 @@ type outcome struct {
 // every hand-over is committed lost nothing.
 func (o outcome) failure() error {
 	switch {
-	case o.err != nil:
-		return o.err
+	case o.Err != nil:
+		return o.Err
 	case o.commitErr != nil:
 		return fmt.Errorf("%w: %w", errNoCommit, o.commitErr)
 	case o.agentErr != "":
-		return fmt.Errorf("%w: %s", errAgentError, clip(oneLine(o.agentErr), 300))
-	case o.stopped:
+		return fmt.Errorf("%w: %s", errAgentError, prompt.Clip(prompt.OneLine(o.agentErr), 300))
+	case o.Stopped:
 		return errStopped
-	case o.noStart:
-		return fmt.Errorf("%w: no output within %s of the container's start", errNoStart, o.timeout)
-	case o.timedOut && o.timeout > 0:
-		return fmt.Errorf("%w (%s)", errTimedOut, o.timeout)
-	case o.timedOut:
+	case o.NoStart:
+		return fmt.Errorf("%w: no output within %s of the container's start", errNoStart, o.Timeout)
+	case o.TimedOut && o.Timeout > 0:
+		return fmt.Errorf("%w (%s)", errTimedOut, o.Timeout)
+	case o.TimedOut:
 		return errTimedOut
-	case o.exit.Err != nil:
-		return fmt.Errorf("container exit: %w", o.exit.Err)
-	case o.exit.Code != 0:
-		return fmt.Errorf("container exited with code %d", o.exit.Code)
+	case o.Exit.Err != nil:
+		return fmt.Errorf("container exit: %w", o.Exit.Err)
+	case o.Exit.Code != 0:
+		return fmt.Errorf("container exited with code %d", o.Exit.Code)
 	case o.results == 0:
 		return errNoResult
 	}
@@ -119,7 +116,7 @@ func (hang) Is(target error) bool { return target == groupqueue.ErrHang }
 func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*liveRun, string, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	run, prompt, err := func() (*liveRun, string, error) {
+	run, text, err := func() (*liveRun, string, error) {
 		if err := gs.loadLocked(ctx, r.db, g.Folder); err != nil {
 			return nil, "", err
 		}
@@ -135,7 +132,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 			r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
 			return nil, "", nil
 		}
-		prompt, n := fitPrompt(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
+		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true, kick: make(chan struct{}, 1)}
 		gs.run = run
@@ -143,7 +140,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		run.settled = gs.handed
 		r.publish(g.Folder, run)
 		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+omitted).Msg("starting agent for messages")
-		return run, prompt, nil
+		return run, text, nil
 	}()
 	if run == nil {
 		r.queue.MarkClosing(string(g.Folder))
@@ -151,14 +148,14 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 	if err != nil {
 		return nil, "", fmt.Errorf("run messages of %s: %w", g.Folder, err)
 	}
-	return run, prompt, nil
+	return run, text, nil
 }
 
 func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	folder := g.Folder
 	log := r.log.With().Str("group", string(folder)).Logger()
 	gs := r.state(folder)
-	run, prompt, err := r.handover(ctx, g, gs)
+	run, text, err := r.handover(ctx, g, gs)
 	if run == nil {
 		return err
 	}
@@ -170,7 +167,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 		sess = store.Session{}
 	}
 	sess.Folder = folder
-	o := r.runContainer(ctx, log, g, run, prompt, &sess, store.OriginReply)
+	o := r.runContainer(ctx, log, g, run, text, &sess, store.OriginReply)
 
 	// The container is gone: nothing can be piped into it any more.
 	r.queue.MarkClosing(string(folder))
@@ -235,7 +232,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	r.out.SetTyping(string(g.Chat), false)
 	if actedFail {
 		log.Warn().Err(o.failure()).Msg("a turn failed after the agent acted; its messages are not run again")
-		r.notice(g.Chat, folder, actedNotice(o.failure()))
+		r.notice(g.Chat, folder, prompt.ActedNotice(o.failure()))
 	}
 	if unread > 0 {
 		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")
@@ -272,7 +269,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 	delete(r.retrying, folder)
 	if o.Event == groupqueue.Retrying {
 		r.retrying[folder] = Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages),
-			Error: clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", o.Attempt, o.Attempts, why), 500)}
+			Error: prompt.Clip(fmt.Sprintf("attempt %d of %d failed, retrying: %s", o.Attempt, o.Attempts, why), 500)}
 	}
 	r.mu.Unlock()
 	if o.Event == groupqueue.Succeeded {
@@ -282,7 +279,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 		return
 	}
 	r.log.Error().Err(o.Err).Str("group", name).Int("attempts", o.Attempt).Msg("agent failed for good; waiting for the next message")
-	r.addFailure(Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages), Error: clip(o.Err.Error(), 500)})
+	r.addFailure(Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages), Error: prompt.Clip(o.Err.Error(), 500)})
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
 	g, err := r.db.GetGroupByFolder(ctx, folder)
@@ -290,8 +287,8 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 		r.log.Warn().Err(err).Str("group", name).Msg("cannot look up the group to tell its chat")
 		return
 	}
-	r.notice(g.Chat, folder, fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", o.Attempt, clip(oneLine(why), 200)))
-	r.raise(GaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, o.Attempt, clip(oneLine(why), 200)))
+	r.notice(g.Chat, folder, prompt.GaveUpNotice(o.Attempt, why))
+	r.raise(GaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, o.Attempt, prompt.Clip(prompt.OneLine(why), 200)))
 }
 
 // runTask is the queue's RunTask handler: one container for one task.
@@ -305,7 +302,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
 	if err != nil {
 		err = fmt.Errorf("run task %s: group %s: %w", t.ID, name, err)
-		r.finishTask(log, t, started, outcome{err: err}, err)
+		r.finishTask(log, t, started, outcome{Ended: container.Ended{Err: err}}, err)
 		return err
 	}
 	sess := store.Session{Folder: g.Folder}
@@ -331,10 +328,10 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	gs.mu.Unlock()
 	log.Info().Msg("starting agent for scheduled task")
 
-	prompt := FormatTaskPrompt(r.cfg.Timezone, r.now(), t)
+	text := prompt.Task(r.cfg.Timezone, r.now(), t)
 	taskGroup := g
 	taskGroup.Chat = chat
-	o := r.runContainer(ctx, log, taskGroup, run, prompt, sessp, store.OriginTask)
+	o := r.runContainer(ctx, log, taskGroup, run, text, sessp, store.OriginTask)
 	r.queue.MarkClosing(name)
 	gs.mu.Lock()
 	gs.run = nil
@@ -360,12 +357,12 @@ func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time,
 		StartedAt: started,
 		Duration:  r.now().Sub(started),
 		Status:    store.RunOK,
-		Result:    clip(o.lastText, 2000),
+		Result:    prompt.Clip(o.lastText, 2000),
 		CostUSD:   o.cost,
 	}
 	if fail != nil {
 		run.Status = store.RunError
-		run.Error = clip(fail.Error(), 2000)
+		run.Error = prompt.Clip(fail.Error(), 2000)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
@@ -381,11 +378,11 @@ func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time,
 		return
 	}
 	log.Error().Err(fail).Msg("task run failed")
-	r.addFailure(Failure{Time: r.now(), Group: string(t.Folder), Kind: string(groupqueue.KindTask), TaskID: string(t.ID), Error: clip(fail.Error(), 500)})
+	r.addFailure(Failure{Time: r.now(), Group: string(t.Folder), Kind: string(groupqueue.KindTask), TaskID: string(t.ID), Error: prompt.Clip(fail.Error(), 500)})
 	if strings.HasPrefix(t.LastResult, "error: ") || t.Chat == "" {
 		return // already announced when it started failing
 	}
-	r.notice(t.Chat, t.Folder, fmt.Sprintf("Scheduled task %s failed: %s", t.ID, clip(oneLine(fail.Error()), 200)))
+	r.notice(t.Chat, t.Folder, prompt.TaskFailedNotice(string(t.ID), fail))
 }
 
 // taskDropped is the queue's TaskDropped handler: the task will not run
@@ -492,17 +489,16 @@ func (r *Router) hardTimeout(g store.Group) time.Duration {
 	return r.cfg.ContainerTimeout
 }
 
-// runContainer starts one container for g with prompt and follows it until
-// it is gone: results are committed to the outbox (origin) with the session
-// and usage, each stdout event resets the hard timeout, and the container is
-// stopped when that fires or ctx ends. sess is nil for an isolated task (its
-// session is not kept).
-func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, prompt string, sess *store.Session, origin store.Origin) outcome {
+// runContainer starts one container for g with text as its prompt and
+// follows it until it is gone (container.Supervise): results are committed
+// to the outbox (origin) with the session and usage as they come. sess is
+// nil for an isolated task (its session is not kept).
+func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, text string, sess *store.Session, origin store.Origin) outcome {
 	start := time.Now()
 	var o outcome
 	folder := string(g.Folder)
 	input := ipc.RunInput{
-		Prompt:        prompt,
+		Prompt:        text,
 		Group:         folder,
 		Chat:          string(g.Chat),
 		IsMain:        g.IsMain,
@@ -516,20 +512,20 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	}
 	spec, release, err := r.specs.Build(log, g, run.name, input)
 	if err != nil {
-		o.err = err
+		o.Err = err
 		return o
 	}
 	defer release()
 	if err := r.removeClose(g.Folder); err != nil {
-		o.err = fmt.Errorf("prepare group directories: %w", err)
+		o.Err = fmt.Errorf("prepare group directories: %w", err)
 		return o
 	}
-	rl := openRunLog(log, r.layout.LogsDir(folder), r.now())
-	defer rl.close()
-	rl.header(r.log.GetLevel() <= zerolog.DebugLevel, run, spec, input)
+	rl := container.OpenRunLog(log, r.layout.LogsDir(folder), r.now())
+	defer rl.Close()
+	rl.Header(r.log.GetLevel() <= zerolog.DebugLevel, string(run.kind), string(run.task), spec, input)
 	stderrLog := log.With().Str("container", spec.Name).Logger()
 	spec.Stderr = func(line string) {
-		rl.stderr(line)
+		rl.Stderr(line)
 		stderrLog.Debug().Str("line", line).Msg("container stderr")
 	}
 
@@ -538,77 +534,29 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 	}
 	if err := r.specs.CheckMounts(spec); err != nil {
 		log.Error().Err(err).Msg("bind-mount source failed its check; container not started")
-		o.err = err
-		rl.footer(o, false)
-		return o
-	}
-	if err := r.stopLeftovers(ctx, log, folder); err != nil {
-		log.Error().Err(err).Msg("container not started")
-		o.err = err
-		rl.footer(o, false)
-		return o
-	}
-	c, err := r.rt.Start(ctx, spec)
-	if err != nil {
-		o.err = fmt.Errorf("start container: %w", err)
-		rl.footer(o, false)
+		o.Err = err
+		rl.Footer(o.Ended, 0, false, o.failure())
 		return o
 	}
 	gs := r.state(g.Folder)
-	gs.mu.Lock()
-	run.id = c.ID()
-	r.publish(g.Folder, run)
-	gs.mu.Unlock()
-	log = log.With().Str("container", spec.Name).Logger()
-	log.Debug().Msg("container started")
-
-	timeout := r.hardTimeout(g)
-	hard := time.NewTimer(timeout)
-	defer hard.Stop()
-	// Until its first event the container has the start timeout.
-	startTimeout := min(r.cfg.StartTimeout, timeout)
-	first := time.NewTimer(startTimeout)
-	defer first.Stop()
-	firstC := first.C
-	stopDone := make(chan struct{})
-	var stopErr error // set before stopDone closes
-	var stopDoneC <-chan struct{}
-	stopping := false
-	stop := func(why string) {
-		if stopping {
-			return
-		}
-		stopping = true
-		stopDoneC = stopDone
-		r.queue.MarkClosing(folder)
-		log.Info().Str("reason", why).Msg("stopping container")
-		go func() {
-			defer close(stopDone)
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
-			defer cancel()
-			if err := r.rt.Stop(sctx, c.ID(), stopGrace); err != nil {
-				log.Error().Err(err).Msg("cannot stop container")
-				stopErr = err
-			}
-		}()
-	}
-	events := c.Events()
-	done := ctx.Done()
-	errClosed := false
-loop:
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				break loop
-			}
-			if !stopping {
-				hard.Reset(timeout)
-			}
-			if firstC != nil {
-				first.Stop()
-				firstC = nil
-			}
+	stopping, errClosed := false, false
+	o.Ended = container.Supervise(ctx, r.rt, spec, container.Watch{
+		Log:          log,
+		Instance:     r.cfg.Instance,
+		Timeout:      r.hardTimeout(g),
+		StartTimeout: r.cfg.StartTimeout,
+		Kick:         run.kick,
+		Started: func(id string) {
+			gs.mu.Lock()
+			run.id = id
+			r.publish(g.Folder, run)
+			gs.mu.Unlock()
+		},
+		Stopping: func() {
+			stopping = true
+			r.queue.MarkClosing(folder)
+		},
+		Event: func(ev ipc.Event) {
 			r.handleEvent(ctx, log, g, run, sess, origin, ev, &o)
 			if origin == store.OriginReply && (o.agentErr != "" || o.commitErr != nil) && !stopping && !errClosed {
 				// A turn failed: the container takes no more messages and
@@ -619,84 +567,15 @@ loop:
 				r.queue.MarkClosing(folder)
 				r.closeIdle(folder)
 			}
-		case <-run.kick:
-			// A turn began on an idle agent: its time starts now, not at
-			// the last result.
-			if !stopping {
-				hard.Reset(timeout)
-			}
-		case <-firstC:
-			firstC = nil
-			if !stopping {
-				o.timedOut, o.noStart, o.timeout = true, true, startTimeout
-				stop("no output since start")
-			}
-		case <-hard.C:
-			if !o.noStart {
-				o.timedOut = true
-				o.timeout = timeout
-			}
-			stop("timeout")
-		case <-done:
-			done = nil
-			o.stopped = true
-			stop("shutdown")
-		case <-stopDoneC:
-			stopDoneC = nil
-			if stopErr != nil {
-				// The engine could not stop it: its end will not be seen
-				// either. The run fails; the next one stops it first.
-				o.err = &container.NotStoppedError{ID: c.ID(), Err: stopErr}
-				break loop
-			}
-		}
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
-	if o.err != nil {
-		cancel() // the container could not be stopped: its end will not come
-	}
-	exit, err := c.Wait(wctx)
-	cancel()
-	if err != nil && o.err == nil {
-		stop("wait failed")
-		o.err = fmt.Errorf("wait for container: %w", err)
-	}
-	o.exit = exit
-	if stopping {
-		<-stopDone
-	}
+		},
+	})
 	gs.mu.Lock()
 	replied := run.replied
 	gs.mu.Unlock()
-	rl.footer(o, replied)
-	log.Info().Int("exit_code", exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.timedOut).
+	rl.Footer(o.Ended, o.results, replied, o.failure())
+	log.Info().Str("container", spec.Name).Int("exit_code", o.Exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.TimedOut).
 		Int("results", o.results).Bool("replied", replied).Msg("container finished")
 	return o
-}
-
-// stopLeftovers makes sure no container of the group is left before a new
-// one starts: one group, one container, always. A container of this daemon
-// for the group can be left when the engine connection was lost and the
-// container could not be stopped then, or when a start failed half-way.
-// If one cannot be stopped now, the run fails and starts none.
-func (r *Router) stopLeftovers(ctx context.Context, log zerolog.Logger, folder string) error {
-	infos, err := r.rt.ListManaged(ctx)
-	if err != nil {
-		return fmt.Errorf("check for a previous container of the group: %w", err)
-	}
-	for _, c := range infos {
-		if c.Group != folder || c.Instance != r.cfg.Instance {
-			continue
-		}
-		log.Warn().Str("container", c.Name).Str("state", c.State).Msg("a previous container of the group is still there; stopping it before starting a new one")
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace+shortTimeout)
-		err := r.rt.Stop(sctx, c.ID, stopGrace)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the group's previous container %s could not be stopped, so no new one was started: %w", c.Name, err)
-		}
-	}
-	return nil
 }
 
 // handleEvent acts on one line of the runner's stdout.
@@ -723,7 +602,7 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 		*sess = next
 		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
 	case ipc.EventError:
-		log.Warn().Str("error", clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
+		log.Warn().Str("error", prompt.Clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
 		// claude died (or could not start). For a message run whose agent
 		// was working on a turn, that turn failed: the container is closed
 		// and, unless a later result commits (the runner re-sends the turn
@@ -738,7 +617,7 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 		}
 		gs.mu.Unlock()
 		if inTurn && o.agentErr == "" {
-			o.agentErr = clip(oneLine(ev.Message), 300)
+			o.agentErr = prompt.Clip(prompt.OneLine(ev.Message), 300)
 			if o.agentErr == "" {
 				o.agentErr = "the agent runner reported an error without text"
 			}
@@ -755,7 +634,7 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 // later reply would store a cursor past the failed turn), the container is
 // closed, and the run rolls back to the last committed reply and is retried.
 func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, run *liveRun, sess *store.Session, origin store.Origin, ev ipc.Event, o *outcome) {
-	text := StripInternal(ev.Text)
+	text := prompt.StripInternal(ev.Text)
 	send := text != "" && !ev.IsError
 	var next store.Session
 	if sess != nil {
@@ -851,7 +730,7 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	switch {
 	case ev.IsError:
 		log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
-		log.Debug().Str("error", clip(ev.Text, 300)).Msg("agent error text")
+		log.Debug().Str("error", prompt.Clip(ev.Text, 300)).Msg("agent error text")
 		// A message turn that ends in an error failed (it is retried like
 		// a first turn); a task fails on it unless it already replied.
 		if origin == store.OriginReply || !replied {
@@ -903,13 +782,3 @@ func (r *Router) notice(chat store.ChatID, folder store.Folder, text string) {
 		log.Error().Err(err).Msg("cannot send notice")
 	}
 }
-
-// clip shortens s to at most n bytes without splitting a rune.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return truncateUTF8(s, n) + "…"
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

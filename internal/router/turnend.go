@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -37,7 +38,7 @@ func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome) {
 			e.Result = turns.GaveUp
 		}
 		if o.Err != nil {
-			e.Reason = clip(oneLine(strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))), 300)
+			e.Reason = prompt.Clip(prompt.OneLine(strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))), 300)
 		}
 		upto, err = r.db.LatestMessageID(ctx, g.Chat)
 	default:

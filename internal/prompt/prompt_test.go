@@ -1,4 +1,4 @@
-package router
+package prompt
 
 import (
 	"strings"
@@ -43,50 +43,7 @@ func TestMatchTrigger(t *testing.T) {
 	}
 }
 
-func TestTriggered(t *testing.T) {
-	h := newHarness(t, nil)
-	msg := func(id int, text string, bot bool) store.Message {
-		return store.Message{ID: store.MessageID(id), Chat: famChat, Text: text, IsBot: bot}
-	}
-	fam := store.Group{Chat: famChat, Folder: "fam", Trigger: "@" + testName, RequiresTrigger: true}
-	custom := fam
-	custom.Trigger = "@Helper"
-	noTrigger := fam
-	noTrigger.Trigger = ""
-	main := fam
-	main.IsMain = true
-	open := fam
-	open.RequiresTrigger = false
-
-	tests := []struct {
-		name string
-		g    store.Group
-		msgs []store.Message
-		want bool
-	}{
-		{"main answers everything", main, []store.Message{msg(1, "hello", false)}, true},
-		{"requires-trigger off answers everything", open, []store.Message{msg(1, "hello", false)}, true},
-		{"no trigger", fam, []store.Message{msg(1, "hello", false)}, false},
-		{"trigger at start", fam, []store.Message{msg(1, "hello", false), msg(2, "@robo what now", false)}, true},
-		{"trigger mid-sentence", fam, []store.Message{msg(1, "ask @"+testName+" later", false)}, false},
-		{"trigger glued to a word", fam, []store.Message{msg(1, "@"+testName+"x hi", false)}, false},
-		{"bot message never triggers", fam, []store.Message{msg(1, "@"+testName+" hi", true)}, false},
-		{"mention triggers", fam, []store.Message{{ID: 7, Chat: famChat, Text: "hey you", Mentioned: true}}, true},
-		{"a bot's mention never triggers", fam, []store.Message{{ID: 8, Chat: famChat, Text: "hey you", Mentioned: true, IsBot: true}}, false},
-		{"group's own trigger", custom, []store.Message{msg(1, "@helper hi", false)}, true},
-		{"group's own trigger replaces the name", custom, []store.Message{msg(1, "@"+testName+" hi", false)}, false},
-		{"empty trigger defaults to the name", noTrigger, []store.Message{msg(1, "@"+testName+" hi", false)}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := h.r.triggered(tt.g, tt.msgs); got != tt.want {
-				t.Fatalf("triggered: got %v; want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestFormatPrompt(t *testing.T) {
+func TestFormat(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Skipf("no tzdata: %v", err)
@@ -129,7 +86,7 @@ func TestFormatPrompt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := FormatPrompt(berlin, now, tt.msgs, tt.omitted); got != tt.want {
+			if got := Format(berlin, now, tt.msgs, tt.omitted); got != tt.want {
 				t.Fatalf("prompt:\ngot  %q\nwant %q", got, tt.want)
 			}
 		})
@@ -157,7 +114,7 @@ func TestFitPrompt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, kept := fitPrompt(time.UTC, now, tt.msgs, tt.omitted, ipc.MaxTextBytes)
+			got, kept := Fit(time.UTC, now, tt.msgs, tt.omitted, ipc.MaxTextBytes)
 			if len(got) > ipc.MaxTextBytes {
 				t.Fatalf("prompt is %d bytes; want at most %d", len(got), ipc.MaxTextBytes)
 			}
@@ -168,7 +125,7 @@ func TestFitPrompt(t *testing.T) {
 				t.Fatalf("prompt lacks %q", tt.wantNote)
 			}
 			if !strings.Contains(got, tt.wantContains) {
-				t.Fatalf("prompt lacks %q", clip(tt.wantContains, 40))
+				t.Fatalf("prompt lacks %q", Clip(tt.wantContains, 40))
 			}
 			if err := (ipc.RunInput{Prompt: got, Group: "g", AssistantName: "A"}).Validate(); err != nil {
 				t.Fatalf("run input with the prompt: %v", err)
@@ -195,15 +152,15 @@ func TestStripInternal(t *testing.T) {
 	}
 }
 
-func TestFormatTaskPrompt(t *testing.T) {
+func TestTask(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := FormatTaskPrompt(time.UTC, now, store.Task{ID: "task-1", Kind: "cron", Value: "0 9 * * *", Prompt: "check <mail> & report"})
+	got := Task(time.UTC, now, store.Task{ID: "task-1", Kind: "cron", Value: "0 9 * * *", Prompt: "check <mail> & report"})
 	want := `<context timezone="UTC" now="2026-01-02T03:04:05Z"/>` + "\n" +
 		`<scheduled_task id="task-1" schedule="cron 0 9 * * *">` + "\ncheck &lt;mail&gt; &amp; report\n</scheduled_task>"
 	if got != want {
 		t.Fatalf("task prompt:\ngot  %q\nwant %q", got, want)
 	}
-	long := FormatTaskPrompt(time.UTC, now, store.Task{ID: "task-2", Prompt: strings.Repeat("&", 40<<10)})
+	long := Task(time.UTC, now, store.Task{ID: "task-2", Prompt: strings.Repeat("&", 40<<10)})
 	if len(long) > ipc.MaxTextBytes || !strings.HasSuffix(long, "\n</scheduled_task>") {
 		t.Fatalf("long task prompt: %d bytes, suffix %q; want at most %d bytes, closed element", len(long), long[len(long)-20:], ipc.MaxTextBytes)
 	}

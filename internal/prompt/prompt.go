@@ -1,4 +1,9 @@
-package router
+// Package prompt writes what bridged says: the agent's prompts (DESIGN §6:
+// messages as escaped XML under a context line, capped to the IPC limit; a
+// scheduled task's prompt), the short notices a chat gets from bridged
+// itself, and the trigger match that decides whether a message wakes an
+// agent. It holds text only: no state, no I/O.
+package prompt
 
 import (
 	"fmt"
@@ -123,19 +128,19 @@ func LeftOutNotice(n int) string {
 	return fmt.Sprintf("Note: %d older messages were left out of what I read.", n)
 }
 
-// actedNotice is the line the chat gets when the agent failed (why) during a
+// ActedNotice is the line the chat gets when the agent failed (why) during a
 // turn in which it had already acted (scheduled or changed a task, registered
 // a group): the turn is not run again, so the agent does not act twice.
-func actedNotice(why error) string {
+func ActedNotice(why error) string {
 	return fmt.Sprintf("Sorry, I could not finish my answer: the agent failed (%s) after it had already acted on your message (a task or group change, which was kept). I did not run your message again, so nothing is done twice.",
-		clip(oneLine(why.Error()), 200))
+		Clip(OneLine(why.Error()), 200))
 }
 
-// FormatPrompt renders messages as the agent's prompt (DESIGN §6): a context
+// Format renders messages as the agent's prompt (DESIGN §6): a context
 // line with the timezone and the current time, then the messages, sender and
 // text XML-escaped, times RFC 3339 in loc. omitted earlier messages are
 // announced in a note before the first message.
-func FormatPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted int) string {
+func Format(loc *time.Location, now time.Time, msgs []store.Message, omitted int) string {
 	var b strings.Builder
 	b.WriteString(contextLine(loc, now))
 	b.WriteString("\n<messages>\n")
@@ -151,18 +156,18 @@ func FormatPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitt
 	return b.String()
 }
 
-// fitPrompt formats msgs so that the prompt fits in limit bytes (the IPC limit
+// Fit formats msgs so that the prompt fits in limit bytes (the IPC limit
 // on one text): the oldest messages are dropped (and counted in the note)
 // until it fits; a single message too long on its own is cut, with a mark
 // saying so. It returns the prompt and how many messages it holds.
-func fitPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted, limit int) (string, int) {
-	prompt := FormatPrompt(loc, now, msgs, omitted)
+func Fit(loc *time.Location, now time.Time, msgs []store.Message, omitted, limit int) (string, int) {
+	prompt := Format(loc, now, msgs, omitted)
 	if len(prompt) <= limit {
 		return prompt, len(msgs)
 	}
 	// Drop the oldest messages until the rest fits; reserve room for the
 	// note (at most this long).
-	overhead := len(FormatPrompt(loc, now, nil, omitted+len(msgs))) + 1
+	overhead := len(Format(loc, now, nil, omitted+len(msgs))) + 1
 	sizes := make([]int, len(msgs))
 	total := overhead
 	for i, m := range msgs {
@@ -176,7 +181,7 @@ func fitPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted,
 	}
 	kept := msgs[first:]
 	omitted += first
-	prompt = FormatPrompt(loc, now, kept, omitted)
+	prompt = Format(loc, now, kept, omitted)
 	if len(prompt) <= limit {
 		return prompt, len(kept)
 	}
@@ -185,10 +190,10 @@ func fitPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted,
 	const mark = "\n[the rest of this message was cut: it is too long]"
 	cut := m
 	cut.Text = mark
-	room := limit - len(FormatPrompt(loc, now, []store.Message{cut}, omitted))
+	room := limit - len(Format(loc, now, []store.Message{cut}, omitted))
 	keep := len(m.Text)
 	for keep > 0 && room > 0 {
-		head := truncateUTF8(m.Text, keep)
+		head := TruncateUTF8(m.Text, keep)
 		size := len(escapeXML(head))
 		if size <= room {
 			cut.Text = head + mark
@@ -196,12 +201,12 @@ func fitPrompt(loc *time.Location, now time.Time, msgs []store.Message, omitted,
 		}
 		keep = min(keep*room/size, len(head)-1)
 	}
-	return FormatPrompt(loc, now, []store.Message{cut}, omitted), 1
+	return Format(loc, now, []store.Message{cut}, omitted), 1
 }
 
-// truncateUTF8 returns the longest prefix of s of at most n bytes that does
+// TruncateUTF8 returns the longest prefix of s of at most n bytes that does
 // not split a rune.
-func truncateUTF8(s string, n int) string {
+func TruncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -211,16 +216,16 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// FormatTaskPrompt renders a scheduled task's prompt: the context line, then
+// Task renders a scheduled task's prompt: the context line, then
 // the task's prompt (XML-escaped) in a <scheduled_task> element, so the agent
 // knows the text was scheduled earlier and is not a new message.
-func FormatTaskPrompt(loc *time.Location, now time.Time, t store.Task) string {
+func Task(loc *time.Location, now time.Time, t store.Task) string {
 	head := contextLine(loc, now) + "\n" +
 		fmt.Sprintf(`<scheduled_task id="%s" schedule="%s %s">`, escapeXML(string(t.ID)), escapeXML(string(t.Kind)), escapeXML(t.Value)) + "\n"
 	const tail = "\n</scheduled_task>"
 	body := escapeXML(t.Prompt)
 	if room := ipc.MaxTextBytes - len(head) - len(tail); len(body) > room {
-		body = truncateUTF8(body, max(room, 0))
+		body = TruncateUTF8(body, max(room, 0))
 		// Never end inside an entity.
 		if i := strings.LastIndexByte(body, '&'); i >= 0 && !strings.Contains(body[i:], ";") {
 			body = body[:i]
@@ -228,3 +233,27 @@ func FormatTaskPrompt(loc *time.Location, now time.Time, t store.Task) string {
 	}
 	return head + body + tail
 }
+
+// GaveUpNotice is the line the chat gets when its agent failed attempts
+// times in a row (why: the last error) and bridged waits for the next
+// message.
+func GaveUpNotice(attempts int, why string) string {
+	return fmt.Sprintf("Sorry, I could not answer: the agent failed %d times in a row (%s). I will try again with your next message.", attempts, Clip(OneLine(why), 200))
+}
+
+// TaskFailedNotice is the line a task's chat gets when its run failed.
+func TaskFailedNotice(id string, why error) string {
+	return fmt.Sprintf("Scheduled task %s failed: %s", id, Clip(OneLine(why.Error()), 200))
+}
+
+// Clip shortens s to at most n bytes without splitting a rune, marking the
+// cut with an ellipsis.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return TruncateUTF8(s, n) + "…"
+}
+
+// OneLine joins s's words with single spaces.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

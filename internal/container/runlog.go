@@ -1,4 +1,4 @@
-package router
+package container
 
 import (
 	"bufio"
@@ -12,19 +12,18 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 // maxRunLogStderr bounds the stderr kept in one run log.
 const maxRunLogStderr = 10 << 20
 
-// runLog is data/logs/<folder>/run-<time>.log: the run's input (never the
+// RunLog is data/logs/<folder>/run-<time>.log: the run's input (never the
 // secrets; the prompt only at debug level), the container's stderr, its exit
 // status and duration. data/logs is the daemon's own (owner only, never
 // mounted), so no agent can reach or redirect it. A log that cannot be
 // written is skipped with a warning; the run goes on.
-type runLog struct {
+type RunLog struct {
 	mu      sync.Mutex
 	f       *os.File
 	w       *bufio.Writer
@@ -33,8 +32,9 @@ type runLog struct {
 	start   time.Time
 }
 
-func openRunLog(log zerolog.Logger, dir string, now time.Time) *runLog {
-	rl := &runLog{start: time.Now()}
+// OpenRunLog creates a run log in dir, named after now. Close it when done.
+func OpenRunLog(log zerolog.Logger, dir string, now time.Time) *RunLog {
+	rl := &RunLog{start: time.Now()}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Warn().Err(err).Msg("cannot create run log directory")
 		return rl
@@ -49,15 +49,15 @@ func openRunLog(log zerolog.Logger, dir string, now time.Time) *runLog {
 	return rl
 }
 
-func (rl *runLog) printf(format string, args ...any) {
+func (rl *RunLog) printf(format string, args ...any) {
 	if rl.w != nil {
 		fmt.Fprintf(rl.w, format, args...)
 	}
 }
 
-// header writes what the run was started with (the input carries no
-// credential: those stay in the daemon's proxy).
-func (rl *runLog) header(withPrompt bool, run *liveRun, spec container.Spec, in ipc.RunInput) {
+// Header writes what the run of kind (and task) was started with (the input
+// carries no credential: those stay in the daemon's proxy).
+func (rl *RunLog) Header(withPrompt bool, kind, task string, spec Spec, in ipc.RunInput) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	promptBytes := len(in.Prompt)
@@ -66,9 +66,9 @@ func (rl *runLog) header(withPrompt bool, run *liveRun, spec container.Spec, in 
 	}
 	b, _ := json.MarshalIndent(in, "", "  ")
 	rl.printf("=== bridged run ===\n")
-	rl.printf("started: %s\ngroup: %s\nkind: %s\n", rl.start.UTC().Format(time.RFC3339Nano), spec.Group, run.kind)
-	if run.task != "" {
-		rl.printf("task: %s\n", run.task)
+	rl.printf("started: %s\ngroup: %s\nkind: %s\n", rl.start.UTC().Format(time.RFC3339Nano), spec.Group, kind)
+	if task != "" {
+		rl.printf("task: %s\n", task)
 	}
 	rl.printf("container: %s\nimage: %s\nuser: %s\nprompt bytes: %d\n", spec.Name, spec.Image, spec.User, promptBytes)
 	for _, m := range spec.Mounts {
@@ -87,7 +87,8 @@ func (rl *runLog) header(withPrompt bool, run *liveRun, spec container.Spec, in 
 	rl.flushLocked()
 }
 
-func (rl *runLog) stderr(line string) {
+// Stderr adds one line of the container's stderr (cut after 10 MiB).
+func (rl *RunLog) Stderr(line string) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.w == nil || rl.cut {
@@ -102,27 +103,30 @@ func (rl *runLog) stderr(line string) {
 	rl.printf("%s\n", line)
 }
 
-func (rl *runLog) footer(o outcome, replied bool) {
+// Footer writes how the run ended: the container's end, the results it
+// committed, whether it replied, and the run's failure (nil: none).
+func (rl *RunLog) Footer(e Ended, results int, replied bool, failure error) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.printf("--- end ---\nexit code: %d\nduration: %s\nresults: %d\nreplied: %t\ntimed out: %t\n",
-		o.exit.Code, time.Since(rl.start).Round(time.Millisecond), o.results, replied, o.timedOut)
-	if o.exit.Err != nil {
-		rl.printf("exit error: %v\n", o.exit.Err)
+		e.Exit.Code, time.Since(rl.start).Round(time.Millisecond), results, replied, e.TimedOut)
+	if e.Exit.Err != nil {
+		rl.printf("exit error: %v\n", e.Exit.Err)
 	}
-	if err := o.failure(); err != nil {
+	if err := failure; err != nil {
 		rl.printf("failure: %v\n", err)
 	}
 	rl.flushLocked()
 }
 
-func (rl *runLog) flushLocked() {
+func (rl *RunLog) flushLocked() {
 	if rl.w != nil {
 		_ = rl.w.Flush()
 	}
 }
 
-func (rl *runLog) close() {
+// Close flushes and closes the log.
+func (rl *RunLog) Close() {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.f == nil {
