@@ -373,7 +373,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error { return rt.Run(gctx) })
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
-	g.Go(func() error { return (&retention.Pruner{DB: db, Keep: cfg.Retention, Log: log}).Run(gctx) })
+	g.Go(func() error {
+		return (&retention.Pruner{DB: db, Files: hm.Spool(), Keep: cfg.Retention, Log: log}).Run(gctx)
+	})
 	for _, ch := range channels {
 		g.Go(func() error {
 			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {

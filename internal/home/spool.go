@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // spoolMeta is the description kept beside a spooled file.
@@ -183,4 +184,55 @@ func safeName(name string) string {
 		name = "file"
 	}
 	return name
+}
+
+// stageLeftover is how old a staging directory must be to count as left
+// behind by a crash (a copy is staged for at most a request's time).
+const stageLeftover = time.Hour
+
+// Prune removes what the spool no longer needs: the copies kept before
+// `before` whose outbox row is not pending any more (done reports whether
+// row id was sent, failed or deleted; an error leaves the copy), and staging
+// directories a crash left behind. It returns how many entries went.
+func (sp Spool) Prune(before time.Time, done func(id int64) (bool, error)) (int, error) {
+	entries, err := os.ReadDir(sp.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("prune spool: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, ".stage-") {
+			if info.ModTime().Before(time.Now().Add(-stageLeftover)) {
+				if err := os.RemoveAll(filepath.Join(sp.dir, name)); err != nil {
+					return n, fmt.Errorf("prune spool: %w", err)
+				}
+				n++
+			}
+			continue
+		}
+		idText, _, ok := strings.Cut(name, "-")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if !ok || err != nil || !info.ModTime().Before(before) {
+			continue
+		}
+		gone, err := done(id)
+		if err != nil {
+			return n, fmt.Errorf("prune spool: %w", err)
+		}
+		if gone {
+			if err := sp.Remove(name); err != nil {
+				return n, fmt.Errorf("prune spool: %w", err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }

@@ -4,6 +4,10 @@
 // first), once they are older than BRIDGED_RETENTION (store.DB.Prune says
 // exactly what is kept).
 //
+// The copies of files agents sent (the spool, data/outbox/) go too once
+// they are older than the retention and their message is no longer
+// pending.
+//
 // A pass runs a minute after the daemon starts and then every hour. It
 // deletes in small batches (Batch rows of each kind per write transaction)
 // with a pause between them, so the router and the outbox sender, which
@@ -14,6 +18,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -36,12 +41,26 @@ type Store interface {
 	Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error)
 }
 
+// Files is the spool of files sent with messages (home.Spool).
+type Files interface {
+	// Prune removes the copies kept before `before` whose outbox row done
+	// reports sent, failed or deleted, and returns how many went.
+	Prune(before time.Time, done func(id int64) (bool, error)) (int, error)
+}
+
+// OutboxRows looks up outbox rows (store.DB); a Store that has it lets the
+// pruner prune Files.
+type OutboxRows interface {
+	GetOutbox(ctx context.Context, id store.OutboxID) (store.OutboxItem, error)
+}
+
 // Pruner prunes old rows in the background.
 type Pruner struct {
-	DB   Store
-	Keep time.Duration // the retention; 0 keeps everything
-	Now  func() time.Time
-	Log  zerolog.Logger
+	DB    Store
+	Files Files         // nil: no spool to prune
+	Keep  time.Duration // the retention; 0 keeps everything
+	Now   func() time.Time
+	Log   zerolog.Logger
 	// First is the delay before the first pass, Every the time between
 	// passes, Batch the rows of each kind per transaction, Pause the wait
 	// between transactions. Zero values take the defaults.
@@ -112,7 +131,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		}
 		total = total.Add(n)
 		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
-			return total, nil
+			return total, p.pruneFiles(ctx, before)
 		}
 		t := time.NewTimer(p.Pause)
 		select {
@@ -122,4 +141,27 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// pruneFiles removes the spooled copies of messages older than before that
+// are no longer pending.
+func (p *Pruner) pruneFiles(ctx context.Context, before time.Time) error {
+	rows, ok := p.DB.(OutboxRows)
+	if p.Files == nil || !ok {
+		return nil
+	}
+	n, err := p.Files.Prune(before, func(id int64) (bool, error) {
+		it, err := rows.GetOutbox(ctx, store.OutboxID(id))
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return it.State != store.OutboxPending, nil
+	})
+	if n > 0 {
+		p.Log.Info().Str("component", "retention").Int("files", n).Dur("retention", p.Keep).Msg("pruned old sent files")
+	}
+	return err
 }

@@ -3,7 +3,9 @@ package retention
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -147,4 +150,70 @@ func TestRunSchedule(t *testing.T) {
 			t.Errorf("retention 0: Run = %v with %d prunes; want nil and none", err, len(off.snapshot()))
 		}
 	})
+}
+
+// The spooled copies of files sent with messages go once they are older
+// than the retention and their message is no longer pending; a crash's
+// staging leftovers go too.
+func TestPassPrunesSentFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hm, err := home.New(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool := hm.Spool()
+	now := time.Now()
+	old := now.Add(-100 * time.Hour)
+	spoolFor := func(text string, sent bool, at time.Time) string {
+		it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := spool.Stage(text+".txt", "text/plain", "document", strings.NewReader(text), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := home.SpoolKey(int64(it.ID), it.ExternalID)
+		if err := st.Keep(key); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(hm.Layout().SpoolDir(), key), at, at); err != nil {
+			t.Fatal(err)
+		}
+		if sent {
+			if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return key
+	}
+	oldSent := spoolFor("old-sent", true, old)
+	oldPending := spoolFor("old-pending", false, old)
+	newSent := spoolFor("new-sent", true, now)
+	leftover := filepath.Join(hm.Layout().SpoolDir(), ".stage-0123")
+	if err := os.Mkdir(leftover, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(leftover, old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	p := &Pruner{DB: db, Files: spool, Keep: 48 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{oldSent: false, oldPending: true, newSent: true} {
+		if _, ok, err := spool.Get(key); ok != want || err != nil {
+			t.Errorf("%s kept = %v (%v); want %v", key, ok, err, want)
+		}
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("staging leftover still there: %v", err)
+	}
 }
