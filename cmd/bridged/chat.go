@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +30,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("chat", "chat [-m TEXT] [--timeout D] [flags] [GROUP]")
 	msg := fs.String("m", "", "send this one message, print the reply or replies, and exit")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up waiting for a reply after this long")
-	quiet := fs.Duration("quiet", 2*time.Second, "after a reply, wait this long for more before exiting")
+	quiet := fs.Duration("quiet", 0, "after the agent's turn ended, keep printing messages it sends later until this long passes without one")
 	sender := fs.String("sender", "", "your name in the chat (default $USER)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 0, 1)
@@ -40,8 +41,8 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "bridged chat: -m needs a GROUP: bridged chat -m TEXT GROUP")
 		return errUsage
 	}
-	if *timeout <= 0 || *quiet <= 0 {
-		fmt.Fprintln(a.stderr, "bridged chat: --timeout and --quiet must be positive")
+	if *timeout <= 0 || *quiet < 0 {
+		fmt.Fprintln(a.stderr, "bridged chat: --timeout must be positive and --quiet not negative")
 		return errUsage
 	}
 	cfg, err := cf.Resolve(a.getenv)
@@ -92,52 +93,136 @@ func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Gr
 	return control.Group{}, fmt.Errorf("no group with folder %q (see `bridged groups list`)", pos[0])
 }
 
-// chatOnce posts text and prints every outbound message after it, until a
-// reply came and o.quiet passed without another, or o.timeout passed.
+// chatOnce posts text, prints every reply of the agent's turn that took it,
+// and returns when that turn ended: nil when it was answered, an error with
+// the reason when bridged gave up on it. A failed attempt that is retried
+// is told on stderr and waited through. With o.quiet, messages sent after
+// the turn are printed until o.quiet passes without one.
 func (a *app) chatOnce(ctx context.Context, o chatOpts, text string) error {
-	after, err := o.client.PostMessage(ctx, o.chat, o.sender, text)
+	id, err := o.client.PostMessage(ctx, o.chat, o.sender, text)
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(o.timeout)
-	replied := false
+	printed := id
+	show := func(ms []control.ChatMessage) {
+		for _, m := range ms {
+			if m.Direction == control.Out && m.ID > printed {
+				fmt.Fprintln(a.stdout, m.Text)
+				printed = m.ID
+			}
+		}
+	}
+	var since uint64
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			if replied {
-				return nil
-			}
 			return fmt.Errorf("no reply from %s within %s", o.name, o.timeout)
 		}
-		wait := min(pollWait, remaining)
-		if replied {
-			wait = min(o.quiet, remaining)
-		}
-		msgs, err := o.client.Messages(ctx, o.chat, after, wait)
+		t, err := o.client.Turn(ctx, o.chat, id, since, min(pollWait, remaining))
 		if err != nil {
 			return err
 		}
-		if len(msgs) == 0 && replied {
+		show(t.Replies)
+		switch t.State {
+		case control.TurnFailed:
+			fmt.Fprintf(a.stderr, "bridged chat: attempt %d of %d failed (%s); bridged tries again\n", t.Attempt, t.Attempts, t.Error)
+			since = t.Seq
+			continue
+		case control.TurnGaveUp:
+			return fmt.Errorf("%w (%s gave up after %d attempts): %s", errTurnFailed, o.name, t.Attempt, t.Error)
+		case control.TurnDone:
+		default:
+			continue
+		}
+		if o.quiet == 0 {
 			return nil
 		}
-		for _, m := range msgs {
-			after = m.ID
-			if m.Direction == control.Out {
-				fmt.Fprintln(a.stdout, m.Text)
-				replied = true
+		for {
+			msgs, err := o.client.Messages(ctx, o.chat, printed, o.quiet)
+			if err != nil {
+				return err
+			}
+			before := printed
+			show(msgs)
+			if printed == before {
+				return nil
 			}
 		}
 	}
 }
+
+// errTurnFailed is the error of a turn bridged gave up on.
+var errTurnFailed = errors.New("the agent's turn failed")
 
 type pollResult struct {
 	msgs []control.ChatMessage
 	err  error
 }
 
+// turnResult is one end of a posted message's turn, or the error that
+// stopped watching it.
+type turnResult struct {
+	id   int64
+	turn control.Turn
+	err  error
+}
+
+// watchTurn reports every end of the turn that took message id on ends
+// (failed attempts too) until one is final, an error happens, or ctx ends.
+func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult) {
+	var since uint64
+	for {
+		t, err := o.client.Turn(ctx, o.chat, id, since, pollWait)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && t.State == control.TurnRunning {
+			continue
+		}
+		select {
+		case ends <- turnResult{id, t, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || t.Ended() {
+			return
+		}
+		since = t.Seq
+	}
+}
+
+// thinking is the "thinking…" line shown while a turn runs: on a terminal
+// it is erased before the next line is printed; elsewhere it is one line.
+type thinking struct {
+	w     io.Writer
+	tty   bool
+	shown bool
+}
+
+func (t *thinking) show() {
+	if t.shown {
+		return
+	}
+	t.shown = true
+	if t.tty {
+		fmt.Fprint(t.w, "thinking…")
+		return
+	}
+	fmt.Fprintln(t.w, "thinking…")
+}
+
+func (t *thinking) clear() {
+	if t.shown && t.tty {
+		fmt.Fprint(t.w, "\r\x1b[K")
+	}
+	t.shown = false
+}
+
 // chatInteractive reads lines from stdin and posts each one, printing
-// messages as they arrive. At the end of input it waits for the replies to
-// the last message like chatOnce.
+// messages as they arrive and "thinking…" while a turn runs. At the end of
+// input it waits for the end of the last message's turn (and its replies),
+// then like chatOnce for o.quiet.
 func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string) error {
 	after, err := latestID(ctx, o)
 	if err != nil {
@@ -189,13 +274,39 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 		}
 	}()
 
+	think := &thinking{w: a.stderr, tty: isTerminal(a.stderr)}
+	defer think.clear()
+	ends := make(chan turnResult)
 	posted := make(map[int64]bool)
-	var lastPost int64
-	replied := false
+	running := make(map[int64]bool) // posted messages whose turn has not ended
+	var lastPost, shown, need int64 // need: the last reply of the last turn, once it ended
+	lastEnded := false
 	var quietC, deadlineC <-chan time.Time
 	var quietT *time.Timer
 	eof := false
+	// finished reports whether, after the end of input, everything the last
+	// turn said has been shown.
+	finished := func() bool { return eof && lastEnded && shown >= need }
+	startQuiet := func() {
+		if o.quiet == 0 {
+			return
+		}
+		if quietT == nil {
+			quietT = time.NewTimer(o.quiet)
+		} else {
+			quietT.Reset(o.quiet)
+		}
+		quietC = quietT.C
+	}
+	defer func() {
+		if quietT != nil {
+			quietT.Stop()
+		}
+	}()
 	for {
+		if finished() && o.quiet == 0 {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -209,10 +320,8 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				deadline := time.NewTimer(o.timeout)
 				defer deadline.Stop()
 				deadlineC = deadline.C
-				if replied {
-					quietT = time.NewTimer(o.quiet)
-					defer quietT.Stop()
-					quietC = quietT.C
+				if finished() {
+					startQuiet()
 				}
 				continue
 			}
@@ -224,12 +333,20 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				return err
 			}
 			posted[id] = true
-			lastPost, replied = id, false
+			running[id] = true
+			lastPost, lastEnded, need = id, false, 0
+			think.show()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				watchTurn(pctx, o, id, ends)
+			}()
 		case r := <-polls:
 			if r.err != nil {
 				return r.err
 			}
 			for _, m := range r.msgs {
+				think.clear()
 				switch {
 				case m.Direction == control.Out:
 					name := m.Sender
@@ -237,26 +354,44 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 						name = assistant
 					}
 					fmt.Fprintf(a.stdout, "%s: %s\n", name, m.Text)
-					if m.ID > lastPost {
-						replied = true
-					}
 				case !posted[m.ID]:
 					fmt.Fprintf(a.stdout, "%s: %s\n", m.Sender, m.Text)
 				}
+				shown = max(shown, m.ID)
 			}
-			if eof && replied {
-				if quietT == nil {
-					quietT = time.NewTimer(o.quiet)
-					defer quietT.Stop()
-				} else {
-					quietT.Reset(o.quiet)
+			if len(running) > 0 {
+				think.show()
+			}
+			if finished() {
+				startQuiet()
+			}
+		case e := <-ends:
+			if e.err != nil {
+				return e.err
+			}
+			if e.turn.State == control.TurnFailed {
+				think.clear()
+				fmt.Fprintf(a.stderr, "(attempt %d of %d failed: %s; bridged tries again)\n", e.turn.Attempt, e.turn.Attempts, e.turn.Error)
+				think.show()
+				continue
+			}
+			delete(running, e.id)
+			if len(running) == 0 {
+				think.clear()
+			}
+			if e.id == lastPost {
+				lastEnded = true
+				for _, m := range e.turn.Replies {
+					need = max(need, m.ID)
 				}
-				quietC = quietT.C
+			}
+			if finished() {
+				startQuiet()
 			}
 		case <-quietC:
 			return nil
 		case <-deadlineC:
-			if replied {
+			if lastEnded {
 				return nil
 			}
 			return fmt.Errorf("no reply from %s within %s", o.name, o.timeout)

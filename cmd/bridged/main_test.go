@@ -24,6 +24,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // newHome returns a fresh home directory with a path short enough for the
@@ -190,6 +191,7 @@ func openDB(t *testing.T, home string) *store.DB {
 type fakeDaemon struct {
 	db    *store.DB
 	loc   *local.Channel
+	turns *turns.Hub
 	syncs atomic.Int32
 	wg    sync.WaitGroup
 }
@@ -204,7 +206,7 @@ func startDaemon(t *testing.T, home string, reply func(text string) []string) *f
 // startDaemonWithStatus is startDaemon whose live status comes from live.
 func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []string, live control.StatusSource) *fakeDaemon {
 	t.Helper()
-	d := &fakeDaemon{db: openDB(t, home)}
+	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil)}
 	d.loc = local.New(d.db, "Andy", zerolog.Nop())
 	d.loc.SetInbound(func(ctx context.Context, m channel.Message) (store.MessageID, error) {
 		id, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
@@ -223,6 +225,14 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 					t.Errorf("reply: %v", err)
 				}
 			}
+			// The turn ends after its replies; a message starting with
+			// "fail" fails once, is retried and fails for good.
+			if strings.HasPrefix(m.Text, "fail") {
+				d.turns.Ended(turns.End{Chat: m.Chat, Result: turns.Failed, Upto: int64(id), Reason: "claude crashed", Attempt: 1, Attempts: 2})
+				d.turns.Ended(turns.End{Chat: m.Chat, Result: turns.GaveUp, Upto: int64(id), Reason: "claude crashed again", Attempt: 2, Attempts: 2})
+				return
+			}
+			d.turns.Ended(turns.End{Chat: m.Chat, Result: turns.Done, Upto: int64(id)})
 		}()
 		return id, nil
 	})
@@ -230,6 +240,7 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 		Socket:   filepath.Join(home, "bridged.sock"),
 		Admin:    &control.Admin{DB: d.db, AssistantName: "Andy", Timezone: time.UTC},
 		Local:    d.loc,
+		Turns:    d.turns,
 		Channels: []channel.Channel{d.loc},
 		Groups:   d,
 		Status:   live,
@@ -286,12 +297,27 @@ func TestChatOnce(t *testing.T) {
 	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "family", "120363@g.us", "--home", home); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "--quiet", "300ms", "-m", "hello there", "main")
+	// No quiet period: it returns when the turn ended, with both replies.
+	began := time.Now()
+	out, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hello there", "main")
 	if err != nil {
 		t.Fatalf("chat -m: %v", err)
 	}
 	if out != "echo: hello there\nand one more thing\n" {
 		t.Errorf("chat -m printed %q; want both replies, one per line", out)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("chat -m took %s; want it to end with the turn, well under a second", took)
+	}
+	out, stderr, err := cli(t, ctx, nil, "", "chat", "--home", home, "-m", "fail please", "main")
+	if !errors.Is(err, errTurnFailed) || !strings.Contains(err.Error(), "claude crashed again") || exitCode(err) != 1 {
+		t.Errorf("failing turn: got %v; want the turn's failure with its reason, exit code 1", err)
+	}
+	if !strings.Contains(stderr, "attempt 1 of 2 failed (claude crashed)") {
+		t.Errorf("failing turn: stderr %q does not tell the failed attempt", stderr)
+	}
+	if out != "echo: fail please\nand one more thing\n" {
+		t.Errorf("failing turn printed %q; want what the agent said before failing", out)
 	}
 	_, _, err = cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hi", "family")
 	if err == nil || err.Error() != "group family is a WhatsApp chat; talk to it in WhatsApp" {
@@ -323,9 +349,12 @@ func TestChatInteractive(t *testing.T) {
 	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := cli(t, ctx, map[string]string{"USER": "bob"}, "first\n\nsecond\n", "chat", "--home", home, "--quiet", "300ms")
+	out, stderr, err := cli(t, ctx, map[string]string{"USER": "bob"}, "first\n\nsecond\n", "chat", "--home", home)
 	if err != nil {
 		t.Fatalf("chat: %v (stderr %s)", err, stderr)
+	}
+	if !strings.Contains(stderr, "thinking…") {
+		t.Errorf("stderr %q shows no thinking line while a turn ran", stderr)
 	}
 	if !strings.Contains(out, "Andy: echo: first\n") || !strings.Contains(out, "Andy: echo: second\n") {
 		t.Errorf("chat printed %q; want both echoes", out)
