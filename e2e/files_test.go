@@ -49,6 +49,12 @@ func TestE2ESendMessageFile(t *testing.T) {
 		t.Errorf("the tool answered %q; want the file queued", answer)
 	}
 
+	// bridged chat shows the file as the chat does.
+	shown, err := e.cli("chat", "-m", `fake:tool send_message {"text":"Again.","file":"/workspace/group/out/chart.png"}`, "main")
+	if err != nil || !strings.Contains(shown, "Again.\n[file: chart.png (") || !strings.Contains(shown, spool) {
+		t.Errorf("bridged chat printed %q (%v); want the caption and the file line with its copy's path", shown, err)
+	}
+
 	for _, file := range []string{"passwd.txt", "etc/passwd", "/etc/passwd", "/workspace/group/../../etc/passwd"} {
 		id := e.post("local:main", `fake:tool send_message {"text":"see this","file":"`+file+`"}`)
 		out := e.waitOut("local:main", id, 1, turnWait)

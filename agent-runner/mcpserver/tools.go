@@ -19,7 +19,7 @@ import (
 // §9); unknown fields are refused by the derived schemas.
 
 type sendMessageIn struct {
-	Text       string `json:"text" jsonschema:"the message to post"`
+	Text       string `json:"text" jsonschema:"the message to post; with a file, its caption"`
 	TargetChat string `json:"target_chat,omitempty" jsonschema:"main group only: the chat id of another registered chat; leave empty for this chat"`
 	File       string `json:"file,omitempty" jsonschema:"a file in your workspace to send with the message (text is its caption): a path relative to /workspace/group or under it; JPEG/PNG go as images (16 MiB max), .ogg/.mp3/.m4a as audio (16 MiB), anything else as a document (64 MiB)"`
 }
