@@ -27,7 +27,7 @@ type event struct {
 	what string
 }
 
-// fake is a hand-written Handlers implementation that records everything the
+// fake is a hand-written Handlers[string] implementation that records everything the
 // queue asks of it and checks the concurrency limits on every run.
 type fake struct {
 	t0  time.Time
@@ -63,12 +63,12 @@ func newFake(max int) *fake {
 	}
 }
 
-func (f *fake) handlers() Handlers {
-	return Handlers{
+func (f *fake) handlers() Handlers[string] {
+	return Handlers[string]{
 		RunMessages: func(ctx context.Context, group string) error {
 			return f.run(&fakeCall{group: group, kind: KindMessages, ctx: ctx})
 		},
-		RunTask: func(ctx context.Context, group string, t TaskRef) error {
+		RunTask: func(ctx context.Context, group string, t TaskRef[string]) error {
 			return f.run(&fakeCall{group: group, kind: KindTask, task: t.ID, ctx: ctx})
 		},
 		CloseIdle: func(group string) {
@@ -87,7 +87,7 @@ func (f *fake) handlers() Handlers {
 				}
 			}
 		},
-		Outcomes: OutcomeFunc(func(group string, o Outcome) {
+		Outcomes: OutcomeFunc(func(group string, o Outcome[string]) {
 			if o.Event != Dropped {
 				return
 			}
@@ -212,14 +212,14 @@ func (l *logBuf) String() string {
 // startQueue makes a queue over f and runs it until the test ends. It must
 // be called inside a synctest bubble. At cleanup the queue is shut down
 // (busy fake runs are cancelled after an hour of fake time).
-func startQueue(t *testing.T, cfg Config, f *fake) (*Queue, *logBuf) {
+func startQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *logBuf) {
 	t.Helper()
 	q, logs := newQueue(t, cfg, f)
 	runQueue(t, q)
 	return q, logs
 }
 
-func newQueue(t *testing.T, cfg Config, f *fake) (*Queue, *logBuf) {
+func newQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *logBuf) {
 	t.Helper()
 	logs := &logBuf{}
 	q, err := New(cfg, f.handlers(), zerolog.New(logs).Level(zerolog.DebugLevel))
@@ -229,7 +229,7 @@ func newQueue(t *testing.T, cfg Config, f *fake) (*Queue, *logBuf) {
 	return q, logs
 }
 
-func runQueue(t *testing.T, q *Queue) {
+func runQueue(t *testing.T, q *Queue[string]) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -273,3 +273,9 @@ func wantEventsUnordered(t *testing.T, f *fake, want ...string) {
 		t.Fatalf("events (any order): got %q; want %q", got, want)
 	}
 }
+
+// OutcomeFunc is an Outcomes that is a function.
+type OutcomeFunc func(group string, o Outcome[string])
+
+// Outcome[string] calls f.
+func (f OutcomeFunc) Outcome(group string, o Outcome[string]) { f(group, o) }

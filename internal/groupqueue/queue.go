@@ -55,18 +55,18 @@ const (
 	KindTask     RunKind = "task"
 )
 
-// TaskRef is a scheduled task handed through the queue. The queue only reads
-// ID (to avoid queuing the same task twice); Payload is passed back to
-// Handlers.RunTask untouched.
-type TaskRef struct {
-	ID      string
-	Payload any
+// TaskRef[T] is a scheduled task of type T handed through the queue. The queue
+// only reads ID (to avoid queuing the same task twice); Task is passed back
+// to Handlers.RunTask untouched.
+type TaskRef[T any] struct {
+	ID   string
+	Task T
 }
 
-// Event is what an Outcome reports.
+// Event is what an Outcome[T] reports.
 type Event int
 
-// Outcome events.
+// Outcome[T] events.
 const (
 	// Succeeded: a message run ended well; its group's retry sequence, if
 	// any, is over.
@@ -82,33 +82,27 @@ const (
 	Dropped
 )
 
-// Outcome is how the queue judged the end of a run (or a task it will not
+// Outcome[T] is how the queue judged the end of a run (or a task it will not
 // run). Err is the failed run's error.
-type Outcome struct {
+type Outcome[T any] struct {
 	Event             Event
-	Task              TaskRef // Dropped
+	Task              TaskRef[T] // Dropped
 	Err               error
 	Attempt, Attempts int
 	RetryAt           time.Time
 }
 
 // Outcomes hears the outcome of every run, as the queue judges it: the one
-// way the queue reports to its owner. Outcome is called without the queue's
+// way the queue reports to its owner. Outcome[T] is called without the queue's
 // lock held and must not block for long. Message runs that end during
 // shutdown report nothing.
-type Outcomes interface {
-	Outcome(group string, o Outcome)
+type Outcomes[T any] interface {
+	Outcome(group string, o Outcome[T])
 }
-
-// OutcomeFunc is an Outcomes that is a function.
-type OutcomeFunc func(group string, o Outcome)
-
-// Outcome calls f.
-func (f OutcomeFunc) Outcome(group string, o Outcome) { f(group, o) }
 
 // Handlers are the caller's side of the queue. RunMessages, RunTask and
 // CloseIdle are required; Outcomes is optional.
-type Handlers struct {
+type Handlers[T any] struct {
 	// RunMessages runs one container for the group's pending messages and
 	// returns when the container is gone. A non-nil error is a failed run,
 	// which is retried unless it wraps ErrNoRetry. ctx is cancelled only
@@ -119,7 +113,7 @@ type Handlers struct {
 	RunMessages func(ctx context.Context, group string) error
 	// RunTask runs one container for one scheduled task and returns when the
 	// container is gone. Errors are logged; the queue does not retry tasks.
-	RunTask func(ctx context.Context, group string, t TaskRef) error
+	RunTask func(ctx context.Context, group string, t TaskRef[T]) error
 	// CloseIdle asks the group's container to close now (it writes the close
 	// sentinel). It must not block for long. It is called at most once per
 	// run, never while a TryPipe send for the group is in progress.
@@ -127,7 +121,7 @@ type Handlers struct {
 	// Outcomes, if set, hears how runs ended: every message run's
 	// success, retry or final failure, and every task dropped (pending when
 	// the queue shuts down, enqueued after that, or without an ID).
-	Outcomes Outcomes
+	Outcomes Outcomes[T]
 }
 
 // Config tunes the queue. Zero values mean the defaults.
@@ -228,7 +222,7 @@ const (
 
 // group is the queue's state for one group. All fields except pipeMu are
 // guarded by Queue.mu.
-type group struct {
+type group[T any] struct {
 	name string
 
 	// pipeMu serializes TryPipe sends for the group, so piped messages are
@@ -238,7 +232,7 @@ type group struct {
 
 	// The current run; kind is "" and state NoRun when there is none.
 	kind       RunKind
-	task       TaskRef
+	task       TaskRef[T]
 	runID      uint64
 	started    time.Time
 	state      State
@@ -250,7 +244,7 @@ type group struct {
 
 	// Pending work.
 	pendingMsgs bool
-	tasks       []TaskRef
+	tasks       []TaskRef[T]
 	waiting     bool // in Queue.waiting
 
 	// Retries of failed message runs.
@@ -263,7 +257,7 @@ type group struct {
 }
 
 // to moves g's run to state s: the one place run states change.
-func (g *group) to(s State) {
+func (g *group[T]) to(s State) {
 	switch s {
 	case Idle:
 		g.idleSince = time.Now()
@@ -277,17 +271,17 @@ func (g *group) to(s State) {
 
 // idle reports whether g's container waits for input (a pipe in progress
 // holds it busy until it is done).
-func (g *group) idle() bool { return g.state == Idle || g.state == Expired }
+func (g *group[T]) idle() bool { return g.state == Idle || g.state == Expired }
 
-func (g *group) active() bool { return g.kind != "" }
-func (g *group) hasTask(id string) bool {
+func (g *group[T]) active() bool { return g.kind != "" }
+func (g *group[T]) hasTask(id string) bool {
 	if g.kind == KindTask && g.task.ID == id {
 		return true
 	}
-	return slices.ContainsFunc(g.tasks, func(t TaskRef) bool { return t.ID == id })
+	return slices.ContainsFunc(g.tasks, func(t TaskRef[T]) bool { return t.ID == id })
 }
 
-func (g *group) stopTimer() {
+func (g *group[T]) stopTimer() {
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
@@ -295,7 +289,7 @@ func (g *group) stopTimer() {
 	g.timerGen++
 }
 
-func (g *group) stopRetry() {
+func (g *group[T]) stopRetry() {
 	if g.retryTimer != nil {
 		g.retryTimer.Stop()
 		g.retryTimer = nil
@@ -308,14 +302,14 @@ func (g *group) stopRetry() {
 }
 
 // Queue schedules runs per group. Create it with New, start it with Run.
-type Queue struct {
+type Queue[T any] struct {
 	cfg Config
-	h   Handlers
+	h   Handlers[T]
 	log zerolog.Logger
 
 	mu         sync.Mutex
-	groups     map[string]*group
-	waiting    []*group // FIFO; exactly the inactive groups with runnable work
+	groups     map[string]*group[T]
+	waiting    []*group[T] // FIFO; exactly the inactive groups with runnable work
 	active     int
 	nextRunID  uint64
 	runCtx     context.Context // nil until Run starts
@@ -328,7 +322,7 @@ type Queue struct {
 
 // New returns a queue that starts no run until Run is called. It fails if a
 // required handler is missing or cfg holds a negative value.
-func New(cfg Config, h Handlers, log zerolog.Logger) (*Queue, error) {
+func New[T any](cfg Config, h Handlers[T], log zerolog.Logger) (*Queue[T], error) {
 	if h.RunMessages == nil || h.RunTask == nil || h.CloseIdle == nil {
 		return nil, errors.New("new group queue: RunMessages, RunTask and CloseIdle handlers are required")
 	}
@@ -336,11 +330,11 @@ func New(cfg Config, h Handlers, log zerolog.Logger) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new group queue: %w", err)
 	}
-	return &Queue{
+	return &Queue[T]{
 		cfg:    cfg,
 		h:      h,
 		log:    log.With().Str("component", "groupqueue").Logger(),
-		groups: make(map[string]*group),
+		groups: make(map[string]*group[T]),
 	}, nil
 }
 
@@ -351,7 +345,7 @@ func New(cfg Config, h Handlers, log zerolog.Logger) (*Queue, error) {
 // inherit ctx's cancellation, so a run is not killed just because Run's
 // context ended. It returns nil, or ErrShutdown if the queue was already shut
 // down, or an error if Run is already running.
-func (q *Queue) Run(ctx context.Context) error {
+func (q *Queue[T]) Run(ctx context.Context) error {
 	q.mu.Lock()
 	if q.shutting {
 		q.mu.Unlock()
@@ -379,7 +373,7 @@ func (q *Queue) Run(ctx context.Context) error {
 // ctx is done; then it cancels the remaining runs' contexts and returns an
 // error naming their groups, without waiting further. It may be called more
 // than once, and before or without Run.
-func (q *Queue) Shutdown(ctx context.Context) error {
+func (q *Queue[T]) Shutdown(ctx context.Context) error {
 	q.beginShutdown()
 	q.mu.Lock()
 	drained := q.drained
@@ -404,7 +398,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 
 // beginShutdown switches the queue to shutting down once; later calls do
 // nothing.
-func (q *Queue) beginShutdown() {
+func (q *Queue[T]) beginShutdown() {
 	q.mu.Lock()
 	if q.shutting {
 		q.mu.Unlock()
@@ -417,7 +411,7 @@ func (q *Queue) beginShutdown() {
 	}
 	type drop struct {
 		group string
-		task  TaskRef
+		task  TaskRef[T]
 	}
 	var drops []drop
 	for _, g := range q.sortedGroupsLocked() {
@@ -446,7 +440,7 @@ func (q *Queue) beginShutdown() {
 // blocks on a run: the messages run when the group and a slot are free, or
 // in a follow-up run if a run is active. Repeated calls coalesce into one run.
 // After Shutdown it does nothing (debug log).
-func (q *Queue) EnqueueMessages(name string) {
+func (q *Queue[T]) EnqueueMessages(name string) {
 	q.mu.Lock()
 	if q.shutting {
 		q.mu.Unlock()
@@ -469,8 +463,8 @@ func (q *Queue) EnqueueMessages(name string) {
 // run. A task whose ID is already queued or running for the group is
 // ignored; if the group's container is idle it is closed at once so the task
 // can run after it exits. After Shutdown, or without an ID, the task is
-// ignored and reported through Handlers.TaskDropped.
-func (q *Queue) EnqueueTask(name string, t TaskRef) {
+// ignored and reported through Handlers.Outcomes (Dropped).
+func (q *Queue[T]) EnqueueTask(name string, t TaskRef[T]) {
 	if t.ID == "" {
 		q.log.Warn().Str("group", name).Msg("task without id ignored")
 		q.taskDropped(name, t)
@@ -502,7 +496,7 @@ func (q *Queue) EnqueueTask(name string, t TaskRef) {
 // (task runs), and closes the container at once if the rules in the package
 // doc say so. Non-blocking; it does nothing if the group has no run or its
 // run is closing.
-func (q *Queue) NotifyIdle(name string) {
+func (q *Queue[T]) NotifyIdle(name string) {
 	q.mu.Lock()
 	g := q.groups[name]
 	if g == nil || !g.active() || g.state == Closing {
@@ -534,7 +528,7 @@ func (q *Queue) NotifyIdle(name string) {
 // on TryPipe returns false for this run and new messages wait for a
 // follow-up run. It does not call CloseIdle. Non-blocking; it does nothing
 // without a run.
-func (q *Queue) MarkClosing(name string) {
+func (q *Queue[T]) MarkClosing(name string) {
 	q.mu.Lock()
 	g := q.groups[name]
 	if g == nil || !g.active() || g.state == Closing {
@@ -556,7 +550,7 @@ func (q *Queue) MarkClosing(name string) {
 // error; the group's state is unchanged. TryPipe blocks while send runs and
 // while another TryPipe for the same group runs; send must not call TryPipe
 // for the same group.
-func (q *Queue) TryPipe(name string, send func() error) (bool, error) {
+func (q *Queue[T]) TryPipe(name string, send func() error) (bool, error) {
 	q.mu.Lock()
 	g := q.groups[name]
 	if !q.pipeableLocked(g) {
@@ -596,13 +590,13 @@ func (q *Queue) TryPipe(name string, send func() error) (bool, error) {
 	return true, nil
 }
 
-func (q *Queue) pipeableLocked(g *group) bool {
+func (q *Queue[T]) pipeableLocked(g *group[T]) bool {
 	return g != nil && !q.shutting && g.kind == KindMessages && g.state != Closing
 }
 
 // Active reports whether the group has a run and whether that run is a
 // task. Non-blocking.
-func (q *Queue) Active(name string) (running bool, isTask bool) {
+func (q *Queue[T]) Active(name string) (running bool, isTask bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	g := q.groups[name]
@@ -613,10 +607,10 @@ func (q *Queue) Active(name string) (running bool, isTask bool) {
 }
 
 // groupLocked returns the group's state, creating it.
-func (q *Queue) groupLocked(name string) *group {
+func (q *Queue[T]) groupLocked(name string) *group[T] {
 	g := q.groups[name]
 	if g == nil {
-		g = &group{name: name}
+		g = &group[T]{name: name}
 		q.groups[name] = g
 	}
 	return g
@@ -624,7 +618,7 @@ func (q *Queue) groupLocked(name string) *group {
 
 // refreshLocked keeps g's membership of the waiting list in step with its
 // state: a group waits exactly when it has no run and has runnable work.
-func (q *Queue) refreshLocked(g *group) {
+func (q *Queue[T]) refreshLocked(g *group[T]) {
 	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || (g.pendingMsgs && g.retry != Backoff))
 	switch {
 	case runnable && !g.waiting:
@@ -632,17 +626,17 @@ func (q *Queue) refreshLocked(g *group) {
 		q.waiting = append(q.waiting, g)
 	case !runnable && g.waiting:
 		g.waiting = false
-		q.waiting = slices.DeleteFunc(q.waiting, func(w *group) bool { return w == g })
+		q.waiting = slices.DeleteFunc(q.waiting, func(w *group[T]) bool { return w == g })
 	}
 }
 
 // settleLocked starts runs while slots are free and returns the groups whose
 // idle containers must be closed now; the caller calls closeIdle with them
 // after unlocking.
-func (q *Queue) settleLocked() []string {
+func (q *Queue[T]) settleLocked() []string {
 	if q.runCtx != nil && !q.shutting {
 		for q.active < q.cfg.MaxConcurrent && len(q.waiting) > 0 {
-			i := slices.IndexFunc(q.waiting, func(g *group) bool { return len(g.tasks) > 0 })
+			i := slices.IndexFunc(q.waiting, func(g *group[T]) bool { return len(g.tasks) > 0 })
 			if i < 0 {
 				i = 0
 			}
@@ -654,7 +648,7 @@ func (q *Queue) settleLocked() []string {
 	}
 
 	var closes []string
-	var idle []*group
+	var idle []*group[T]
 	closing := 0
 	for _, g := range q.sortedGroupsLocked() {
 		if !g.active() {
@@ -688,14 +682,14 @@ func (q *Queue) settleLocked() []string {
 }
 
 // startLocked starts g's next run: its first task, or its messages.
-func (q *Queue) startLocked(g *group) {
+func (q *Queue[T]) startLocked(g *group[T]) {
 	if len(g.tasks) > 0 {
 		g.kind = KindTask
 		g.task = g.tasks[0]
 		g.tasks = slices.Delete(g.tasks, 0, 1)
 	} else {
 		g.kind = KindMessages
-		g.task = TaskRef{}
+		g.task = TaskRef[T]{}
 		g.pendingMsgs = false
 	}
 	q.nextRunID++
@@ -710,7 +704,7 @@ func (q *Queue) startLocked(g *group) {
 
 // execute runs one handler call and records its end. It is the body of
 // every run goroutine.
-func (q *Queue) execute(ctx context.Context, g *group, kind RunKind, t TaskRef, runID uint64) {
+func (q *Queue[T]) execute(ctx context.Context, g *group[T], kind RunKind, t TaskRef[T], runID uint64) {
 	defer q.wg.Done()
 	log := q.log.With().Str("group", g.name).Str("kind", string(kind)).Logger()
 	if kind == KindTask {
@@ -721,7 +715,7 @@ func (q *Queue) execute(ctx context.Context, g *group, kind RunKind, t TaskRef, 
 	q.finish(log, g, kind, runID, err)
 }
 
-func (q *Queue) invoke(ctx context.Context, log zerolog.Logger, name string, kind RunKind, t TaskRef) (err error) {
+func (q *Queue[T]) invoke(ctx context.Context, log zerolog.Logger, name string, kind RunKind, t TaskRef[T]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("run handler panicked")
@@ -735,11 +729,11 @@ func (q *Queue) invoke(ctx context.Context, log zerolog.Logger, name string, kin
 }
 
 // finish records the end of a run: retry bookkeeping, then the next runs.
-func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64, err error) {
+func (q *Queue[T]) finish(log zerolog.Logger, g *group[T], kind RunKind, runID uint64, err error) {
 	q.mu.Lock()
 	duration := time.Since(g.started)
 	g.kind = ""
-	g.task = TaskRef{}
+	g.task = TaskRef[T]{}
 	g.to(NoRun)
 	q.active--
 	if q.shutting && q.active == 0 {
@@ -747,19 +741,19 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 	}
 
 	var retryIn time.Duration
-	var out *Outcome
+	var out *Outcome[T]
 	switch {
 	case kind == KindTask:
 	case err == nil:
 		g.retries, g.hangs, g.retry = 0, 0, NotRetrying
-		out = &Outcome{Event: Succeeded}
+		out = &Outcome[T]{Event: Succeeded}
 	case q.shutting:
 	default:
 		g.retries++
 		if errors.Is(err, ErrHang) {
 			g.hangs++
 		}
-		out = &Outcome{Event: GaveUp, Err: err, Attempt: g.retries, Attempts: len(q.cfg.RetryDelays) + 1}
+		out = &Outcome[T]{Event: GaveUp, Err: err, Attempt: g.retries, Attempts: len(q.cfg.RetryDelays) + 1}
 		if g.retries <= len(q.cfg.RetryDelays) && g.hangs < q.cfg.MaxHangs && !errors.Is(err, ErrNoRetry) {
 			retryIn = q.cfg.RetryDelays[g.retries-1]
 			g.pendingMsgs = true
@@ -798,7 +792,7 @@ func (q *Queue) finish(log zerolog.Logger, g *group, kind RunKind, runID uint64,
 }
 
 // retryDue ends a back-off: the group's messages become runnable again.
-func (q *Queue) retryDue(g *group, gen uint64) {
+func (q *Queue[T]) retryDue(g *group[T], gen uint64) {
 	q.mu.Lock()
 	if g.retryGen != gen || q.shutting {
 		q.mu.Unlock()
@@ -815,7 +809,7 @@ func (q *Queue) retryDue(g *group, gen uint64) {
 }
 
 // armTimerLocked (re)starts g's close timer.
-func (q *Queue) armTimerLocked(g *group, d time.Duration) {
+func (q *Queue[T]) armTimerLocked(g *group[T], d time.Duration) {
 	g.stopTimer()
 	gen, runID := g.timerGen, g.runID
 	g.timer = time.AfterFunc(d, func() { q.timerDue(g, gen, runID) })
@@ -823,7 +817,7 @@ func (q *Queue) armTimerLocked(g *group, d time.Duration) {
 
 // timerDue handles the idle timeout of a message run or the close delay of
 // a task run.
-func (q *Queue) timerDue(g *group, gen, runID uint64) {
+func (q *Queue[T]) timerDue(g *group[T], gen, runID uint64) {
 	q.mu.Lock()
 	if g.timerGen != gen || g.runID != runID || !g.active() {
 		q.mu.Unlock()
@@ -846,7 +840,7 @@ func (q *Queue) timerDue(g *group, gen, runID uint64) {
 	q.closeIdle(closes)
 }
 
-func (q *Queue) closeIdle(names []string) {
+func (q *Queue[T]) closeIdle(names []string) {
 	for _, name := range names {
 		q.log.Debug().Str("group", name).Msg("closing idle container")
 		func() {
@@ -860,12 +854,12 @@ func (q *Queue) closeIdle(names []string) {
 	}
 }
 
-func (q *Queue) taskDropped(name string, t TaskRef) {
-	q.outcome(name, Outcome{Event: Dropped, Task: t})
+func (q *Queue[T]) taskDropped(name string, t TaskRef[T]) {
+	q.outcome(name, Outcome[T]{Event: Dropped, Task: t})
 }
 
 // outcome reports o to the owner's Outcomes, if any. Call it unlocked.
-func (q *Queue) outcome(name string, o Outcome) {
+func (q *Queue[T]) outcome(name string, o Outcome[T]) {
 	if q.h.Outcomes == nil {
 		return
 	}
@@ -877,7 +871,7 @@ func (q *Queue) outcome(name string, o Outcome) {
 	q.h.Outcomes.Outcome(name, o)
 }
 
-func (q *Queue) safeSend(send func() error) (err error) {
+func (q *Queue[T]) safeSend(send func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			q.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("pipe send panicked")
@@ -887,8 +881,8 @@ func (q *Queue) safeSend(send func() error) (err error) {
 	return send()
 }
 
-func (q *Queue) sortedGroupsLocked() []*group {
-	gs := make([]*group, 0, len(q.groups))
+func (q *Queue[T]) sortedGroupsLocked() []*group[T] {
+	gs := make([]*group[T], 0, len(q.groups))
 	for _, g := range q.groups {
 		gs = append(gs, g)
 	}
@@ -896,7 +890,7 @@ func (q *Queue) sortedGroupsLocked() []*group {
 	return gs
 }
 
-func (q *Queue) activeNamesLocked() []string {
+func (q *Queue[T]) activeNamesLocked() []string {
 	var names []string
 	for _, g := range q.sortedGroupsLocked() {
 		if g.active() {

@@ -25,7 +25,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		h    Handlers
+		h    Handlers[string]
 	}{
 		{"missing handler", Config{}, noClose},
 		{"negative cap", Config{MaxConcurrent: -1}, ok},
@@ -47,7 +47,7 @@ func TestNothingRunsBeforeRun(t *testing.T) {
 		f := newFake(2)
 		q, _ := newQueue(t, Config{MaxConcurrent: 2}, f)
 		q.EnqueueMessages("a")
-		q.EnqueueTask("b", TaskRef{ID: "t1"})
+		q.EnqueueTask("b", TaskRef[string]{ID: "t1"})
 		synctest.Wait()
 		wantEvents(t, f)
 		if got := q.Status().Waiting; !slices.Equal(got, []string{"a", "b"}) {
@@ -156,7 +156,7 @@ func TestTasksBeforeMessages(t *testing.T) {
 					if e.task == "" {
 						q.EnqueueMessages(e.group)
 					} else {
-						q.EnqueueTask(e.group, TaskRef{ID: e.task})
+						q.EnqueueTask(e.group, TaskRef[string]{ID: e.task})
 					}
 				}
 				synctest.Wait()
@@ -177,12 +177,12 @@ func TestTasksBeforeMessages(t *testing.T) {
 func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 	tests := []struct {
 		name      string
-		before    func(t *testing.T, q *Queue)
+		before    func(t *testing.T, q *Queue[string])
 		wantClose bool
 	}{
-		{"busy container", func(t *testing.T, q *Queue) {}, false},
-		{"idle container", func(t *testing.T, q *Queue) { q.NotifyIdle("a") }, true},
-		{"idle then piped", func(t *testing.T, q *Queue) {
+		{"busy container", func(t *testing.T, q *Queue[string]) {}, false},
+		{"idle container", func(t *testing.T, q *Queue[string]) { q.NotifyIdle("a") }, true},
+		{"idle then piped", func(t *testing.T, q *Queue[string]) {
 			q.NotifyIdle("a")
 			if ok, err := q.TryPipe("a", func() error { return nil }); !ok || err != nil {
 				t.Fatalf("TryPipe: got (%v, %v); want (true, nil)", ok, err)
@@ -198,8 +198,8 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 				synctest.Wait()
 				wantEvents(t, f, "run a messages")
 				tt.before(t, q)
-				q.EnqueueTask("a", TaskRef{ID: "t1"})
-				q.EnqueueTask("a", TaskRef{ID: "t2"})
+				q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
+				q.EnqueueTask("a", TaskRef[string]{ID: "t2"})
 				synctest.Wait()
 				if tt.wantClose {
 					// Closed once, and the task runs after the container exited.
@@ -220,7 +220,7 @@ func TestNeverPipeIntoTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5)
 		q, _ := startQueue(t, Config{}, f)
-		q.EnqueueTask("a", TaskRef{ID: "t1"})
+		q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
 		synctest.Wait()
 		wantEvents(t, f, "run a task t1")
 		if running, isTask := q.Active("a"); !running || !isTask {
@@ -250,17 +250,17 @@ func TestNeverPipeIntoTask(t *testing.T) {
 func TestTryPipe(t *testing.T) {
 	tests := []struct {
 		name     string
-		setup    func(t *testing.T, q *Queue)
+		setup    func(t *testing.T, q *Queue[string])
 		sendErr  error
 		wantOK   bool
 		wantErr  bool
 		wantSend bool
 	}{
-		{"no run", func(t *testing.T, q *Queue) {}, nil, false, false, false},
+		{"no run", func(t *testing.T, q *Queue[string]) {}, nil, false, false, false},
 		{"busy message run", startA, nil, true, false, true},
-		{"idle message run", func(t *testing.T, q *Queue) { startA(t, q); q.NotifyIdle("a") }, nil, true, false, true},
-		{"run closing on its own", func(t *testing.T, q *Queue) { startA(t, q); q.MarkClosing("a") }, nil, false, false, false},
-		{"shutting down", func(t *testing.T, q *Queue) {
+		{"idle message run", func(t *testing.T, q *Queue[string]) { startA(t, q); q.NotifyIdle("a") }, nil, true, false, true},
+		{"run closing on its own", func(t *testing.T, q *Queue[string]) { startA(t, q); q.MarkClosing("a") }, nil, false, false, false},
+		{"shutting down", func(t *testing.T, q *Queue[string]) {
 			startA(t, q)
 			go q.Shutdown(context.Background())
 			synctest.Wait()
@@ -287,7 +287,7 @@ func TestTryPipe(t *testing.T) {
 	}
 }
 
-func startA(t *testing.T, q *Queue) {
+func startA(t *testing.T, q *Queue[string]) {
 	q.EnqueueMessages("a")
 	synctest.Wait()
 	if running, _ := q.Active("a"); !running {
@@ -335,7 +335,7 @@ func TestPipeHoldsBackClose(t *testing.T) {
 		<-inSend
 		// A task queued while the message is being written must not close
 		// the container under it.
-		q.EnqueueTask("a", TaskRef{ID: "t1"})
+		q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
 		synctest.Wait()
 		wantEvents(t, f)
 		close(release)
@@ -406,7 +406,7 @@ func TestIdleTimeouts(t *testing.T) {
 
 		// A task container closes TaskCloseDelay after its first result,
 		// later results notwithstanding.
-		q.EnqueueTask("b", TaskRef{ID: "t1"})
+		q.EnqueueTask("b", TaskRef[string]{ID: "t1"})
 		synctest.Wait()
 		wantEvents(t, f, "run b task t1")
 		q.NotifyIdle("b")
@@ -557,7 +557,7 @@ func TestHangRetriedOnceAndOutcomes(t *testing.T) {
 			return err
 		}
 		h := f.handlers()
-		h.Outcomes = OutcomeFunc(func(group string, o Outcome) {
+		h.Outcomes = OutcomeFunc(func(group string, o Outcome[string]) {
 			mu.Lock()
 			defer mu.Unlock()
 			outs = append(outs, fmt.Sprintf("%s %d %d/%d", group, o.Event, o.Attempt, o.Attempts))
@@ -651,7 +651,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 			return nil
 		}
 		q, logs := startQueue(t, Config{}, f)
-		q.EnqueueTask("b", TaskRef{ID: "t1"})
+		q.EnqueueTask("b", TaskRef[string]{ID: "t1"})
 		q.EnqueueMessages("a")
 		synctest.Wait()
 		advance(5 * time.Second) // the panicked message run is retried like a failed one
@@ -677,7 +677,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 		f.closePanics = true
 		f.mu.Unlock()
 		q.NotifyIdle("a")
-		q.EnqueueTask("a", TaskRef{ID: "t2"})
+		q.EnqueueTask("a", TaskRef[string]{ID: "t2"})
 		synctest.Wait()
 		if !strings.Contains(logs.String(), "close handler panicked") {
 			t.Fatal("log: want a line for the panicking close handler")
@@ -695,9 +695,9 @@ func TestTaskDeduplication(t *testing.T) {
 		q, _ := startQueue(t, Config{}, f)
 		startA(t, q)
 		f.take()
-		q.EnqueueTask("a", TaskRef{ID: "t1"})
-		q.EnqueueTask("a", TaskRef{ID: "t1"})
-		q.EnqueueTask("a", TaskRef{ID: ""})
+		q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
+		q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
+		q.EnqueueTask("a", TaskRef[string]{ID: ""})
 		synctest.Wait()
 		wantEvents(t, f, "drop a ")
 		if got := q.Status().Groups[0].PendingTasks; !slices.Equal(got, []string{"t1"}) {
@@ -705,7 +705,7 @@ func TestTaskDeduplication(t *testing.T) {
 		}
 		f.end(t, "a", nil)
 		wantEvents(t, f, "run a task t1")
-		q.EnqueueTask("a", TaskRef{ID: "t1"}) // the running task
+		q.EnqueueTask("a", TaskRef[string]{ID: "t1"}) // the running task
 		f.end(t, "a", nil)
 		wantEvents(t, f)
 	})
@@ -721,9 +721,9 @@ func TestShutdown(t *testing.T) {
 		synctest.Wait()
 		wantEventsUnordered(t, f, "run a messages", "run b messages", "run c messages")
 		q.NotifyIdle("a")
-		q.EnqueueTask("b", TaskRef{ID: "t1"}) // pending behind busy b
-		q.EnqueueMessages("c")                // follow-up for busy c
-		q.EnqueueMessages("d")                // takes the last slot
+		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // pending behind busy b
+		q.EnqueueMessages("c")                        // follow-up for busy c
+		q.EnqueueMessages("d")                        // takes the last slot
 		synctest.Wait()
 		q.EnqueueMessages("e") // waits; closes idle a for its slot
 		synctest.Wait()
@@ -748,7 +748,7 @@ func TestShutdown(t *testing.T) {
 		}
 
 		q.EnqueueMessages("f")
-		q.EnqueueTask("f", TaskRef{ID: "t2"})
+		q.EnqueueTask("f", TaskRef[string]{ID: "t2"})
 		synctest.Wait()
 		wantEvents(t, f, "drop f t2")
 		if !strings.Contains(logs.String(), "messages ignored: queue shutting down") {
@@ -785,7 +785,7 @@ func TestShutdownClosesIdleAndDropsPending(t *testing.T) {
 		q.EnqueueMessages("b")
 		synctest.Wait()
 		q.NotifyIdle("a")
-		q.EnqueueTask("b", TaskRef{ID: "t1"}) // b busy: pending, no close
+		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // b busy: pending, no close
 		synctest.Wait()
 		wantEvents(t, f, "run a messages", "run b messages")
 
@@ -901,7 +901,7 @@ func TestConcurrentUse(t *testing.T) {
 						q.EnqueueMessages(name)
 					case 2:
 						tasks.Add(1)
-						q.EnqueueTask(name, TaskRef{ID: fmt.Sprintf("w%d-%d", w, i)})
+						q.EnqueueTask(name, TaskRef[string]{ID: fmt.Sprintf("w%d-%d", w, i)})
 					case 3:
 						q.NotifyIdle(name)
 						_, _ = q.TryPipe(name, func() error { return nil })

@@ -33,7 +33,7 @@ type GroupStatus struct {
 }
 
 // Status returns a snapshot of the queue. Non-blocking.
-func (q *Queue) Status() Status {
+func (q *Queue[T]) Status() Status {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := Status{

@@ -156,7 +156,7 @@ type Router struct {
 	home     *home.Home
 	layout   home.Layout
 	specs    container.SpecBuilder
-	queue    *groupqueue.Queue
+	queue    *groupqueue.Queue[store.Task]
 	turns    *turns.Hub
 	budget   Budget // nil: no budgets
 	alerts   Alerts // nil: no owner alerts
@@ -362,7 +362,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		RetryDelays:    cfg.RetryDelays,
 		IdleTimeout:    cfg.IdleTimeout,
 		TaskCloseDelay: cfg.TaskCloseDelay,
-	}, groupqueue.Handlers{
+	}, groupqueue.Handlers[store.Task]{
 		RunMessages: r.runMessages,
 		RunTask:     r.runTask,
 		CloseIdle:   r.closeIdle,
@@ -486,7 +486,7 @@ func (r *Router) clearInput(folder store.Folder) error {
 // EnqueueTask queues a claimed scheduled task for its group's agent. It
 // never blocks on a run.
 func (r *Router) EnqueueTask(t store.Task) {
-	r.queue.EnqueueTask(string(t.Folder), groupqueue.TaskRef{ID: string(t.ID), Payload: t})
+	r.queue.EnqueueTask(string(t.Folder), groupqueue.TaskRef[store.Task]{ID: string(t.ID), Task: t})
 }
 
 // Status reports the queue, the live containers, the recent failures and

@@ -251,7 +251,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 // retries shows in Status until the group's next good run; one that failed
 // for good is recorded and told in the chat once; a dropped task's run log
 // says so.
-func (r *Router) Outcome(name string, o groupqueue.Outcome) {
+func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 	folder := store.Folder(name)
 	if o.Event == groupqueue.Dropped {
 		r.taskDropped(name, o.Task)
@@ -292,11 +292,8 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome) {
 }
 
 // runTask is the queue's RunTask handler: one container for one task.
-func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRef) error {
-	t, ok := ref.Payload.(store.Task)
-	if !ok {
-		return fmt.Errorf("run task %s: payload is %T, not a task", ref.ID, ref.Payload)
-	}
+func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRef[store.Task]) error {
+	t := ref.Task
 	log := r.log.With().Str("group", name).Str("task", string(t.ID)).Logger()
 	started := r.now()
 	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
@@ -387,11 +384,8 @@ func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time,
 
 // taskDropped is the queue's TaskDropped handler: the task will not run
 // (the daemon is stopping); its run log says so.
-func (r *Router) taskDropped(name string, ref groupqueue.TaskRef) {
-	t, ok := ref.Payload.(store.Task)
-	if !ok {
-		return
-	}
+func (r *Router) taskDropped(name string, ref groupqueue.TaskRef[store.Task]) {
+	t := ref.Task
 	log := r.log.With().Str("group", name).Str("task", string(t.ID)).Logger()
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()

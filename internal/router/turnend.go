@@ -16,7 +16,7 @@ import (
 // handleResult already). A run that ended well settled its chat up to the
 // group's cursor; a failed one failed every message of the chat stored by
 // then that was not answered.
-func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome) {
+func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]) {
 	if r.turns == nil {
 		return
 	}

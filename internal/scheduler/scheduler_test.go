@@ -303,13 +303,13 @@ func (f enqueueFunc) EnqueueTask(t store.Task) { f(t) }
 
 // queueAdapter feeds claimed tasks into a real group queue, as the router does.
 type queueAdapter struct {
-	q     *groupqueue.Queue
+	q     *groupqueue.Queue[store.Task]
 	calls atomic.Int32
 }
 
 func (a *queueAdapter) EnqueueTask(t store.Task) {
 	a.calls.Add(1)
-	a.q.EnqueueTask(string(t.Folder), groupqueue.TaskRef{ID: string(t.ID), Payload: t})
+	a.q.EnqueueTask(string(t.Folder), groupqueue.TaskRef[store.Task]{ID: string(t.ID), Task: t})
 }
 
 func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
@@ -320,10 +320,10 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 		var mu sync.Mutex
 		var starts, active, maxActive int
 		release := make(chan struct{})
-		q, err := groupqueue.New(groupqueue.Config{}, groupqueue.Handlers{
+		q, err := groupqueue.New(groupqueue.Config{}, groupqueue.Handlers[store.Task]{
 			RunMessages: func(context.Context, string) error { return nil },
 			CloseIdle:   func(string) {},
-			RunTask: func(ctx context.Context, _ string, _ groupqueue.TaskRef) error {
+			RunTask: func(ctx context.Context, _ string, _ groupqueue.TaskRef[store.Task]) error {
 				mu.Lock()
 				starts++
 				active++
