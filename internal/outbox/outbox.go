@@ -18,8 +18,10 @@ const (
 	// maxSendAttempts is how many failed sends a row gets before it is
 	// marked failed. A channel that is reconnecting does not use them up.
 	maxSendAttempts = 8
-	// sendTimeout bounds one Send.
+	// sendTimeout bounds one Send of text; a file adds a second per
+	// uploadRate bytes.
 	sendTimeout = 60 * time.Second
+	uploadRate  = 128 << 10
 	// channelDownWait is how long the sender waits before looking again at
 	// a channel that is reconnecting.
 	channelDownWait = 2 * time.Second
@@ -283,7 +285,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 					Kind: channel.AttachmentKind(f.Kind), Size: f.Size}
 			}
 		}
-		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		sctx, cancel := context.WithTimeout(ctx, sendTimeoutFor(out))
 		sentID, err := ch.Send(sctx, out)
 		cancel()
 		if err == nil {
@@ -359,4 +361,14 @@ func (s *Sender) typingLoop(ctx context.Context) {
 			cancel()
 		}
 	}
+}
+
+// sendTimeoutFor bounds the Send of m: sendTimeout, and for a file the time
+// to upload it at uploadRate bytes a second, so a large document on a slow
+// link is not cut off (and uploaded again) on every attempt.
+func sendTimeoutFor(m channel.Outgoing) time.Duration {
+	if m.Attachment == nil {
+		return sendTimeout
+	}
+	return sendTimeout + time.Duration(m.Attachment.Size/uploadRate)*time.Second
 }

@@ -425,3 +425,18 @@ func TestSendsSpooledFile(t *testing.T) {
 		t.Errorf("plain message sent with attachment %+v", h.ch.sent[1].Attachment)
 	}
 }
+
+func TestSendTimeoutGrowsWithTheFile(t *testing.T) {
+	for _, tc := range []struct {
+		att  *channel.Attachment
+		want time.Duration
+	}{
+		{nil, time.Minute},
+		{&channel.Attachment{Size: 1 << 10}, time.Minute},
+		{&channel.Attachment{Size: 64 << 20}, time.Minute + 512*time.Second},
+	} {
+		if got := sendTimeoutFor(channel.Outgoing{Attachment: tc.att}); got != tc.want {
+			t.Errorf("timeout for %+v = %s; want %s", tc.att, got, tc.want)
+		}
+	}
+}
