@@ -81,6 +81,7 @@ var tiers = map[string]tier{
 	"internal/ipchost":          middle,
 	"internal/outbox":           middle,
 	"internal/prompt":           middle, // text only; on the store for its message and task types
+	"internal/alerts":           middle,
 	"internal/retention":        middle,
 	"internal/transcribe":       middle,
 	"internal/router":           upper,

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bridged-app/bridged/groups"
+	"github.com/bridged-app/bridged/internal/alerts"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
@@ -243,6 +244,18 @@ func (s waSink) MediaFolder(ctx context.Context, chat string) (string, bool) {
 	return string(g.Folder), true
 }
 
+// groupsChanged tells the IPC host and the router that groups changed: a
+// paused group whose budget was raised or lifted resumes at once.
+type groupsChanged struct {
+	host *ipchost.Host
+	rt   *router.Router
+}
+
+func (g groupsChanged) SyncGroups(ctx context.Context) error {
+	g.rt.Rescan()
+	return g.host.SyncGroups(ctx)
+}
+
 // runDaemon runs the daemon until ctx ends, then drains and returns nil.
 // Everything is built before anything runs; if a part cannot be built, the
 // parts built so far are released and nothing has run.
@@ -312,6 +325,16 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	channels := []channel.Channel{loc, wa}
 
 	turnEnds := turns.New(time.Now)
+	// Owner alerts and budgets: built before the router, which consults
+	// them; they post through the router once it exists.
+	al, err := alerts.New(alerts.Config{
+		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
+		Timezone: cfg.Timezone, Channels: channels, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+
 	rt, err := router.New(router.Config{
 		AssistantName:    cfg.AssistantName,
 		Timezone:         cfg.Timezone,
@@ -332,11 +355,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds})
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al})
 	if err != nil {
 		return err
 	}
 	wa.SetSink(waSink{rt: rt, db: db})
+	al.SetPoster(rt)
 	loc.SetInbound(rt.Inbound)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
@@ -353,7 +377,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Turns:    turnEnds,
 		Status:   liveStatus{rt, proxy},
 		Channels: channels,
-		Groups:   host,
+		Groups:   groupsChanged{host, rt},
 		Tasks:    sched,
 		Version:  buildVersion(),
 		Instance: instance,
@@ -376,6 +400,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error {
 		return (&retention.Pruner{DB: db, Files: hm.Spool(), Keep: cfg.Retention, Log: log}).Run(gctx)
 	})
+	g.Go(func() error { return al.Run(gctx) })
 	for _, ch := range channels {
 		g.Go(func() error {
 			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {
