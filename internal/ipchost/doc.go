@@ -19,6 +19,15 @@
 //
 // # Files
 //
+// send_message's file argument names a file in the group's own workspace
+// (groups/<folder>, /workspace/group in the container). It is opened
+// through the workspace's tree (home.Tree.OpenFile: real directories and a
+// regular file only, nothing followed), capped by kind (MaxImageBytes,
+// MaxAudioBytes, MaxDocumentBytes) and copied into the home's spool before
+// the message is committed; the copy is kept under the row's key in the
+// transaction that commits the row, so the outbox finds it, and dropped if
+// the row does not commit. A refused file is answered with why.
+//
 // The agent owns its IPC namespace and is untrusted: it may put links,
 // fifos or huge files anywhere in it, or replace a directory. So the host
 // never opens a path there by name: every read, write, list, rename and

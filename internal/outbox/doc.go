@@ -19,6 +19,12 @@
 // the chat is looked at again two seconds later, never in a tight loop, while
 // the other chats go on.
 //
+// A row may carry a file: a copy in the home's spool under
+// home.SpoolKey(row id, external id), kept there in the transaction that
+// committed the row. The sender hands it to the channel with the row's text
+// as channel.Outgoing.Attachment, and gives such a send a second more per
+// 128 KiB of the file.
+//
 // Flush waits until nothing can be sent now (every row sent, failed, or
 // waiting for a retry or a channel), so a stopping daemon sends what its
 // runs committed before it exits.
@@ -29,5 +35,6 @@
 // Run applies the changes in order through the chat's channel, best effort
 // (errors are logged at debug level; a full queue drops the change).
 //
-// The package depends on internal/store and internal/channel only.
+// The package depends on internal/store, internal/channel and
+// internal/home only.
 package outbox
