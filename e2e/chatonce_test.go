@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `bridged chat -m` against a live container ends when the agent's turn
+// ends: no quiet period after the reply, every reply of the turn printed
+// (a send_message during the turn too), and a turn bridged gave up on exits
+// non-zero with the reason.
+func TestE2EChatOnceEndsAtTurnEnd(t *testing.T) {
+	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "5m")
+	// The race detector's runtime waits a second at exit by default: the
+	// command's own time is what is measured.
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	if out := e.mustCLI("chat", "-m", "fake:reply warm", "main"); out != "warm\n" {
+		t.Fatalf("first chat -m printed %q; want the reply", out)
+	}
+
+	began := time.Now()
+	out := e.mustCLI("chat", "-m", `fake:tool send_message {"text":"on it"}`+"\nfake:reply all done", "main")
+	took := time.Since(began)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) < 2 || lines[0] != "on it" || lines[len(lines)-1] != "all done" {
+		t.Errorf("chat -m printed %q; want the message sent during the turn, then the reply", out)
+	}
+	if took > time.Second {
+		t.Errorf("chat -m to a live container took %s; want it to end with the turn, well under 2 s", took.Round(time.Millisecond))
+	}
+
+	// A turn that fails every time: retried, then given up.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "-m", "fake:error API Error: Repeated 529 Overloaded errors", "main", "--home", e.home)
+	cmd.Env = e.environ()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("chat -m on a failing turn: %v; want exit code 1 (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "attempt 1 of 6 failed") || !strings.Contains(stderr.String(), "gave up after 6 attempts") ||
+		!strings.Contains(stderr.String(), "529 Overloaded") {
+		t.Errorf("stderr %q; want each failed attempt and the final reason", stderr.String())
+	}
+	d.stop(t)
+}
