@@ -174,3 +174,32 @@ func BenchmarkE2EIdleRSS(b *testing.B) {
 		d.stop(b)
 	}
 }
+
+// BenchmarkE2EChatOnce: `bridged chat -m TEXT main` run as a command against
+// a live container, from its start to its exit with the reply printed (it
+// ends when the agent's turn ends), 50 round trips.
+func BenchmarkE2EChatOnce(b *testing.B) {
+	for range b.N {
+		e := benchEnv(b, "--idle-timeout", "10m")
+		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		d := e.start()
+		e.mustCLI("chat", "-m", "fake:reply warm", "main")
+
+		const n = 50
+		var lat []time.Duration
+		for i := range n {
+			want := fmt.Sprintf("round-%02d", i)
+			t0 := time.Now()
+			out := e.mustCLI("chat", "-m", "fake:reply "+want, "main")
+			lat = append(lat, time.Since(t0))
+			if out != want+"\n" {
+				b.Fatalf("chat -m printed %q; want %q", out, want)
+			}
+		}
+		med, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		b.ReportMetric(ms(med), "ms-median")
+		b.ReportMetric(ms(p99), "ms-p99")
+		fmt.Printf("chat -m round trip (command start → reply printed and exit), live container, %d runs: median %.2f ms, p99 %.2f ms\n", n, ms(med), ms(p99))
+		d.stop(b)
+	}
+}
