@@ -150,11 +150,12 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		log.Debug().Msg("agent paused by its daily budget; messages wait")
 		return
 	}
+	live := false // piped into a live container, not left to a starting run
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
 		run := gs.run
 		if run == nil {
 			// The queue's run has not taken its messages yet; it takes
-			// these too.
+			// these too (and shows the typing indicator).
 			return nil
 		}
 		if run.kind != groupqueue.KindMessages || run.chat != g.Chat {
@@ -177,14 +178,17 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			run.settled = gs.handed
 			signal(run.kick)
 		}
+		live = true
 		return nil
 	})
 	if err != nil && !errors.Is(err, errNoRun) {
 		log.Error().Err(err).Msg("cannot pipe messages into the container")
 	}
 	if piped {
-		log.Debug().Int("messages", len(msgs)).Msg("messages piped into the live container")
-		r.out.SetTyping(string(g.Chat), true)
+		if live {
+			log.Debug().Int("messages", len(msgs)).Msg("messages piped into the live container")
+			r.out.SetTyping(string(g.Chat), true)
+		}
 		return
 	}
 	r.queue.EnqueueMessages(string(g.Folder))
