@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bridged-app/bridged/internal/prompt"
@@ -30,6 +31,10 @@ type Alerts interface {
 	// long and logs its own errors.
 	Clear(ctx context.Context, key string)
 }
+
+// ErrBudgetPaused is the error of a task run skipped because its group's
+// daily budget is used up.
+var ErrBudgetPaused = errors.New("skipped: the group's daily budget is used up")
 
 // Alert keys the router raises and clears.
 

@@ -126,3 +126,67 @@ func TestOutboxFailureAlert(t *testing.T) {
 		t.Fatalf("got %q; want clear %s", got, key)
 	}
 }
+
+// A group that gave up raises an alert for the owner once; its next good
+// run clears it.
+func TestGaveUpAlert(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RetryDelays = []time.Duration{time.Millisecond} })
+	al := &fakeAlerts{raised: map[string]string{}, events: make(chan string, 10)}
+	h.r.alerts = al
+	h.rt.onStart = func(r *fakeRun) { r.exit(1) }
+	h.start()
+	h.post(famChat, "@"+testName+" hello")
+	key := GaveUpKey("fam")
+	if got := nextEvent(t, al.events, "alert"); got != "raise "+key {
+		t.Fatalf("got %q; want raise %s", got, key)
+	}
+	al.mu.Lock()
+	text := al.raised[key]
+	al.mu.Unlock()
+	if !strings.Contains(text, "group fam failed 2 times") {
+		t.Errorf("alert text %q: want the group and the attempts", text)
+	}
+	h.waitIdle("fam")
+	h.rt.mu.Lock()
+	h.rt.onStart = nil
+	h.rt.mu.Unlock()
+	h.post(famChat, "@"+testName+" again")
+	run := h.nextRun()
+	for !strings.Contains(run.spec.Input.Prompt, "again") {
+		run = h.nextRun() // skip the failed runs
+	}
+	run.result("back")
+	for m := h.nextSend(); m.Text != "back"; m = h.nextSend() {
+	}
+	run.exit(0)
+	if got := nextEvent(t, al.events, "alert"); got != "clear "+key {
+		t.Fatalf("got %q; want clear %s", got, key)
+	}
+}
+
+// A task of a paused group is skipped: no container, an error run that
+// says why.
+func TestBudgetPauseSkipsTask(t *testing.T) {
+	h := newHarness(t, nil)
+	b := &fakeBudget{spent: make(chan store.Folder, 10)}
+	b.paused.Store(true)
+	h.r.budget = b
+	h.start()
+	ctx := context.Background()
+	task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.EnqueueTask(task)
+	if m := h.nextSend(); !strings.Contains(m.Text, "budget") {
+		t.Errorf("notice %q: want it to name the budget", m.Text)
+	}
+	h.waitIdle("fam")
+	runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+	if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "daily budget is used up") {
+		t.Fatalf("task runs: got %+v, %v; want one error run naming the budget", runs, err)
+	}
+	if n := h.rt.starts(); n != 0 {
+		t.Errorf("containers started: %d; want 0", n)
+	}
+}

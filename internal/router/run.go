@@ -302,6 +302,13 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 		r.finishTask(log, t, started, outcome{Ended: container.Ended{Err: err}}, err)
 		return err
 	}
+	if r.paused(ctx, g) {
+		// The occurrence is skipped, not kept: the task runs again at its
+		// next time.
+		err := fmt.Errorf("run task %s: %w", t.ID, ErrBudgetPaused)
+		r.finishTask(log, t, started, outcome{Ended: container.Ended{Err: err}}, err)
+		return err
+	}
 	sess := store.Session{Folder: g.Folder}
 	var sessp *store.Session
 	if t.ContextMode != store.ContextIsolated {
