@@ -193,18 +193,26 @@ func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult
 }
 
 // thinking is the "thinking…" line shown while a turn runs: on a terminal
-// it is erased before the next line is printed; elsewhere it is one line.
+// it is erased before the next line is printed and shown again after it
+// while the turn still runs; elsewhere it is one line per message posted.
 type thinking struct {
 	w     io.Writer
 	tty   bool
 	shown bool
+	said  bool // not a terminal: said for the last message posted
+}
+
+// posted starts the line for a new message's turn.
+func (t *thinking) posted() {
+	t.said = false
+	t.show()
 }
 
 func (t *thinking) show() {
-	if t.shown {
+	if t.shown || (!t.tty && t.said) {
 		return
 	}
-	t.shown = true
+	t.shown, t.said = true, true
 	if t.tty {
 		fmt.Fprint(t.w, "thinking…")
 		return
@@ -335,7 +343,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			posted[id] = true
 			running[id] = true
 			lastPost, lastEnded, need = id, false, 0
-			think.show()
+			think.posted()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

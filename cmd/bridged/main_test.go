@@ -353,8 +353,8 @@ func TestChatInteractive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chat: %v (stderr %s)", err, stderr)
 	}
-	if !strings.Contains(stderr, "thinking…") {
-		t.Errorf("stderr %q shows no thinking line while a turn ran", stderr)
+	if n := strings.Count(stderr, "thinking…\n"); n != 2 {
+		t.Errorf("stderr %q shows %d thinking lines; want one for each message's turn", stderr, n)
 	}
 	if !strings.Contains(out, "Andy: echo: first\n") || !strings.Contains(out, "Andy: echo: second\n") {
 		t.Errorf("chat printed %q; want both echoes", out)
