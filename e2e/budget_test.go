@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A group whose daily budget is used up is paused with one notice in the
+// group and one in the main chat; its next message waits, and is answered
+// as soon as the owner lifts the budget with `groups set`.
+func TestE2EBudgetPauseLiftedByGroupsSet(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	// One fake turn costs more than this.
+	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "fam")
+	d := e.start()
+
+	mainFrom := lastID(e, "local:main")
+	id := e.post("local:fam", "fake:reply first")
+	out := e.waitOut("local:fam", id, 2, 90*time.Second)
+	if out[0].Text != "first" || !strings.Contains(out[1].Text, "pausing until midnight") {
+		t.Fatalf("fam got %q, %q; want the reply, then the pause notice", out[0].Text, out[1].Text)
+	}
+	if told := e.waitOut("local:main", mainFrom, 1, 30*time.Second); !strings.Contains(told[0].Text, "fam has used up its daily budget") {
+		t.Errorf("main chat got %q; want the owner told of the pause", told[0].Text)
+	}
+	if list := e.mustCLI("groups", "list"); !strings.Contains(list, "(paused)") {
+		t.Errorf("groups list:\n%s\nwant fam shown paused", list)
+	}
+
+	waiting := e.post("local:fam", "fake:reply second")
+	noOutbound(t, e, "local:fam", waiting, 4*time.Second, "paused by its budget")
+
+	e.mustCLI("groups", "set", "--budget-daily", "0", "fam")
+	if got := e.waitOut("local:fam", waiting, 1, 60*time.Second)[0].Text; got != "second" {
+		t.Errorf("after lifting the budget fam got %q; want the kept message answered", got)
+	}
+	if told := e.outSince("local:main", mainFrom); len(told) != 1 {
+		t.Errorf("main chat got %d alerts; want 1", len(told))
+	}
+	d.stop(t)
+}
