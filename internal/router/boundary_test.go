@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/container"
@@ -71,67 +72,69 @@ func TestSymlinkedGroupFolderReplacedBeforeMount(t *testing.T) {
 // lands in a fresh input/ and the close sentinel replaces the link; nothing
 // outside is written or truncated.
 func TestSymlinkedInputNeverWrittenThrough(t *testing.T) {
-	const idle = 40 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.IdleTimeout = idle })
-	h.start()
-	h.post(mainChat, "first")
-	run := h.nextRun()
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 40 * time.Millisecond
+		h := newHarness(t, func(c *Config) { c.IdleTimeout = idle })
+		h.start()
+		h.post(mainChat, "first")
+		run := h.nextRun()
 
-	outside := filepath.Join(h.home, "outside")
-	if err := os.MkdirAll(outside, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	victim := filepath.Join(outside, "victim.db")
-	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	input := h.inputDir("main")
-	if err := os.RemoveAll(input); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, input); err != nil {
-		t.Fatal(err)
-	}
+		outside := filepath.Join(h.home, "outside")
+		if err := os.MkdirAll(outside, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		victim := filepath.Join(outside, "victim.db")
+		if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		input := h.inputDir("main")
+		if err := os.RemoveAll(input); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, input); err != nil {
+			t.Fatal(err)
+		}
 
-	h.post(mainChat, "second")
-	pollUntil(t, func() bool { return len(boundaryFailures(h)) > 0 }, "the input/ incident in status")
-	names := waitInputs(t, input, 1)
-	if fi, err := os.Lstat(input); err != nil || !fi.IsDir() {
-		t.Fatalf("input/: %v, %v; want a real directory again", fi, err)
-	}
-	b, err := os.ReadFile(filepath.Join(input, names[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in, err := ipc.DecodeInput(b); err != nil || !strings.Contains(in.Text, ">second</message>") {
-		t.Fatalf("piped input: %+v, %v; want the second message", in, err)
-	}
-	if f := boundaryFailures(h)[0]; f.Group != "main" || !strings.Contains(f.Error, "data/ipc/main/input") || !strings.Contains(f.Error, "symlink") {
-		t.Fatalf("incident: got %+v; want data/ipc/main/input, a symlink", f)
-	}
-	consume(t, input, names)
+		h.post(mainChat, "second")
+		pollUntil(t, func() bool { return len(boundaryFailures(h)) > 0 }, "the input/ incident in status")
+		names := settledInputs(t, input, 1)
+		if fi, err := os.Lstat(input); err != nil || !fi.IsDir() {
+			t.Fatalf("input/: %v, %v; want a real directory again", fi, err)
+		}
+		b, err := os.ReadFile(filepath.Join(input, names[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in, err := ipc.DecodeInput(b); err != nil || !strings.Contains(in.Text, ">second</message>") {
+			t.Fatalf("piped input: %+v, %v; want the second message", in, err)
+		}
+		if f := boundaryFailures(h)[0]; f.Group != "main" || !strings.Contains(f.Error, "data/ipc/main/input") || !strings.Contains(f.Error, "symlink") {
+			t.Fatalf("incident: got %+v; want data/ipc/main/input, a symlink", f)
+		}
+		consume(t, input, names)
 
-	// The close sentinel replaces a planted link instead of writing through.
-	closePath := filepath.Join(input, ipc.CloseName)
-	if err := os.Symlink(victim, closePath); err != nil {
-		t.Fatal(err)
-	}
-	run.result("both answered")
-	h.nextSend()
-	waitDir(t, input, func() bool {
-		fi, err := os.Lstat(closePath)
-		return err == nil && fi.Mode().IsRegular()
-	}, "the close sentinel to replace the link")
-	run.exit(0)
-	h.waitIdle("main")
+		// The close sentinel replaces a planted link instead of writing through.
+		closePath := filepath.Join(input, ipc.CloseName)
+		if err := os.Symlink(victim, closePath); err != nil {
+			t.Fatal(err)
+		}
+		run.result("both answered")
+		h.nextSend()
+		advance(idle)
+		if fi, err := os.Lstat(closePath); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("close sentinel after the idle timeout: %v, %v; want a regular file in place of the link", fi, err)
+		}
+		run.exit(0)
+		h.waitIdle("main")
 
-	if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
-		t.Fatalf("file behind the planted link: %q, %v; want it untouched", data, err)
-	}
-	entries, err := os.ReadDir(outside)
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("outside directory holds %v (%v); want only the victim file", entries, err)
-	}
+		if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
+			t.Fatalf("file behind the planted link: %q, %v; want it untouched", data, err)
+		}
+		entries, err := os.ReadDir(outside)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("outside directory holds %v (%v); want only the victim file", entries, err)
+		}
+	})
 }
 
 // An agent that swaps its folder for a symlink between the preparation and

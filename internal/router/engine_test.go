@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -136,19 +137,21 @@ func TestLeftoverNotStoppedFailsVisibly(t *testing.T) {
 // run (it does not wait forever for an end the engine will not report);
 // the retry stops it before starting the next.
 func TestStopFailureEndsRun(t *testing.T) {
-	h, rt := newEngineHarness(t, func(c *Config) { c.StartTimeout = 20 * time.Millisecond })
-	rt.fails = onceFailing("c1")
-	h.start()
-	h.post(mainChat, "hello")
-	h.nextRun() // prints nothing: stopped at its start timeout, which fails
-	run := h.nextRun()
-	if got, want := rt.historyNow(), []string{"start main", "stop-failed c1", "stop c1", "start main"}; !slices.Equal(got, want) {
-		t.Fatalf("runtime calls: got %v; want %v", got, want)
-	}
-	run.result("hi")
-	if s := h.nextSend(); s.Text != "hi" {
-		t.Fatalf("sent %q; want the reply", s.Text)
-	}
-	run.exit(0)
-	h.waitIdle("main")
+	synctest.Test(t, func(t *testing.T) {
+		h, rt := newEngineHarness(t, func(c *Config) { c.StartTimeout = 20 * time.Millisecond })
+		rt.fails = onceFailing("c1")
+		h.start()
+		h.post(mainChat, "hello")
+		h.nextRun() // prints nothing: stopped at its start timeout, which fails
+		run := h.nextRun()
+		if got, want := rt.historyNow(), []string{"start main", "stop-failed c1", "stop c1", "start main"}; !slices.Equal(got, want) {
+			t.Fatalf("runtime calls: got %v; want %v", got, want)
+		}
+		run.result("hi")
+		if s := h.nextSend(); s.Text != "hi" {
+			t.Fatalf("sent %q; want the reply", s.Text)
+		}
+		run.exit(0)
+		h.waitIdle("main")
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -430,3 +431,28 @@ func jsonFiles(t *testing.T, dir string) []string {
 }
 
 var errTransient = errors.New("network hiccup")
+
+// advance moves a synctest bubble's fake clock on by d once every goroutine
+// of the bubble is blocked, and lets the router settle.
+func advance(d time.Duration) {
+	synctest.Wait()
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// settledInputs is waitInputs inside a synctest bubble: once the router has
+// settled, dir must hold at least n input files.
+func settledInputs(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	synctest.Wait()
+	names := jsonFiles(t, dir)
+	if len(names) < n {
+		t.Fatalf("input files in %s: got %q; want at least %d", dir, names, n)
+	}
+	return names
+}

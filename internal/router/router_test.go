@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -359,76 +360,93 @@ func TestNoPipeIntoTaskContainer(t *testing.T) {
 }
 
 func TestTaskCloseDelay(t *testing.T) {
-	const delay = 50 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.TaskCloseDelay = delay })
-	h.start()
-	h.r.EnqueueTask(store.Task{ID: "task-x", Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", ContextMode: store.ContextGroup})
-	run := h.nextRun()
-	run.result("report done")
-	resultAt := time.Now()
-	closedAt := waitFile(t, filepath.Join(h.inputDir("fam"), ipc.CloseName))
-	if d := closedAt.Sub(resultAt); d < delay {
-		t.Fatalf("task container closed %s after its first result; want at least %s", d, delay)
-	}
-	if got := h.nextSend(); got.Text != "report done" || got.Chat != string(famChat) {
-		t.Fatalf("task output: got %+v", got)
-	}
-	run.exit(0)
-	h.waitIdle("fam")
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 10 * time.Second
+		h := newHarness(t, func(c *Config) { c.TaskCloseDelay = delay })
+		h.start()
+		h.r.EnqueueTask(store.Task{ID: "task-x", Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", ContextMode: store.ContextGroup})
+		run := h.nextRun()
+		run.result("report done")
+		if got := h.nextSend(); got.Text != "report done" || got.Chat != string(famChat) {
+			t.Fatalf("task output: got %+v", got)
+		}
+		closePath := filepath.Join(h.inputDir("fam"), ipc.CloseName)
+		advance(delay - time.Millisecond)
+		if fileExists(closePath) {
+			t.Fatalf("task container closed before its close delay %s", delay)
+		}
+		advance(time.Millisecond)
+		if !fileExists(closePath) {
+			t.Fatalf("task container not closed %s after its first result", delay)
+		}
+		run.exit(0)
+		h.waitIdle("fam")
+	})
 }
 
 func TestIdleTimeoutWritesClose(t *testing.T) {
-	const idle = 40 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.IdleTimeout = idle })
-	h.start()
-	h.post(mainChat, "hello")
-	run := h.nextRun()
-	run.result("hi")
-	resultAt := time.Now()
-	closedAt := waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
-	if d := closedAt.Sub(resultAt); d < idle {
-		t.Fatalf("closed %s after the result; want at least the idle timeout %s", d, idle)
-	}
-	run.exit(0)
-	h.waitIdle("main")
-	if stops := h.rt.stops(); len(stops) != 0 {
-		t.Fatalf("containers stopped: got %v; want none (closed gracefully)", stops)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 30 * time.Minute
+		h := newHarness(t, func(c *Config) { c.IdleTimeout = idle })
+		h.start()
+		h.post(mainChat, "hello")
+		run := h.nextRun()
+		run.result("hi")
+		h.nextSend()
+		closeFile := filepath.Join(h.inputDir("main"), ipc.CloseName)
+		advance(idle - time.Second)
+		if fileExists(closeFile) {
+			t.Fatalf("closed a second before the idle timeout %s", idle)
+		}
+		advance(time.Second)
+		if !fileExists(closeFile) {
+			t.Fatalf("not closed at the idle timeout %s", idle)
+		}
+		run.exit(0)
+		h.waitIdle("main")
+		if stops := h.rt.stops(); len(stops) != 0 {
+			t.Fatalf("containers stopped: got %v; want none (closed gracefully)", stops)
+		}
+	})
 }
 
 func TestHardTimeout(t *testing.T) {
 	t.Run("no output: stopped and retried", func(t *testing.T) {
-		h := newHarness(t, func(c *Config) { c.ContainerTimeout = 50 * time.Millisecond })
-		h.start()
-		h.post(mainChat, "hello")
-		run := h.nextRun()
-		<-run.exited // stopped by the timeout
-		if stops := h.rt.stops(); len(stops) == 0 || stops[0] != run.id {
-			t.Fatalf("stopped: got %v; want %s first", stops, run.id)
-		}
-		retry := h.nextRun()
-		if !strings.Contains(retry.spec.Input.Prompt, ">hello</message>") {
-			t.Fatalf("retry prompt: got %q; want the same message again", retry.spec.Input.Prompt)
-		}
-		if c := h.cursor("main"); c != 0 {
-			t.Fatalf("cursor after a timeout without reply: got %d; want 0", c)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.ContainerTimeout = 50 * time.Millisecond })
+			h.start()
+			h.post(mainChat, "hello")
+			run := h.nextRun()
+			<-run.exited // stopped by the timeout
+			if stops := h.rt.stops(); len(stops) == 0 || stops[0] != run.id {
+				t.Fatalf("stopped: got %v; want %s first", stops, run.id)
+			}
+			retry := h.nextRun()
+			if !strings.Contains(retry.spec.Input.Prompt, ">hello</message>") {
+				t.Fatalf("retry prompt: got %q; want the same message again", retry.spec.Input.Prompt)
+			}
+			if c := h.cursor("main"); c != 0 {
+				t.Fatalf("cursor after a timeout without reply: got %d; want 0", c)
+			}
+		})
 	})
 	t.Run("after a reply: a normal end", func(t *testing.T) {
-		h := newHarness(t, func(c *Config) { c.ContainerTimeout = 200 * time.Millisecond })
-		h.start()
-		id := h.post(mainChat, "hello")
-		run := h.nextRun()
-		run.result("hi")
-		h.nextSend()
-		<-run.exited
-		st := h.waitIdle("main")
-		if st.Retries != 0 || h.rt.starts() != 1 {
-			t.Fatalf("after the timeout: retries %d, starts %d; want 0 and 1", st.Retries, h.rt.starts())
-		}
-		if c := h.cursor("main"); c != id {
-			t.Fatalf("cursor: got %d; want %d", c, id)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.ContainerTimeout = 200 * time.Millisecond })
+			h.start()
+			id := h.post(mainChat, "hello")
+			run := h.nextRun()
+			run.result("hi")
+			h.nextSend()
+			<-run.exited
+			st := h.waitIdle("main")
+			if st.Retries != 0 || h.rt.starts() != 1 {
+				t.Fatalf("after the timeout: retries %d, starts %d; want 0 and 1", st.Retries, h.rt.starts())
+			}
+			if c := h.cursor("main"); c != id {
+				t.Fatalf("cursor: got %d; want %d", c, id)
+			}
+		})
 	})
 }
 
@@ -729,37 +747,39 @@ func TestSessionUpdates(t *testing.T) {
 }
 
 func TestTaskFailureNotice(t *testing.T) {
-	h := newHarness(t, nil)
-	h.rt.onStart = func(r *fakeRun) { r.exit(2) }
-	h.start()
-	ctx := context.Background()
-	task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.r.EnqueueTask(task)
-	got := h.nextSend()
-	if got.Chat != string(famChat) || !strings.Contains(got.Text, string(task.ID)) {
-		t.Fatalf("notice: got %+v; want one naming the task in its chat", got)
-	}
-	h.waitIdle("fam")
-	runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
-	if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "code 2") {
-		t.Fatalf("task runs: got %+v, %v; want one error run naming the exit code", runs, err)
-	}
-	// A task that failed last time fails quietly (no notice per run).
-	task.LastResult = "error: container exited with code 2"
-	task.ID = "task-again"
-	h.r.EnqueueTask(task)
-	pollUntil(t, func() bool { return h.rt.starts() == 2 }, "the second task run")
-	h.waitIdle("fam")
-	st, err := h.db.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(h.ch.sentTexts()); n != 1 || st.PendingOutbox != 0 {
-		t.Fatalf("notices: %d sent, %d pending; want 1 and 0", n, st.PendingOutbox)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.rt.onStart = func(r *fakeRun) { r.exit(2) }
+		h.start()
+		ctx := context.Background()
+		task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.EnqueueTask(task)
+		got := h.nextSend()
+		if got.Chat != string(famChat) || !strings.Contains(got.Text, string(task.ID)) {
+			t.Fatalf("notice: got %+v; want one naming the task in its chat", got)
+		}
+		h.waitIdle("fam")
+		runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+		if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "code 2") {
+			t.Fatalf("task runs: got %+v, %v; want one error run naming the exit code", runs, err)
+		}
+		// A task that failed last time fails quietly (no notice per run).
+		task.LastResult = "error: container exited with code 2"
+		task.ID = "task-again"
+		h.r.EnqueueTask(task)
+		pollUntil(t, func() bool { return h.rt.starts() == 2 }, "the second task run")
+		h.waitIdle("fam")
+		st, err := h.db.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.ch.sentTexts()); n != 1 || st.PendingOutbox != 0 {
+			t.Fatalf("notices: %d sent, %d pending; want 1 and 0", n, st.PendingOutbox)
+		}
+	})
 }
 
 func TestInboundStoresChatAndDedupes(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -139,25 +140,27 @@ func TestLaterTurnContainerKilled(t *testing.T) {
 // A later turn that hangs past the container timeout is retried; the
 // timeout is not a normal end while a turn is unanswered.
 func TestLaterTurnHangRetried(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ContainerTimeout = 300 * time.Millisecond })
-	h.start()
-	first := h.post(mainChat, "first")
-	run := h.nextRun()
-	h.post(mainChat, "second") // piped while the first turn runs: its own turn follows
-	consume(t, h.inputDir("main"), waitInputs(t, h.inputDir("main"), 1))
-	run.result("answer one")
-	h.nextSend()
-	<-run.exited // the second turn prints nothing: stopped by the timeout
-	retry := nextRunWith(t, h, "second", "first")
-	if c := h.cursor("main"); c != first {
-		t.Fatalf("cursor during the retry: got %d; want %d", c, first)
-	}
-	retry.result("answer two")
-	if got := h.nextSend(); got.Text != "answer two" {
-		t.Fatalf("sent %q; want the retry's answer", got.Text)
-	}
-	retry.exit(0)
-	h.waitIdle("main")
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.ContainerTimeout = 300 * time.Millisecond })
+		h.start()
+		first := h.post(mainChat, "first")
+		run := h.nextRun()
+		h.post(mainChat, "second") // piped while the first turn runs: its own turn follows
+		consume(t, h.inputDir("main"), settledInputs(t, h.inputDir("main"), 1))
+		run.result("answer one")
+		h.nextSend()
+		<-run.exited // the second turn prints nothing: stopped by the timeout
+		retry := nextRunWith(t, h, "second", "first")
+		if c := h.cursor("main"); c != first {
+			t.Fatalf("cursor during the retry: got %d; want %d", c, first)
+		}
+		retry.result("answer two")
+		if got := h.nextSend(); got.Text != "answer two" {
+			t.Fatalf("sent %q; want the retry's answer", got.Text)
+		}
+		retry.exit(0)
+		h.waitIdle("main")
+	})
 }
 
 // A later turn that ends with an error result fails like a first turn: the
@@ -296,55 +299,59 @@ func TestFirstReplyNotCommittedRetried(t *testing.T) {
 // stopped by the start timeout, well before the container timeout, and a
 // hang is retried once: the notice comes after two attempts, not six.
 func TestFirstTurnHangNoticeAfterTwoAttempts(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
-		c.StartTimeout = 50 * time.Millisecond
-		c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(c *Config) {
+			c.StartTimeout = 50 * time.Millisecond
+			c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+		})
+		h.start()
+		h.post(mainChat, "hello")
+		notice := h.nextSend()
+		if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "did not start") {
+			t.Fatalf("notice %q; want it to say the agent did not start, twice", notice.Text)
+		}
+		st := h.waitIdle("main")
+		if n := h.rt.starts(); n != 2 || !st.GaveUp {
+			t.Fatalf("starts %d, gave up %v; want 2 and true", n, st.GaveUp)
+		}
+		if fs := h.r.Status().Failures; len(fs) != 1 || !strings.Contains(fs[0].Error, "no output within 50ms") {
+			t.Fatalf("status failures %+v; want the hang", fs)
+		}
 	})
-	h.start()
-	h.post(mainChat, "hello")
-	notice := h.nextSend()
-	if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "did not start") {
-		t.Fatalf("notice %q; want it to say the agent did not start, twice", notice.Text)
-	}
-	st := h.waitIdle("main")
-	if n := h.rt.starts(); n != 2 || !st.GaveUp {
-		t.Fatalf("starts %d, gave up %v; want 2 and true", n, st.GaveUp)
-	}
-	if fs := h.r.Status().Failures; len(fs) != 1 || !strings.Contains(fs[0].Error, "no output within 50ms") {
-		t.Fatalf("status failures %+v; want the hang", fs)
-	}
 }
 
 // A turn that starts and then hangs past the container timeout is retried
 // once, then reported.
 func TestTurnHangRetriedOnce(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
-		c.ContainerTimeout = 100 * time.Millisecond
-		c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(c *Config) {
+			c.ContainerTimeout = 100 * time.Millisecond
+			c.RetryDelays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond}
+		})
+		h.rt.onStart = func(r *fakeRun) { r.emit(ipc.Event{Type: ipc.EventSession, SessionID: "sess-1"}) }
+		h.start()
+		h.post(mainChat, "hello")
+		notice := h.nextSend()
+		if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "container timeout") {
+			t.Fatalf("notice %q; want it to say the agent hung past the container timeout, twice", notice.Text)
+		}
+		if n := h.rt.starts(); n != 2 {
+			t.Fatalf("starts %d; want 2", n)
+		}
+		// The next message starts a fresh sequence.
+		h.rt.mu.Lock()
+		h.rt.onStart = nil
+		h.rt.mu.Unlock()
+		h.post(mainChat, "still there?")
+		run := h.nextRun()
+		for !strings.Contains(run.spec.Input.Prompt, "still there?") {
+			run = h.nextRun() // skip the hung runs
+		}
+		run.result("yes")
+		if got := h.nextSend(); got.Text != "yes" {
+			t.Fatalf("sent %q", got.Text)
+		}
+		run.exit(0)
+		h.waitIdle("main")
 	})
-	h.rt.onStart = func(r *fakeRun) { r.emit(ipc.Event{Type: ipc.EventSession, SessionID: "sess-1"}) }
-	h.start()
-	h.post(mainChat, "hello")
-	notice := h.nextSend()
-	if !strings.Contains(notice.Text, "failed 2 times") || !strings.Contains(notice.Text, "container timeout") {
-		t.Fatalf("notice %q; want it to say the agent hung past the container timeout, twice", notice.Text)
-	}
-	if n := h.rt.starts(); n != 2 {
-		t.Fatalf("starts %d; want 2", n)
-	}
-	// The next message starts a fresh sequence.
-	h.rt.mu.Lock()
-	h.rt.onStart = nil
-	h.rt.mu.Unlock()
-	h.post(mainChat, "still there?")
-	run := h.nextRun()
-	for !strings.Contains(run.spec.Input.Prompt, "still there?") {
-		run = h.nextRun() // skip the hung runs
-	}
-	run.result("yes")
-	if got := h.nextSend(); got.Text != "yes" {
-		t.Fatalf("sent %q", got.Text)
-	}
-	run.exit(0)
-	h.waitIdle("main")
 }
