@@ -162,7 +162,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			return errNoRun
 		}
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		name, err := r.writeInput(g.Folder, text)
+		name, err := r.home.WriteInput(string(g.Folder), text)
 		if err != nil {
 			return err
 		}

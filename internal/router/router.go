@@ -38,8 +38,6 @@ const (
 	timeoutMargin = 30 * time.Second
 	// maxFailures is how many failures Status remembers.
 	maxFailures = 50
-	// clearChunk is how many stale input files are listed at once.
-	clearChunk = 1024
 )
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
@@ -453,32 +451,8 @@ func (r *Router) cleanLeftovers(ctx context.Context) {
 		if home.CheckFolder(string(g.Folder)) != nil {
 			continue
 		}
-		if err := r.clearInput(g.Folder); err != nil {
+		if err := r.home.ClearInput(string(g.Folder)); err != nil {
 			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot clear stale input")
-		}
-	}
-}
-
-// clearInput removes every file in the group's input/ (listed a bounded
-// chunk at a time; links are removed, never followed).
-func (r *Router) clearInput(folder store.Folder) error {
-	in, err := r.inputTree(folder)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	for {
-		names, more, err := in.List(clearChunk)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			if err := in.Remove(n); err != nil {
-				return err
-			}
-		}
-		if !more || len(names) == 0 {
-			return nil
 		}
 	}
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -186,7 +185,7 @@ func (r *Router) runMessagesFor(ctx context.Context, g store.Group) error {
 	// Input files the agent never read: their messages go back to pending.
 	rollback, unread := store.MessageID(-1), 0
 	if len(run.piped) > 0 {
-		in, err := r.inputTree(folder)
+		in, err := r.home.Input(string(folder))
 		if err != nil {
 			// The files cannot be checked: count them all as unread, so
 			// their messages run again rather than be lost.
@@ -410,75 +409,15 @@ func (r *Router) closeIdle(name string) {
 	if home.CheckFolder(name) != nil {
 		return
 	}
-	if err := r.writeClose(store.Folder(name)); err != nil {
+	if err := r.home.WriteClose(name); err != nil {
 		r.log.Error().Err(err).Str("group", name).Msg("cannot write close sentinel")
 		return
 	}
 	r.log.Debug().Str("group", name).Msg("close sentinel written")
 }
 
-// inputTree opens the group's data/ipc/<folder>/input, where the host
-// writes the agent's follow-up turns and the close sentinel (DESIGN §8).
-// Close it when done.
-func (r *Router) inputTree(folder store.Folder) (*home.Tree, error) {
-	t, err := r.home.IPC(string(folder))
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	return t.Dir(ipc.InputDir)
-}
-
-// writeClose writes the close sentinel, input/_close (empty), replacing
-// whatever the agent put at that name.
-func (r *Router) writeClose(folder store.Folder) error {
-	in, err := r.inputTree(folder)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return in.WriteFile(ipc.CloseName, nil, 0o644)
-}
-
-// writeInput queues a follow-up turn for the agent, input/<seq>.json
-// holding {"type":"message","text":…}, and returns the file's name.
-func (r *Router) writeInput(folder store.Folder, text string) (string, error) {
-	msg := ipc.Input{Type: ipc.InputMessage, Text: text}
-	if err := msg.Validate(); err != nil {
-		return "", err
-	}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return "", fmt.Errorf("encode input: %w", err)
-	}
-	in, err := r.inputTree(folder)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	name := ipc.NewName() + ".json"
-	if err := in.WriteFile(name, data, 0o644); err != nil {
-		return "", err
-	}
-	return name, nil
-}
-
 func (r *Router) containerName(folder store.Folder) string {
 	return fmt.Sprintf("bridged-%s-%d-%d", folder, r.now().UnixMilli(), r.seq.Add(1))
-}
-
-// removeClose removes a stale close sentinel from the group's input/ (piped
-// input files are kept).
-func (r *Router) removeClose(folder store.Folder) error {
-	in, err := r.inputTree(folder)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if err := in.Remove(ipc.CloseName); err != nil {
-		return fmt.Errorf("remove stale close sentinel: %w", err)
-	}
-	return nil
 }
 
 // hardTimeout is the group's container timeout: its own (at least the idle
@@ -517,7 +456,7 @@ func (r *Router) runContainer(ctx context.Context, log zerolog.Logger, g store.G
 		return o
 	}
 	defer release()
-	if err := r.removeClose(g.Folder); err != nil {
+	if err := r.home.RemoveClose(folder); err != nil {
 		o.Err = fmt.Errorf("prepare group directories: %w", err)
 		return o
 	}
