@@ -35,7 +35,9 @@
 //     Config.RetryDelays in turn (5, 10, 20, 40, 80 s by default); after the
 //     last one the group waits for the next EnqueueMessages, which starts a
 //     fresh sequence. A run error wrapping ErrNoRetry ends the sequence at
-//     once, as if the retries had run out. Messages enqueued while a retry
+//     once, as if the retries had run out. One wrapping ErrHang is a hang:
+//     a hang is retried once, so the Config.MaxHangs-th (2nd) hang of a
+//     sequence ends it. Messages enqueued while a retry
 //     sequence is under way (during a failed attempt or its back-off) join
 //     that sequence instead of starting an early run. A successful message
 //     run resets the count.
@@ -50,6 +52,17 @@
 //     ones as soon as they become idle. Shutdown waits for runs to end until
 //     its context's deadline, then cancels the runs' contexts and returns an
 //     error naming the groups still running.
+//
+// # Run state
+//
+// The queue is the one owner of a run's state. Each group's run is in one
+// State (NoRun, Busy, Idle, Expired, Piping, Closing), changed only through
+// one transition function, and its retry sequence in one Retry state
+// (NotRetrying, Backoff, Exhausted) with the count of failed runs and of
+// hangs. The owner learns how runs ended through one interface, Outcomes
+// (Succeeded, Retrying with the attempt number, GaveUp, Dropped); it tells
+// the queue what it sees through NotifyIdle, MarkClosing and TryPipe. Tasks
+// are typed: a Queue[T] hands a TaskRef[T] back to RunTask as it got it.
 //
 // Every method is safe for concurrent use.
 package groupqueue

@@ -4,6 +4,23 @@
 // one), follows each container's events, commits the agent's replies to the
 // outbox and sends the outbox through the channels (DESIGN §6, §7, §11).
 //
+// # Who owns what
+//
+// The group queue (internal/groupqueue) owns each run's state: whether a
+// group has a container and whether it is busy, idle, being piped into or
+// closing (groupqueue.State), and the retry sequence of failed message runs
+// (the count, the back-off, hangs, giving up). The router never counts
+// retries: the queue reports how every run ended through one interface,
+// groupqueue.Outcomes, which Router.Outcome implements (succeeded, retrying
+// n of m, gave up, task dropped), and the router turns that into Status
+// failures, chat notices and alerts. The router keeps what is its own: the
+// triggers, the prompts' contents, the cursors (what was handed to the live
+// agent and what is committed) and the message loop. Its one entry for
+// inbound messages is Inbound. Following a container (start and output
+// timeouts, stop, wait, the leftover check) is container.Supervise; the text
+// of prompts and notices is internal/prompt; the agents' input directory is
+// written through internal/home.
+//
 // # Triggers
 //
 // The main group and groups with requires-trigger off answer every message.
@@ -18,9 +35,11 @@
 //
 // # Prompts
 //
-// A prompt is a <context timezone now/> line and the pending messages as
-// <message sender time> elements, XML-escaped, times RFC 3339 in the
-// configured timezone. At most Config.PromptCap messages go in (and never
+// A prompt (internal/prompt) is a <context timezone now/> line and the
+// pending messages as <message sender time> elements, XML-escaped, times RFC
+// 3339 in the configured timezone. The message loop's read of the pending
+// messages is the one a new run starts from, unless a message came since:
+// one read per run. At most Config.PromptCap messages go in (and never
 // more than one IPC text may hold): older ones are dropped with a note saying
 // how many, and the chat gets one line saying so too (prompt.LeftOutNotice), once
 // per prompt: a retry of the same messages does not repeat it. A scheduled
