@@ -231,16 +231,16 @@ type group[T any] struct {
 	pipeMu sync.Mutex
 
 	// The current run; kind is "" and state NoRun when there is none.
-	kind       RunKind
-	task       TaskRef[T]
-	runID      uint64
-	started    time.Time
-	state      State
-	beforePipe State     // the state a pipe in progress started from
-	idleSince  time.Time // when the run last became idle
-	results    int       // results the run reported
-	timer      *time.Timer
-	timerGen   uint64
+	kind      RunKind
+	task      TaskRef[T]
+	runID     uint64
+	started   time.Time
+	state     State
+	from      State     // the state a pipe in progress, or the closing, started from
+	idleSince time.Time // when the run last became idle
+	results   int       // results the run reported
+	timer     *time.Timer
+	timerGen  uint64
 
 	// Pending work.
 	pendingMsgs bool
@@ -262,8 +262,13 @@ func (g *group[T]) to(s State) {
 	case Idle:
 		g.idleSince = time.Now()
 	case Piping:
-		g.beforePipe = g.state
-	case NoRun, Busy, Closing, Expired:
+		g.from = g.state
+	case Closing:
+		if g.state != Piping { // closing during a pipe: from the pipe's start
+			g.from = g.state
+		}
+		g.stopTimer()
+	case NoRun, Busy, Expired:
 		g.stopTimer()
 	}
 	g.state = s
@@ -272,6 +277,16 @@ func (g *group[T]) to(s State) {
 // idle reports whether g's container waits for input (a pipe in progress
 // holds it busy until it is done).
 func (g *group[T]) idle() bool { return g.state == Idle || g.state == Expired }
+
+// turnDone reports whether g's agent finished its last turn and no pipe
+// since started another: idle, or piping or closing from idle.
+func (g *group[T]) turnDone() bool {
+	switch g.state {
+	case Piping, Closing:
+		return g.from == Idle || g.from == Expired
+	}
+	return g.idle()
+}
 
 func (g *group[T]) active() bool { return g.kind != "" }
 func (g *group[T]) hasTask(id string) bool {
@@ -494,19 +509,24 @@ func (q *Queue[T]) EnqueueTask(name string, t TaskRef[T]) {
 // for input; call it for every result the container reports. It starts the
 // idle timer (message runs) or, on the first result, the task close timer
 // (task runs), and closes the container at once if the rules in the package
-// doc say so. Non-blocking; it does nothing if the group has no run or its
-// run is closing.
+// doc say so. Non-blocking; it does nothing if the group has no run, and
+// for a run that is closing it only records that the turn ended.
 func (q *Queue[T]) NotifyIdle(name string) {
 	q.mu.Lock()
 	g := q.groups[name]
-	if g == nil || !g.active() || g.state == Closing {
+	if g == nil || !g.active() {
 		q.mu.Unlock()
 		q.log.Debug().Str("group", name).Msg("idle notice without a live run")
 		return
 	}
+	if g.state == Closing {
+		g.from = Idle // the turn ended; the container goes away all the same
+		q.mu.Unlock()
+		return
+	}
 	if g.state == Piping {
 		// The pipe decides: the agent is busy again once it is done.
-		g.beforePipe = Idle
+		g.from = Idle
 		g.idleSince = time.Now()
 	} else {
 		g.to(Idle)
@@ -578,7 +598,7 @@ func (q *Queue[T]) TryPipe(name string, send func() error) (bool, error) {
 		if err == nil {
 			g.to(Busy)
 		} else {
-			g.state = g.beforePipe // back as it was; its timer runs on
+			g.state = g.from // back as it was; its timer runs on
 		}
 	}
 	closes := q.settleLocked()
@@ -588,6 +608,19 @@ func (q *Queue[T]) TryPipe(name string, send func() error) (bool, error) {
 		return false, fmt.Errorf("pipe messages to %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// Idle reports whether the group's container waits for input: it finished
+// a turn and no pipe since started another (a pipe in progress counts as
+// the state it started from). Non-blocking.
+func (q *Queue[T]) Idle(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g := q.groups[name]
+	if g == nil {
+		return false
+	}
+	return g.turnDone()
 }
 
 func (q *Queue[T]) pipeableLocked(g *group[T]) bool {
@@ -828,8 +861,8 @@ func (q *Queue[T]) timerDue(g *group[T], gen, runID uint64) {
 	case Idle:
 		g.state = Expired
 	case Piping:
-		if g.beforePipe == Idle {
-			g.beforePipe = Expired
+		if g.from == Idle {
+			g.from = Expired
 		}
 	}
 	closes := q.settleLocked()

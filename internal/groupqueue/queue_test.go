@@ -287,6 +287,43 @@ func TestTryPipe(t *testing.T) {
 	}
 }
 
+// Idle follows the agent's turns as the owner reports them: busy from the
+// start and from each pipe, idle from each result, and a pipe in progress or
+// a closing counts as where it started.
+func TestIdleFollowsTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5)
+		f.closeEnds = false
+		q, _ := startQueue(t, Config{}, f)
+		if q.Idle("a") {
+			t.Fatal("no run: idle; want not")
+		}
+		startA(t, q)
+		if q.Idle("a") {
+			t.Fatal("a new run is idle; want busy")
+		}
+		q.NotifyIdle("a")
+		if !q.Idle("a") {
+			t.Fatal("after a result: busy; want idle")
+		}
+		var during bool
+		if ok, _ := q.TryPipe("a", func() error { during = q.Idle("a"); return nil }); !ok || !during {
+			t.Fatalf("pipe into an idle agent: piped %v, idle during the pipe %v; want true, true", ok, during)
+		}
+		if q.Idle("a") {
+			t.Fatal("after a pipe: idle; want busy")
+		}
+		q.MarkClosing("a")
+		if q.Idle("a") {
+			t.Fatal("closing a busy agent: idle; want busy")
+		}
+		q.NotifyIdle("a") // its turn ends while it closes
+		if !q.Idle("a") {
+			t.Fatal("a closing agent that finished its turn: busy; want idle")
+		}
+	})
+}
+
 func startA(t *testing.T, q *Queue[string]) {
 	q.EnqueueMessages("a")
 	synctest.Wait()

@@ -61,7 +61,7 @@ func (q *Queue[T]) Status() Status {
 		}
 		if g.active() {
 			gs.Since = g.started
-			gs.Idle = g.idle() || (g.state == Piping && g.beforePipe != Busy)
+			gs.Idle = g.turnDone()
 			gs.Closing = g.state == Closing
 		}
 		for _, t := range g.tasks {

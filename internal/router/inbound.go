@@ -169,11 +169,8 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
 		gs.read = nil
-		wasBusy := run.busy
-		run.busy = true
-		r.publish(g.Folder, run)
 		gs.handed = msgs[len(msgs)-1].ID
-		if !wasBusy {
+		if r.queue.Idle(string(g.Folder)) {
 			// An idle agent starts a turn for these messages at once.
 			run.settled = gs.handed
 			signal(run.kick)

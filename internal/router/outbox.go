@@ -104,7 +104,7 @@ func (r *Router) typingOffAfterReply(it store.OutboxItem) {
 		r.mu.Unlock()
 		if gs != nil {
 			gs.mu.Lock()
-			busy := gs.run != nil && gs.run.busy
+			busy := gs.run != nil && !r.queue.Idle(string(it.Group))
 			gs.mu.Unlock()
 			if busy {
 				return

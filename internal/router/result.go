@@ -49,7 +49,7 @@ func (r *Router) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 		// in flight. A task fails unless it already replied.
 		gs := r.state(g.Folder)
 		gs.mu.Lock()
-		inTurn := run.busy
+		inTurn := !r.queue.Idle(string(g.Folder))
 		if origin != store.OriginReply {
 			inTurn = !run.replied
 		}
@@ -92,11 +92,9 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	gs := r.state(g.Folder)
 	gs.mu.Lock()
 	if run.broken != nil {
-		run.busy = false
-		r.publish(g.Folder, run)
+		r.queue.NotifyIdle(string(g.Folder))
 		gs.mu.Unlock()
 		log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
-		r.queue.NotifyIdle(string(g.Folder))
 		return
 	}
 	cursor := run.settled
@@ -140,18 +138,20 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	if err == nil && !ev.IsError {
 		run.acted = false // the turn that acted finished
 	}
-	run.busy = false
 	// Whatever was handed over so far has been seen by the time of the next
 	// result: folded into this turn, or in a turn of its own.
 	run.settled = gs.handed
 	replied := run.replied
 	r.publish(g.Folder, run)
+	// The agent waits for input now: the queue hears it under the group's
+	// lock, so a pipe sees the agent busy or idle exactly as the cursor
+	// does.
+	r.queue.NotifyIdle(string(g.Folder))
 	gs.mu.Unlock()
 
 	if err != nil {
 		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
 		o.commitErr = describeCommitErr(err)
-		r.queue.NotifyIdle(string(g.Folder))
 		return
 	}
 	o.results++
@@ -183,7 +183,6 @@ func (r *Router) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		o.agentErr = ""
 		r.turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
 	}
-	r.queue.NotifyIdle(string(g.Folder))
 }
 
 // describeCommitErr puts "disk full" in front of a commit error that says so

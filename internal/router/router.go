@@ -220,7 +220,6 @@ type liveRun struct {
 	started time.Time
 	piped   []pipedFile
 	replied bool // a reply of this run was committed to the outbox
-	busy    bool // working on a turn (since start or the last pipe)
 	// broken is why a turn of this run failed for good (its result could
 	// not be committed, or it ended with an error): nothing later of the
 	// run is committed, and the run rolls back to the last stored cursor.
@@ -469,6 +468,14 @@ func (r *Router) EnqueueTask(t store.Task) {
 // lock (those are held across store transactions) nor the store.
 func (r *Router) Status() Status {
 	st := Status{Queue: r.queue.Status(), Containers: r.board.containers()}
+	for i, c := range st.Containers {
+		// Busy is the queue's: it owns the run's state.
+		for _, g := range st.Queue.Groups {
+			if g.Group == c.Group {
+				st.Containers[i].Busy = g.Run != "" && !g.Idle
+			}
+		}
+	}
 	r.mu.Lock()
 	st.Failures = slices.Clone(r.failures)
 	for _, f := range slices.Sorted(maps.Keys(r.retrying)) {
@@ -516,7 +523,7 @@ func (r *Router) publish(folder store.Folder, run *liveRun) {
 	}
 	r.board.live[folder] = ContainerStatus{
 		Group: string(folder), Kind: string(run.kind), TaskID: string(run.task), Name: run.name, ID: run.id,
-		Since: run.started, Busy: run.busy, Replied: run.replied,
+		Since: run.started, Replied: run.replied,
 	}
 }
 

@@ -130,7 +130,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		}
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
-		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), busy: true, kick: make(chan struct{}, 1)}
+		run := &liveRun{kind: groupqueue.KindMessages, chat: g.Chat, name: r.containerName(g.Folder), started: r.now(), kick: make(chan struct{}, 1)}
 		gs.run = run
 		gs.handed = msgs[len(msgs)-1].ID
 		run.settled = gs.handed

@@ -49,7 +49,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 		chat = g.Chat
 	}
 	gs := r.state(g.Folder)
-	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, busy: true, kick: make(chan struct{}, 1)}
+	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, kick: make(chan struct{}, 1)}
 	gs.mu.Lock()
 	gs.run = run
 	r.publish(g.Folder, run)
