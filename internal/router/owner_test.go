@@ -192,3 +192,23 @@ func TestBudgetPauseSkipsTask(t *testing.T) {
 		t.Errorf("containers started: %d; want 0", n)
 	}
 }
+
+// The main group giving up is told once, in the main chat, by its own
+// notice: the owner alert would say it a second time in the same chat.
+func TestMainGaveUpIsNotAlertedTwice(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RetryDelays = []time.Duration{time.Millisecond} })
+	al := &fakeAlerts{raised: map[string]string{}, events: make(chan string, 10)}
+	h.r.alerts = al
+	h.rt.onStart = func(r *fakeRun) { r.exit(1) }
+	h.start()
+	h.post(mainChat, "hello")
+	for m := h.nextSend(); !strings.Contains(m.Text, "could not answer"); m = h.nextSend() {
+	}
+	h.waitIdle("main")
+	// Another group giving up is still alerted: the first alert seen must
+	// be that one, not one for main.
+	h.post(famChat, "@"+testName+" hello")
+	if got := nextEvent(t, al.events, "alert"); got != "raise "+GaveUpKey("fam") {
+		t.Fatalf("got %q; want raise %s and none for main", got, GaveUpKey("fam"))
+	}
+}

@@ -284,6 +284,10 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 		return
 	}
 	r.notice(g.Chat, folder, prompt.GaveUpNotice(o.Attempt, why))
+	if g.IsMain {
+		// The owner reads the main chat: the notice above already told them.
+		return
+	}
 	r.raise(GaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, o.Attempt, prompt.Clip(prompt.OneLine(why), 200)))
 }
 
