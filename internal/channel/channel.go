@@ -61,7 +61,46 @@ type Message struct {
 	FromMe     bool      // sent by the account bridged is logged in as
 	IsBot      bool      // sent by bridged itself (an id the outbox chose)
 	Mentioned  bool      // the bot's own number or LID is mentioned
+	// Media, when set, is an attachment fetched after the message is
+	// stored; Text is then ignored and the stored text is
+	// Media.Text(Media.Pending()) until the media settles.
+	Media *Media
 }
+
+// Media is an inbound message's attachment, stored with the message and
+// fetched afterwards by the media worker (internal/media) into the group's
+// inbox/, so that a slow file never holds the channel's event loop. The
+// message's turn waits until its media settled (saved, failed or refused).
+type Media struct {
+	// Source names the fetcher that can get the file: "whatsapp" or
+	// "upload" (a file posted through the control API).
+	Source string
+	// Ref is what that fetcher needs, opaque to everything else (JSON).
+	Ref []byte
+	// Label is the placeholder's label: "image", `document "a.pdf"`,
+	// "voice note".
+	Label string
+	// Name is the file name to save it as in inbox/ (a plain name; the
+	// worker makes it safe anyway).
+	Name string
+	MIME string
+	// Size is the announced size in bytes, 0 when unknown.
+	Size int64
+	// Voice asks for a transcript (when transcription is configured).
+	Voice bool
+	// Seconds is the announced duration of audio, 0 when unknown.
+	Seconds int
+	// Head and Tail are the message's text before and after the
+	// placeholder: the caption (and a newline) before, a quoted message
+	// after.
+	Head, Tail string
+}
+
+// Pending is the placeholder a message shows while its media is fetched.
+func (m *Media) Pending() string { return "[" + m.Label + ": downloading]" }
+
+// Text is the message's text with placeholder between Head and Tail.
+func (m *Media) Text(placeholder string) string { return m.Head + placeholder + m.Tail }
 
 // AttachmentKind is how a file is presented to the recipient.
 type AttachmentKind string

@@ -97,6 +97,11 @@ func (l Layout) LogsDir(folder string) string { return filepath.Join(l.DataDir()
 // mounted into any container.
 func (l Layout) SpoolDir() string { return filepath.Join(l.DataDir(), "outbox") }
 
+// UploadsDir is data/uploads/, the files attached to messages posted through
+// the control API, kept until the media worker has copied them into the
+// group's inbox/. Daemon-owned: never mounted into any container.
+func (l Layout) UploadsDir() string { return filepath.Join(l.DataDir(), "uploads") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }
@@ -121,7 +126,7 @@ func CheckFolder(folder string) error {
 
 // Prepare makes the owner-controlled levels of the home: the home itself,
 // store/ and data/ (owner only), data/ipc, data/sessions, data/logs,
-// data/outbox and groups/. They are made by path: no agent can reach them.
+// data/outbox, data/uploads and groups/. They are made by path: no agent can reach them.
 func (l Layout) Prepare() error {
 	for _, d := range []struct {
 		path string
@@ -134,6 +139,7 @@ func (l Layout) Prepare() error {
 		{l.SessionsDir(), 0o700},
 		{filepath.Join(l.DataDir(), "logs"), 0o700},
 		{l.SpoolDir(), 0o700},
+		{l.UploadsDir(), 0o700},
 		{l.GroupsDir(), 0o755},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {

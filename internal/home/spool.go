@@ -39,6 +39,19 @@ type Spool struct{ dir string }
 // Spool returns the home's spool.
 func (h *Home) Spool() Spool { return Spool{dir: h.layout.SpoolDir()} }
 
+// Uploads returns the spool of files attached to posted messages
+// (Layout.UploadsDir): the same layout as the outbox's spool, keyed by the
+// upload's own key (UploadKey), never pruned by Spool.Prune's id rule; the
+// media worker removes an upload once it is in the group's inbox/.
+func (h *Home) Uploads() Spool { return Spool{dir: h.layout.UploadsDir()} }
+
+// UploadKey is a fresh key for an upload.
+func UploadKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "up-" + hex.EncodeToString(b[:])
+}
+
 // SpoolKey is the spool key of outbox row id, whose channel id is ext.
 func SpoolKey(id int64, ext string) string { return strconv.FormatInt(id, 10) + "-" + ext }
 
