@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -200,19 +201,29 @@ func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, l
 
 // PendingMessages returns the messages people sent to chat after the cursor
 // after (IsBot messages are skipped): the newest limit of them, in arrival
-// order, and how many older ones were left out. A limit of 0 or less means
+// order, and how many older ones were left out. It stops before the first
+// message whose media is pending: that one and every later one wait until
+// it settled (SettleMedia). A limit of 0 or less means
 // no limit.
 func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID, limit int) (msgs []Message, omitted int, err error) {
 	if limit <= 0 {
 		limit = -1
 	}
 	err = db.readTx(ctx, func(q querier) error {
+		// A message whose media is still being fetched holds back itself
+		// and every later message: they wait for it, in order.
+		held := int64(math.MaxInt64)
+		if err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(message_id), ?) FROM media
+			WHERE chat = ? AND state = 'pending' AND message_id > ?`, held, chat, after).Scan(&held); err != nil {
+			return err
+		}
 		var total int
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE chat = ? AND id > ? AND is_bot = 0`, chat, after).Scan(&total); err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE chat = ? AND id > ? AND id < ? AND is_bot = 0`,
+			chat, after, held).Scan(&total); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-			WHERE chat = ? AND id > ? AND is_bot = 0 ORDER BY id DESC LIMIT ?`, chat, after, limit)
+			WHERE chat = ? AND id > ? AND id < ? AND is_bot = 0 ORDER BY id DESC LIMIT ?`, chat, after, held, limit)
 		if err != nil {
 			return err
 		}
