@@ -43,6 +43,14 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageI
 	if c := r.channelFor(m.Chat); c != nil {
 		chName = c.Name()
 	}
+	var media *store.Media
+	if m.Media != nil {
+		if r.media != nil {
+			m.Text = m.Media.Text(m.Media.Pending())
+		} else {
+			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
+		}
+	}
 	var id store.MessageID
 	var inserted bool
 	err := r.db.Tx(ctx, func(tx *store.Tx) error {
@@ -54,10 +62,17 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageI
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
 		})
-		return err
+		if err != nil || !inserted || id == 0 || m.Media == nil || r.media == nil {
+			return err
+		}
+		media = mediaOf(id, chat, m.Media)
+		return tx.InsertMedia(ctx, *media)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store inbound message: %w", err)
+	}
+	if media != nil {
+		r.media.Add(*media)
 	}
 	if !inserted || id == 0 || m.IsBot {
 		return id, nil

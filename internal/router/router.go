@@ -101,6 +101,10 @@ type Deps struct {
 	// Alerts, when set, hears of groups that gave up and messages that
 	// could not be sent, for the owner.
 	Alerts Alerts
+	// Media, when set, fetches the media of inbound messages after their
+	// commit (see Router.MediaSettled); nil: a message's media is not
+	// fetched and its placeholder says so.
+	Media MediaQueue
 }
 
 // Status is the router's live state for `bridged status`.
@@ -158,6 +162,7 @@ type Router struct {
 	turns    *turns.Hub
 	budget   Budget // nil: no budgets
 	alerts   Alerts // nil: no owner alerts
+	media    MediaQueue
 
 	wake  chan struct{} // message loop
 	out   *outbox.Sender
@@ -178,7 +183,10 @@ type Router struct {
 	dirty  map[store.ChatID]struct{}
 	// newest is, per chat, the last message Inbound stored: a read of the
 	// pending messages made before it changed is out of date.
-	newest   map[store.ChatID]store.MessageID
+	newest map[store.ChatID]store.MessageID
+	// settled counts, per chat, the media that settled: each may release
+	// messages a read held back, so it makes that read stale too.
+	settled  map[store.ChatID]int
 	dirtyAll bool
 	failures []Failure
 	// retrying holds, per group, the last failed message run the queue
@@ -243,6 +251,7 @@ type liveRun struct {
 // cursor after, read when the chat's newest message was newest.
 type pendingRead struct {
 	after, newest store.MessageID
+	settled       int
 	msgs          []store.Message
 	omitted       int
 }
@@ -253,11 +262,11 @@ type pendingRead struct {
 // held.
 func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
 	r.mu.Lock()
-	newest := r.newest[g.Chat]
+	newest, settled := r.newest[g.Chat], r.settled[g.Chat]
 	r.mu.Unlock()
 	if rd := gs.read; rd != nil {
 		gs.read = nil
-		if rd.after == gs.handed && rd.newest == newest {
+		if rd.after == gs.handed && rd.newest == newest && rd.settled == settled {
 			return rd.msgs, rd.omitted, nil
 		}
 	}
@@ -266,7 +275,7 @@ func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState)
 	if err != nil {
 		return nil, 0, err
 	}
-	gs.read = &pendingRead{after: gs.handed, newest: newest, msgs: msgs, omitted: omitted}
+	gs.read = &pendingRead{after: gs.handed, newest: newest, settled: settled, msgs: msgs, omitted: omitted}
 	return msgs, omitted, nil
 }
 
@@ -330,6 +339,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		turns:    d.Turns,
 		budget:   d.Budget,
 		alerts:   d.Alerts,
+		media:    d.Media,
 		home:     cfg.Home,
 		layout:   cfg.Home.Layout(),
 		specs: container.SpecBuilder{
@@ -351,6 +361,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		groups:   make(map[store.Folder]*groupState),
 		dirty:    make(map[store.ChatID]struct{}),
 		newest:   make(map[store.ChatID]store.MessageID),
+		settled:  make(map[store.ChatID]int),
 		retrying: make(map[store.Folder]Failure),
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
