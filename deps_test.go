@@ -84,6 +84,7 @@ var tiers = map[string]tier{
 	"internal/alerts":           middle,
 	"internal/retention":        middle,
 	"internal/transcribe":       middle,
+	"internal/media":            middle,
 	"internal/router":           upper,
 	"internal/scheduler":        upper,
 	"internal/control":          upper,

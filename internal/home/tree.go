@@ -315,13 +315,15 @@ func tmpName(name string) string {
 	return "." + name + "." + hex.EncodeToString(b[:]) + ".tmp"
 }
 
-// Create creates name exclusively: it fails with fs.ErrExist if anything,
-// a dangling symlink included, is there already.
+// Create creates name exclusively, open for reading and writing (a
+// download is read back to be checked and decrypted in place): it fails
+// with fs.ErrExist if anything, a dangling symlink included, is there
+// already.
 func (t *Tree) Create(name string, perm os.FileMode) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, t.pathErr("create", name, err)
 	}
-	f, err := t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	f, err := t.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return nil, t.pathErr("create", name, err)
 	}

@@ -117,16 +117,6 @@ func (c *Client) Transcribe(ctx context.Context, name string, audio []byte) (str
 	return strings.TrimSpace(*out.Text), nil
 }
 
-// Placeholder is what the agent sees for a voice note of length d stored at
-// path: the transcript when err is nil, else why it is missing.
-func Placeholder(d time.Duration, path, text string, err error) string {
-	s := int(d.Round(time.Second) / time.Second)
-	head := fmt.Sprintf("[voice note %d:%02d, %s]", s/60, s%60, path)
-	if err != nil {
-		return fmt.Sprintf("%s (transcript missing: %s)", head, err)
-	}
-	return fmt.Sprintf("%s %q", head, text)
-}
 
 // Check asks the endpoint to transcribe a tenth of a second of silence: it
 // answers nil when the endpoint is reachable, accepts the key and the model,

@@ -97,14 +97,6 @@ func TestTranscribeAnswerWithoutText(t *testing.T) {
 	}
 }
 
-func TestPlaceholder(t *testing.T) {
-	if got, want := Placeholder(42*time.Second, "inbox/a.ogg", "hi there", nil), `[voice note 0:42, inbox/a.ogg] "hi there"`; got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-	if got, want := Placeholder(75*time.Second, "inbox/a.ogg", "", errors.New("endpoint down")), `[voice note 1:15, inbox/a.ogg] (transcript missing: endpoint down)`; got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-}
 
 func TestCheckSendsAudioTheEndpointAccepts(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

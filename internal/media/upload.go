@@ -1,0 +1,83 @@
+package media
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// SourceUpload is the source of files posted with a message through the
+// control API: its Ref is UploadRef, the file is in the home's uploads
+// spool (home.Home.Uploads).
+const SourceUpload = "upload"
+
+// UploadRef is the Ref of an uploaded file.
+type UploadRef struct {
+	Key string `json:"key"`
+}
+
+// Uploads fetches posted files from the uploads spool and removes each once
+// its media settled.
+type Uploads struct {
+	Spool home.Spool
+	Log   zerolog.Logger
+}
+
+// Fetch copies m's upload into dst.
+func (u Uploads) Fetch(ctx context.Context, m store.Media, dst *os.File, limit int64) error {
+	var ref UploadRef
+	if err := json.Unmarshal(m.Ref, &ref); err != nil || ref.Key == "" {
+		return fmt.Errorf("bad upload reference")
+	}
+	f, ok, err := u.Spool.Get(ref.Key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the uploaded file is gone")
+	}
+	src, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("open the uploaded file: %w", err)
+	}
+	defer src.Close()
+	n, err := io.Copy(dst, io.LimitReader(readerCtx{ctx, src}, limit+1))
+	if err != nil {
+		return fmt.Errorf("copy the uploaded file: %w", err)
+	}
+	if n > limit {
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// Cleanup removes m's upload.
+func (u Uploads) Cleanup(m store.Media) {
+	var ref UploadRef
+	if json.Unmarshal(m.Ref, &ref) != nil || ref.Key == "" {
+		return
+	}
+	if err := u.Spool.Remove(ref.Key); err != nil {
+		u.Log.Warn().Err(err).Str("key", ref.Key).Msg("cannot remove an upload")
+	}
+}
+
+// readerCtx stops a copy once ctx ends.
+type readerCtx struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r readerCtx) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
