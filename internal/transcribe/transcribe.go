@@ -117,7 +117,6 @@ func (c *Client) Transcribe(ctx context.Context, name string, audio []byte) (str
 	return strings.TrimSpace(*out.Text), nil
 }
 
-
 // Check asks the endpoint to transcribe a tenth of a second of silence: it
 // answers nil when the endpoint is reachable, accepts the key and the model,
 // and answers in the expected shape.

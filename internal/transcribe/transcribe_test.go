@@ -97,7 +97,6 @@ func TestTranscribeAnswerWithoutText(t *testing.T) {
 	}
 }
 
-
 func TestCheckSendsAudioTheEndpointAccepts(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, h, err := r.FormFile("file")
