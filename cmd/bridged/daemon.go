@@ -24,10 +24,12 @@ import (
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipchost"
+	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/transcribe"
 	"github.com/bridged-app/bridged/internal/turns"
 )
 
@@ -236,14 +238,6 @@ func (s waSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
 	return err == nil && own
 }
 
-func (s waSink) MediaFolder(ctx context.Context, chat string) (string, bool) {
-	g, err := s.db.GetGroupByChat(ctx, store.ChatID(chat))
-	if err != nil {
-		return "", false
-	}
-	return string(g.Folder), true
-}
-
 // groupsChanged tells the IPC host and the router that groups changed: a
 // paused group whose budget was raised or lifted resumes at once.
 type groupsChanged struct {
@@ -262,7 +256,7 @@ func (g groupsChanged) SyncGroups(ctx context.Context) error {
 func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	log.Info().Str("version", buildVersion()).Str("home", cfg.Home).Msg("bridged starting")
 	// hm is the one door into the agent-writable trees: the router, the
-	// IPC host and the WhatsApp media downloads all go through it, and its
+	// IPC host and the media pool all go through it, and its
 	// incidents show in status.
 	hm, err := home.New(cfg.Home, log)
 	if err != nil {
@@ -315,7 +309,6 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
-		Home:          hm,
 		Log:           log,
 	})
 	if err != nil {
@@ -323,6 +316,20 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	defer wa.Close()
 	channels := []channel.Channel{loc, wa}
+
+	// Media of inbound messages are fetched after the message is stored,
+	// by a pool that reports to the router once it exists.
+	var transcriber media.Transcriber
+	if cfg.TranscribeURL != "" {
+		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
+	}
+	mediaPool, err := media.New(media.Config{}, media.Deps{
+		Store: db, Home: hm, Transcriber: transcriber, Log: log,
+		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
+	})
+	if err != nil {
+		return err
+	}
 
 	turnEnds := turns.New(time.Now)
 	// Owner alerts and budgets: built before the router, which consults
@@ -355,12 +362,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al})
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Media: mediaPool})
 	if err != nil {
 		return err
 	}
 	wa.SetSink(waSink{rt: rt, db: db})
 	al.SetPoster(rt)
+	mediaPool.SetSettled(rt.MediaSettled)
 	loc.SetInbound(rt.Inbound)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
@@ -395,6 +403,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return rt.Run(gctx) })
+	g.Go(func() error { return mediaPool.Run(gctx) })
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
 	g.Go(func() error {

@@ -9,7 +9,7 @@ import (
 )
 
 // The WhatsApp sink answers from the store under the caller's context: a
-// registered group is known with its folder, a stranger is not, and a
+// registered group is known, a stranger is not, and a
 // cancelled event's lookups fail instead of running on a context of their
 // own.
 func TestWhatsAppSinkLooksUpUnderTheCallersContext(t *testing.T) {
@@ -22,12 +22,6 @@ func TestWhatsAppSinkLooksUpUnderTheCallersContext(t *testing.T) {
 	if !s.IsRegistered(ctx, "120363001@g.us") || s.IsRegistered(ctx, "120363999@g.us") {
 		t.Error("IsRegistered: want the family group registered and the other not")
 	}
-	if folder, ok := s.MediaFolder(ctx, "120363001@g.us"); !ok || folder != "family" {
-		t.Errorf("MediaFolder = %q, %v; want family, true", folder, ok)
-	}
-	if _, ok := s.MediaFolder(ctx, "120363999@g.us"); ok {
-		t.Error("MediaFolder of an unregistered chat: ok = true; want false")
-	}
 	if err := s.ChatSeen(ctx, "120363999@g.us", "Neighbours", true); err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +31,6 @@ func TestWhatsAppSinkLooksUpUnderTheCallersContext(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, ok := s.MediaFolder(cancelled, "120363001@g.us"); ok {
-		t.Error("MediaFolder under a cancelled context: ok = true; want the lookup to fail")
-	}
 	if !s.IsRegistered(cancelled, "120363999@g.us") {
 		t.Error("IsRegistered when the store cannot answer: false; want yes (Inbound decides again)")
 	}

@@ -44,8 +44,8 @@ const (
 	DefaultMaxStarts = 3
 )
 
-// retryDelays are the waits between the attempts of one fetch.
-var retryDelays = []time.Duration{2 * time.Second, 10 * time.Second}
+// DefaultRetryDelays are the waits between the attempts of one fetch.
+var DefaultRetryDelays = []time.Duration{2 * time.Second, 10 * time.Second}
 
 // ErrTooLarge is wrapped by fetch errors of files over the size limit.
 var ErrTooLarge = errors.New("file is larger than the download limit")
@@ -75,6 +75,9 @@ type Config struct {
 	MaxBytes  int64         // largest file fetched
 	Timeout   time.Duration // bound on one fetch attempt
 	MaxStarts int           // fetch starts (over restarts) before giving up
+	// RetryDelays are the waits between the attempts of one fetch (nil:
+	// DefaultRetryDelays; empty: one attempt).
+	RetryDelays []time.Duration
 }
 
 // Deps are the parts a Pool works with.
@@ -120,11 +123,18 @@ func New(cfg Config, d Deps) (*Pool, error) {
 	if cfg.MaxStarts <= 0 {
 		cfg.MaxStarts = DefaultMaxStarts
 	}
+	if cfg.RetryDelays == nil {
+		cfg.RetryDelays = DefaultRetryDelays
+	}
 	if d.Settled == nil {
 		d.Settled = func(store.ChatID) {}
 	}
 	return &Pool{cfg: cfg, d: d, log: d.Log.With().Str("component", "media").Logger(), sch: newScheduler(), wait: sleep}, nil
 }
+
+// SetSettled sets Deps.Settled, for a pool built before the router it
+// reports to. Call it before Run.
+func (p *Pool) SetSettled(fn func(chat store.ChatID)) { p.d.Settled = fn }
 
 // Add queues m, whose message is committed. It never blocks.
 func (p *Pool) Add(m store.Media) { p.sch.add(m) }

@@ -88,11 +88,11 @@ func (p *Pool) fetch(ctx context.Context, log zerolog.Logger, m store.Media) (st
 	var audio []byte
 	for attempt := 0; ; attempt++ {
 		audio, err = p.save(ctx, string(g.Folder), name, m, fetcher)
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrTooLarge) || attempt == len(retryDelays) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrTooLarge) || attempt == len(p.cfg.RetryDelays) {
 			break
 		}
 		log.Warn().Err(err).Int("attempt", attempt+1).Msg("media fetch failed; trying again")
-		if p.wait(ctx, retryDelays[attempt]) != nil {
+		if p.wait(ctx, p.cfg.RetryDelays[attempt]) != nil {
 			break
 		}
 	}

@@ -13,12 +13,8 @@ import (
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
-	"github.com/bridged-app/bridged/internal/home"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
-
-// DefaultMaxMediaBytes is the default cap on downloaded media (20 MB).
-const DefaultMaxMediaBytes int64 = 20 << 20
 
 // ChannelName is the channel's name.
 const ChannelName = "whatsapp"
@@ -44,9 +40,6 @@ type Sink interface {
 	IsRegistered(ctx context.Context, chat string) bool
 	// IsOwnMessage reports whether id in chat is a message the outbox sent.
 	IsOwnMessage(ctx context.Context, chat, id string) bool
-	// MediaFolder returns the group folder of chat, whose inbox/ its media
-	// are saved to; ok is false for a chat whose media are not saved.
-	MediaFolder(ctx context.Context, chat string) (folder string, ok bool)
 }
 
 // errNoSink is returned by Connect and RefreshGroups before SetSink.
@@ -61,12 +54,6 @@ type Options struct {
 	// SharedNumber is true when the assistant uses the owner's own number:
 	// every sent message is then prefixed "<AssistantName>: ".
 	SharedNumber bool
-	// Home is the bridged home: media are saved into groups/<folder>/inbox/
-	// through it, never by path (the folder is the agent's to rewrite).
-	// Without it nothing is downloaded.
-	Home *home.Home
-	// MaxMediaBytes caps downloads (DefaultMaxMediaBytes when zero).
-	MaxMediaBytes int64
 	// Log is the channel's logger.
 	Log zerolog.Logger
 }
@@ -74,9 +61,6 @@ type Options struct {
 func (o *Options) validate() {
 	if o.AssistantName == "" {
 		o.AssistantName = "Andy"
-	}
-	if o.MaxMediaBytes <= 0 {
-		o.MaxMediaBytes = DefaultMaxMediaBytes
 	}
 }
 

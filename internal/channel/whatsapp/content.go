@@ -27,6 +27,8 @@ type media struct {
 	size     uint64
 	mime     string
 	fileName string
+	voice    bool // a voice note, to transcribe
+	seconds  int  // announced length of audio
 }
 
 // describe turns a (whatsmeow-unwrapped) message into content. ok is false
@@ -66,7 +68,7 @@ func describe(m *waE2E.Message) (c content, ok bool) {
 			return content{label: "audio", ctx: x.GetContextInfo()}, true
 		}
 		return content{label: "voice note", ctx: x.GetContextInfo(),
-			media: &media{msg: x, size: x.GetFileLength(), mime: x.GetMimetype()}}, true
+			media: &media{msg: x, size: x.GetFileLength(), mime: x.GetMimetype(), voice: true, seconds: int(x.GetSeconds())}}, true
 	case m.GetDocumentMessage() != nil:
 		x := m.GetDocumentMessage()
 		name := oneLine(x.GetFileName())

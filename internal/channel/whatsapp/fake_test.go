@@ -230,7 +230,6 @@ type recorder struct {
 	chatErr    error
 	registered map[string]bool
 	own        map[string]bool
-	media      func(chat string) (string, bool) // nil: no media saved
 }
 
 var _ Sink = (*recorder)(nil)
@@ -284,16 +283,6 @@ func (r *recorder) IsOwnMessage(_ context.Context, chat, id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.own[chat+"/"+id]
-}
-
-func (r *recorder) MediaFolder(_ context.Context, chat string) (string, bool) {
-	r.mu.Lock()
-	media := r.media
-	r.mu.Unlock()
-	if media == nil {
-		return "", false
-	}
-	return media(chat)
 }
 
 func (r *recorder) stored() []channel.Message {

@@ -120,8 +120,9 @@ func isHousekeeping(m *waE2E.Message) bool {
 	return !content
 }
 
-// convert builds the channel message for a registered chat, downloading
-// media into the group's inbox. ok is false when the message is not a prompt.
+// convert builds the channel message for a registered chat, with a
+// reference to its media, which the media worker fetches once the message
+// is stored. ok is false when the message is not a prompt.
 func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, chat types.JID) (channel.Message, bool) {
 	info := &evt.Info
 	ct, ok := describe(evt.Message)
@@ -153,12 +154,25 @@ func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, ch
 		}
 	}
 
-	text := ct.render(c.fetchMedia(ctx, sink, msg.Chat, info, ct))
-	text, msg.Mentioned = c.rewriteMentions(ctx, text, ct.ctx.GetMentionedJID(), ownPN, ownLID)
+	var tail string
 	if q := c.quote(ctx, ct.ctx, ownPN, ownLID); q != "" {
-		text += "\n" + q
+		tail = "\n" + q
 	}
-	msg.Text = text
+	if ct.media != nil {
+		// The media is fetched after the message is stored (internal/media);
+		// until then the text's placeholder says it is downloading.
+		head, mentioned := c.rewriteMentions(ctx, strings.TrimSpace(ct.text), ct.ctx.GetMentionedJID(), ownPN, ownLID)
+		if head != "" {
+			head += "\n"
+		}
+		if msg.Media = mediaOf(info, ct, head, tail); msg.Media != nil {
+			msg.Mentioned = mentioned
+			msg.Text = msg.Media.Text(msg.Media.Pending())
+			return msg, true
+		}
+	}
+	text, mentioned := c.rewriteMentions(ctx, ct.render(""), ct.ctx.GetMentionedJID(), ownPN, ownLID)
+	msg.Text, msg.Mentioned = text+tail, mentioned
 	return msg, true
 }
 

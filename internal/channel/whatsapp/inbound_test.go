@@ -54,10 +54,10 @@ func TestMessageShapes(t *testing.T) {
 			stored: true, text: "thanks\n[in reply to Andy: \"It is sunny.\"]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "image with caption", info: groupInfo("A4", alicePN),
 			raw:    &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Caption: proto.String("@Andy what is this?"), Mimetype: proto.String("image/jpeg")}},
-			stored: true, text: "@Andy what is this?\n[image]", sender: alicePN.String(), senderName: "Alice"},
+			stored: true, text: "@Andy what is this?\n[image: downloading]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "image without caption", info: groupInfo("A5", alicePN),
 			raw:    &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Mimetype: proto.String("image/jpeg")}},
-			stored: true, text: "[image]", sender: alicePN.String(), senderName: "Alice"},
+			stored: true, text: "[image: downloading]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "video with caption", info: groupInfo("A6", alicePN),
 			raw:    &waE2E.Message{VideoMessage: &waE2E.VideoMessage{Caption: proto.String("look")}},
 			stored: true, text: "look\n[video]", sender: alicePN.String(), senderName: "Alice"},
@@ -70,7 +70,7 @@ func TestMessageShapes(t *testing.T) {
 		{name: "view-once image", info: groupInfo("A9", alicePN),
 			raw: &waE2E.Message{ViewOnceMessageV2: &waE2E.FutureProofMessage{Message: &waE2E.Message{
 				ImageMessage: &waE2E.ImageMessage{Caption: proto.String("only once")}}}},
-			stored: true, text: "only once\n[image]", sender: alicePN.String(), senderName: "Alice"},
+			stored: true, text: "only once\n[image: downloading]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "edited message", info: groupInfo("A10", alicePN),
 			raw: &waE2E.Message{EditedMessage: &waE2E.FutureProofMessage{Message: &waE2E.Message{
 				ProtocolMessage: &waE2E.ProtocolMessage{
@@ -83,10 +83,10 @@ func TestMessageShapes(t *testing.T) {
 			raw: &waE2E.Message{DocumentWithCaptionMessage: &waE2E.FutureProofMessage{Message: &waE2E.Message{
 				DocumentMessage: &waE2E.DocumentMessage{Caption: proto.String("the contract"), FileName: proto.String("contract.pdf"),
 					Mimetype: proto.String("application/pdf")}}}},
-			stored: true, text: "the contract\n[document \"contract.pdf\"]", sender: alicePN.String(), senderName: "Alice"},
+			stored: true, text: "the contract\n[document \"contract.pdf\": downloading]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "voice note", info: groupInfo("A12", alicePN),
 			raw:    &waE2E.Message{AudioMessage: &waE2E.AudioMessage{PTT: proto.Bool(true), Seconds: proto.Uint32(12)}},
-			stored: true, text: "[voice note]", sender: alicePN.String(), senderName: "Alice"},
+			stored: true, text: "[voice note: downloading]", sender: alicePN.String(), senderName: "Alice"},
 		{name: "audio file", info: groupInfo("A13", alicePN),
 			raw:    &waE2E.Message{AudioMessage: &waE2E.AudioMessage{}},
 			stored: true, text: "[audio]", sender: alicePN.String(), senderName: "Alice"},

@@ -2,124 +2,122 @@ package whatsapp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	mediapool "github.com/bridged-app/bridged/internal/media"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
-// Media download limits.
-const (
-	// mediaTimeout bounds one download, which runs before the message is
-	// acknowledged.
-	mediaTimeout = 2 * time.Minute
-	// inboxDir is the folder, inside the group's folder, media are saved to.
-	inboxDir = "inbox"
-	// encOverhead is what encryption adds to a file (padding and MAC).
-	encOverhead = 64
-)
+// encOverhead is what encryption adds to a file (padding and MAC).
+const encOverhead = 64
 
 // errTooLarge is returned when a download grows past the cap.
-var errTooLarge = errors.New("file is larger than the download limit")
+var errTooLarge = fmt.Errorf("whatsapp: %w", mediapool.ErrTooLarge)
 
-// fetchMedia saves ct's attachment into the chat's inbox/ when it is allowed
-// and returns the placeholder detail: the saved path relative to the group
-// folder, or why nothing was saved. "" means nothing to say.
-func (c *Client) fetchMedia(ctx context.Context, sink Sink, chat string, info *types.MessageInfo, ct content) string {
-	if ct.media == nil || c.opts.Home == nil {
-		return ""
-	}
-	folder, ok := sink.MediaFolder(ctx, chat)
-	if !ok || folder == "" {
-		return ""
-	}
-	limit := c.opts.MaxMediaBytes
-	if ct.media.size > uint64(limit) {
-		return fmt.Sprintf("not downloaded, %s is over the %s limit", humanBytes(ct.media.size), humanBytes(uint64(limit)))
-	}
-	name := fmt.Sprintf("%s-%s.%s", info.Timestamp.Format("2006-01-02"), safeName(info.ID), extension(ct.media))
-	rel := inboxDir + "/" + name
-	log := c.log.With().Str("chat", chat).Str("message_id", info.ID).Logger()
-	err := c.download(ctx, folder, name, ct.media, limit)
-	if errors.Is(err, errTooLarge) {
-		log.Warn().Int64("limit", limit).Msg("media over the download limit; not saved")
-		return fmt.Sprintf("not downloaded, it is over the %s limit", humanBytes(uint64(limit)))
-	} else if err != nil {
-		log.Warn().Err(err).Msg("cannot download WhatsApp media")
-		return "download failed: " + truncate(oneLine(err.Error()), 120)
-	}
-	log.Debug().Str("group", folder).Str("file", rel).Msg("saved WhatsApp media")
-	return rel
+// mediaRef is what bridged stores with a message to download its media
+// later (channel.Media.Ref): the media message itself, which holds the
+// encrypted file's direct path, its keys and hashes.
+type mediaRef struct {
+	Type  string `json:"type"`  // image, audio, document
+	Proto []byte `json:"proto"` // the waE2E message, protobuf
 }
 
-// download writes the attachment to groups/<folder>/inbox/name through the
-// home: into a new temporary file (created exclusively, so a planted link
-// is never written through), then renamed into place, which replaces
-// whatever the agent put at that name. An inbox/ that is not a real
-// directory is moved aside and recreated. A file already there (a
-// redelivered message) is kept.
-func (c *Client) download(ctx context.Context, folder, name string, m *media, limit int64) error {
-	group, err := c.opts.Home.Group(folder)
-	if err != nil {
-		return fmt.Errorf("open group folder: %w", err)
-	}
-	defer group.Close()
-	inbox, err := group.Dir(inboxDir)
-	if err != nil {
-		return fmt.Errorf("open inbox: %w", err)
-	}
-	defer inbox.Close()
-	if inbox.Exists(name) {
+// mediaOf describes ct's attachment for the media worker, or nil when there
+// is none. head and tail are the message's text around its placeholder.
+func mediaOf(info *types.MessageInfo, ct content, head, tail string) *channel.Media {
+	if ct.media == nil {
 		return nil
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmpName := ".download-" + hex.EncodeToString(rnd[:]) + ".tmp"
-	tmp, err := inbox.Create(tmpName, 0o644)
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
+	ref := mediaRef{}
+	var msg proto.Message
+	switch x := ct.media.msg.(type) {
+	case *waE2E.ImageMessage:
+		ref.Type, msg = "image", x
+	case *waE2E.AudioMessage:
+		ref.Type, msg = "audio", x
+	case *waE2E.DocumentMessage:
+		ref.Type, msg = "document", x
+	default:
+		return nil
 	}
-	defer func() {
-		if tmp != nil {
-			_ = tmp.Close()
-			_ = inbox.Remove(tmpName)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, mediaTimeout)
-	defer cancel()
-	if err := c.wa.DownloadToFile(ctx, m.msg, &cappedFile{f: tmp, limit: limit + encOverhead}); err != nil {
+	raw, err := proto.Marshal(msg)
+	if err != nil {
+		return nil
+	}
+	ref.Proto = raw
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return nil
+	}
+	return &channel.Media{
+		Source:  ChannelName,
+		Ref:     b,
+		Label:   ct.label,
+		Name:    fmt.Sprintf("%s-%s.%s", info.Timestamp.Format("2006-01-02"), safeName(info.ID), extension(ct.media)),
+		MIME:    ct.media.mime,
+		Size:    int64(min(ct.media.size, 1<<62)),
+		Voice:   ct.media.voice,
+		Seconds: ct.media.seconds,
+		Head:    head,
+		Tail:    tail,
+	}
+}
+
+// Fetch downloads the media m refers to into dst: the media worker's
+// fetcher for WhatsApp. It waits for the connection (until ctx ends) and
+// refuses to write more than limit bytes (plus the encryption's overhead;
+// the worker checks the decrypted size).
+func (c *Client) Fetch(ctx context.Context, m store.Media, dst *os.File, limit int64) error {
+	var ref mediaRef
+	if err := json.Unmarshal(m.Ref, &ref); err != nil {
+		return fmt.Errorf("bad media reference: %w", err)
+	}
+	var msg whatsmeow.DownloadableMessage
+	switch ref.Type {
+	case "image":
+		msg = &waE2E.ImageMessage{}
+	case "audio":
+		msg = &waE2E.AudioMessage{}
+	case "document":
+		msg = &waE2E.DocumentMessage{}
+	default:
+		return fmt.Errorf("bad media reference: type %q", ref.Type)
+	}
+	if err := proto.Unmarshal(ref.Proto, msg.(proto.Message)); err != nil {
+		return fmt.Errorf("bad media reference: %w", err)
+	}
+	if err := c.waitConnected(ctx); err != nil {
 		return err
 	}
-	st, err := tmp.Stat()
-	if err != nil {
-		return fmt.Errorf("stat download: %w", err)
+	return c.wa.DownloadToFile(ctx, msg, &cappedFile{f: dst, limit: limit + encOverhead})
+}
+
+// waitConnected returns once the client is connected, or ctx's error.
+func (c *Client) waitConnected(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		state, changed := c.status.State, c.changed
+		c.mu.Unlock()
+		if state == channel.StateConnected {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%s)", errNotConnected, state)
+		}
 	}
-	if st.Size() > limit {
-		return errTooLarge
-	}
-	if err := tmp.Chmod(0o644); err != nil { // the umask may have narrowed it
-		return fmt.Errorf("chmod download: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync download: %w", err)
-	}
-	err = tmp.Close()
-	tmp = nil
-	if err == nil {
-		err = inbox.Rename(tmpName, name)
-	}
-	if err != nil {
-		_ = inbox.Remove(tmpName)
-		return fmt.Errorf("move download into place: %w", err)
-	}
-	return nil
 }
 
 // cappedFile is a whatsmeow.File that refuses to grow past limit, so a
