@@ -21,10 +21,13 @@
 // content becomes a short placeholder such as "[voice note]". A caption stays
 // first, so "@Andy what is this?" on a photo still starts with the trigger,
 // and the placeholder follows on its own line. Images, documents and voice
-// notes in registered chats are saved to <group folder>/inbox/ when they are
-// under the size cap, and the placeholder names the saved file
-// ("[image: inbox/2026-11-22-3EB0….jpg]"). Reactions, revokes, poll votes and
-// protocol messages never become prompts.
+// notes in registered chats are not downloaded while the event is handled:
+// the message is stored with a reference to its media (channel.Media, the
+// media message itself) and a "[image: downloading]" placeholder, then
+// acknowledged; the media pool (internal/media) downloads it later through
+// Client.Fetch into <group folder>/inbox/ and the placeholder then names the
+// saved file ("[image: inbox/2026-11-22-3EB0….jpg]"). Reactions, revokes,
+// poll votes and protocol messages never become prompts.
 //
 // Identities: a person or a direct chat seen both as a LID (…@lid) and as a
 // phone number (…@s.whatsapp.net) is stored in the phone-number form when
