@@ -96,7 +96,8 @@ func runMain(m *testing.M) int {
 	}
 	buildArgs = append(buildArgs, testcover.BuildFlags()...)
 	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		buildArgs = []string{"build"}
+		// As `make build` builds it: the figures are the shipped binary's.
+		buildArgs = []string{"build", "-trimpath", "-ldflags=-s -w"}
 	}
 	buildArgs = append(buildArgs, "-o", bridgedBin, "./cmd/bridged")
 	build := exec.CommandContext(ctx, "go", buildArgs...)

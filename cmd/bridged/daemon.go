@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -399,6 +400,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
 		return err
 	}
+
+	// Building everything (migrations, the WhatsApp store, the image check,
+	// the leftover sweep) leaves freed heap the runtime would hand back only
+	// slowly; the daemon, idle most of its life, should not hold it.
+	debug.FreeOSMemory()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
