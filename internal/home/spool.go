@@ -249,3 +249,39 @@ func (sp Spool) Prune(before time.Time, done func(id int64) (bool, error)) (int,
 	}
 	return n, nil
 }
+
+// PruneUploads removes what an uploads spool (Home.Uploads) no longer
+// needs: uploads kept before `before` that keep does not claim (their
+// message was never committed, or their media settled while the daemon
+// could not remove them), and staging directories a crash left behind. It
+// returns how many entries went.
+func (sp Spool) PruneUploads(before time.Time, keep func(key string) bool) (int, error) {
+	entries, err := os.ReadDir(sp.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("prune uploads: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, ".stage-"):
+			if !info.ModTime().Before(time.Now().Add(-stageLeftover)) {
+				continue
+			}
+		case !info.ModTime().Before(before) || keep(name):
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(sp.dir, name)); err != nil {
+			return n, fmt.Errorf("prune uploads: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -64,6 +64,13 @@ type Cleaner interface {
 	Cleanup(m store.Media)
 }
 
+// Pruner is implemented by fetchers whose sources can outlive their media
+// (a posted file whose message was never committed): Run calls Prune once
+// at start with the media pending then.
+type Pruner interface {
+	Prune(pending []store.Media)
+}
+
 // Transcriber turns a voice note into text (internal/transcribe.Client).
 type Transcriber interface {
 	Transcribe(ctx context.Context, name string, audio []byte) (string, error)
@@ -148,6 +155,11 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	if len(pending) > 0 {
 		p.log.Info().Int("media", len(pending)).Msg("resuming media fetches left pending")
+	}
+	for _, f := range p.d.Fetchers {
+		if pr, ok := f.(Pruner); ok {
+			pr.Prune(pending)
+		}
 	}
 	for _, m := range pending {
 		p.sch.add(m)

@@ -451,3 +451,51 @@ func TestOggDuration(t *testing.T) {
 		t.Fatalf("placeholder = %s", got)
 	}
 }
+
+// At start, uploads no pending media names and older than an hour (a post
+// whose message was never committed) are removed; one a pending media
+// names is fetched, then removed.
+func TestUploadsLeftBehindArePruned(t *testing.T) {
+	e := newEnv(t)
+	sp := e.home.Uploads()
+	keep := func(body string) string {
+		st, err := sp.Stage("f.txt", "text/plain", "document", strings.NewReader(body), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := home.UploadKey()
+		if err := st.Keep(key); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-2 * time.Hour)
+		if err := os.Chtimes(filepath.Join(e.dir, "data", "uploads", key), old, old); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	orphan, named, fresh := keep("orphan"), keep("named"), ""
+	{
+		st, err := sp.Stage("g.txt", "text/plain", "document", strings.NewReader("fresh"), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh = home.UploadKey()
+		if err := st.Keep(fresh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := e.message("c:one", "f.txt", false, 5)
+	// The stored row names the upload, as the control API writes it.
+	m.Source, m.Ref = SourceUpload, []byte(`{"key":"`+named+`"}`)
+	up := Uploads{Spool: sp}
+	up.Prune([]store.Media{m})
+	if _, ok, _ := sp.Get(orphan); ok {
+		t.Errorf("orphan upload %s kept; want it removed", orphan)
+	}
+	if _, ok, _ := sp.Get(named); !ok {
+		t.Errorf("upload %s a pending media names was removed", named)
+	}
+	if _, ok, _ := sp.Get(fresh); !ok {
+		t.Errorf("fresh upload %s (a post maybe committing now) was removed", fresh)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -66,6 +67,29 @@ func (u Uploads) Cleanup(m store.Media) {
 	}
 	if err := u.Spool.Remove(ref.Key); err != nil {
 		u.Log.Warn().Err(err).Str("key", ref.Key).Msg("cannot remove an upload")
+	}
+}
+
+// uploadLeftover is how old an upload no pending media names must be to be
+// removed: older than any request that could still be committing it.
+const uploadLeftover = time.Hour
+
+// Prune removes uploads no pending media names (their message was never
+// committed, or the daemon died before removing them), given the media
+// pending at start.
+func (u Uploads) Prune(pending []store.Media) {
+	keep := make(map[string]bool)
+	for _, m := range pending {
+		var ref UploadRef
+		if m.Source == SourceUpload && json.Unmarshal(m.Ref, &ref) == nil {
+			keep[ref.Key] = true
+		}
+	}
+	n, err := u.Spool.PruneUploads(time.Now().Add(-uploadLeftover), func(key string) bool { return keep[key] })
+	if err != nil {
+		u.Log.Warn().Err(err).Msg("cannot prune uploads")
+	} else if n > 0 {
+		u.Log.Info().Int("uploads", n).Msg("removed uploads no message needs")
 	}
 }
 
