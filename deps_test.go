@@ -35,6 +35,10 @@ const (
 	// middle holds the services: each owns one concern and none imports
 	// another, so each can be read, tested and replaced alone.
 	middle
+	// runTier runs one agent container: it combines the container, queue
+	// and prompt services for one run, and reports to the orchestrator
+	// that started it through a small interface.
+	runTier
 	// upper holds the orchestrators that combine services: the router, the
 	// scheduler, the control API and the channels.
 	upper
@@ -44,7 +48,7 @@ const (
 )
 
 func (t tier) String() string {
-	return [...]string{"leaf", "store", "domain", "middle", "upper", "program"}[t]
+	return [...]string{"leaf", "store", "domain", "middle", "run", "upper", "program"}[t]
 }
 
 // tiers places every package of the module. A package missing here fails
@@ -85,6 +89,7 @@ var tiers = map[string]tier{
 	"internal/retention":        middle,
 	"internal/transcribe":       middle,
 	"internal/media":            middle,
+	"internal/agentrun":         runTier,
 	"internal/router":           upper,
 	"internal/scheduler":        upper,
 	"internal/control":          upper,

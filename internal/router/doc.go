@@ -13,13 +13,14 @@
 // retries: the queue reports how every run ended through one interface,
 // groupqueue.Outcomes, which Router.Outcome implements (succeeded, retrying
 // n of m, gave up, task dropped), and the router turns that into Status
-// failures, chat notices and alerts. The router keeps what is its own: the
-// triggers, the prompts' contents, the cursors (what was handed to the live
-// agent and what is committed) and the message loop. Its one entry for
-// inbound messages is Inbound. Following a container (start and output
-// timeouts, stop, wait, the leftover check) is container.Supervise; the text
-// of prompts and notices is internal/prompt; the agents' input directory is
-// written through internal/home.
+// failures, chat notices and alerts. What happens inside one run (the
+// container, each result committed with the cursor it settles, the
+// roll-back of a failed turn) is internal/agentrun's, which asks the router
+// only for what agentrun.Owner names. The router keeps what is its own: the
+// triggers, the prompts' contents, when messages are handed over (a new run
+// or a pipe) and the message loop. Its one entry for inbound messages is
+// Inbound. The text of prompts and notices is internal/prompt; the agents'
+// input directory is written through internal/home.
 //
 // # Triggers
 //
@@ -48,71 +49,12 @@
 //
 // # Cursors
 //
-// A group's cursor is the id of the last message handed to its agent. In
-// memory it advances when messages are handed over (container start or pipe).
-// It is stored when a reply of the run is committed (in the same transaction
-// as the outbox row; a send_message of the agent to its own chat counts) and
-// when the run ends well. An agent action during a messages turn (a task or
-// group change, through AgentAction) stores it too, in the action's
-// transaction: a turn that acted is never run again, so the agent never acts
-// twice; if it then fails, the chat gets a notice instead of a retry. A reply stores only the messages whose turn has
-// begun: those of the container's start, and those piped while the agent was
-// idle. Messages piped while it was busy may wait for a turn of their own
-// (or be folded into the running one), so the next result stores them.
+// A group's cursor is the id of the last message handed to its agent.
+// How it moves during a run (handed over, stored with a reply or an agent
+// action, rolled back when a turn fails) is internal/agentrun's, which also
+// runs the containers; the router decides what is handed over and when.
 //
-// Outcomes are per turn, not per container. Every turn either commits its
-// result or fails, and a failed turn rolls the cursor back to the last
-// committed reply: a run that ends badly (claude died with a turn in flight
-// and no later result recovered it, an error result, a result that could not
-// be committed, a kill, a hang past the container timeout, a non-zero exit)
-// while messages it was handed are not committed puts them back and fails,
-// so the queue retries them with the retry and notice policy of a first
-// turn. A run that ends badly with everything committed lost nothing and is
-// a normal end. A reply that went out is never sent again: only uncommitted
-// messages run again (a message folded into a turn whose answer went out
-// is the exception: it is not stored until the next result or a good end, so
-// a failure before then answers it again). Because an unanswered hand-over is
-// never stored, messages in flight when the daemon is killed are still after
-// the cursor at the next start and run again, while answered ones are not.
-// Input files piped into a container that ended without reading them are
-// removed and their messages run again.
-//
-// A result is counted only once it is committed. One that cannot be
-// committed (the disk is full) fails its turn: the container is closed,
-// nothing later of it is committed, the cursor stays at the last stored
-// reply, and the error ("database or disk is full") shows in Status and in
-// the failure notice.
-//
-// # Containers
-//
-// Before each run the container side (container.SpecBuilder) creates the
-// group's directories, its .claude/settings.json and the CLAUDE.md
-// templates where missing and builds the container's spec, and the router
-// removes a stale close sentinel. Those trees are the agents' to write, so every file operation
-// in them (these, the piped input files and the close sentinel) goes through
-// internal/home: a directory an agent replaced by a link is moved aside and
-// recreated, and the incident shows in Status as a failure of kind
-// "boundary". Right before the container is created every bind-mount source
-// under the home is checked for symlinks on the way; a failing check refuses
-// the run, which then fails like any other. Containers run as
-// Config.ContainerUID:ContainerGID. The Claude credential never enters a
-// container: each gets its own socket of the daemon's credential proxy
-// (Config.APIProxy), mounted read-only. Every stdout event resets
-// the hard timeout (Config.ContainerTimeout, or the group's own, at least the
-// idle timeout plus 30 s); when it fires the container is stopped, which is a
-// normal end when every turn was committed, and a failed turn otherwise. A
-// pipe into an idle agent starts a turn and restarts the hard timeout. A
-// container that prints nothing at all within Config.StartTimeout (2 min) of
-// its start is stopped as hung too (the runner reports the session when
-// claude begins the first turn). The
-// idle timeout and the task close delay are the group queue's: when it asks,
-// the router writes the close sentinel. A failed turn (a runner error while
-// the agent works on a turn, a result with is_error, a result that cannot be
-// committed) closes the container at once: it takes no more messages and is
-// never left busy. Each run writes
-// data/logs/<folder>/run-<time>.log (daemon-owned, never mounted) with its
-// input (no secrets; the prompt only at debug level), the container's
-// stderr, exit code and duration.
+// # Failures
 //
 // A failed message run shows in Status ("attempt n of m failed, retrying:
 // why") until the group's next good run. When a group's message runs fail
@@ -136,11 +78,10 @@
 //
 // # Status
 //
-// Status never blocks: each run publishes its container (name, id, kind,
-// busy, replied) to a small board as it changes, and Status reads that
-// board, the queue's status and the recent failures, never a group's lock
-// (those are held across store transactions, which may wait up to the
-// store's busy timeout behind another writer) nor the store.
+// Status never blocks: it reads the runs' board of live containers
+// (agentrun.Runner.Containers), the queue's status and the recent failures,
+// never a group's lock (those are held across store transactions, which may
+// wait up to the store's busy timeout behind another writer) nor the store.
 //
 // # Start and stop
 //

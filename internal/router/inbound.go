@@ -147,9 +147,9 @@ func (r *Router) loop(ctx context.Context) {
 func (r *Router) consider(ctx context.Context, g store.Group) {
 	log := r.log.With().Str("group", string(g.Folder)).Logger()
 	gs := r.state(g.Folder)
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if err := gs.loadLocked(ctx, r.db, g.Folder); err != nil {
+	gs.Lock()
+	defer gs.Unlock()
+	if err := gs.Load(ctx, r.db, g.Folder); err != nil {
 		log.Error().Err(err).Msg("cannot read cursor")
 		return
 	}
@@ -167,13 +167,13 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 	}
 	live := false // piped into a live container, not left to a starting run
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
-		run := gs.run
+		run := gs.Live()
 		if run == nil {
 			// The queue's run has not taken its messages yet; it takes
 			// these too (and shows the typing indicator).
 			return nil
 		}
-		if run.kind != groupqueue.KindMessages || run.chat != g.Chat {
+		if run.Kind != groupqueue.KindMessages || run.Chat != g.Chat {
 			return errNoRun
 		}
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
@@ -182,14 +182,9 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			return err
 		}
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
-		run.piped = append(run.piped, pipedFile{name: name, before: gs.handed})
 		gs.read = nil
-		gs.handed = msgs[len(msgs)-1].ID
-		if r.queue.Idle(string(g.Folder)) {
-			// An idle agent starts a turn for these messages at once.
-			run.settled = gs.handed
-			signal(run.kick)
-		}
+		// An idle agent starts a turn for these messages at once.
+		gs.Pipe(name, msgs[len(msgs)-1].ID, r.queue.Idle(string(g.Folder)))
 		live = true
 		return nil
 	})

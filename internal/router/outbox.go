@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
@@ -24,41 +24,13 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 	}
 	item := store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}
 
-	var gs *groupState
+	var grp *agentrun.Group
 	if folder != "" && origin == store.OriginTool {
-		r.mu.Lock()
-		gs = r.groups[store.Folder(folder)]
-		r.mu.Unlock()
+		grp = r.runState(item.Group)
 	}
-	var run *liveRun
-	if gs != nil {
-		gs.mu.Lock()
-		defer gs.mu.Unlock()
-		// A run whose turn failed for good stores no cursor any more: its
-		// messages run again from the last stored one.
-		if rn := gs.run; rn != nil && rn.kind == groupqueue.KindMessages && rn.chat == item.Chat && rn.broken == nil {
-			run = rn
-		}
-	}
-	var stored store.OutboxItem
-	err := r.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		if stored, err = tx.EnqueueOutbox(ctx, item); err != nil {
-			return err
-		}
-		if run != nil {
-			return tx.SetCursor(ctx, item.Group, run.settled)
-		}
-		return nil
-	})
+	stored, err := r.runs.Send(ctx, grp, item)
 	if err != nil {
 		return store.OutboxItem{}, fmt.Errorf("send message to %s: %w", chat, err)
-	}
-	if run != nil {
-		run.replied = true
-		run.acted = false // the chat heard from the agent after it acted
-		gs.persisted = run.settled
-		r.publish(item.Group, run)
 	}
 	r.out.Wake()
 	return stored, nil
@@ -99,13 +71,10 @@ func (r *Router) sent(it store.OutboxItem) {
 // the group's agent is working on another turn.
 func (r *Router) typingOffAfterReply(it store.OutboxItem) {
 	if it.Group != "" {
-		r.mu.Lock()
-		gs := r.groups[it.Group]
-		r.mu.Unlock()
-		if gs != nil {
-			gs.mu.Lock()
-			busy := gs.run != nil && !r.queue.Idle(string(it.Group))
-			gs.mu.Unlock()
+		if gs := r.runState(it.Group); gs != nil {
+			gs.Lock()
+			busy := gs.Live() != nil && !r.queue.Idle(string(it.Group))
+			gs.Unlock()
 			if busy {
 				return
 			}

@@ -30,11 +30,11 @@ func TestPingFollowsTheMessageLoop(t *testing.T) {
 
 	// Wedge the loop: it blocks on main's lock with the next message.
 	gs := h.r.state("main")
-	gs.mu.Lock()
+	gs.Lock()
 	locked := true
 	defer func() {
 		if locked {
-			gs.mu.Unlock()
+			gs.Unlock()
 		}
 	}()
 	h.post(mainChat, "hello")
@@ -50,7 +50,7 @@ func TestPingFollowsTheMessageLoop(t *testing.T) {
 			t.Fatalf("Ping %d of a wedged loop: got %v; want ErrNotAnswering", i, err)
 		}
 	}
-	gs.mu.Unlock()
+	gs.Unlock()
 	locked = false
 	if err := h.r.Ping(ctx); err != nil {
 		t.Fatalf("Ping once the loop is free again: %v", err)

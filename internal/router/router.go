@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
@@ -32,13 +33,8 @@ const (
 	DefaultStartTimeout     = 2 * time.Minute
 )
 
-const (
-	// timeoutMargin is how much longer than the idle timeout a container's
-	// hard timeout must be, so the graceful close acts first.
-	timeoutMargin = 30 * time.Second
-	// maxFailures is how many failures Status remembers.
-	maxFailures = 50
-)
+// maxFailures is how many failures Status remembers.
+const maxFailures = 50
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
 // <internal> blocks are removed.
@@ -115,16 +111,7 @@ type Status struct {
 }
 
 // ContainerStatus is one live container.
-type ContainerStatus struct {
-	Group   string    `json:"group"`
-	Kind    string    `json:"kind"` // "messages" or "task"
-	TaskID  string    `json:"task_id,omitempty"`
-	Name    string    `json:"name"`
-	ID      string    `json:"id,omitempty"` // empty while starting
-	Since   time.Time `json:"since"`
-	Busy    bool      `json:"busy"`    // working on a turn
-	Replied bool      `json:"replied"` // a reply of this run went out
-}
+type ContainerStatus = agentrun.ContainerStatus
 
 // KindBoundary is the Failure kind of a boundary incident: a place in a
 // group's agent-writable tree where a real directory belonged and something
@@ -156,9 +143,8 @@ type Router struct {
 	baseLog  zerolog.Logger // the daemon's, for the parts with a component of their own
 	now      func() time.Time
 	home     *home.Home
-	layout   home.Layout
-	specs    container.SpecBuilder
 	queue    *groupqueue.Queue[store.Task]
+	runs     *agentrun.Runner
 	turns    *turns.Hub
 	budget   Budget // nil: no budgets
 	alerts   Alerts // nil: no owner alerts
@@ -170,11 +156,8 @@ type Router struct {
 
 	running  atomic.Bool
 	stopping atomic.Bool
-	seq      atomic.Uint64
 	// pendingReads counts the reads of pending messages from the store.
 	pendingReads atomic.Int64
-
-	board board // the live containers, for Status
 
 	// mu guards the maps below. It is held only while they are read or
 	// changed: never across the store, a channel or a group's lock.
@@ -200,15 +183,11 @@ type Router struct {
 	beforeMountCheck func(store.Folder)
 }
 
-// groupState is the router's state for one group. Its mutex orders every
-// hand-over of messages to the group's agent (container start, pipe) and
-// every cursor change.
+// groupState is the router's state for one group: the run state (whose
+// lock orders every hand-over of messages to the group's agent and every
+// cursor change, and guards the fields below too) and the prompt's.
 type groupState struct {
-	mu        sync.Mutex
-	loaded    bool
-	persisted store.MessageID // the cursor as stored
-	handed    store.MessageID // the last message handed to the live agent
-	run       *liveRun        // nil when no container runs
+	agentrun.Group
 	// read is the message loop's read of the pending messages that woke
 	// the agent, kept for the run it enqueues (one read per run).
 	read *pendingRead
@@ -216,35 +195,6 @@ type groupState struct {
 	// older messages the chat was told about: a prompt that starts there
 	// again (a retry) does not repeat the notice.
 	leftOutFrom store.MessageID
-}
-
-// liveRun is one container's run. Its fields are guarded by the group's mutex.
-type liveRun struct {
-	kind    groupqueue.RunKind
-	task    store.TaskID
-	chat    store.ChatID
-	name    string
-	id      string
-	started time.Time
-	piped   []pipedFile
-	replied bool // a reply of this run was committed to the outbox
-	// broken is why a turn of this run failed for good (its result could
-	// not be committed, or it ended with an error): nothing later of the
-	// run is committed, and the run rolls back to the last stored cursor.
-	broken error
-	// kick is signalled when a pipe starts a turn on an idle agent, so the
-	// hard timeout counts from the turn's start.
-	kick chan struct{}
-	// acted: an agent action (a task or group change) committed during
-	// the current turn, with the turn's cursor, and no result or message
-	// to the chat since. If the turn then fails, its messages are not run
-	// again (the agent would act twice); the chat gets a notice instead.
-	acted bool
-	// settled is the cursor a reply may store: the messages whose turn has
-	// begun. Messages piped while the agent is busy may wait for a turn of
-	// their own, so a reply does not cover them; the next result does (or
-	// the end of the run), and after kill -9 they run again.
-	settled store.MessageID
 }
 
 // pendingRead is one read of a group's pending messages: those after the
@@ -256,7 +206,7 @@ type pendingRead struct {
 	omitted       int
 }
 
-// readPending reads g's messages after gs.handed (at most the prompt cap;
+// readPending reads g's messages after gs.Handed() (at most the prompt cap;
 // omitted counts those left out). A read the message loop made for this
 // cursor is used once instead when no message came since. gs.mu must be
 // held.
@@ -266,24 +216,17 @@ func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState)
 	r.mu.Unlock()
 	if rd := gs.read; rd != nil {
 		gs.read = nil
-		if rd.after == gs.handed && rd.newest == newest && rd.settled == settled {
+		if rd.after == gs.Handed() && rd.newest == newest && rd.settled == settled {
 			return rd.msgs, rd.omitted, nil
 		}
 	}
 	r.pendingReads.Add(1)
-	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.handed, r.cfg.PromptCap)
+	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
 	if err != nil {
 		return nil, 0, err
 	}
-	gs.read = &pendingRead{after: gs.handed, newest: newest, settled: settled, msgs: msgs, omitted: omitted}
+	gs.read = &pendingRead{after: gs.Handed(), newest: newest, settled: settled, msgs: msgs, omitted: omitted}
 	return msgs, omitted, nil
-}
-
-// pipedFile is an input file written into a live container, and the cursor
-// from before the messages it carries.
-type pipedFile struct {
-	name   string
-	before store.MessageID
 }
 
 // New builds a router and its group queue. Nothing runs until Run.
@@ -314,7 +257,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.ContainerTimeout == 0 {
-		cfg.ContainerTimeout = max(DefaultContainerTimeout, cfg.IdleTimeout+timeoutMargin)
+		cfg.ContainerTimeout = max(DefaultContainerTimeout, cfg.IdleTimeout+agentrun.TimeoutMargin)
 	}
 	if cfg.TaskCloseDelay == 0 {
 		cfg.TaskCloseDelay = DefaultTaskCloseDelay
@@ -341,21 +284,6 @@ func New(cfg Config, d Deps) (*Router, error) {
 		alerts:   d.Alerts,
 		media:    d.Media,
 		home:     cfg.Home,
-		layout:   cfg.Home.Layout(),
-		specs: container.SpecBuilder{
-			Home:          cfg.Home,
-			AssistantName: cfg.AssistantName,
-			Timezone:      cfg.Timezone,
-			Image:         cfg.Image,
-			Instance:      cfg.Instance,
-			Limits:        cfg.Limits,
-			Allowlist:     cfg.Allowlist,
-			Secrets:       cfg.Secrets,
-			APIProxy:      cfg.APIProxy,
-			Network:       cfg.Network,
-			UID:           cfg.ContainerUID,
-			GID:           cfg.ContainerGID,
-		},
 		wake:     make(chan struct{}, 1),
 		pings:    make(chan chan struct{}),
 		groups:   make(map[store.Folder]*groupState),
@@ -373,13 +301,39 @@ func New(cfg Config, d Deps) (*Router, error) {
 	}, groupqueue.Handlers[store.Task]{
 		RunMessages: r.runMessages,
 		RunTask:     r.runTask,
-		CloseIdle:   r.closeIdle,
+		CloseIdle:   func(name string) { r.runs.CloseIdle(name) },
 		Outcomes:    r,
 	}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
 	r.queue = q
+	r.runs = agentrun.New(agentrun.Config{
+		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
+		IdleTimeout: cfg.IdleTimeout, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
+	}, agentrun.Deps{
+		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Queue: q, Owner: runOwner{r}, Turns: d.Turns,
+		Log: r.log, Now: d.Now,
+		BeforeMountCheck: func(f store.Folder) {
+			if r.beforeMountCheck != nil {
+				r.beforeMountCheck(f)
+			}
+		},
+		Specs: container.SpecBuilder{
+			Home:          cfg.Home,
+			AssistantName: cfg.AssistantName,
+			Timezone:      cfg.Timezone,
+			Image:         cfg.Image,
+			Instance:      cfg.Instance,
+			Limits:        cfg.Limits,
+			Allowlist:     cfg.Allowlist,
+			Secrets:       cfg.Secrets,
+			APIProxy:      cfg.APIProxy,
+			Network:       cfg.Network,
+			UID:           cfg.ContainerUID,
+			GID:           cfg.ContainerGID,
+		},
+	})
 	return r, nil
 }
 
@@ -451,7 +405,7 @@ func (r *Router) protect(what string, fn func()) {
 // files they never read. Their messages are still after the cursors (a cursor is stored
 // only with a reply), so they run again.
 func (r *Router) cleanLeftovers(ctx context.Context) {
-	container.StopLeftovers(ctx, r.rt, r.layout.Dir, r.cfg.Instance, r.log)
+	container.StopLeftovers(ctx, r.rt, r.home.Layout().Dir, r.cfg.Instance, r.log)
 	groups, err := r.db.ListGroups(ctx)
 	if err != nil {
 		r.log.Error().Err(err).Msg("cannot list groups to clear stale input")
@@ -478,7 +432,7 @@ func (r *Router) EnqueueTask(t store.Task) {
 // blocks: it reads the snapshot runs publish as they change, never a group's
 // lock (those are held across store transactions) nor the store.
 func (r *Router) Status() Status {
-	st := Status{Queue: r.queue.Status(), Containers: r.board.containers()}
+	st := Status{Queue: r.queue.Status(), Containers: r.runs.Containers()}
 	for i, c := range st.Containers {
 		// Busy is the queue's: it owns the run's state.
 		for _, g := range st.Queue.Groups {
@@ -502,40 +456,14 @@ func (r *Router) Status() Status {
 	return st
 }
 
-// board is the live containers as Status shows them. Runs publish to it as
-// they change; its mutex is held for nothing but the map.
-type board struct {
-	mu   sync.Mutex
-	live map[store.Folder]ContainerStatus
-}
-
-// containers lists the live containers by group.
-func (b *board) containers() []ContainerStatus {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]ContainerStatus, 0, len(b.live))
-	for _, f := range slices.Sorted(maps.Keys(b.live)) {
-		out = append(out, b.live[f])
+// runState is folder's run state, nil when the group has none yet.
+func (r *Router) runState(folder store.Folder) *agentrun.Group {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gs := r.groups[folder]; gs != nil {
+		return &gs.Group
 	}
-	return out
-}
-
-// publish records folder's live container for Status (run nil: none).
-// Call it with the group's lock held, after every change Status shows.
-func (r *Router) publish(folder store.Folder, run *liveRun) {
-	r.board.mu.Lock()
-	defer r.board.mu.Unlock()
-	if run == nil {
-		delete(r.board.live, folder)
-		return
-	}
-	if r.board.live == nil {
-		r.board.live = make(map[store.Folder]ContainerStatus)
-	}
-	r.board.live[folder] = ContainerStatus{
-		Group: string(folder), Kind: string(run.kind), TaskID: string(run.task), Name: run.name, ID: run.id,
-		Since: run.started, Replied: run.replied,
-	}
+	return nil
 }
 
 func (r *Router) state(folder store.Folder) *groupState {
@@ -549,19 +477,6 @@ func (r *Router) state(folder store.Folder) *groupState {
 	return gs
 }
 
-// loadLocked reads the stored cursor once. gs.mu must be held.
-func (gs *groupState) loadLocked(ctx context.Context, db *store.DB, folder store.Folder) error {
-	if gs.loaded {
-		return nil
-	}
-	c, err := db.GetCursor(ctx, folder)
-	if err != nil {
-		return err
-	}
-	gs.persisted, gs.handed, gs.loaded = c, c, true
-	return nil
-}
-
 func (r *Router) addFailure(f Failure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -573,7 +488,7 @@ func (r *Router) addFailure(f Failure) {
 
 // noteLeftOut tells g's chat, once per prompt start, that left older
 // messages were left out of the prompt whose first message is first.
-// gs.mu must be held.
+// gs's lock must be held.
 func (r *Router) noteLeftOut(g store.Group, gs *groupState, first store.MessageID, left int) {
 	if left <= 0 || first <= gs.leftOutFrom {
 		return

@@ -59,8 +59,8 @@ func TestStatusAnswersWhileTheStoreIsLocked(t *testing.T) {
 	gs := h.r.groups["main"]
 	h.r.mu.Unlock()
 	pollUntil(t, func() bool {
-		if gs.mu.TryLock() {
-			gs.mu.Unlock()
+		if gs.TryLock() {
+			gs.Unlock()
 			return false
 		}
 		return true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/prompt"
@@ -23,14 +24,14 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
 	if err != nil {
 		err = fmt.Errorf("run task %s: group %s: %w", t.ID, name, err)
-		r.finishTask(log, t, started, outcome{Ended: container.Ended{Err: err}}, err)
+		r.finishTask(log, t, started, agentrun.Outcome{Ended: container.Ended{Err: err}}, err)
 		return err
 	}
 	if r.paused(ctx, g) {
 		// The occurrence is skipped, not kept: the task runs again at its
 		// next time.
 		err := fmt.Errorf("run task %s: %w", t.ID, ErrBudgetPaused)
-		r.finishTask(log, t, started, outcome{Ended: container.Ended{Err: err}}, err)
+		r.finishTask(log, t, started, agentrun.Outcome{Ended: container.Ended{Err: err}}, err)
 		return err
 	}
 	sess := store.Session{Folder: g.Folder}
@@ -49,27 +50,16 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 		chat = g.Chat
 	}
 	gs := r.state(g.Folder)
-	run := &liveRun{kind: groupqueue.KindTask, task: t.ID, chat: chat, name: r.containerName(g.Folder), started: started, kick: make(chan struct{}, 1)}
-	gs.mu.Lock()
-	gs.run = run
-	r.publish(g.Folder, run)
-	gs.mu.Unlock()
+	run := r.runs.BeginTask(&gs.Group, g.Folder, t.ID, chat)
 	log.Info().Msg("starting agent for scheduled task")
 
 	text := prompt.Task(r.cfg.Timezone, r.now(), t)
 	taskGroup := g
 	taskGroup.Chat = chat
-	o := r.runContainer(ctx, log, taskGroup, run, text, sessp, store.OriginTask)
-	r.queue.MarkClosing(name)
-	gs.mu.Lock()
-	gs.run = nil
-	r.publish(g.Folder, nil)
-	gs.mu.Unlock()
+	o := r.runs.Container(ctx, log, taskGroup, &gs.Group, run, text, sessp, store.OriginTask)
+	r.runs.EndTask(&gs.Group, g.Folder)
 
-	fail := o.failure()
-	if fail != nil && o.results > 0 && o.agentErr == "" && o.commitErr == nil {
-		fail = nil
-	}
+	fail := o.TaskFailure()
 	r.finishTask(log, t, started, o, fail)
 	if fail != nil {
 		return fmt.Errorf("run task %s: %w", t.ID, fail)
@@ -79,14 +69,14 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 
 // finishTask records a task run in its log; a failure is also shown in
 // status and, when the task's previous run did not fail, in its chat.
-func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time, o outcome, fail error) {
+func (r *Router) finishTask(log zerolog.Logger, t store.Task, started time.Time, o agentrun.Outcome, fail error) {
 	run := store.TaskRun{
 		TaskID:    t.ID,
 		StartedAt: started,
 		Duration:  r.now().Sub(started),
 		Status:    store.RunOK,
-		Result:    prompt.Clip(o.lastText, 2000),
-		CostUSD:   o.cost,
+		Result:    prompt.Clip(o.LastText, 2000),
+		CostUSD:   o.Cost,
 	}
 	if fail != nil {
 		run.Status = store.RunError

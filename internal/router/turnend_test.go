@@ -29,7 +29,7 @@ func waitEnd(t *testing.T, hub *turns.Hub, after int64, since uint64) turns.End 
 func TestTurnEndsReachTheHub(t *testing.T) {
 	h := newHarness(t, nil) // one retry
 	hub := turns.New(nil)
-	h.r.turns = hub
+	h.r.turns, h.r.runs.Turns = hub, hub
 	h.start()
 
 	first := h.post(mainChat, "first")

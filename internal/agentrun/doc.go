@@ -1,0 +1,96 @@
+// Package agentrun runs one group's agent container at a time and keeps
+// the run's state on the daemon's side: which messages were handed to the
+// live agent and which are committed (Group), the live container (Run), and
+// each result committed to the store as it comes (usage, session, the reply
+// with the cursor it settles, in one transaction).
+//
+// # Who owns what
+//
+// The router decides what a run is handed and when: the triggers, the
+// prompt's contents, a new run or a pipe into the live one. The group queue
+// (internal/groupqueue) decides when runs start, retries failed ones and
+// owns whether the agent is busy or idle; a run tells it what it sees
+// (Queue: NotifyIdle after each result, MarkClosing when the container goes
+// away). This package owns what happens inside a run, and asks the router
+// only for what Owner names: notices in a chat, the outbox's wake and
+// typing indicator, and the budget's bookkeeping. A message run returns its
+// failure to the queue (a hang wraps groupqueue.ErrHang); how the queue
+// judged it reaches the router through groupqueue.Outcomes, not through
+// this package. Following a container (start and output timeouts, stop,
+// wait, the leftover check) is container.Supervise.
+//
+// # Cursors
+//
+// A group's cursor is the id of the last message handed to its agent. In
+// memory it advances when messages are handed over (container start or pipe).
+// It is stored when a reply of the run is committed (in the same transaction
+// as the outbox row; a send_message of the agent to its own chat counts) and
+// when the run ends well. An agent action during a messages turn (a task or
+// group change, through Runner.Action) stores it too, in the action's
+// transaction: a turn that acted is never run again, so the agent never acts
+// twice; if it then fails, the chat gets a notice instead of a retry. A
+// reply stores only the messages whose turn has begun: those of the container's start, and those piped while the agent was
+// idle. Messages piped while it was busy may wait for a turn of their own
+// (or be folded into the running one), so the next result stores them.
+//
+// Outcomes are per turn, not per container. Every turn either commits its
+// result or fails, and a failed turn rolls the cursor back to the last
+// committed reply: a run that ends badly (claude died with a turn in flight
+// and no later result recovered it, an error result, a result that could not
+// be committed, a kill, a hang past the container timeout, a non-zero exit)
+// while messages it was handed are not committed puts them back and fails,
+// so the queue retries them with the retry and notice policy of a first
+// turn. A run that ends badly with everything committed lost nothing and is
+// a normal end. A reply that went out is never sent again: only uncommitted
+// messages run again (a message folded into a turn whose answer went out
+// is the exception: it is not stored until the next result or a good end, so
+// a failure before then answers it again). Because an unanswered hand-over is
+// never stored, messages in flight when the daemon is killed are still after
+// the cursor at the next start and run again, while answered ones are not.
+// Input files piped into a container that ended without reading them are
+// removed and their messages run again.
+//
+// A result is counted only once it is committed. One that cannot be
+// committed (the disk is full) fails its turn: the container is closed,
+// nothing later of it is committed, the cursor stays at the last stored
+// reply, and the error ("database or disk is full") shows in Status and in
+// the failure notice.
+//
+// # Containers
+//
+// Before each run the container side (container.SpecBuilder) creates the
+// group's directories, its .claude/settings.json and the CLAUDE.md
+// templates where missing and builds the container's spec, and the run
+// removes a stale close sentinel. Those trees are the agents' to write, so every file operation
+// in them (these, the piped input files and the close sentinel) goes through
+// internal/home: a directory an agent replaced by a link is moved aside and
+// recreated, and the incident shows in Status as a failure of kind
+// "boundary". Right before the container is created every bind-mount source
+// under the home is checked for symlinks on the way; a failing check refuses
+// the run, which then fails like any other. Containers run as
+// the router's Config.ContainerUID:ContainerGID. The Claude credential never
+// enters a container: each gets its own socket of the daemon's credential
+// proxy (the router's Config.APIProxy), mounted read-only. Every stdout event resets
+// the hard timeout (Config.ContainerTimeout, or the group's own, at least the
+// idle timeout plus TimeoutMargin); when it fires the container is stopped, which is a
+// normal end when every turn was committed, and a failed turn otherwise. A
+// pipe into an idle agent starts a turn and restarts the hard timeout. A
+// container that prints nothing at all within Config.StartTimeout (2 min) of
+// its start is stopped as hung too (the runner reports the session when
+// claude begins the first turn). The
+// idle timeout and the task close delay are the group queue's: when it asks,
+// Runner.CloseIdle writes the close sentinel. A failed turn (a runner error while
+// the agent works on a turn, a result with is_error, a result that cannot be
+// committed) closes the container at once: it takes no more messages and is
+// never left busy. Each run writes
+// data/logs/<folder>/run-<time>.log (daemon-owned, never mounted) with its
+// input (no secrets; the prompt only at debug level), the container's
+// stderr, exit code and duration.
+//
+// # Status
+//
+// Each run publishes its container (name, id, kind, replied) to a small
+// board as it changes; Runner.Containers reads it without taking a group's
+// lock (those are held across store transactions, which may wait up to the
+// store's busy timeout behind another writer).
+package agentrun

@@ -1,0 +1,165 @@
+package agentrun
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Group is one group's run state: its cursors and its live run. Its lock
+// orders every hand-over of messages to the group's agent (container start,
+// pipe) and every cursor change; the owner embeds it in its own per-group
+// state, which the same lock then guards. The zero Group is ready to use.
+type Group struct {
+	mu        sync.Mutex
+	loaded    bool
+	persisted store.MessageID // the cursor as stored
+	handed    store.MessageID // the last message handed to the live agent
+	run       *Run            // nil when no container runs
+}
+
+// Lock takes the group's lock. It is held across store transactions, never
+// across a channel's send.
+func (g *Group) Lock() { g.mu.Lock() }
+
+// Unlock releases the group's lock.
+func (g *Group) Unlock() { g.mu.Unlock() }
+
+// TryLock takes the group's lock if it is free.
+func (g *Group) TryLock() bool { return g.mu.TryLock() }
+
+// Load reads the stored cursor of folder once. The lock must be held.
+func (g *Group) Load(ctx context.Context, db *store.DB, folder store.Folder) error {
+	if g.loaded {
+		return nil
+	}
+	c, err := db.GetCursor(ctx, folder)
+	if err != nil {
+		return err
+	}
+	g.persisted, g.handed, g.loaded = c, c, true
+	return nil
+}
+
+// Handed is the last message handed to the agent: the cursor in memory.
+// The lock must be held.
+func (g *Group) Handed() store.MessageID { return g.handed }
+
+// Live is the group's live run, nil when no container runs. The lock must
+// be held.
+func (g *Group) Live() *Run { return g.run }
+
+// Pipe records that the messages up to upto were written into the live
+// run's input file file; idle says the agent waits for input, so they start
+// a turn at once (and restart the hard timeout). The lock must be held and
+// the group must have a live run.
+func (g *Group) Pipe(file string, upto store.MessageID, idle bool) {
+	run := g.run
+	run.piped = append(run.piped, pipedFile{name: file, before: g.handed})
+	g.handed = upto
+	if idle {
+		run.settled = g.handed
+		signal(run.kick)
+	}
+}
+
+// Run is one container's run. Its fields are guarded by its group's lock.
+type Run struct {
+	Kind    groupqueue.RunKind
+	Task    store.TaskID
+	Chat    store.ChatID
+	folder  store.Folder
+	name    string
+	id      string
+	started time.Time
+	piped   []pipedFile
+	replied bool // a reply of this run was committed to the outbox
+	// broken is why a turn of this run failed for good (its result could
+	// not be committed, or it ended with an error): nothing later of the
+	// run is committed, and the run rolls back to the last stored cursor.
+	broken error
+	// kick is signalled when a pipe starts a turn on an idle agent, so the
+	// hard timeout counts from the turn's start.
+	kick chan struct{}
+	// acted: an agent action (a task or group change) committed during
+	// the current turn, with the turn's cursor, and no result or message
+	// to the chat since. If the turn then fails, its messages are not run
+	// again (the agent would act twice); the chat gets a notice instead.
+	acted bool
+	// settled is the cursor a reply may store: the messages whose turn has
+	// begun. Messages piped while the agent is busy may wait for a turn of
+	// their own, so a reply does not cover them; the next result does (or
+	// the end of the run), and after kill -9 they run again.
+	settled store.MessageID
+}
+
+// pipedFile is an input file written into a live container, and the cursor
+// from before the messages it carries.
+type pipedFile struct {
+	name   string
+	before store.MessageID
+}
+
+// ContainerStatus is one live container.
+type ContainerStatus struct {
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"` // "messages" or "task"
+	TaskID  string    `json:"task_id,omitempty"`
+	Name    string    `json:"name"`
+	ID      string    `json:"id,omitempty"` // empty while starting
+	Since   time.Time `json:"since"`
+	Busy    bool      `json:"busy"`    // working on a turn
+	Replied bool      `json:"replied"` // a reply of this run went out
+}
+
+// board is the live containers as Status shows them. Runs publish to it as
+// they change; its mutex is held for nothing but the map.
+type board struct {
+	mu   sync.Mutex
+	live map[store.Folder]ContainerStatus
+}
+
+// Containers lists the live containers by group (Busy is left to the
+// queue, which owns it). It never blocks: runs publish to it as they
+// change, and it takes no group's lock.
+func (x *Runner) Containers() []ContainerStatus {
+	b := &x.board
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ContainerStatus, 0, len(b.live))
+	for _, f := range slices.Sorted(maps.Keys(b.live)) {
+		out = append(out, b.live[f])
+	}
+	return out
+}
+
+// publish records folder's live container (run nil: none). Call it with
+// the group's lock held, after every change Containers shows.
+func (x *Runner) publish(folder store.Folder, run *Run) {
+	b := &x.board
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if run == nil {
+		delete(b.live, folder)
+		return
+	}
+	if b.live == nil {
+		b.live = make(map[store.Folder]ContainerStatus)
+	}
+	b.live[folder] = ContainerStatus{
+		Group: string(folder), Kind: string(run.Kind), TaskID: string(run.Task), Name: run.name, ID: run.id,
+		Since: run.started, Replied: run.replied,
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

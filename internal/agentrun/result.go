@@ -1,0 +1,257 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
+)
+
+// Errors of a run that ended without a reply.
+var (
+	errTimedOut   = errors.New("the agent printed nothing before the container timeout")
+	errNoStart    = errors.New("the agent did not start")
+	errNoResult   = errors.New("the container ended without a result")
+	errStopped    = errors.New("the run was stopped at shutdown")
+	errAgentError = errors.New("agent error")
+	errNoCommit   = errors.New("could not store the reply")
+)
+
+// Outcome is how a container run ended: the container's end, and what the
+// run committed.
+type Outcome struct {
+	container.Ended
+	Results int // results committed
+	// AgentErr is the text of the error that failed a turn: for a message
+	// run, a runner error while a turn was in flight or an is_error result,
+	// cleared when a later result commits (the runner re-sent the turn and
+	// it finished); for a task, such an error before any reply.
+	AgentErr  string
+	CommitErr error  // a result that could not be committed
+	LastText  string // last reply text (a task's result)
+	Cost      float64
+}
+
+// Failure returns the error of a run that did not end well, nil if it did:
+// it exited cleanly after at least one committed result, with no turn left
+// failed. Whether that loses anything is decided by the caller: a run whose
+// every hand-over is committed lost nothing.
+func (o Outcome) Failure() error {
+	switch {
+	case o.Err != nil:
+		return o.Err
+	case o.CommitErr != nil:
+		return fmt.Errorf("%w: %w", errNoCommit, o.CommitErr)
+	case o.AgentErr != "":
+		return fmt.Errorf("%w: %s", errAgentError, prompt.Clip(prompt.OneLine(o.AgentErr), 300))
+	case o.Stopped:
+		return errStopped
+	case o.NoStart:
+		return fmt.Errorf("%w: no output within %s of the container's start", errNoStart, o.Timeout)
+	case o.TimedOut && o.Timeout > 0:
+		return fmt.Errorf("%w (%s)", errTimedOut, o.Timeout)
+	case o.TimedOut:
+		return errTimedOut
+	case o.Exit.Err != nil:
+		return fmt.Errorf("container exit: %w", o.Exit.Err)
+	case o.Exit.Code != 0:
+		return fmt.Errorf("container exited with code %d", o.Exit.Code)
+	case o.Results == 0:
+		return errNoResult
+	}
+	return nil
+}
+
+// TaskFailure is Failure for a task run: one that committed a result
+// without a failed turn succeeded, however its container ended.
+func (o Outcome) TaskFailure() error {
+	if o.Results > 0 && o.AgentErr == "" && o.CommitErr == nil {
+		return nil
+	}
+	return o.Failure()
+}
+
+// handleEvent acts on one line of the runner's stdout.
+func (x *Runner) handleEvent(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
+	defer cancel()
+	switch ev.Type {
+	case ipc.EventSession:
+		if sess == nil || ev.SessionID == "" {
+			return
+		}
+		next := *sess
+		if ev.Fresh || ev.SessionID != sess.SessionID {
+			next.LastUUID = ""
+		}
+		next.SessionID = ev.SessionID
+		if next == *sess {
+			return
+		}
+		if err := x.Store.SetSession(wctx, next); err != nil {
+			log.Error().Err(err).Msg("cannot store session")
+			return
+		}
+		*sess = next
+		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
+	case ipc.EventError:
+		log.Warn().Str("error", prompt.Clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
+		// claude died (or could not start). For a message run whose agent
+		// was working on a turn, that turn failed: the container is closed
+		// and, unless a later result commits (the runner re-sends the turn
+		// in flight to the restarted claude), the run rolls back to the
+		// last committed reply and is retried. Between turns nothing was
+		// in flight. A task fails unless it already replied.
+		grp.Lock()
+		inTurn := !x.Queue.Idle(string(g.Folder))
+		if origin != store.OriginReply {
+			inTurn = !run.replied
+		}
+		grp.Unlock()
+		if inTurn && o.AgentErr == "" {
+			o.AgentErr = prompt.Clip(prompt.OneLine(ev.Message), 300)
+			if o.AgentErr == "" {
+				o.AgentErr = "the agent runner reported an error without text"
+			}
+		}
+	case ipc.EventResult:
+		x.handleResult(wctx, log, g, grp, run, sess, origin, ev, o)
+	}
+}
+
+// handleResult commits one result: usage, session, and the reply with the
+// cursor it settles, in one transaction. A result is counted only once it
+// is committed. One that cannot be committed, and in a message run one with
+// is_error, fails its turn: nothing later of the container is committed (a
+// later reply would store a cursor past the failed turn), the container is
+// closed, and the run rolls back to the last committed reply and is retried.
+func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+	text := prompt.StripInternal(ev.Text)
+	send := text != "" && !ev.IsError
+	var next store.Session
+	if sess != nil {
+		next = *sess
+		if ev.SessionID != "" && ev.SessionID != next.SessionID {
+			next.SessionID, next.LastUUID = ev.SessionID, ""
+		}
+		if ev.LastUUID != "" {
+			next.LastUUID = ev.LastUUID
+		}
+	}
+	usage := store.Usage{Folder: g.Folder, SessionID: ev.SessionID, CostUSD: ev.CostUSD, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: x.Now()}
+	if ev.Usage != nil {
+		usage.InputTokens, usage.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
+	}
+
+	grp.Lock()
+	if run.broken != nil {
+		x.Queue.NotifyIdle(string(g.Folder))
+		grp.Unlock()
+		log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
+		return
+	}
+	cursor := run.settled
+	err := x.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.AddUsage(ctx, usage); err != nil {
+			return err
+		}
+		if sess != nil && next != *sess {
+			if err := tx.SetSession(ctx, next); err != nil {
+				return err
+			}
+		}
+		if !send {
+			return nil
+		}
+		if _, err := tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: g.Chat, Group: g.Folder, Text: text, Origin: origin}); err != nil {
+			return err
+		}
+		if origin == store.OriginReply {
+			return tx.SetCursor(ctx, g.Folder, cursor)
+		}
+		return nil
+	})
+	if err == nil {
+		if sess != nil {
+			*sess = next
+		}
+		if send {
+			run.replied = true
+			if origin == store.OriginReply {
+				grp.persisted = cursor
+			}
+		}
+	} else {
+		run.broken = err
+	}
+	if err == nil && ev.IsError && origin == store.OriginReply {
+		// The turn failed: later results must not store a cursor past it.
+		run.broken = errAgentError
+	}
+	if err == nil && !ev.IsError {
+		run.acted = false // the turn that acted finished
+	}
+	// Whatever was handed over so far has been seen by the time of the next
+	// result: folded into this turn, or in a turn of its own.
+	run.settled = grp.handed
+	replied := run.replied
+	x.publish(g.Folder, run)
+	// The agent waits for input now: the queue hears it under the group's
+	// lock, so a pipe sees the agent busy or idle exactly as the cursor
+	// does.
+	x.Queue.NotifyIdle(string(g.Folder))
+	grp.Unlock()
+
+	if err != nil {
+		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
+		o.CommitErr = describeCommitErr(err)
+		return
+	}
+	o.Results++
+	o.Cost += ev.CostUSD
+	x.Owner.Spent(ctx, g)
+	switch {
+	case send:
+		o.LastText = text
+		x.Owner.Wake()
+		log.Debug().Int("bytes", len(text)).Msg("reply committed")
+	case origin == store.OriginReply:
+		x.Owner.SetTyping(g.Chat, false)
+	}
+	switch {
+	case ev.IsError:
+		log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
+		log.Debug().Str("error", prompt.Clip(ev.Text, 300)).Msg("agent error text")
+		// A message turn that ends in an error failed (it is retried like
+		// a first turn); a task fails on it unless it already replied.
+		if origin == store.OriginReply || !replied {
+			o.AgentErr = ev.Text
+			if o.AgentErr == "" {
+				o.AgentErr = "error result without text"
+			}
+		}
+	case origin == store.OriginReply:
+		// The turn finished: an earlier runner error (claude died, and the
+		// runner re-sent the turn in flight) is recovered.
+		o.AgentErr = ""
+		x.Turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
+	}
+}
+
+// describeCommitErr puts "disk full" in front of a commit error that says so
+// (SQLite's SQLITE_FULL, or ENOSPC), so status and the notice show it first.
+func describeCommitErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || strings.Contains(strings.ToLower(err.Error()), "disk is full") {
+		return fmt.Errorf("disk full: %w", err)
+	}
+	return err
+}

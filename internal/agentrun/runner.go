@@ -1,0 +1,360 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
+)
+
+// TimeoutMargin is how much longer than the idle timeout a container's
+// hard timeout must be, so the graceful close acts first.
+const TimeoutMargin = 30 * time.Second
+
+// shortTimeout bounds the small writes done outside a caller's context.
+const shortTimeout = 30 * time.Second
+
+// Queue is the part of the group queue a run tells what it sees
+// (groupqueue.Queue implements it). No method blocks.
+type Queue interface {
+	MarkClosing(name string)
+	NotifyIdle(name string)
+	Idle(name string) bool
+	EnqueueMessages(name string)
+}
+
+// Owner is what a run needs of the daemon that started it (the router
+// implements it). No method blocks for long.
+type Owner interface {
+	// Notice commits a notice from bridged to chat (and sends it directly,
+	// best effort, when it cannot be committed).
+	Notice(chat store.ChatID, folder store.Folder, text string)
+	// Spent is told after the cost of a turn of g was recorded.
+	Spent(ctx context.Context, g store.Group)
+	// Wake tells the outbox a row was committed.
+	Wake()
+	// SetTyping shows or hides the typing indicator in chat.
+	SetTyping(chat store.ChatID, on bool)
+}
+
+// Config configures a Runner. The durations must be set (the router fills
+// in its defaults).
+type Config struct {
+	AssistantName string
+	Timezone      *time.Location
+	Instance      string
+	// IdleTimeout is the queue's: a group's own container timeout is
+	// raised to at least IdleTimeout + TimeoutMargin. ContainerTimeout
+	// stops a container that printed nothing for that long; StartTimeout
+	// one that printed nothing at all that long after its start.
+	IdleTimeout, ContainerTimeout, StartTimeout time.Duration
+}
+
+// Deps are the parts a Runner works with. All but Turns and
+// BeforeMountCheck are required.
+type Deps struct {
+	Store   *store.DB
+	Runtime container.Runtime
+	Specs   container.SpecBuilder
+	Home    *home.Home
+	Queue   Queue
+	Owner   Owner
+	Turns   *turns.Hub // hears when a chat's turn ends; nil: nobody
+	Log     zerolog.Logger
+	Now     func() time.Time
+	// BeforeMountCheck, when set (tests), runs between a run's prepare and
+	// its mount check: the window in which an agent could swap a directory.
+	BeforeMountCheck func(store.Folder)
+}
+
+// Runner runs agent containers for groups and keeps their runs' state.
+type Runner struct {
+	cfg Config
+	Deps
+	layout home.Layout
+	seq    atomic.Uint64
+	board  board
+}
+
+// New returns a Runner.
+func New(cfg Config, d Deps) *Runner {
+	return &Runner{cfg: cfg, Deps: d, layout: d.Home.Layout()}
+}
+
+// BeginMessages makes a message run for chat the live run of grp, handed
+// the messages up to upto. The lock must be held.
+func (x *Runner) BeginMessages(grp *Group, folder store.Folder, chat store.ChatID, upto store.MessageID) *Run {
+	run := x.newRun(folder, groupqueue.KindMessages, "", chat)
+	grp.run = run
+	grp.handed = upto
+	run.settled = upto
+	x.publish(folder, run)
+	return run
+}
+
+// BeginTask makes a run of task t, answering in chat, the live run of grp.
+// It takes the group's lock.
+func (x *Runner) BeginTask(grp *Group, folder store.Folder, t store.TaskID, chat store.ChatID) *Run {
+	run := x.newRun(folder, groupqueue.KindTask, t, chat)
+	grp.Lock()
+	grp.run = run
+	x.publish(folder, run)
+	grp.Unlock()
+	return run
+}
+
+func (x *Runner) newRun(folder store.Folder, kind groupqueue.RunKind, t store.TaskID, chat store.ChatID) *Run {
+	name := fmt.Sprintf("bridged-%s-%d-%d", folder, x.Now().UnixMilli(), x.seq.Add(1))
+	return &Run{Kind: kind, Task: t, Chat: chat, folder: folder, name: name, started: x.Now(), kick: make(chan struct{}, 1)}
+}
+
+// end makes grp's run gone. The lock must be held.
+func (x *Runner) end(grp *Group, folder store.Folder) {
+	grp.run = nil
+	x.publish(folder, nil)
+}
+
+// EndTask records that grp's task run is over. It takes the group's lock.
+func (x *Runner) EndTask(grp *Group, folder store.Folder) {
+	x.Queue.MarkClosing(string(folder))
+	grp.Lock()
+	x.end(grp, folder)
+	grp.Unlock()
+}
+
+// CloseIdle is the queue's CloseIdle handler: it writes the close sentinel,
+// and the runner exits once its turn is done. It takes no lock.
+func (x *Runner) CloseIdle(name string) {
+	if home.CheckFolder(name) != nil {
+		return
+	}
+	if err := x.Home.WriteClose(name); err != nil {
+		x.Log.Error().Err(err).Str("group", name).Msg("cannot write close sentinel")
+		return
+	}
+	x.Log.Debug().Str("group", name).Msg("close sentinel written")
+}
+
+// hardTimeout is the group's container timeout: its own (at least the idle
+// timeout plus a margin) or the daemon's.
+func (x *Runner) hardTimeout(g store.Group) time.Duration {
+	if t := g.ContainerConfig.Timeout; t > 0 {
+		return max(t, x.cfg.IdleTimeout+TimeoutMargin)
+	}
+	return x.cfg.ContainerTimeout
+}
+
+// Container starts one container for g with text as its prompt and follows
+// it until it is gone (container.Supervise): results are committed to the
+// outbox (origin) with the session and usage as they come. sess is nil for
+// an isolated task (its session is not kept). It blocks until the
+// container is gone.
+func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, text string, sess *store.Session, origin store.Origin) Outcome {
+	start := time.Now()
+	var o Outcome
+	folder := string(g.Folder)
+	input := ipc.RunInput{
+		Prompt:        text,
+		Group:         folder,
+		Chat:          string(g.Chat),
+		IsMain:        g.IsMain,
+		IsTask:        origin == store.OriginTask,
+		AssistantName: x.cfg.AssistantName,
+		Timezone:      x.cfg.Timezone.String(),
+		Model:         g.ContainerConfig.Model,
+	}
+	if sess != nil {
+		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
+	}
+	spec, release, err := x.Specs.Build(log, g, run.name, input)
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	defer release()
+	if err := x.Home.RemoveClose(folder); err != nil {
+		o.Err = fmt.Errorf("prepare group directories: %w", err)
+		return o
+	}
+	rl := container.OpenRunLog(log, x.layout.LogsDir(folder), x.Now())
+	defer rl.Close()
+	rl.Header(x.Log.GetLevel() <= zerolog.DebugLevel, string(run.Kind), string(run.Task), spec, input)
+	stderrLog := log.With().Str("container", spec.Name).Logger()
+	spec.Stderr = func(line string) {
+		rl.Stderr(line)
+		stderrLog.Debug().Str("line", line).Msg("container stderr")
+	}
+
+	if x.BeforeMountCheck != nil {
+		x.BeforeMountCheck(g.Folder)
+	}
+	if err := x.Specs.CheckMounts(spec); err != nil {
+		log.Error().Err(err).Msg("bind-mount source failed its check; container not started")
+		o.Err = err
+		rl.Footer(o.Ended, 0, false, o.Failure())
+		return o
+	}
+	stopping, errClosed := false, false
+	o.Ended = container.Supervise(ctx, x.Runtime, spec, container.Watch{
+		Log:          log,
+		Instance:     x.cfg.Instance,
+		Timeout:      x.hardTimeout(g),
+		StartTimeout: x.cfg.StartTimeout,
+		Kick:         run.kick,
+		Started: func(id string) {
+			grp.Lock()
+			run.id = id
+			x.publish(g.Folder, run)
+			grp.Unlock()
+		},
+		Stopping: func() {
+			stopping = true
+			x.Queue.MarkClosing(folder)
+		},
+		Event: func(ev ipc.Event) {
+			x.handleEvent(ctx, log, g, grp, run, sess, origin, ev, &o)
+			if origin == store.OriginReply && (o.AgentErr != "" || o.CommitErr != nil) && !stopping && !errClosed {
+				// A turn failed: the container takes no more messages and
+				// closes once idle (a turn the runner re-sent may still
+				// finish and commit); what it did not commit runs again.
+				errClosed = true
+				log.Info().Msg("a turn failed; closing the container")
+				x.Queue.MarkClosing(folder)
+				x.CloseIdle(folder)
+			}
+		},
+	})
+	grp.Lock()
+	replied := run.replied
+	grp.Unlock()
+	rl.Footer(o.Ended, o.Results, replied, o.Failure())
+	log.Info().Str("container", spec.Name).Int("exit_code", o.Exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.TimedOut).
+		Int("results", o.Results).Bool("replied", replied).Msg("container finished")
+	return o
+}
+
+// Messages runs the message run run of g, begun by BeginMessages with text
+// as its prompt, until its container is gone, and settles its cursors: a
+// run that ended well stores the cursor of what it was handed; one that
+// failed with messages not committed rolls back to the last committed reply
+// and returns the failure (a hang wraps groupqueue.ErrHang), so the queue
+// retries them; input files the agent never read are removed and their
+// messages run again. A turn that failed after the agent acted is told in
+// the chat instead of run again.
+func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *Run, text string) error {
+	folder := g.Folder
+	log := x.Log.With().Str("group", string(folder)).Logger()
+	x.Owner.SetTyping(g.Chat, true)
+	sess, err := x.Store.GetSession(ctx, folder)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
+		sess = store.Session{}
+	}
+	sess.Folder = folder
+	o := x.Container(ctx, log, g, grp, run, text, &sess, store.OriginReply)
+
+	// The container is gone: nothing can be piped into it any more.
+	x.Queue.MarkClosing(string(folder))
+	grp.Lock()
+	fail := o.Failure()
+	// Messages handed over and not committed with a reply: the turns in
+	// flight when the run ended, and turns that ended without a reply.
+	uncommitted := grp.handed != grp.persisted
+	// A turn that committed an agent action and then failed is not run
+	// again (it would act twice): the chat is told instead.
+	actedFail := fail != nil && run.acted
+	if fail != nil && !uncommitted {
+		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
+		fail = nil
+	}
+	rollback, unread := x.unread(log, folder, run)
+	again := false
+	switch {
+	case fail != nil:
+		// A turn failed (or the run ended under one): back to the last
+		// committed reply; the queue's retry hands the rest over again.
+		grp.handed = grp.persisted
+	case rollback >= 0:
+		grp.handed = rollback
+		again = true
+	}
+	if fail == nil && grp.handed != grp.persisted {
+		if err := x.Store.SetCursor(context.WithoutCancel(ctx), folder, grp.handed); err != nil {
+			log.Error().Err(err).Msg("cannot store cursor")
+		} else {
+			grp.persisted = grp.handed
+		}
+	}
+	x.end(grp, folder)
+	grp.Unlock()
+
+	x.Owner.SetTyping(g.Chat, false)
+	if actedFail {
+		log.Warn().Err(o.Failure()).Msg("a turn failed after the agent acted; its messages are not run again")
+		x.Owner.Notice(g.Chat, folder, prompt.ActedNotice(o.Failure()))
+	}
+	if unread > 0 {
+		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")
+	}
+	if again {
+		x.Queue.EnqueueMessages(string(folder))
+	}
+	if fail == nil {
+		return nil
+	}
+	err = fmt.Errorf("run messages of %s: %w", folder, fail)
+	if errors.Is(fail, errTimedOut) || errors.Is(fail, errNoStart) {
+		return hang{err}
+	}
+	return err
+}
+
+// unread removes the input files of run the agent never read and returns
+// the cursor from before the first of them (-1: none) and how many there
+// were. The group's lock must be held.
+func (x *Runner) unread(log zerolog.Logger, folder store.Folder, run *Run) (store.MessageID, int) {
+	rollback, unread := store.MessageID(-1), 0
+	if len(run.piped) == 0 {
+		return rollback, 0
+	}
+	in, err := x.Home.Input(string(folder))
+	if err != nil {
+		// The files cannot be checked: count them all as unread, so
+		// their messages run again rather than be lost.
+		log.Warn().Err(err).Msg("cannot check unread input files")
+		return run.piped[0].before, len(run.piped)
+	}
+	defer in.Close()
+	for _, p := range run.piped {
+		if !in.Exists(p.name) {
+			continue
+		}
+		if rollback < 0 {
+			rollback = p.before
+		}
+		unread++
+		if err := in.Remove(p.name); err != nil {
+			log.Warn().Err(err).Str("file", p.name).Msg("cannot remove unread input file")
+		}
+	}
+	return rollback, unread
+}
+
+// hang is a run error the queue counts as a hang (it wraps
+// groupqueue.ErrHang without changing the error's text).
+type hang struct{ error }
+
+func (e hang) Unwrap() error { return e.error }
+
+func (hang) Is(target error) bool { return target == groupqueue.ErrHang }
