@@ -21,7 +21,7 @@ import (
 var errNoRun = errors.New("no live container to pipe into")
 
 // Inbound stores one inbound message and its chat's metadata in one
-// transaction and returns the message's stored id after the commit: the id
+// transaction (one write of the chat's row) and returns the message's stored id after the commit: the id
 // already stored for a redelivery, 0 when the chat is not a registered group
 // (only its metadata is recorded). A new message of a registered chat wakes
 // the message loop at once. A non-nil error means nothing was stored.
@@ -54,11 +54,8 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageI
 	var id store.MessageID
 	var inserted bool
 	err := r.db.Tx(ctx, func(tx *store.Tx) error {
-		if err := tx.UpsertChat(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}); err != nil {
-			return err
-		}
 		var err error
-		id, inserted, err = tx.InsertMessage(ctx, store.Message{
+		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
 		})

@@ -111,8 +111,18 @@ func (db *DB) ListChats(ctx context.Context) ([]Chat, error) {
 // again: it returns the existing id and inserted false. A message whose
 // external id the outbox chose is stored with IsBot set.
 func (tx *Tx) InsertMessage(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
+	return tx.InsertMessageIn(ctx, Chat{ID: m.Chat}, m)
+}
+
+// InsertMessageIn is InsertMessage recording the chat's metadata c too
+// (as UpsertChat does; its LastActivity defaults to the message's time), in
+// the one write of the chat's row the message makes.
+func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id MessageID, inserted bool, err error) {
 	if m.Chat == "" {
 		return 0, false, fmt.Errorf("insert message: %w: empty chat id", ErrInvalid)
+	}
+	if c.ID != m.Chat {
+		return 0, false, fmt.Errorf("insert message in %s: %w: chat metadata of %q", m.Chat, ErrInvalid, c.ID)
 	}
 	if m.ExternalID == "" {
 		return 0, false, fmt.Errorf("insert message in %s: %w: empty external id", m.Chat, ErrInvalid)
@@ -120,7 +130,10 @@ func (tx *Tx) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 	if m.SentAt.IsZero() {
 		m.SentAt = tx.now()
 	}
-	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, m.Chat, "", "", 0, toMS(m.SentAt)); err != nil {
+	if c.LastActivity.IsZero() {
+		c.LastActivity = m.SentAt
+	}
+	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, m.Chat, c.Name, c.Channel, boolInt(c.IsGroup), toMS(c.LastActivity)); err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: record chat: %w", m.Chat, err)
 	}
 	if strings.TrimSpace(m.Text) == "" {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -278,5 +279,47 @@ func TestEchoOfOwnMessageIsBot(t *testing.T) {
 	ms, _ := db.MessagesAfter(ctx, "1@g.us", 0, 0)
 	if len(ms) != 2 || !ms[0].IsBot || ms[1].IsBot {
 		t.Errorf("messages %+v; want the echo IsBot and the human's not", ms)
+	}
+}
+
+// A message and its chat's metadata take one write of the chat's row.
+func TestInsertMessageInWritesTheChatOnce(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	addGroup(t, db, "c1", "one")
+	for _, q := range []string{
+		`CREATE TEMP TABLE chat_writes (n INTEGER)`,
+		`CREATE TEMP TRIGGER chat_ins AFTER INSERT ON chats BEGIN INSERT INTO chat_writes VALUES (1); END`,
+		`CREATE TEMP TRIGGER chat_upd AFTER UPDATE ON chats BEGIN INSERT INTO chat_writes VALUES (1); END`,
+	} {
+		if _, err := db.write.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := db.Tx(ctx, func(tx *Tx) error {
+		_, _, err := tx.InsertMessageIn(ctx, Chat{ID: "c1", Name: "Family", Channel: "whatsapp", IsGroup: true},
+			Message{Chat: "c1", ExternalID: "e1", Sender: "u", Text: "hi"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.write.QueryRowContext(ctx, `SELECT COUNT(*) FROM chat_writes`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("chat row writes for one message = %d; want 1", n)
+	}
+	c, err := db.GetChat(ctx, "c1")
+	if err != nil || c.Name != "Family" || c.Channel != "whatsapp" || !c.IsGroup || !c.LastActivity.Equal(t0) {
+		t.Fatalf("chat = %+v, %v; want its metadata and the message's time", c, err)
+	}
+	err = db.Tx(ctx, func(tx *Tx) error {
+		_, _, err := tx.InsertMessageIn(ctx, Chat{ID: "c2"}, Message{Chat: "c1", ExternalID: "e2", Text: "x"})
+		return err
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("metadata of another chat = %v; want ErrInvalid", err)
 	}
 }
