@@ -499,3 +499,21 @@ func TestUploadsLeftBehindArePruned(t *testing.T) {
 		t.Errorf("fresh upload %s (a post maybe committing now) was removed", fresh)
 	}
 }
+
+// A fetch that hangs is given up after Config.Timeout, once: the chat's
+// later messages have waited long enough.
+func TestHungFetchIsNotRetried(t *testing.T) {
+	e := newEnv(t)
+	e.fetch.release = map[string]chan struct{}{"a.jpg": make(chan struct{})} // never released
+	p := e.pool(func(c *Config, _ *Deps) { c.Timeout = 50 * time.Millisecond })
+	e.run(p)
+	m := e.message("c:one", "a.jpg", false, 4)
+	p.Add(m)
+	e.nextSettled()
+	if got := e.text(m.MessageID); got != "look\n[image: download failed: no file within 50ms]" {
+		t.Fatalf("text = %q", got)
+	}
+	if e.fetch.calls != 1 {
+		t.Fatalf("fetches = %d; want 1", e.fetch.calls)
+	}
+}

@@ -21,6 +21,12 @@ const inboxDir = "inbox"
 // maxTranscribeBytes bounds the audio read back for a transcript.
 const maxTranscribeBytes = 25 << 20
 
+// timedOut is the error of a fetch that did not finish within
+// Config.Timeout.
+type timedOut struct{ after time.Duration }
+
+func (e timedOut) Error() string { return fmt.Sprintf("no file within %s", e.after) }
+
 // settleTimeout bounds the store write that settles a media.
 const settleTimeout = 30 * time.Second
 
@@ -88,7 +94,9 @@ func (p *Pool) fetch(ctx context.Context, log zerolog.Logger, m store.Media) (st
 	var audio []byte
 	for attempt := 0; ; attempt++ {
 		audio, err = p.save(ctx, string(g.Folder), name, m, fetcher)
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrTooLarge) || attempt == len(p.cfg.RetryDelays) {
+		// A download that timed out is not tried again: the chat's later
+		// messages have waited long enough.
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrTooLarge) || errors.As(err, new(timedOut)) || attempt == len(p.cfg.RetryDelays) {
 			break
 		}
 		log.Warn().Err(err).Int("attempt", attempt+1).Msg("media fetch failed; trying again")
@@ -155,7 +163,7 @@ func (p *Pool) save(ctx context.Context, folder, name string, m store.Media, f F
 	defer cancel()
 	if err := f.Fetch(fctx, m, tmp, p.cfg.MaxBytes); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("no file within %s", p.cfg.Timeout)
+			return nil, timedOut{p.cfg.Timeout}
 		}
 		return nil, err
 	}
