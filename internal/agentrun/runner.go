@@ -103,17 +103,6 @@ func (x *Runner) BeginMessages(grp *Group, folder store.Folder, chat store.ChatI
 	return run
 }
 
-// BeginTask makes a run of task t, answering in chat, the live run of grp.
-// It takes the group's lock.
-func (x *Runner) BeginTask(grp *Group, folder store.Folder, t store.TaskID, chat store.ChatID) *Run {
-	run := x.newRun(folder, groupqueue.KindTask, t, chat)
-	grp.Lock()
-	grp.run = run
-	x.publish(folder, run)
-	grp.Unlock()
-	return run
-}
-
 func (x *Runner) newRun(folder store.Folder, kind groupqueue.RunKind, t store.TaskID, chat store.ChatID) *Run {
 	name := fmt.Sprintf("bridged-%s-%d-%d", folder, x.Now().UnixMilli(), x.seq.Add(1))
 	return &Run{Kind: kind, Task: t, Chat: chat, folder: folder, name: name, started: x.Now(), kick: make(chan struct{}, 1)}
@@ -123,14 +112,6 @@ func (x *Runner) newRun(folder store.Folder, kind groupqueue.RunKind, t store.Ta
 func (x *Runner) end(grp *Group, folder store.Folder) {
 	grp.run = nil
 	x.publish(folder, nil)
-}
-
-// EndTask records that grp's task run is over. It takes the group's lock.
-func (x *Runner) EndTask(grp *Group, folder store.Folder) {
-	x.Queue.MarkClosing(string(folder))
-	grp.Lock()
-	x.end(grp, folder)
-	grp.Unlock()
 }
 
 // CloseIdle is the queue's CloseIdle handler: it writes the close sentinel,

@@ -6,8 +6,10 @@
 // with a different detail. Raised keys are kept in a small state file, so
 // a restart does not post them again. The conditions are WhatsApp logged
 // out, banned, replaced or outdated (polled from the channels), the disk
-// under the home below MinFree (polled), and what the router raises: a
-// group that gave up after its retries, a message that finally failed.
+// under the home below MinFree (polled), and what the router reports: a
+// group that gave up after its retries until it runs well again (GaveUp,
+// Recovered), a message that finally failed until one to its chat is sent
+// (SendFailed, Sent).
 //
 // Budgets: a group whose agent cost at least 80 % of its daily budget today
 // (the configured timezone's day) is reported once in the main chat; at
@@ -45,9 +47,11 @@ const (
 	keyDisk = "disk-low"
 )
 
-func channelKey(name string) string        { return "channel/" + name }
-func budgetWarnKey(f store.Folder) string  { return "budget-warn/" + string(f) }
-func budgetPauseKey(f store.Folder) string { return "budget-paused/" + string(f) }
+func channelKey(name string) string         { return "channel/" + name }
+func budgetWarnKey(f store.Folder) string   { return "budget-warn/" + string(f) }
+func budgetPauseKey(f store.Folder) string  { return "budget-paused/" + string(f) }
+func gaveUpKey(f store.Folder) string       { return "gave-up/" + string(f) }
+func outboxFailedKey(c store.ChatID) string { return "outbox-failed/" + string(c) }
 
 // Poster posts bridged's own messages and wakes the router; the router is
 // one. Neither method blocks for long.
@@ -163,6 +167,34 @@ func (a *Alerts) Clear(ctx context.Context, key string) {
 	delete(a.raised, key)
 	a.log.Info().Str("alert", key).Msg("alert cleared")
 	a.saveLocked()
+}
+
+// GaveUp tells the owner that group folder's agent failed attempts times in
+// a row and gave up until the next message; why is the reason, one short
+// line. It is told once until Recovered.
+func (a *Alerts) GaveUp(ctx context.Context, folder store.Folder, attempts int, why string) {
+	a.Raise(ctx, gaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, attempts, why))
+}
+
+// Recovered tells that group folder's agent ran well again.
+func (a *Alerts) Recovered(ctx context.Context, folder store.Folder) {
+	a.Clear(ctx, gaveUpKey(folder))
+}
+
+// SendFailed tells the owner that a message to chat (from group folder,
+// empty for bridged's own) was given up; why is the reason, one short
+// line. It is told once per chat until Sent.
+func (a *Alerts) SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string) {
+	where := string(chat)
+	if folder != "" {
+		where = fmt.Sprintf("group %s (%s)", folder, chat)
+	}
+	a.Raise(ctx, outboxFailedKey(chat), fmt.Sprintf("A message to %s could not be sent and was given up: %s. See `bridged status`.", where, why))
+}
+
+// Sent tells that a message to chat went out.
+func (a *Alerts) Sent(ctx context.Context, chat store.ChatID) {
+	a.Clear(ctx, outboxFailedKey(chat))
 }
 
 // Raised returns the raised keys and their details.

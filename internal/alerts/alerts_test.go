@@ -309,3 +309,27 @@ func TestRaiseClear(t *testing.T) {
 		t.Error("raised with no main chat to tell; want armed")
 	}
 }
+
+// What the router reports: a group that gave up is told once, with the
+// attempts and the reason, until it recovers; a message given up is told
+// once per chat, naming the group, until one to that chat is sent.
+func TestRouterConditions(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	a, p := e.open(Config{})
+	a.GaveUp(ctx, "fam", 3, "container exited with code 1")
+	a.GaveUp(ctx, "fam", 3, "container exited with code 1")
+	wantPosts(t, p.take(), "local:main group fam failed 3 times in a row and gave up until the next message (container exited with code 1)")
+	a.Recovered(ctx, "fam")
+	a.GaveUp(ctx, "fam", 3, "hang")
+	wantPosts(t, p.take(), "local:main (hang)")
+
+	a.SendFailed(ctx, famChat, "fam", "no such chat")
+	a.SendFailed(ctx, famChat, "fam", "no such chat")
+	a.SendFailed(ctx, "local:other", "", "gone")
+	wantPosts(t, p.take(), "local:main A message to group fam (local:fam) could not be sent and was given up: no such chat.",
+		"local:main A message to local:other could not be sent and was given up: gone.")
+	a.Sent(ctx, famChat)
+	a.SendFailed(ctx, famChat, "fam", "again")
+	wantPosts(t, p.take(), "local:main given up: again")
+}

@@ -1,8 +1,8 @@
 // Package router is the heart of the bridged daemon: it stores inbound
 // messages, decides which of them wake a group's agent, hands them to the
-// agent (a new container through the group queue, or piped into the live
-// one), follows each container's events, commits the agent's replies to the
-// outbox and sends the outbox through the channels (DESIGN §6, §7, §11).
+// agent (a new run through the group queue, or piped into the live
+// container), turns how each run ended into status, notices and alerts, and
+// sends the outbox through the channels (DESIGN §6, §7, §11).
 //
 // # Who owns what
 //
@@ -12,14 +12,15 @@
 // (the count, the back-off, hangs, giving up). The router never counts
 // retries: the queue reports how every run ended through one interface,
 // groupqueue.Outcomes, which Router.Outcome implements (succeeded, retrying
-// n of m, gave up, task dropped), and the router turns that into Status
-// failures, chat notices and alerts. What happens inside one run (the
+// n of m, gave up, task dropped): the router's one entry for run outcomes,
+// which it turns into Status failures, chat notices and alerts. What happens inside one run (the
 // container, each result committed with the cursor it settles, the
 // roll-back of a failed turn) is internal/agentrun's, which asks the router
 // only for what agentrun.Owner names. The router keeps what is its own: the
 // triggers, the prompts' contents, when messages are handed over (a new run
 // or a pipe) and the message loop. Its one entry for inbound messages is
-// Inbound. The text of prompts and notices is internal/prompt; the agents'
+// Inbound. Owner alerts (their keys and texts) and budgets are
+// internal/alerts'. The text of prompts and notices is internal/prompt; the agents'
 // input directory is written through internal/home.
 //
 // # Triggers

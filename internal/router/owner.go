@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
@@ -22,29 +21,24 @@ type Budget interface {
 }
 
 // Alerts tells the owner, in the main chat, of a condition once until it
-// clears (internal/alerts implements it).
+// clears (internal/alerts implements it). No method blocks for long; each
+// logs its own errors.
 type Alerts interface {
-	// Raise tells the owner text unless key is raised already. It does
-	// not block for long and logs its own errors.
-	Raise(ctx context.Context, key, text string)
-	// Clear re-arms key: the condition is over. It does not block for
-	// long and logs its own errors.
-	Clear(ctx context.Context, key string)
+	// GaveUp: group folder's agent failed attempts times in a row and
+	// gave up until the next message; why is one short line.
+	GaveUp(ctx context.Context, folder store.Folder, attempts int, why string)
+	// Recovered: folder's agent ran well again.
+	Recovered(ctx context.Context, folder store.Folder)
+	// SendFailed: a message to chat (from group folder, empty for
+	// bridged's own) was given up; why is one short line.
+	SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string)
+	// Sent: a message to chat went out.
+	Sent(ctx context.Context, chat store.ChatID)
 }
 
 // ErrBudgetPaused is the error of a task run skipped because its group's
 // daily budget is used up.
 var ErrBudgetPaused = errors.New("skipped: the group's daily budget is used up")
-
-// Alert keys the router raises and clears.
-
-// GaveUpKey is raised when a group's message run failed for good and
-// cleared by its next good run.
-func GaveUpKey(folder store.Folder) string { return "gave-up/" + string(folder) }
-
-// OutboxFailedKey is raised when a message to chat finally failed and
-// cleared when a message to chat is sent.
-func OutboxFailedKey(chat store.ChatID) string { return "outbox-failed/" + string(chat) }
 
 // Rescan looks at every group's pending messages again: after a paused
 // group's budget was raised or lifted, or a new day began. It does not
@@ -62,29 +56,19 @@ func (r *Router) spent(ctx context.Context, g store.Group) {
 	}
 }
 
-func (r *Router) raise(key, text string) {
+// alert tells the owner's alerts, if any, through tell.
+func (r *Router) alert(tell func(context.Context, Alerts)) {
 	if r.alerts == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	r.alerts.Raise(ctx, key, text)
-}
-
-func (r *Router) clearAlert(key string) {
-	if r.alerts == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
-	defer cancel()
-	r.alerts.Clear(ctx, key)
+	tell(ctx, r.alerts)
 }
 
 // sendFailed is called by the outbox sender after a row is marked failed.
 func (r *Router) sendFailed(it store.OutboxItem, err error) {
-	where := string(it.Chat)
-	if it.Group != "" {
-		where = fmt.Sprintf("group %s (%s)", it.Group, it.Chat)
-	}
-	r.raise(OutboxFailedKey(it.Chat), fmt.Sprintf("A message to %s could not be sent and was given up: %s. See `bridged status`.", where, prompt.Clip(prompt.OneLine(err.Error()), 200)))
+	r.alert(func(ctx context.Context, a Alerts) {
+		a.SendFailed(ctx, it.Chat, it.Group, prompt.Clip(prompt.OneLine(err.Error()), 200))
+	})
 }

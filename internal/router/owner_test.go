@@ -22,21 +22,37 @@ type fakeBudget struct {
 func (b *fakeBudget) Paused(ctx context.Context, g store.Group) bool { return b.paused.Load() }
 func (b *fakeBudget) Spent(ctx context.Context, g store.Group)       { b.spent <- g.Folder }
 
-// fakeAlerts records raised and cleared keys.
+// fakeAlerts records the conditions reported, by a key of its own
+// ("gave-up/FOLDER", "outbox-failed/CHAT"), with what was told of them.
 type fakeAlerts struct {
 	mu     sync.Mutex
 	raised map[string]string
 	events chan string // "raise KEY" or "clear KEY"
 }
 
-func (a *fakeAlerts) Raise(ctx context.Context, key, text string) {
+func gaveUpKey(folder store.Folder) string     { return "gave-up/" + string(folder) }
+func outboxFailedKey(chat store.ChatID) string { return "outbox-failed/" + string(chat) }
+
+func (a *fakeAlerts) GaveUp(ctx context.Context, folder store.Folder, attempts int, why string) {
+	a.raise(gaveUpKey(folder), fmt.Sprintf("folder=%s attempts=%d why=%s", folder, attempts, why))
+}
+
+func (a *fakeAlerts) Recovered(ctx context.Context, folder store.Folder) { a.clear(gaveUpKey(folder)) }
+
+func (a *fakeAlerts) SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string) {
+	a.raise(outboxFailedKey(chat), fmt.Sprintf("folder=%s why=%s", folder, why))
+}
+
+func (a *fakeAlerts) Sent(ctx context.Context, chat store.ChatID) { a.clear(outboxFailedKey(chat)) }
+
+func (a *fakeAlerts) raise(key, text string) {
 	a.mu.Lock()
 	a.raised[key] = text
 	a.mu.Unlock()
 	a.events <- "raise " + key
 }
 
-func (a *fakeAlerts) Clear(ctx context.Context, key string) {
+func (a *fakeAlerts) clear(key string) {
 	a.mu.Lock()
 	_, was := a.raised[key]
 	delete(a.raised, key)
@@ -110,14 +126,14 @@ func TestOutboxFailureAlert(t *testing.T) {
 	if _, err := h.r.SendMessage(ctx, string(famChat), "first", store.OriginTool, "fam"); err != nil {
 		t.Fatal(err)
 	}
-	key := OutboxFailedKey(famChat)
+	key := outboxFailedKey(famChat)
 	if got := nextEvent(t, al.events, "alert"); got != "raise "+key {
 		t.Fatalf("got %q; want raise %s", got, key)
 	}
 	al.mu.Lock()
 	text := al.raised[key]
 	al.mu.Unlock()
-	if !strings.Contains(text, "group fam") || !strings.Contains(text, "no such chat") {
+	if !strings.Contains(text, "folder=fam ") || !strings.Contains(text, "no such chat") {
 		t.Errorf("alert text %q: want the group and the reason", text)
 	}
 	fail.Store(false)
@@ -138,14 +154,14 @@ func TestGaveUpAlert(t *testing.T) {
 	h.rt.onStart = func(r *fakeRun) { r.exit(1) }
 	h.start()
 	h.post(famChat, "@"+testName+" hello")
-	key := GaveUpKey("fam")
+	key := gaveUpKey("fam")
 	if got := nextEvent(t, al.events, "alert"); got != "raise "+key {
 		t.Fatalf("got %q; want raise %s", got, key)
 	}
 	al.mu.Lock()
 	text := al.raised[key]
 	al.mu.Unlock()
-	if !strings.Contains(text, "group fam failed 2 times") {
+	if !strings.Contains(text, "folder=fam attempts=2 ") {
 		t.Errorf("alert text %q: want the group and the attempts", text)
 	}
 	h.waitIdle("fam")
@@ -208,7 +224,7 @@ func TestMainGaveUpIsNotAlertedTwice(t *testing.T) {
 	// Another group giving up is still alerted: the first alert seen must
 	// be that one, not one for main.
 	h.post(famChat, "@"+testName+" hello")
-	if got := nextEvent(t, al.events, "alert"); got != "raise "+GaveUpKey("fam") {
-		t.Fatalf("got %q; want raise %s and none for main", got, GaveUpKey("fam"))
+	if got := nextEvent(t, al.events, "alert"); got != "raise "+gaveUpKey("fam") {
+		t.Fatalf("got %q; want raise %s and none for main", got, gaveUpKey("fam"))
 	}
 }

@@ -208,8 +208,8 @@ type pendingRead struct {
 
 // readPending reads g's messages after gs.Handed() (at most the prompt cap;
 // omitted counts those left out). A read the message loop made for this
-// cursor is used once instead when no message came since. gs.mu must be
-// held.
+// cursor is used once instead when no message came since. gs's lock must
+// be held.
 func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
 	r.mu.Lock()
 	newest, settled := r.newest[g.Chat], r.settled[g.Chat]
@@ -348,7 +348,7 @@ func (r *Router) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("run router: already running")
 	}
-	r.cleanLeftovers(ctx)
+	r.runs.CleanLeftovers(ctx)
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -398,27 +398,6 @@ func (r *Router) protect(what string, fn func()) {
 		}
 	}()
 	fn()
-}
-
-// cleanLeftovers stops every managed container an earlier instance with the
-// same home left behind (container.StopLeftovers) and removes the input
-// files they never read. Their messages are still after the cursors (a cursor is stored
-// only with a reply), so they run again.
-func (r *Router) cleanLeftovers(ctx context.Context) {
-	container.StopLeftovers(ctx, r.rt, r.home.Layout().Dir, r.cfg.Instance, r.log)
-	groups, err := r.db.ListGroups(ctx)
-	if err != nil {
-		r.log.Error().Err(err).Msg("cannot list groups to clear stale input")
-		return
-	}
-	for _, g := range groups {
-		if home.CheckFolder(string(g.Folder)) != nil {
-			continue
-		}
-		if err := r.home.ClearInput(string(g.Folder)); err != nil {
-			r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot clear stale input")
-		}
-	}
 }
 
 // EnqueueTask queues a claimed scheduled task for its group's agent. It

@@ -81,7 +81,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 	folder := store.Folder(name)
 	if o.Event == groupqueue.Dropped {
-		r.taskDropped(name, o.Task)
+		r.runs.TaskDropped(o.Task.Task)
 		return
 	}
 	if r.stopping.Load() {
@@ -100,7 +100,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 	}
 	r.mu.Unlock()
 	if o.Event == groupqueue.Succeeded {
-		r.clearAlert(GaveUpKey(folder))
+		r.alert(func(ctx context.Context, a Alerts) { a.Recovered(ctx, folder) })
 	}
 	if o.Event != groupqueue.GaveUp {
 		return
@@ -119,7 +119,9 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 		// The owner reads the main chat: the notice above already told them.
 		return
 	}
-	r.raise(GaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, o.Attempt, prompt.Clip(prompt.OneLine(why), 200)))
+	r.alert(func(ctx context.Context, a Alerts) {
+		a.GaveUp(ctx, folder, o.Attempt, prompt.Clip(prompt.OneLine(why), 200))
+	})
 }
 
 // runOwner is the router as its runs see it (agentrun.Owner).

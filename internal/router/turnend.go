@@ -12,10 +12,10 @@ import (
 )
 
 // turnEnded tells the turns hub how a message run of folder ended, once the
-// queue judged it (a turn that committed its reply was told in
-// handleResult already). A run that ended well settled its chat up to the
-// group's cursor; a failed one failed every message of the chat stored by
-// then that was not answered.
+// queue judged it (a turn that committed its reply was told by agentrun
+// already). A run that ended well settled its chat up to the group's
+// cursor; a failed one failed every message of the chat stored by then that
+// was not answered.
 func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]) {
 	if r.turns == nil {
 		return
