@@ -19,8 +19,11 @@
 // only for what agentrun.Owner names. The router keeps what is its own: the
 // triggers, the prompts' contents, when messages are handed over (a new run
 // or a pipe) and the message loop. Its one entry for inbound messages is
-// Inbound. Owner alerts (their keys and texts) and budgets are
-// internal/alerts'. The text of prompts and notices is internal/prompt; the agents'
+// Inbound. The rules for groups and tasks that every entry point shares
+// are internal/rules'; the agents' requests that apply them reach the
+// router only through AgentAction, which keeps the cursor in step. Owner
+// alerts (their keys and texts) and budgets are internal/alerts'. The
+// text of prompts and notices is internal/prompt; the agents'
 // input directory is written through internal/home.
 //
 // # Triggers
