@@ -133,7 +133,7 @@ func TestJSONOutputs(t *testing.T) {
 
 	var st map[string]any
 	decodeStrict(t, "status --json", run("status", "--json"), &st)
-	for _, k := range []string{"running", "groups", "tasks", "outbox", "cost_usd_today", "timezone", "database_bytes", "queue"} {
+	for _, k := range []string{"running", "groups", "tasks", "outbox", "cost_usd_today", "timezone", "database_bytes", "media_pending", "queue"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("status --json lacks %q: %v", k, st)
 		}

@@ -107,8 +107,12 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "\nGroups: %d   Tasks: %d active, %d paused   Outbox: %d pending, %d failed\n",
+	fmt.Fprintf(w, "\nGroups: %d   Tasks: %d active, %d paused   Outbox: %d pending, %d failed",
 		st.Groups, st.Tasks.Active, st.Tasks.Paused, st.Outbox.Pending, st.Outbox.Failed)
+	if st.MediaPending > 0 {
+		fmt.Fprintf(w, "   Media: %d downloading", st.MediaPending)
+	}
+	fmt.Fprintln(w)
 	if len(st.Failures) > 0 {
 		fmt.Fprintln(w, "\nRecent failures (24 h):")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -294,6 +294,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		Groups:        st.Groups,
 		Tasks:         TaskCounts{Active: st.ActiveTasks, Paused: st.PausedTasks},
 		Outbox:        OutboxCounts{Pending: st.PendingOutbox, Failed: st.FailedOutbox},
+		MediaPending:  st.PendingMedia,
 		CostToday:     cost,
 		Timezone:      a.loc().String(),
 	}

@@ -140,8 +140,11 @@ type Status struct {
 	Groups     int               `json:"groups"`
 	Tasks      TaskCounts        `json:"tasks"`
 	Outbox     OutboxCounts      `json:"outbox"`
-	Failures   []Failure         `json:"failures,omitempty"` // recent, newest first
-	CostToday  float64           `json:"cost_usd_today"`
+	// MediaPending counts inbound media still being fetched: each holds
+	// its chat's next turn.
+	MediaPending int       `json:"media_pending"`
+	Failures     []Failure `json:"failures,omitempty"` // recent, newest first
+	CostToday    float64   `json:"cost_usd_today"`
 	// BudgetPaused lists the groups whose agent is paused because their
 	// daily budget is used up.
 	BudgetPaused []string `json:"budget_paused,omitempty"`

@@ -59,6 +59,9 @@ func TestPendingMediaHoldsItsTurn(t *testing.T) {
 	if got := pendingTexts(t, db, "c2"); len(got) != 1 {
 		t.Fatalf("another chat's pending = %q; want its message", got)
 	}
+	if st, err := db.Stats(ctx); err != nil || st.PendingMedia != 1 {
+		t.Fatalf("Stats = %+v, %v; want 1 pending media", st, err)
+	}
 	pend, err := db.PendingMedia(ctx)
 	if err != nil || len(pend) != 1 || pend[0].MessageID != img || pend[0].Label != "image" || string(pend[0].Ref) != `{"key":"up-1"}` {
 		t.Fatalf("PendingMedia = %+v, %v; want the image", pend, err)
@@ -87,6 +90,9 @@ func TestPendingMediaHoldsItsTurn(t *testing.T) {
 	}
 	if pend, _ := db.PendingMedia(ctx); len(pend) != 0 {
 		t.Fatalf("PendingMedia after settling = %+v; want none", pend)
+	}
+	if st, _ := db.Stats(ctx); st.PendingMedia != 0 {
+		t.Fatalf("Stats after settling = %+v; want no pending media", st)
 	}
 	if _, err := db.StartMedia(ctx, img); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("StartMedia of settled media = %v; want ErrNotFound", err)

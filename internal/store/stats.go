@@ -13,9 +13,11 @@ type Stats struct {
 	FailedOutbox  int
 	ActiveTasks   int
 	PausedTasks   int
+	PendingMedia  int // inbound media not fetched yet
 }
 
-// Stats counts chats, groups, outbox rows and tasks in one snapshot.
+// Stats counts chats, groups, outbox rows, tasks and pending media in one
+// snapshot.
 func (db *DB) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := db.read.QueryRowContext(ctx, `SELECT
@@ -24,8 +26,9 @@ func (db *DB) Stats(ctx context.Context) (Stats, error) {
 		(SELECT COUNT(*) FROM outbox WHERE state = 'pending'),
 		(SELECT COUNT(*) FROM outbox WHERE state = 'failed'),
 		(SELECT COUNT(*) FROM tasks WHERE status IN ('active', 'running')),
-		(SELECT COUNT(*) FROM tasks WHERE status = 'paused')`).
-		Scan(&s.Chats, &s.Groups, &s.PendingOutbox, &s.FailedOutbox, &s.ActiveTasks, &s.PausedTasks)
+		(SELECT COUNT(*) FROM tasks WHERE status = 'paused'),
+		(SELECT COUNT(*) FROM media WHERE state = 'pending')`).
+		Scan(&s.Chats, &s.Groups, &s.PendingOutbox, &s.FailedOutbox, &s.ActiveTasks, &s.PausedTasks, &s.PendingMedia)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
