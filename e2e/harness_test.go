@@ -95,13 +95,18 @@ func runMain(m *testing.M) int {
 		buildArgs = []string{"build"}
 	}
 	buildArgs = append(buildArgs, testcover.BuildFlags()...)
+	bench := false
 	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
 		// As `make build` builds it: the figures are the shipped binary's.
 		buildArgs = []string{"build", "-trimpath", "-ldflags=-s -w"}
+		bench = true
 	}
 	buildArgs = append(buildArgs, "-o", bridgedBin, "./cmd/bridged")
 	build := exec.CommandContext(ctx, "go", buildArgs...)
 	build.Dir = root
+	if bench {
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as shipped
+	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
