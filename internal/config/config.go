@@ -82,6 +82,9 @@ type Config struct {
 	// transcription off. TranscribeModel is the model it is asked for and
 	// TranscribeKey its bearer token ("" for a local server that needs none).
 	TranscribeURL, TranscribeModel, TranscribeKey string
+	// MaxMediaBytes is the largest media file taken in: fetched from
+	// WhatsApp or attached to a message posted through the control API.
+	MaxMediaBytes int64
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -130,6 +133,7 @@ var settings = []setting{
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"transcribe-url", "BRIDGED_TRANSCRIBE_URL", constant(""), "OpenAI-compatible transcription endpoint for voice notes, e.g. https://api.openai.com (empty = off)"},
 	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
+	{"max-media-bytes", "BRIDGED_MAX_MEDIA_BYTES", constant("20m"), "largest media file taken in, from WhatsApp or attached with bridged chat --attach (e.g. 20m, 100m)"},
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
 }
 
@@ -367,6 +371,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"]); c.TranscribeModel == "" {
 		return nil, bad("BRIDGED_TRANSCRIBE_MODEL", "must not be empty")
 	}
+	if c.MaxMediaBytes, err = ParseBytes(raw["BRIDGED_MAX_MEDIA_BYTES"]); err != nil || c.MaxMediaBytes < 1<<10 || c.MaxMediaBytes > 2<<30 {
+		return nil, bad("BRIDGED_MAX_MEDIA_BYTES", "want a size from 1k to 2g, such as 20m")
+	}
 	return c, nil
 }
 
@@ -536,6 +543,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_RETENTION":         FormatRetention(c.Retention),
 		"BRIDGED_TRANSCRIBE_URL":    c.TranscribeURL,
 		"BRIDGED_TRANSCRIBE_MODEL":  c.TranscribeModel,
+		"BRIDGED_MAX_MEDIA_BYTES":   strconv.FormatInt(c.MaxMediaBytes, 10),
 		EnvTranscribeKey:            Mask(c.TranscribeKey),
 	}
 }

@@ -219,3 +219,26 @@ func TestTranscribeSettings(t *testing.T) {
 		t.Errorf("bad url: err = %v", err)
 	}
 }
+
+func TestMaxMediaBytes(t *testing.T) {
+	dir := t.TempDir()
+	c, err := resolve(t, []string{"--home", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxMediaBytes != 20<<20 {
+		t.Errorf("default max media = %d; want %d", c.MaxMediaBytes, 20<<20)
+	}
+	c, err = resolve(t, []string{"--home", dir}, map[string]string{"BRIDGED_MAX_MEDIA_BYTES": "100m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxMediaBytes != 100<<20 {
+		t.Errorf("max media = %d; want %d", c.MaxMediaBytes, 100<<20)
+	}
+	for _, v := range []string{"0", "lots", "3g"} {
+		if _, err := resolve(t, []string{"--home", dir, "--max-media-bytes", v}, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "BRIDGED_MAX_MEDIA_BYTES") {
+			t.Errorf("max media %q: err = %v; want invalid BRIDGED_MAX_MEDIA_BYTES", v, err)
+		}
+	}
+}
