@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,9 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 )
+
+// attachCommand starts an interactive line that sends a file.
+const attachCommand = "/attach "
 
 // pollWait is how long one long-poll asks the daemon to wait.
 const pollWait = 30 * time.Second
@@ -27,8 +32,10 @@ type chatOpts struct {
 }
 
 func (a *app) cmdChat(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("chat", "chat [-m TEXT] [--timeout D] [flags] [GROUP]")
+	fs := a.newFlagSet("chat", "chat [-m TEXT] [--attach FILE]... [--timeout D] [flags] [GROUP]")
 	msg := fs.String("m", "", "send this one message, print the reply or replies, and exit")
+	var attach fileFlags
+	fs.Var(&attach, "attach", "send FILE with the -m message (repeatable): each file is a message of its own, the first captioned with the text; images and documents land in the group's inbox/, audio is transcribed like a voice note")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up waiting for a reply after this long")
 	quiet := fs.Duration("quiet", 0, "after the agent's turn ended, keep printing messages it sends later until this long passes without one")
 	sender := fs.String("sender", "", "your name in the chat (default $USER)")
@@ -40,6 +47,15 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	if *msg != "" && len(pos) == 0 {
 		fmt.Fprintln(a.stderr, "bridged chat: -m needs a GROUP: bridged chat -m TEXT GROUP")
 		return errUsage
+	}
+	if len(attach) > 0 && len(pos) == 0 {
+		fmt.Fprintln(a.stderr, "bridged chat: --attach needs a GROUP: bridged chat [-m TEXT] --attach FILE GROUP")
+		return errUsage
+	}
+	for _, f := range attach {
+		if err := checkAttachment(f); err != nil {
+			return err
+		}
 	}
 	if *timeout <= 0 || *quiet < 0 {
 		fmt.Fprintln(a.stderr, "bridged chat: --timeout must be positive and --quiet not negative")
@@ -70,10 +86,43 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 			o.sender = "you"
 		}
 	}
-	if *msg != "" {
-		return a.chatOnce(ctx, o, *msg)
+	if *msg != "" || len(attach) > 0 {
+		return a.chatOnce(ctx, o, *msg, attach...)
 	}
 	return a.chatInteractive(ctx, o, cfg.AssistantName)
+}
+
+// fileFlags collects a repeated flag's values.
+type fileFlags []string
+
+var _ flag.Value = (*fileFlags)(nil)
+
+func (f *fileFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *fileFlags) Set(s string) error {
+	if s == "" {
+		return errors.New("empty file name")
+	}
+	*f = append(*f, s)
+	return nil
+}
+
+// checkAttachment checks that path is a file this user can read, before
+// anything is posted.
+func checkAttachment(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("attach %s: not a regular file", path)
+	}
+	return nil
 }
 
 // findGroup returns the group with folder pos[0], or the main group.
@@ -93,13 +142,14 @@ func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Gr
 	return control.Group{}, fmt.Errorf("no group with folder %q (see `bridged groups list`)", pos[0])
 }
 
-// chatOnce posts text, prints every reply of the agent's turn that took it,
+// chatOnce posts text (with files, one message per file, the first
+// captioned with text), prints every reply of the agent's turn that took it,
 // and returns when that turn ended: nil when it was answered, an error with
 // the reason when bridged gave up on it. A failed attempt that is retried
 // is told on stderr and waited through. With o.quiet, messages sent after
 // the turn are printed until o.quiet passes without one.
-func (a *app) chatOnce(ctx context.Context, o chatOpts, text string) error {
-	id, err := o.client.PostMessage(ctx, o.chat, o.sender, text)
+func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...string) error {
+	id, err := o.client.PostMessage(ctx, o.chat, o.sender, text, files...)
 	if err != nil {
 		return err
 	}
@@ -236,7 +286,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; Ctrl-D ends.\n", o.name, o.chat, o.sender)
+	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; Ctrl-D ends.\n", o.name, o.chat, o.sender)
 
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -336,7 +386,16 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			id, err := o.client.PostMessage(ctx, o.chat, o.sender, line)
+			text, files := line, []string(nil)
+			if rest, ok := strings.CutPrefix(line, attachCommand); ok {
+				text, files = "", []string{strings.TrimSpace(rest)}
+				if err := checkAttachment(files[0]); err != nil {
+					think.clear()
+					fmt.Fprintf(a.stderr, "bridged chat: %v\n", err)
+					continue
+				}
+			}
+			id, err := o.client.PostMessage(ctx, o.chat, o.sender, text, files...)
 			if err != nil {
 				return err
 			}

@@ -324,7 +324,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
-	mediaPool, err := media.New(media.Config{}, media.Deps{
+	mediaPool, err := media.New(media.Config{MaxBytes: cfg.MaxMediaBytes}, media.Deps{
 		Store: db, Home: hm, Transcriber: transcriber, Log: log,
 		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
 	})
@@ -379,18 +379,21 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	uploads := hm.Uploads()
 	srv, err := control.Listen(control.Options{
-		Socket:   cfg.Socket(),
-		Admin:    &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
-		Local:    loc,
-		Turns:    turnEnds,
-		Status:   liveStatus{rt, proxy},
-		Channels: channels,
-		Groups:   groupsChanged{host, rt},
-		Tasks:    sched,
-		Version:  buildVersion(),
-		Instance: instance,
-		Log:      log,
+		Uploads:   &uploads,
+		MaxUpload: cfg.MaxMediaBytes,
+		Socket:    cfg.Socket(),
+		Admin:     &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
+		Local:     loc,
+		Turns:     turnEnds,
+		Status:    liveStatus{rt, proxy},
+		Channels:  channels,
+		Groups:    groupsChanged{host, rt},
+		Tasks:     sched,
+		Version:   buildVersion(),
+		Instance:  instance,
+		Log:       log,
 	})
 	if err != nil {
 		return err

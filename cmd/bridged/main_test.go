@@ -23,6 +23,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/control"
+	bhome "github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -103,6 +104,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"add without chat", []string{"groups", "add", "--home", home, "--name", "x"}, errUsage, "Usage: bridged groups add"},
 		{"set nothing", []string{"groups", "set", "--home", home, "main"}, errUsage, "nothing to change"},
 		{"chat -m without group", []string{"chat", "--home", home, "-m", "hi"}, errUsage, "-m needs a GROUP"},
+		{"chat --attach without group", []string{"chat", "--home", home, "--attach", "a.png"}, errUsage, "--attach needs a GROUP"},
+		{"chat --attach without file", []string{"chat", "--home", home, "-m", "hi", "main", "--attach"}, errUsage, "flag needs an argument: -attach"},
 		{"bad requires-trigger", []string{"groups", "set", "--home", home, "--requires-trigger=maybe", "main"}, errUsage, "want true or false"},
 	}
 	for _, tt := range tests {
@@ -189,6 +192,8 @@ func openDB(t *testing.T, home string) *store.DB {
 // fakeDaemon serves the control API on home's socket with a real store and
 // local channel. reply, if set, answers every posted message.
 type fakeDaemon struct {
+	mu    sync.Mutex
+	media []channel.Media // of the messages posted, in order
 	db    *store.DB
 	loc   *local.Channel
 	turns *turns.Hub
@@ -214,6 +219,11 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 		if err != nil {
 			return 0, err
 		}
+		if m.Media != nil {
+			d.mu.Lock()
+			d.media = append(d.media, *m.Media)
+			d.mu.Unlock()
+		}
 		if reply == nil {
 			return id, nil
 		}
@@ -236,7 +246,13 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 		}()
 		return id, nil
 	})
+	hm, err := bhome.New(home, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploads := hm.Uploads()
 	srv, err := control.Listen(control.Options{
+		Uploads:  &uploads,
 		Socket:   filepath.Join(home, "bridged.sock"),
 		Admin:    &control.Admin{DB: d.db, AssistantName: "Andy", Timezone: time.UTC},
 		Local:    d.loc,
@@ -326,6 +342,50 @@ func TestChatOnce(t *testing.T) {
 	_, _, err = cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hi", "nobody")
 	if err == nil || !strings.Contains(err.Error(), `no group with folder "nobody"`) {
 		t.Errorf("chat to an unknown group got %v", err)
+	}
+}
+
+// chat --attach posts each file as a message of its own, the first with the
+// text as its caption, and waits for the turn that takes the last.
+func TestChatAttach(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	d := startDaemon(t, home, func(text string) []string { return []string{"echo: " + text} })
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	png, pdf := filepath.Join(dir, "chart.png"), filepath.Join(dir, "report.pdf")
+	for _, f := range []string{png, pdf} {
+		if err := os.WriteFile(f, []byte("content of "+f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, err := cli(t, ctx, nil, "", "chat", "--home", home, "-m", "have a look", "--attach", png, "main", "--attach", pdf)
+	if err != nil {
+		t.Fatalf("chat --attach: %v (stderr %s)", err, stderr)
+	}
+	if !strings.Contains(out, `echo: [document "report.pdf": downloading]`) {
+		t.Errorf("chat --attach printed %q; want the reply to the last file's message", out)
+	}
+	d.mu.Lock()
+	got := d.media
+	d.mu.Unlock()
+	if len(got) != 2 || got[0].Label != "image" || got[0].Head != "have a look\n" || got[1].Label != `document "report.pdf"` || got[1].Head != "" {
+		t.Errorf("daemon got media %+v; want the image captioned, then the document", got)
+	}
+
+	if _, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "--attach", filepath.Join(dir, "missing.png"), "main"); err == nil || !strings.Contains(err.Error(), "missing.png") {
+		t.Errorf("attaching a missing file: got %v; want an error naming it", err)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "chat", "--home", home, "--attach", dir, "main"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("attaching a directory: got %v; want not a regular file", err)
+	}
+	d.mu.Lock()
+	n := len(d.media)
+	d.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d files posted after the refused attachments; want still 2", n)
 	}
 }
 

@@ -1,16 +1,23 @@
 package control
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,19 +68,26 @@ func NewClient(socket string) *Client {
 // do sends a request and decodes a JSON answer into out (nil: none expected).
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
+	ct := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body, ct = bytes.NewReader(b), "application/json"
 	}
+	return c.send(ctx, method, path, body, ct, out)
+}
+
+// send sends a request with body of content type ct (none when "") and
+// decodes a JSON answer into out (nil: none expected).
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, ct string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://bridged"+path, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -198,11 +212,86 @@ func (c *Client) TaskRuns(ctx context.Context, id string, limit int) ([]TaskRun,
 }
 
 // PostMessage sends text from sender to a local chat and returns the stored
-// message's id.
-func (c *Client) PostMessage(ctx context.Context, chat, sender, text string) (int64, error) {
+// message's id. With files (paths on this machine), it reads each and sends
+// them with the text (which may then be empty) as one multipart request:
+// one message per file, the first captioned with text; the id returned is
+// the last message's, whose turn takes them all. The daemon never opens a
+// path a client names.
+func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, files ...string) (int64, error) {
+	path := "/v1/chats/" + url.PathEscape(chat) + "/messages"
 	var p Posted
-	err := c.do(ctx, http.MethodPost, "/v1/chats/"+url.PathEscape(chat)+"/messages", PostMessage{Sender: sender, Text: text}, &p)
+	if len(files) == 0 {
+		err := c.do(ctx, http.MethodPost, path, PostMessage{Sender: sender, Text: text}, &p)
+		return p.ID, err
+	}
+	fs := make([]*os.File, 0, len(files))
+	defer func() {
+		for _, f := range fs {
+			f.Close()
+		}
+	}()
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return 0, fmt.Errorf("attach: %w", err)
+		}
+		fs = append(fs, f)
+		if fi, err := f.Stat(); err != nil {
+			return 0, fmt.Errorf("attach: %w", err)
+		} else if !fi.Mode().IsRegular() {
+			return 0, fmt.Errorf("attach %s: not a regular file", name)
+		}
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(writeParts(mw, PostMessage{Sender: sender, Text: text}, fs))
+	}()
+	err := c.send(ctx, http.MethodPost, path, pr, mw.FormDataContentType(), &p)
+	pr.CloseWithError(errors.New("request done"))
+	<-done
 	return p.ID, err
+}
+
+// writeParts writes a multipart post: the message, then each file with its
+// name and content type (by extension, else sniffed).
+func writeParts(mw *multipart.Writer, msg PostMessage, files []*os.File) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	h := make(textproto.MIMEHeader)
+	h.Set("Content-Disposition", `form-data; name="message"`)
+	h.Set("Content-Type", "application/json")
+	pw, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := pw.Write(b); err != nil {
+		return err
+	}
+	for _, f := range files {
+		name := filepath.Base(f.Name())
+		ct := mime.TypeByExtension(strings.ToLower(filepath.Ext(name)))
+		br := bufio.NewReader(f)
+		if ct == "" {
+			head, _ := br.Peek(512)
+			ct = http.DetectContentType(head)
+		}
+		h := make(textproto.MIMEHeader)
+		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": name}))
+		h.Set("Content-Type", ct)
+		pw, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(pw, br); err != nil {
+			return fmt.Errorf("attach %s: %w", f.Name(), err)
+		}
+	}
+	return mw.Close()
 }
 
 // Messages returns the messages of a local chat after the id after. With

@@ -16,17 +16,33 @@
 //	POST   /v1/tasks/{id}/pause|resume       Task
 //	POST   /v1/tasks/{id}/cancel             204
 //	GET    /v1/tasks/{id}/runs?limit=N       []TaskRun
-//	POST   /v1/chats/{chat}/messages         {"sender","text"} → {"id":N} (201)
+//	POST   /v1/chats/{chat}/messages         {"sender","text"} → {"id":N,"ids":[N]} (201)
+//	                                         or multipart/form-data: "message" and "file" parts
 //	GET    /v1/chats/{chat}/messages?after=ID&wait=30s
 //	                                         {"messages":[{"id","direction","sender","text","time"}]}
 //	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s
 //	                                         Turn: {"state","seq","upto","error","attempt","attempts","replies":[…]}
 //
 // Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
+// 413 (a file too large), 415 (multipart other than form data),
 // 503 (not available) or 500. The chat endpoints serve registered local chats
 // only ("local:<name>"). The long-poll waits on the local channel's
 // notification (no polling loop) for at most 60 s and answers early, with
 // whatever there is, when the daemon stops.
+//
+// A message may carry files: the post is then multipart/form-data, with a
+// part "message" (the PostMessage JSON; the text may be empty) and up to
+// MaxFiles parts "file" (a file name and Content-Type). Each file is
+// streamed into the uploads spool (Options.Uploads, at most
+// Options.MaxUpload bytes: more is 413 and nothing is posted) and posted as
+// a message of its own whose media (source "upload") the media worker
+// copies into the group's inbox/; the first is captioned with the text. The
+// answer's id is the last message's, whose turn takes them all. The kind is
+// the part's Content-Type, else the extension's: an image, audio (a voice
+// note, transcribed) or a document. Files travel in the request and never
+// as a path: the daemon never opens a file a client names, so a client
+// attaches only what it can read itself, whichever user the daemon runs as.
+// Client.PostMessage reads the files it is given and streams them.
 //
 // The turn endpoint is how `bridged chat -m` knows the agent is done: it
 // answers when the turn that took message ID ends (state "done": answered;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -214,29 +215,53 @@ func (s *Server) localChat(ctx context.Context, chat string) error {
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	chat := r.PathValue("chat")
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); strings.HasPrefix(ct, "multipart/") {
+		s.postFiles(w, r, chat, ct)
+		return
+	}
 	var req PostMessage
 	if err := decode(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	switch {
-	case strings.TrimSpace(req.Text) == "":
-		s.fail(w, r, fmt.Errorf("%w: the text is empty", ErrInvalid))
-		return
-	case len(req.Text) > maxText:
-		s.fail(w, r, fmt.Errorf("%w: the text is longer than %d bytes", ErrInvalid, maxText))
+	if err := checkText(req.Text, false); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if err := s.localChat(r.Context(), chat); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	id, err := s.opts.Local.Post(r.Context(), chat, req.Sender, req.Text)
+	ids, err := s.opts.Local.Post(r.Context(), chat, req.Sender, req.Text)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, Posted{ID: int64(id)})
+	writeJSON(w, http.StatusCreated, posted(ids))
+}
+
+// checkText checks a posted message's text; it may be blank only when
+// files come with it.
+func checkText(text string, files bool) error {
+	switch {
+	case !files && strings.TrimSpace(text) == "":
+		return fmt.Errorf("%w: the text is empty", ErrInvalid)
+	case len(text) > maxText:
+		return fmt.Errorf("%w: the text is longer than %d bytes", ErrInvalid, maxText)
+	}
+	return nil
+}
+
+// posted is the answer for the messages stored under ids.
+func posted(ids []store.MessageID) Posted {
+	p := Posted{IDs: make([]int64, len(ids))}
+	for i, id := range ids {
+		p.IDs[i] = int64(id)
+	}
+	if len(ids) > 0 {
+		p.ID = p.IDs[len(ids)-1]
+	}
+	return p
 }
 
 // getMessages answers with the chat's messages after ?after=ID. With

@@ -13,14 +13,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
 // Local is the local channel as the server uses it.
 type Local interface {
 	// Post stores a message from sender in chat through the router and
-	// returns its id once committed.
-	Post(ctx context.Context, chat, sender, text string) (store.MessageID, error)
+	// returns its id once committed; with media (files in the uploads
+	// spool), one message per file, the first captioned with text. The ids
+	// are those committed, in order, also when an error stops the rest.
+	Post(ctx context.Context, chat, sender, text string, media ...channel.Media) ([]store.MessageID, error)
 	// Wait returns a channel closed when the next message is stored in any
 	// local chat after the call. It does not block.
 	Wait(ctx context.Context) <-chan struct{}
@@ -64,7 +68,17 @@ type Options struct {
 	Instance string
 	Log      zerolog.Logger
 	MaxWait  time.Duration // 0: DefaultMaxWait
+	// Uploads is the spool files attached to posted messages are kept in
+	// until the media worker takes them (home.Home.Uploads); nil: posting
+	// files answers 503.
+	Uploads *home.Spool
+	// MaxUpload is the largest attached file (0: DefaultMaxUpload).
+	MaxUpload int64
 }
+
+// DefaultMaxUpload is the largest attached file when Options.MaxUpload is
+// not set: the media worker's own default limit.
+const DefaultMaxUpload = media.DefaultMaxBytes
 
 // Server is the control API on a unix socket (mode 0600).
 type Server struct {
@@ -86,6 +100,9 @@ func Listen(opts Options) (*Server, error) {
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.MaxUpload <= 0 {
+		opts.MaxUpload = DefaultMaxUpload
 	}
 	ln, fi, err := listenUnix(opts.Socket)
 	if err != nil {

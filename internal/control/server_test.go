@@ -15,6 +15,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -84,6 +85,8 @@ func (f fakeChannel) Status() channel.Status                                 { r
 func (f fakeChannel) StateMetric() (string, int)                             { return "bridged_fake_state", 5 }
 
 type harness struct {
+	home   *home.Home
+	posted chan channel.Message // every message posted, as the router got it
 	db     *store.DB
 	local  *waitingLocal
 	client *Client
@@ -108,19 +111,34 @@ func start(t *testing.T, live Live) *harness {
 	t.Helper()
 	db := openStore(t)
 	loc := &waitingLocal{Channel: local.New(db, "Andy", zerolog.Nop()), waiting: make(chan struct{}, 1)}
-	loc.SetInbound(storeInbound(db))
-	h := &harness{db: db, local: loc, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
+	hm, err := home.New(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploads := hm.Uploads()
+	posted := make(chan channel.Message, 100)
+	stored := storeInbound(db)
+	loc.SetInbound(func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+		id, err := stored(ctx, m)
+		if err == nil {
+			posted <- m
+		}
+		return id, err
+	})
+	h := &harness{home: hm, posted: posted, db: db, local: loc, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
 	srv, err := Listen(Options{
-		Socket:   h.socket,
-		Admin:    &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},
-		Local:    loc,
-		Turns:    h.turns,
-		Status:   fakeLive{live},
-		Channels: []channel.Channel{loc.Channel, fakeChannel{"whatsapp", channel.StateNotPaired}},
-		Groups:   h.sync,
-		Tasks:    h.wake,
-		Version:  "test",
-		Log:      zerolog.Nop(),
+		Socket:    h.socket,
+		Admin:     &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},
+		Local:     loc,
+		Turns:     h.turns,
+		Status:    fakeLive{live},
+		Channels:  []channel.Channel{loc.Channel, fakeChannel{"whatsapp", channel.StateNotPaired}},
+		Groups:    h.sync,
+		Tasks:     h.wake,
+		Version:   "test",
+		Log:       zerolog.Nop(),
+		Uploads:   &uploads,
+		MaxUpload: testMaxUpload,
 	})
 	if err != nil {
 		t.Fatalf("Listen: %v", err)

@@ -113,15 +113,19 @@ type ChatMessage struct {
 	Time      time.Time `json:"time"`
 }
 
-// PostMessage is the body of POST /v1/chats/{chat}/messages.
+// PostMessage is the body of POST /v1/chats/{chat}/messages (or its
+// "message" part when files are attached; the text may then be empty).
 type PostMessage struct {
 	Sender string `json:"sender"`
 	Text   string `json:"text"`
 }
 
-// Posted is the answer to PostMessage: the stored message's id.
+// Posted is the answer to PostMessage: the stored messages' ids, one per
+// attached file (a single one without files), and ID, the last of them,
+// whose turn takes them all.
 type Posted struct {
-	ID int64 `json:"id"`
+	ID  int64   `json:"id"`
+	IDs []int64 `json:"ids,omitempty"`
 }
 
 // Messages is the answer to GET /v1/chats/{chat}/messages.

@@ -174,12 +174,19 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 // Post delivers a message from sender to chat through the inbound callback
 // and returns its stored id once it is committed. The chat must be a local
 // chat registered as a group.
-func (c *Channel) Post(ctx context.Context, chat, sender, text string) (store.MessageID, error) {
+//
+// With media (files already in the uploads spool, see channel.Media), it
+// posts one message per media, in order: the first carries text as its
+// caption (text may then be empty), the others have none. The ids returned
+// are those of the messages committed, in order, even when an error stops
+// the rest: a media whose message was not committed is the caller's to
+// clean up.
+func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...channel.Media) ([]store.MessageID, error) {
 	if !IsLocal(chat) {
-		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotLocal)
+		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotLocal)
 	}
-	if strings.TrimSpace(text) == "" {
-		return 0, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
+	if strings.TrimSpace(text) == "" && len(media) == 0 {
+		return nil, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
 	}
 	if strings.TrimSpace(sender) == "" {
 		sender = "you"
@@ -188,31 +195,48 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string) (store.Me
 	in := c.in
 	c.mu.Unlock()
 	if in == nil {
-		return 0, fmt.Errorf("post to %s: %w", chat, ErrNoInbound)
+		return nil, fmt.Errorf("post to %s: %w", chat, ErrNoInbound)
 	}
 	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
-		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 	} else if err != nil {
-		return 0, fmt.Errorf("post to %s: %w", chat, err)
+		return nil, fmt.Errorf("post to %s: %w", chat, err)
 	}
-	id, err := in(ctx, channel.Message{
-		Chat:       chat,
-		ChatName:   strings.TrimPrefix(chat, Prefix),
-		ExternalID: "local-" + uuid.NewString(),
-		Sender:     sender,
-		SenderName: sender,
-		Text:       text,
-		SentAt:     c.now(),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("post to %s: %w", chat, err)
+	msgs := []channel.Message{{Text: text}}
+	if len(media) > 0 {
+		msgs = make([]channel.Message, len(media))
+		for i := range media {
+			m := media[i]
+			m.Head, m.Tail = "", ""
+			if i == 0 && strings.TrimSpace(text) != "" {
+				m.Head = text + "\n"
+			}
+			msgs[i] = channel.Message{Text: m.Text(m.Pending()), Media: &m}
+		}
 	}
-	if id == 0 { // unregistered between the check and the commit
-		return 0, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+	ids := make([]store.MessageID, 0, len(msgs))
+	defer func() {
+		if len(ids) > 0 {
+			c.notify()
+		}
+	}()
+	for _, m := range msgs {
+		m.Chat = chat
+		m.ChatName = strings.TrimPrefix(chat, Prefix)
+		m.ExternalID = "local-" + uuid.NewString()
+		m.Sender, m.SenderName = sender, sender
+		m.SentAt = c.now()
+		id, err := in(ctx, m)
+		if err != nil {
+			return ids, fmt.Errorf("post to %s: %w", chat, err)
+		}
+		if id == 0 { // unregistered between the check and the commit
+			return ids, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
+		}
+		ids = append(ids, id)
+		c.log.Debug().Str("chat", chat).Int64("id", int64(id)).Bool("media", m.Media != nil).Msg("local message stored")
 	}
-	c.notify()
-	c.log.Debug().Str("chat", chat).Int64("id", int64(id)).Msg("local message stored")
-	return id, nil
+	return ids, nil
 }
 
 // Wait returns a channel that is closed when the next message (inbound or

@@ -62,10 +62,11 @@ func TestPostStoresAndWakes(t *testing.T) {
 	if closed(w) {
 		t.Fatal("Wait channel closed before anything was stored")
 	}
-	id, err := c.Post(ctx, "local:main", "alice", "hello there")
-	if err != nil {
-		t.Fatalf("Post: %v", err)
+	ids, err := c.Post(ctx, "local:main", "alice", "hello there")
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Post: %v, %v; want one id", ids, err)
 	}
+	id := ids[0]
 	if !closed(w) {
 		t.Error("Wait channel still open after Post stored a message")
 	}
@@ -96,9 +97,9 @@ func TestPostReturnsTheInboundID(t *testing.T) {
 		got = m
 		return 4711, nil
 	})
-	id, err := c.Post(ctx, "local:main", "alice", "hello there")
-	if err != nil || id != 4711 {
-		t.Fatalf("Post: got id %d, %v; want 4711, nil", id, err)
+	ids, err := c.Post(ctx, "local:main", "alice", "hello there")
+	if err != nil || len(ids) != 1 || ids[0] != 4711 {
+		t.Fatalf("Post: got ids %v, %v; want [4711], nil", ids, err)
 	}
 	if got.Chat != "local:main" || got.Text != "hello there" || got.Sender != "alice" || !strings.HasPrefix(got.ExternalID, "local-") {
 		t.Errorf("inbound got %+v; want alice's text in local:main under a local- id", got)
@@ -254,5 +255,68 @@ func TestSendWithFile(t *testing.T) {
 	want := "the chart\n[file: chart.png (3.0 KiB, image) /home/bridged/data/outbox/7-3EB0AB/chart.png]"
 	if len(msgs) != 1 || msgs[0].Text != want {
 		t.Fatalf("after Send got %+v; want one message %q", msgs, want)
+	}
+}
+
+// Post with media posts one message per file, in order: the first carries
+// the text as its caption, the others none; each message's text is its
+// media's pending placeholder.
+func TestPostMedia(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	c := New(db, "Andy", zerolog.Nop())
+	var got []channel.Message
+	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		got = append(got, m)
+		return store.MessageID(100 + len(got)), nil
+	})
+	img := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-1"}`), Label: "image", Name: "a.png", MIME: "image/png", Head: "stale", Tail: "stale"}
+	doc := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-2"}`), Label: `document "b.pdf"`, Name: "b.pdf"}
+	w := c.Wait(ctx)
+	ids, err := c.Post(ctx, "local:main", "alice", "look at these", img, doc)
+	if err != nil {
+		t.Fatalf("Post: %v", err)
+	}
+	if len(ids) != 2 || ids[0] != 101 || ids[1] != 102 {
+		t.Errorf("ids = %v; want [101 102]", ids)
+	}
+	if !closed(w) {
+		t.Error("waiters not woken")
+	}
+	if len(got) != 2 {
+		t.Fatalf("inbound got %d messages; want 2", len(got))
+	}
+	want := []struct{ head, text, name string }{
+		{"look at these\n", "look at these\n[image: downloading]", "a.png"},
+		{"", `[document "b.pdf": downloading]`, "b.pdf"},
+	}
+	for i, w := range want {
+		m := got[i]
+		if m.Media == nil || m.Media.Head != w.head || m.Media.Tail != "" || m.Media.Name != w.name || m.Text != w.text || m.Sender != "alice" {
+			t.Errorf("message %d: got %+v (media %+v); want head %q, text %q, file %s", i, m, m.Media, w.head, w.text, w.name)
+		}
+	}
+	if got[0].ExternalID == got[1].ExternalID {
+		t.Errorf("both messages have external id %s", got[0].ExternalID)
+	}
+
+	// Media with no text: no caption. A failure stops the rest and
+	// reports what was committed.
+	got = nil
+	failing := errors.New("disk full")
+	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		if len(got) == 1 {
+			return 0, failing
+		}
+		got = append(got, m)
+		return 7, nil
+	})
+	ids, err = c.Post(ctx, "local:main", "alice", "", img, doc, img)
+	if !errors.Is(err, failing) || len(ids) != 1 || ids[0] != 7 {
+		t.Errorf("Post with a failing second message: ids %v, err %v; want [7], %v", ids, err, failing)
+	}
+	if len(got) != 1 || got[0].Media.Head != "" {
+		t.Errorf("got %+v; want one message with no caption", got)
 	}
 }
