@@ -402,6 +402,39 @@ func TestChatOnceTimesOut(t *testing.T) {
 	}
 }
 
+// In the interactive chat, a line "/attach FILE" sends the file alone; a
+// file that cannot be read is told and nothing is sent.
+func TestChatInteractiveAttach(t *testing.T) {
+	home := newHome(t)
+	d := startDaemon(t, home, func(text string) []string { return []string{"echo: " + text} })
+	ctx := context.Background()
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--name", "main", "--main", "local:main", "--home", home); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	png := filepath.Join(dir, "chart 1.png")
+	if err := os.WriteFile(png, []byte("png"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := "/attach " + filepath.Join(dir, "missing.png") + "\n/attach " + png + "\n"
+	out, stderr, err := cli(t, ctx, map[string]string{"USER": "bob"}, in, "chat", "--home", home)
+	if err != nil {
+		t.Fatalf("chat: %v (stderr %s)", err, stderr)
+	}
+	if !strings.Contains(stderr, "missing.png") {
+		t.Errorf("stderr %q does not tell of the missing file", stderr)
+	}
+	if !strings.Contains(out, "Andy: echo: [image: downloading]") {
+		t.Errorf("chat printed %q; want the reply to the image", out)
+	}
+	d.mu.Lock()
+	got := d.media
+	d.mu.Unlock()
+	if len(got) != 1 || got[0].Label != "image" || got[0].Head != "" || !strings.HasSuffix(got[0].Name, "chart_1.png") {
+		t.Errorf("daemon got media %+v; want the one image, uncaptioned", got)
+	}
+}
+
 func TestChatInteractive(t *testing.T) {
 	home := newHome(t)
 	startDaemon(t, home, func(text string) []string { return []string{"echo: " + text} })

@@ -246,6 +246,19 @@ func TestPostFilesRefused(t *testing.T) {
 	})
 }
 
+// A file of exactly the limit is taken.
+func TestPostFileAtTheLimit(t *testing.T) {
+	h := start(t, Live{})
+	h.addMain(t)
+	paths := writeFiles(t, []string{"ok.bin"}, map[string]string{"ok.bin": strings.Repeat("x", testMaxUpload)})
+	if _, err := h.client.PostMessage(context.Background(), "local:main", "alice", "", paths...); err != nil {
+		t.Fatalf("a file of exactly the limit: %v", err)
+	}
+	if m := <-h.posted; m.Media == nil || m.Media.Size != testMaxUpload {
+		t.Errorf("posted %+v; want the file's media of %d bytes", m, testMaxUpload)
+	}
+}
+
 // A multipart post without files is an ordinary message.
 func TestPostMultipartTextOnly(t *testing.T) {
 	h := start(t, Live{})
