@@ -35,15 +35,31 @@ func TestE2EChatOnceEndsAtTurnEnd(t *testing.T) {
 		t.Errorf("chat -m to a live container took %s; want it to end with the turn, well under 2 s", took.Round(time.Millisecond))
 	}
 
-	// A turn that fails every time: retried, then given up.
+	// A turn that fails after the agent's own message: not run again (the
+	// message would go twice), but chat -m says it failed.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "-m", "fake:error API Error: Repeated 529 Overloaded errors", "main", "--home", e.home)
+	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "-m", `fake:tool send_message {"text":"on it"}`+"\nfake:error API Error: boom", "main", "--home", e.home)
 	cmd.Env = e.environ()
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("chat -m on a turn that failed after its own message: %v; want exit code 1 (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "on it") || !strings.Contains(stdout.String(), "could not finish my answer") ||
+		!strings.Contains(stderr.String(), "gave up after its first attempt") || !strings.Contains(stderr.String(), "boom") {
+		t.Errorf("stdout %q, stderr %q; want the agent's message, the notice, and why the turn failed", stdout.String(), stderr.String())
+	}
+
+	// A turn that fails every time: retried, then given up.
+	cmd = exec.CommandContext(ctx, bridgedBin, "chat", "-m", "fake:error API Error: Repeated 529 Overloaded errors", "main", "--home", e.home)
+	cmd.Env = e.environ()
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("chat -m on a failing turn: %v; want exit code 1 (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
 	}
@@ -51,5 +67,6 @@ func TestE2EChatOnceEndsAtTurnEnd(t *testing.T) {
 		!strings.Contains(stderr.String(), "529 Overloaded") {
 		t.Errorf("stderr %q; want each failed attempt and the final reason", stderr.String())
 	}
+
 	d.stop(t)
 }

@@ -180,7 +180,11 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 			since = t.Seq
 			continue
 		case control.TurnGaveUp:
-			return fmt.Errorf("%w (%s gave up after %d attempts): %s", errTurnFailed, o.name, t.Attempt, t.Error)
+			attempts := fmt.Sprintf("%d attempts", t.Attempt)
+			if t.Attempt == 1 {
+				attempts = "its first attempt" // not run again: the agent had answered or acted
+			}
+			return fmt.Errorf("%w (%s gave up after %s): %s", errTurnFailed, o.name, attempts, t.Error)
 		case control.TurnDone:
 		default:
 			continue

@@ -255,6 +255,11 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	// A turn that committed an agent action and then failed is not run
 	// again (it would act twice): the chat is told instead.
 	actedFail := fail != nil && run.acted
+	// A turn that failed after everything it was handed was committed (the
+	// agent sent a message of its own, or acted, and then failed before its
+	// answer) is not run again either, but it did fail: the chat is told,
+	// and so is whoever waits for the turn's end.
+	lost := fail != nil && !uncommitted && (o.AgentErr != "" || o.CommitErr != nil || !x.Queue.Idle(string(folder)))
 	if fail != nil && !uncommitted {
 		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
 		fail = nil
@@ -277,13 +282,22 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 			grp.persisted = grp.handed
 		}
 	}
+	upto := grp.persisted
 	x.end(grp, folder)
 	grp.Unlock()
 
 	x.Owner.SetTyping(g.Chat, false)
-	if actedFail {
+	switch {
+	case actedFail:
 		log.Warn().Err(o.Failure()).Msg("a turn failed after the agent acted; its messages are not run again")
 		x.Owner.Notice(g.Chat, folder, prompt.ActedNotice(o.Failure()))
+	case lost:
+		log.Warn().Err(o.Failure()).Msg("a turn failed after its messages were answered by the agent's own message; they are not run again")
+		x.Owner.Notice(g.Chat, folder, prompt.UnfinishedNotice(o.Failure()))
+	}
+	if lost || actedFail {
+		x.Turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.GaveUp, Upto: int64(upto),
+			Reason: prompt.Clip(prompt.OneLine(o.Failure().Error()), 300), Attempt: 1, Attempts: 1})
 	}
 	if unread > 0 {
 		log.Info().Int("files", unread).Msg("piped messages the agent never read will run again")

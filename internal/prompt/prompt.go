@@ -136,6 +136,14 @@ func ActedNotice(why error) string {
 		Clip(OneLine(why.Error()), 200))
 }
 
+// UnfinishedNotice is the line the chat gets when the agent failed (why)
+// during a turn after it had already sent a message of its own: the turn is
+// not run again, so that message is not sent twice.
+func UnfinishedNotice(why error) string {
+	return fmt.Sprintf("Sorry, I could not finish my answer: the agent failed (%s) after the message above. I did not run your message again, so nothing is sent twice.",
+		Clip(OneLine(why.Error()), 200))
+}
+
 // Format renders messages as the agent's prompt (DESIGN §6): a context
 // line with the timezone and the current time, then the messages, sender and
 // text XML-escaped, times RFC 3339 in loc. omitted earlier messages are

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
 
@@ -56,5 +57,67 @@ func TestTurnEndsReachTheHub(t *testing.T) {
 	e = waitEnd(t, hub, int64(second), e.Seq)
 	if e.Result != turns.GaveUp || !strings.Contains(e.Reason, "still overloaded") {
 		t.Fatalf("retry ended %+v; want gave up with the API error", e)
+	}
+}
+
+// A turn that fails after the agent's own message answered what it was
+// handed is not run again, yet it failed: the hub hears it gave up, with
+// the reason, and the chat is told; a turn whose container ends badly after
+// its answer lost nothing and ends well.
+func TestTurnFailedAfterItsOwnMessageIsReported(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		end  func(run *fakeRun)
+		want string
+	}{
+		{"error result", func(run *fakeRun) {
+			run.emit(ipc.Event{Type: ipc.EventResult, IsError: true, Text: "API Error: overloaded"})
+			run.exit(0)
+		}, "overloaded"},
+		{"container dies mid-turn", func(run *fakeRun) { run.exit(1) }, "code 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			hub := turns.New(nil)
+			h.r.turns, h.r.runs.Turns = hub, hub
+			h.start()
+			id := h.post(mainChat, "do it")
+			run := h.nextRun()
+			if _, err := h.r.SendMessage(context.Background(), string(mainChat), "on it", store.OriginTool, "main"); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.nextSend(); got.Text != "on it" {
+				t.Fatalf("sent %q; want the agent's own message", got.Text)
+			}
+			tt.end(run)
+			e := waitEnd(t, hub, int64(id), 0)
+			if e.Result != turns.GaveUp || !strings.Contains(e.Reason, tt.want) {
+				t.Fatalf("turn ended %+v; want gave up with %q", e, tt.want)
+			}
+			if got := h.nextSend(); !strings.Contains(got.Text, "could not finish my answer") {
+				t.Fatalf("chat told %q; want the unfinished-answer notice", got.Text)
+			}
+			h.waitIdle("main")
+			if n := h.rt.starts(); n != 1 {
+				t.Fatalf("containers started = %d; want 1 (the answered message is not run again)", n)
+			}
+		})
+	}
+
+	h := newHarness(t, nil)
+	hub := turns.New(nil)
+	h.r.turns, h.r.runs.Turns = hub, hub
+	h.start()
+	id := h.post(mainChat, "hi")
+	run := h.nextRun()
+	run.result("hello")
+	h.nextSend()
+	run.exit(1) // after its answer: nothing lost
+	h.waitIdle("main")
+	if e := waitEnd(t, hub, int64(id), 0); e.Result != turns.Done {
+		t.Fatalf("turn ended %+v; want done", e)
+	}
+	if sent := h.ch.sentTexts(); len(sent) != 1 {
+		t.Fatalf("sent %q; want only the answer", sent)
 	}
 }
