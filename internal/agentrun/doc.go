@@ -28,7 +28,10 @@
 // when the run ends well. An agent action during a messages turn (a task or
 // group change, through Runner.Action) stores it too, in the action's
 // transaction: a turn that acted is never run again, so the agent never acts
-// twice; if it then fails, the chat gets a notice instead of a retry. A
+// twice; if it then fails, the chat gets a notice instead of a retry. A turn
+// that fails after the agent's own message to its chat stored the cursor is
+// not run again either (the message would go twice): the chat gets a notice
+// too, and the turns hub hears that turn gave up, so `chat -m` fails. A
 // reply stores only the messages whose turn has begun: those of the container's start, and those piped while the agent was
 // idle. Messages piped while it was busy may wait for a turn of their own
 // (or be folded into the running one), so the next result stores them.
