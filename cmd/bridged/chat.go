@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -110,19 +109,11 @@ func (f *fileFlags) Set(s string) error {
 // checkAttachment checks that path is a file this user can read, before
 // anything is posted.
 func checkAttachment(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("attach: %w", err)
+	f, err := control.OpenAttachment(path)
+	if err == nil {
+		f.Close()
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("attach: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("attach %s: not a regular file", path)
-	}
-	return nil
+	return err
 }
 
 // findGroup returns the group with folder pos[0], or the main group.

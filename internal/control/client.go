@@ -231,16 +231,11 @@ func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, fil
 		}
 	}()
 	for _, name := range files {
-		f, err := os.Open(name)
+		f, err := OpenAttachment(name)
 		if err != nil {
-			return 0, fmt.Errorf("attach: %w", err)
+			return 0, err
 		}
 		fs = append(fs, f)
-		if fi, err := f.Stat(); err != nil {
-			return 0, fmt.Errorf("attach: %w", err)
-		} else if !fi.Mode().IsRegular() {
-			return 0, fmt.Errorf("attach %s: not a regular file", name)
-		}
 	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
@@ -253,6 +248,23 @@ func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, fil
 	pr.CloseWithError(errors.New("request done"))
 	<-done
 	return p.ID, err
+}
+
+// OpenAttachment opens the file at path to be sent with a message; anything
+// but a regular file is refused.
+func OpenAttachment(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("attach: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("attach %s: not a regular file", path)
+	}
+	return f, nil
 }
 
 // writeParts writes a multipart post: the message, then each file with its

@@ -60,11 +60,8 @@ func (s *Server) postFiles(w http.ResponseWriter, r *http.Request, chat, ct stri
 	limit := s.opts.MaxUpload
 	r.Body = http.MaxBytesReader(w, r.Body, MaxFiles*limit+2*maxBody)
 	req, ups, err := s.readParts(r, limit)
-	if err == nil && len(ups) == 0 {
-		err = checkText(req.Text, false)
-	}
 	if err == nil {
-		err = checkText(req.Text, true)
+		err = checkText(req.Text, len(ups) > 0)
 	}
 	for i := range ups {
 		if err != nil {
@@ -198,7 +195,7 @@ func mediaFor(name, ct string, now time.Time) channel.Media {
 	_, _ = rand.Read(b[:])
 	m := channel.Media{
 		Source: media.SourceUpload,
-		Name:   now.UTC().Format("20060102") + "-" + hex.EncodeToString(b[:]) + "-" + plainName(name),
+		Name:   media.SafeName(now.UTC().Format("20060102") + "-" + hex.EncodeToString(b[:]) + "-" + name),
 		MIME:   typ,
 	}
 	switch {
@@ -221,28 +218,4 @@ func kindOf(m channel.Media) string {
 		return "audio"
 	}
 	return "document"
-}
-
-// plainName is name with anything but letters, digits, '.', '-' and '_'
-// made '_', no leading dot, at most 100 bytes (the extension kept).
-func plainName(name string) string {
-	name = strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			return r
-		}
-		return '_'
-	}, name)
-	name = strings.TrimLeft(name, ".")
-	if len(name) > 100 {
-		ext := filepath.Ext(name)
-		if len(ext) > 20 {
-			ext = ""
-		}
-		name = name[:100-len(ext)] + ext
-	}
-	if name == "" {
-		name = "file"
-	}
-	return name
 }

@@ -3,6 +3,7 @@ package media
 import (
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -39,24 +40,32 @@ func HumanBytes(n int64) string {
 }
 
 // SafeName makes name a plain file name for inbox/: letters, digits, '.',
-// '-' and '_' kept, anything else '_', no leading dot, at most 120 bytes
-// (the end kept, with the extension); "file" when nothing is left.
+// '-' and '_' kept, any other character '_', no leading dot, at most 120
+// bytes (the start kept, and the extension); "file" when nothing is left.
 func SafeName(name string) string {
-	b := []byte(name)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			b[i] = '_'
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			return r
 		}
+		return '_'
+	}, name)
+	name = strings.TrimLeft(name, ".")
+	if len(name) > maxName {
+		ext := filepath.Ext(name)
+		if len(ext) > 20 {
+			ext = ""
+		}
+		name = name[:maxName-len(ext)] + ext
 	}
-	s := strings.TrimLeft(string(b), ".")
-	if len(s) > 120 {
-		s = s[len(s)-120:]
-	}
-	if s == "" {
+	if name == "" {
 		return "file"
 	}
-	return s
+	return name
 }
+
+// maxName is the longest name SafeName gives.
+const maxName = 120
 
 // oneLine is s on one line, at most n runes.
 func oneLine(s string, n int) string {

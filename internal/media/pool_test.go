@@ -517,3 +517,15 @@ func TestHungFetchIsNotRetried(t *testing.T) {
 		t.Fatalf("fetches = %d; want 1", e.fetch.calls)
 	}
 }
+
+func TestSafeName(t *testing.T) {
+	for in, want := range map[string]string{"../../etc/passwd": "_.._etc_passwd", ".hidden": "hidden", "é x.txt": "__x.txt", "": "file", "...": "file"} {
+		if got := SafeName(in); got != want {
+			t.Errorf("SafeName(%q) = %q; want %q", in, got, want)
+		}
+	}
+	long := SafeName("20261125-abc-" + strings.Repeat("x", 300) + ".ogg")
+	if len(long) != 120 || !strings.HasPrefix(long, "20261125-abc-") || !strings.HasSuffix(long, ".ogg") {
+		t.Errorf("SafeName of a long name = %q (%d bytes); want 120 bytes, its start and extension kept", long, len(long))
+	}
+}
