@@ -208,46 +208,14 @@ const stageLeftover = time.Hour
 // row id was sent, failed or deleted; an error leaves the copy), and staging
 // directories a crash left behind. It returns how many entries went.
 func (sp Spool) Prune(before time.Time, done func(id int64) (bool, error)) (int, error) {
-	entries, err := os.ReadDir(sp.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("prune spool: %w", err)
-	}
-	n := 0
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			continue // gone meanwhile
-		}
-		name := e.Name()
-		if strings.HasPrefix(name, ".stage-") {
-			if info.ModTime().Before(time.Now().Add(-stageLeftover)) {
-				if err := os.RemoveAll(filepath.Join(sp.dir, name)); err != nil {
-					return n, fmt.Errorf("prune spool: %w", err)
-				}
-				n++
-			}
-			continue
-		}
-		idText, _, ok := strings.Cut(name, "-")
+	return sp.sweep("prune spool", before, func(key string) (bool, error) {
+		idText, _, ok := strings.Cut(key, "-")
 		id, err := strconv.ParseInt(idText, 10, 64)
-		if !ok || err != nil || !info.ModTime().Before(before) {
-			continue
+		if !ok || err != nil {
+			return false, nil
 		}
-		gone, err := done(id)
-		if err != nil {
-			return n, fmt.Errorf("prune spool: %w", err)
-		}
-		if gone {
-			if err := sp.Remove(name); err != nil {
-				return n, fmt.Errorf("prune spool: %w", err)
-			}
-			n++
-		}
-	}
-	return n, nil
+		return done(id)
+	})
 }
 
 // PruneUploads removes what an uploads spool (Home.Uploads) no longer
@@ -256,12 +224,19 @@ func (sp Spool) Prune(before time.Time, done func(id int64) (bool, error)) (int,
 // could not remove them), and staging directories a crash left behind. It
 // returns how many entries went.
 func (sp Spool) PruneUploads(before time.Time, keep func(key string) bool) (int, error) {
+	return sp.sweep("prune uploads", before, func(key string) (bool, error) { return !keep(key), nil })
+}
+
+// sweep removes the staging directories older than stageLeftover and the
+// entries kept before `before` that gone reports gone (an error stops the
+// sweep); it returns how many went.
+func (sp Spool) sweep(what string, before time.Time, gone func(key string) (bool, error)) (int, error) {
 	entries, err := os.ReadDir(sp.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("prune uploads: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	n := 0
 	for _, e := range entries {
@@ -275,11 +250,19 @@ func (sp Spool) PruneUploads(before time.Time, keep func(key string) bool) (int,
 			if !info.ModTime().Before(time.Now().Add(-stageLeftover)) {
 				continue
 			}
-		case !info.ModTime().Before(before) || keep(name):
+		case !info.ModTime().Before(before):
 			continue
+		default:
+			g, err := gone(name)
+			if err != nil {
+				return n, fmt.Errorf("%s: %w", what, err)
+			}
+			if !g {
+				continue
+			}
 		}
 		if err := os.RemoveAll(filepath.Join(sp.dir, name)); err != nil {
-			return n, fmt.Errorf("prune uploads: %w", err)
+			return n, fmt.Errorf("%s: %w", what, err)
 		}
 		n++
 	}
