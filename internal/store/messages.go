@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 )
@@ -212,6 +211,13 @@ func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, l
 	return ms, nil
 }
 
+// pendingWhere selects the messages of a chat (?) after a cursor (?) that
+// people sent, up to the first whose media is still being fetched (chat and
+// cursor again): that one holds back itself and every later message, which
+// wait for it, in order.
+const pendingWhere = `chat = ? AND id > ? AND is_bot = 0
+	AND id < COALESCE((SELECT MIN(message_id) FROM media WHERE chat = ? AND state = 'pending' AND message_id > ?), 9223372036854775807)`
+
 // PendingMessages returns the messages people sent to chat after the cursor
 // after (IsBot messages are skipped): the newest limit of them, in arrival
 // order, and how many older ones were left out. It stops before the first
@@ -223,20 +229,13 @@ func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID,
 		limit = -1
 	}
 	err = db.readTx(ctx, func(q querier) error {
-		// A message whose media is still being fetched holds back itself
-		// and every later message: they wait for it, in order.
-		held := int64(math.MaxInt64)
-		if err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(message_id), ?) FROM media
-			WHERE chat = ? AND state = 'pending' AND message_id > ?`, held, chat, after).Scan(&held); err != nil {
-			return err
-		}
 		var total int
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE chat = ? AND id > ? AND id < ? AND is_bot = 0`,
-			chat, after, held).Scan(&total); err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE `+pendingWhere,
+			chat, after, chat, after).Scan(&total); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-			WHERE chat = ? AND id > ? AND id < ? AND is_bot = 0 ORDER BY id DESC LIMIT ?`, chat, after, held, limit)
+			WHERE `+pendingWhere+` ORDER BY id DESC LIMIT ?`, chat, after, chat, after, limit)
 		if err != nil {
 			return err
 		}
