@@ -24,14 +24,22 @@ func waitEnd(t *testing.T, hub *turns.Hub, after int64, since uint64) turns.End 
 	return e
 }
 
+// hubHarness is a started harness (one retry) whose router and runner tell
+// a turns hub.
+func hubHarness(t *testing.T) (*harness, *turns.Hub) {
+	t.Helper()
+	h := newHarness(t, nil)
+	hub := turns.New(nil)
+	h.r.turns, h.r.runs.Turns = hub, hub
+	h.start()
+	return h, hub
+}
+
 // The turns hub hears a turn that answered as soon as its reply is
 // committed (the container stays up), and a failing turn on each failed
 // attempt with its reason, then when the router gives up.
 func TestTurnEndsReachTheHub(t *testing.T) {
-	h := newHarness(t, nil) // one retry
-	hub := turns.New(nil)
-	h.r.turns, h.r.runs.Turns = hub, hub
-	h.start()
+	h, hub := hubHarness(t)
 
 	first := h.post(mainChat, "first")
 	run := h.nextRun()
@@ -77,10 +85,7 @@ func TestTurnFailedAfterItsOwnMessageIsReported(t *testing.T) {
 		{"container dies mid-turn", func(run *fakeRun) { run.exit(1) }, "code 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, nil)
-			hub := turns.New(nil)
-			h.r.turns, h.r.runs.Turns = hub, hub
-			h.start()
+			h, hub := hubHarness(t)
 			id := h.post(mainChat, "do it")
 			run := h.nextRun()
 			if _, err := h.r.SendMessage(context.Background(), string(mainChat), "on it", store.OriginTool, "main"); err != nil {
@@ -104,10 +109,7 @@ func TestTurnFailedAfterItsOwnMessageIsReported(t *testing.T) {
 		})
 	}
 
-	h := newHarness(t, nil)
-	hub := turns.New(nil)
-	h.r.turns, h.r.runs.Turns = hub, hub
-	h.start()
+	h, hub := hubHarness(t)
 	id := h.post(mainChat, "hi")
 	run := h.nextRun()
 	run.result("hello")
