@@ -253,8 +253,11 @@ func (t *thinking) posted() {
 	t.show()
 }
 
+// show writes the line: on a terminal once until cleared; elsewhere once
+// for each message posted, whether or not an earlier turn's line was
+// cleared by a reply yet.
 func (t *thinking) show() {
-	if t.shown || (!t.tty && t.said) {
+	if (t.tty && t.shown) || (!t.tty && t.said) {
 		return
 	}
 	t.shown, t.said = true, true

@@ -641,3 +641,24 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("doctor with a refused key:\n%s", out)
 	}
 }
+
+// Off a terminal, every message posted gets its "thinking…" line, even when
+// the one before is still waiting for its reply; on a terminal the one line
+// stays until cleared.
+func TestThinkingLinePerPost(t *testing.T) {
+	var b strings.Builder
+	th := &thinking{w: &b}
+	th.posted()
+	th.show() // a poll while the turn runs
+	th.posted()
+	if got := strings.Count(b.String(), "thinking…\n"); got != 2 {
+		t.Errorf("off a terminal, two posts wrote %q; want two lines", b.String())
+	}
+	b.Reset()
+	tty := &thinking{w: &b, tty: true}
+	tty.posted()
+	tty.posted()
+	if got := strings.Count(b.String(), "thinking…"); got != 1 {
+		t.Errorf("on a terminal, two posts wrote %q; want one line until cleared", b.String())
+	}
+}
