@@ -27,11 +27,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Secret variable names. They are never written anywhere by bridged.
@@ -237,7 +237,25 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-var namePattern = regexp.MustCompile(`^[\p{L}\p{N}][\p{L}\p{N}_-]{0,31}$`)
+// validName reports whether s is one word of at most 32 letters, digits, -
+// or _, starting with a letter or digit. (A loop, not a regexp: the bounded
+// Unicode classes compile to a program of most of a megabyte the daemon would
+// carry for its whole life.)
+func validName(s string) bool {
+	n := 0
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsNumber(r):
+		case n > 0 && (r == '-' || r == '_'):
+		default:
+			return false
+		}
+		if n++; n > 32 {
+			return false
+		}
+	}
+	return n > 0
+}
 
 func build(raw map[string]string) (*Config, error) {
 	c := &Config{}
@@ -253,7 +271,7 @@ func build(raw map[string]string) (*Config, error) {
 		return nil, bad("BRIDGED_HOME", err.Error())
 	}
 	c.AssistantName = raw["BRIDGED_ASSISTANT_NAME"]
-	if !namePattern.MatchString(c.AssistantName) {
+	if !validName(c.AssistantName) {
 		return nil, bad("BRIDGED_ASSISTANT_NAME", "want a single word of letters, digits, - or _ (at most 32)")
 	}
 	if c.OwnNumber, err = strconv.ParseBool(raw["BRIDGED_OWN_NUMBER"]); err != nil {

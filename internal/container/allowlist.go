@@ -137,7 +137,9 @@ func LoadAllowlist(file string, protect ...string) (*Allowlist, error) {
 // Empty reports whether the allowlist allows no mount at all.
 func (a *Allowlist) Empty() bool { return len(a.roots) == 0 }
 
-var containerNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
+// At most 64 characters, checked apart from the pattern (a bounded
+// repetition compiles to a far larger program).
+var containerNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 
 // Check decides one extra mount. The host path has ~ expanded and its
 // symlinks resolved before anything is checked; it must exist, lie under an
@@ -208,8 +210,8 @@ func (a *Allowlist) check(req MountRequest, isMain bool) (Mount, *root, error) {
 	if name == "" {
 		name = filepath.Base(real)
 	}
-	if strings.Contains(name, "..") || strings.HasPrefix(name, "/") || !containerNameRE.MatchString(name) {
-		return refuse("container name %q must be one simple name (letters, digits, . _ -), without .. or /", name)
+	if strings.Contains(name, "..") || strings.HasPrefix(name, "/") || len(name) > 64 || !containerNameRE.MatchString(name) {
+		return refuse("container name %q must be one simple name of at most 64 letters, digits, . _ or -, without .. or /", name)
 	}
 	rw := req.ReadWrite && matched.rw && (isMain || !a.nonMainReadOnly)
 	return Mount{Source: real, Target: ContainerExtraDir + "/" + name, ReadOnly: !rw}, matched, nil

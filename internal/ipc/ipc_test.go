@@ -157,3 +157,15 @@ func TestDecodeInputAndEvent(t *testing.T) {
 		t.Errorf("got %+v, %v", ev, err)
 	}
 }
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"1732611200000-ab12": true, "a.b_c-d": true, strings.Repeat("x", 128): true,
+		"": false, strings.Repeat("x", 129): false, "-x": false, ".hidden": false,
+		"a/b": false, "../x": false, "a b": false, "é": false,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v; want %v", id, got, want)
+		}
+	}
+}

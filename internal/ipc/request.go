@@ -213,10 +213,13 @@ type requestEnvelope struct {
 	Args json.RawMessage `json:"args"`
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// The length is checked apart: a bounded repetition ({0,127}) compiles to a
+// program the daemon would hold for its whole life.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// ValidID reports whether id is safe to use as a file-name stem.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+// ValidID reports whether id is safe to use as a file-name stem: at most 128
+// letters, digits, '.', '_' or '-', starting with a letter or digit.
+func ValidID(id string) bool { return len(id) <= 128 && idPattern.MatchString(id) }
 
 // NewRequest builds a request with a fresh id.
 func NewRequest(args Args) Request {

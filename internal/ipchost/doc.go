@@ -70,9 +70,12 @@
 //
 // # Fairness and bounds
 //
-// Each group has its own worker goroutine, woken (never blocked on) by an
-// inotify watch on its requests directory and by a sweep every few seconds,
-// so one group's backlog never delays another's requests. A worker lists at
+// Each group has its own worker goroutine, started (never blocked on) by an
+// inotify event on its requests directory or by a sweep every few seconds,
+// so one group's backlog never delays another's requests. The worker runs
+// only while there is something to look at: it ends when a pass finds the
+// directory empty and no event came meanwhile, so idle groups cost no
+// goroutine, and at most one worker of a group runs at a time. A worker lists at
 // most a bounded batch of names at a time (a directory of any size costs
 // bounded memory) and handles them in file-name (creation) order, one at a
 // time: messages and task changes take effect in the order the agent made

@@ -95,6 +95,9 @@ type Host struct {
 	// handled, when set (tests), is called after each file was dealt with,
 	// from the goroutine that dealt with it.
 	handled func(folder store.Folder, name string)
+	// idle, when set (tests), is called when a group's worker ends for
+	// lack of work, from that worker.
+	idle func(folder store.Folder)
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
 
@@ -152,17 +155,22 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 
 // group is one watched group: its worker and what the worker knows of its
 // requests directory.
+//
+// The worker runs only while the group has something to look at: a signal
+// starts it when none runs, and it ends once a pass finds nothing left and no
+// signal came meanwhile. A hundred idle groups cost no goroutine and no
+// stack; at most one worker of a group runs at a time.
 type group struct {
 	folder store.Folder
-	wake   chan struct{} // capacity 1: signals coalesce
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the worker and its handlers are done
+	done   chan struct{} // closed when the group is stopped and its worker and handlers are done
 	prev   *group        // the worker of an earlier registration, waited for
 
 	// watchLost is set by the watcher when the watched directory went away.
 	watchLost atomic.Bool
 
-	// Owned by the worker goroutine.
+	// Owned by the running worker (one at a time: see running).
 	wd  int32  // the inotify watch, -1 for none
 	ino fileID // the directory it is on
 
@@ -170,6 +178,9 @@ type group struct {
 	space    chan struct{}  // capacity 1: the slow queue has room again
 
 	mu       sync.Mutex
+	pending  bool            // signalled since the running worker's last look
+	running  bool            // a worker goroutine runs (or finishes a stopped group)
+	stopped  bool            // the group was removed or the host stops: no new worker
 	inFlight map[string]bool // request files on a side goroutine or queued for one
 	sides    int             // side goroutines, at most MaxInFlight-1: the worker is the last one
 	queue    []pendingSlow   // slow requests waiting for a side goroutine
@@ -186,11 +197,37 @@ type pendingSlow struct {
 
 type fileID struct{ dev, ino uint64 }
 
-// signal wakes the worker without ever blocking.
-func (g *group) signal() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
+// signal has g's worker look at its directory: the running one looks again
+// when its pass is done, or a new one starts. It never blocks.
+func (h *Host) signal(g *group) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	g.pending = true
+	if !g.running {
+		g.running = true
+		h.workers.Add(1) // before stop, under g.mu: never after Run's Wait began
+		go h.work(g)
+	}
+}
+
+// stop ends g's watching: no worker starts after it, the running one ends
+// after the file in hand, and done is closed once it and the handlers are
+// done.
+func (h *Host) stop(g *group) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	g.stopped = true
+	g.cancel()
+	if !g.running {
+		g.running = true
+		h.workers.Add(1)
+		go h.work(g) // finishes at once: only the wind-down is left
 	}
 }
 
@@ -198,8 +235,9 @@ func (g *group) signal() {
 // what appears in them, files already there included, until ctx ends. It
 // returns nil then, or an error if it cannot start. It may be called once.
 //
-// Each group has its own worker goroutine, so one group's backlog never
-// delays another's requests; the watcher only wakes workers.
+// Each group has its own worker goroutine while it has files to look at,
+// so one group's backlog never delays another's requests; the watcher and
+// the sweep only start or wake workers.
 func (h *Host) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.ran {
@@ -218,7 +256,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.w, h.runCtx = w, ctx
 	h.mu.Unlock()
 	go func() {
-		if err := w.run(func(g *group) { g.signal() }, h.sweep); err != nil {
+		if err := w.run(h.signal, h.sweep); err != nil {
 			h.log.Error().Err(err).Msg("inotify watcher stopped; requests are found by the sweep only")
 		}
 	}()
@@ -226,7 +264,7 @@ func (h *Host) Run(ctx context.Context) error {
 		h.mu.Lock()
 		h.runCtx = nil
 		for _, g := range h.groups {
-			g.cancel()
+			h.stop(g)
 		}
 		clear(h.groups)
 		clear(h.stopping)
@@ -334,7 +372,7 @@ func (h *Host) sweep() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range h.groups {
-		g.signal()
+		h.signal(g)
 	}
 }
 
@@ -381,7 +419,7 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 			continue
 		}
 		delete(h.groups, folder)
-		g.cancel() // not waited for: this may be one of its own requests
+		h.stop(g) // not waited for: this may be one of its own requests
 		h.stopping[folder] = g
 		h.log.Info().Str("group", string(folder)).Msg("stopped watching a removed group's requests")
 	}
@@ -437,7 +475,7 @@ func (h *Host) startWorker(folder store.Folder) {
 	ctx, cancel := context.WithCancel(h.runCtx)
 	g := &group{
 		folder:   folder,
-		wake:     make(chan struct{}, 1),
+		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		wd:       -1,
@@ -448,36 +486,46 @@ func (h *Host) startWorker(folder store.Folder) {
 	g.prev = h.stopping[folder]
 	delete(h.stopping, folder)
 	h.groups[folder] = g
-	g.signal() // files already there
-	h.workers.Add(1)
-	go h.work(ctx, g)
+	h.signal(g) // files already there
 }
 
-// work is a group's worker: each time it is woken it handles what is in the
-// group's requests directory, a bounded batch at a time, until nothing is
-// left or ctx ends.
-func (h *Host) work(ctx context.Context, g *group) {
+// work is a group's worker: it handles what is in the group's requests
+// directory, a bounded batch at a time, until nothing is left and no signal
+// came meanwhile, then ends. Once the group is stopped it waits for the
+// handlers, drops the watch and closes done.
+func (h *Host) work(g *group) {
 	defer h.workers.Done()
-	defer close(g.done)
+	ctx := g.ctx
 	if g.prev != nil {
 		<-g.prev.done
 		g.prev = nil
 	}
-	defer func() {
-		g.handlers.Wait()
-		if g.wd >= 0 {
-			h.watcher().remove(g.wd, g)
-		}
-	}()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-g.wake:
+		g.mu.Lock()
+		if !g.pending || ctx.Err() != nil {
+			if ctx.Err() == nil {
+				g.running = false
+				g.mu.Unlock()
+				if h.idle != nil {
+					h.idle(g.folder)
+				}
+				return
+			}
+			g.mu.Unlock()
+			break
 		}
+		g.pending = false
+		g.mu.Unlock()
 		for ctx.Err() == nil && h.pass(ctx, g) {
 		}
 	}
+	// Stopped: no worker starts again (stop set stopped before cancelling),
+	// so this one winds the group down.
+	g.handlers.Wait()
+	if g.wd >= 0 {
+		h.watcher().remove(g.wd, g)
+	}
+	close(g.done)
 }
 
 func (h *Host) watcher() *dirWatcher {

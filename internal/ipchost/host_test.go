@@ -2,6 +2,7 @@ package ipchost
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -415,4 +416,93 @@ func TestNewValidatesConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// workersRunning counts the groups whose worker goroutine runs.
+func (e *env) workersRunning() int {
+	e.h.mu.Lock()
+	defer e.h.mu.Unlock()
+	n := 0
+	for _, g := range e.h.groups {
+		g.mu.Lock()
+		if g.running {
+			n++
+		}
+		g.mu.Unlock()
+	}
+	return n
+}
+
+// waitAllIdle waits until no group's worker runs, woken by each worker that
+// ends.
+func (e *env) waitAllIdle(t *testing.T, idle <-chan store.Folder) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for e.workersRunning() > 0 {
+		select {
+		case <-idle:
+		case <-deadline:
+			t.Fatalf("%d groups still have a worker after 10s; want none once their directories are empty", e.workersRunning())
+		}
+	}
+}
+
+// Idle groups hold no goroutine: a worker runs while its group has files to
+// look at, ends when none are left, and a new one starts on the next event,
+// also for a group removed and registered again.
+func TestIdleGroupsHoldNoWorker(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 30 {
+		f := store.Folder(fmt.Sprintf("idle-%02d", i))
+		if _, err := e.db.AddGroup(ctx, store.Group{Chat: chatOf(f), Folder: f, Name: string(f), Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle := make(chan store.Folder, 1000)
+	e.h.idle = func(f store.Folder) { idle <- f }
+	ch := e.run(t)
+	// Every group's first worker looks at its (empty) directory and ends.
+	seen := map[store.Folder]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(seen) < 33 {
+		select {
+		case f := <-idle:
+			seen[f] = true
+		case <-deadline:
+			t.Fatalf("the workers of %d of 33 groups ended within 10s; want all", len(seen))
+		}
+	}
+	e.waitAllIdle(t, idle)
+	if n := e.h.watchedCount(); n != 33 {
+		t.Fatalf("%d groups watched; want 33", n)
+	}
+
+	req := ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"})
+	writeRequest(t, e.requestsDir("idle-07"), req)
+	waitHandled(t, ch, "idle-07", req.FileName())
+	e.waitAllIdle(t, idle)
+
+	// Removed while idle, then registered again: the new registration's
+	// worker waits for the old one's wind-down, which must happen without a
+	// worker running at the removal.
+	if err := e.db.RemoveGroup(ctx, "idle-09"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.SyncGroups(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.AddGroup(ctx, store.Group{Chat: chatOf("idle-09"), Folder: "idle-09", Name: "again", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.SyncGroups(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := ipc.NewRequest(ipc.SendMessageArgs{Text: "back"})
+	writeRequest(t, e.requestsDir("idle-09"), again)
+	waitHandled(t, ch, "idle-09", again.FileName())
+	if resp, ok := e.response(t, "idle-09", again.ID); !ok || !resp.OK {
+		t.Fatalf("response %+v (exists %v); want ok", resp, ok)
+	}
+	e.waitAllIdle(t, idle)
 }

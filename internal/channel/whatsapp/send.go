@@ -439,7 +439,7 @@ type recentIDs struct {
 }
 
 func newRecentIDs(n int) *recentIDs {
-	return &recentIDs{set: make(map[string]struct{}, n), order: make([]string, n)}
+	return &recentIDs{set: make(map[string]struct{}), order: make([]string, n)}
 }
 
 func (r *recentIDs) add(id string) {
