@@ -207,10 +207,16 @@ func (h *Host) signal(g *group) {
 	}
 	g.pending = true
 	if !g.running {
-		g.running = true
-		h.workers.Add(1) // before stop, under g.mu: never after Run's Wait began
-		go h.work(g)
+		h.launch(g)
 	}
+}
+
+// launch starts a worker for g, which has none; g.mu is held. The WaitGroup
+// is added to under g.mu before g is stopped, so never after Run's Wait began.
+func (h *Host) launch(g *group) {
+	g.running = true
+	h.workers.Add(1)
+	go h.work(g)
 }
 
 // stop ends g's watching: no worker starts after it, the running one ends
@@ -225,9 +231,7 @@ func (h *Host) stop(g *group) {
 	g.stopped = true
 	g.cancel()
 	if !g.running {
-		g.running = true
-		h.workers.Add(1)
-		go h.work(g) // finishes at once: only the wind-down is left
+		h.launch(g) // it finds g stopped and only winds it down
 	}
 }
 
