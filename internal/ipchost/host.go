@@ -153,13 +153,9 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 	}, nil
 }
 
-// group is one watched group: its worker and what the worker knows of its
-// requests directory.
-//
-// The worker runs only while the group has something to look at: a signal
-// starts it when none runs, and it ends once a pass finds nothing left and no
-// signal came meanwhile. A hundred idle groups cost no goroutine and no
-// stack; at most one worker of a group runs at a time.
+// group is one watched group: its worker, which runs only while the group
+// has something to look at (see signal and work), and what the worker knows
+// of its requests directory.
 type group struct {
 	folder store.Folder
 	ctx    context.Context
@@ -506,17 +502,17 @@ func (h *Host) work(g *group) {
 	}
 	for {
 		g.mu.Lock()
-		if !g.pending || ctx.Err() != nil {
-			if ctx.Err() == nil {
-				g.running = false
-				g.mu.Unlock()
-				if h.idle != nil {
-					h.idle(g.folder)
-				}
-				return
-			}
+		if ctx.Err() != nil {
 			g.mu.Unlock()
 			break
+		}
+		if !g.pending {
+			g.running = false
+			g.mu.Unlock()
+			if h.idle != nil {
+				h.idle(g.folder)
+			}
+			return
 		}
 		g.pending = false
 		g.mu.Unlock()
