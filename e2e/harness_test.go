@@ -32,8 +32,10 @@ import (
 	"github.com/bridged-app/bridged/internal/testimage"
 )
 
+// testImage is the test agent image (BRIDGED_TEST_IMAGE names another).
+var testImage = testimage.DefaultTag
+
 const (
-	testImage = "bridged-agent:test"
 	// secret is the credential handed to the daemon; it must appear nowhere
 	// but inside claude's environment.
 	secret = "sk-ant-e2e-SECRET-5f0c2a9d7e"

@@ -19,6 +19,7 @@ package testimage
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -40,9 +41,12 @@ import (
 	"github.com/moby/moby/client"
 )
 
+// DefaultTag is the test agent image. BRIDGED_TEST_IMAGE names another, so
+// that two checkouts testing at once on one engine do not retag each other's
+// image under a running test.
+var DefaultTag = cmp.Or(os.Getenv("BRIDGED_TEST_IMAGE"), "bridged-agent:test")
+
 const (
-	// DefaultTag is the test agent image.
-	DefaultTag = "bridged-agent:test"
 	// HashLabel holds the content hash of an image made by this package.
 	HashLabel = "bridged.testimage.hash"
 	// Entrypoint is the runner's path in the image.
