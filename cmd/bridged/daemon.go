@@ -308,7 +308,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 
 	instance := newInstanceID()
-	loc := local.New(db, cfg.AssistantName, log)
+	loc := local.New(db, cfg.AssistantName, log).KeepFiles(hm.Layout().LocalFilesDir())
+	// Below the free-space floor no file is taken in: outgoing files are
+	// not staged, media are not downloaded; the owner's alert says why.
+	floor := home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
 
 	// WhatsApp receives nothing until its sink is set below, once the
 	// router it delivers to exists; nothing connects before that.
@@ -330,7 +333,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
-	mediaPool, err := media.New(media.Config{MaxBytes: cfg.MaxMediaBytes}, media.Deps{
+	mediaPool, err := media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: floor}, media.Deps{
 		Store: db, Home: hm, Transcriber: transcriber, Log: log,
 		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
 	})
@@ -343,7 +346,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// them; they post through the router once it exists.
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
-		Timezone: cfg.Timezone, Channels: channels, Log: log,
+		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
 	})
 	if err != nil {
 		return err
@@ -381,6 +384,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{
 		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
+		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
 	}, db, rt, sched, waRefresher{wa}, log)
 	if err != nil {
 		return err
@@ -422,7 +426,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
 	g.Go(func() error {
-		return (&retention.Pruner{DB: db, Files: hm.Spool(), Keep: cfg.Retention, Log: log}).Run(gctx)
+		return (&retention.Pruner{DB: db, Files: hm.Spool(), Keep: cfg.Retention, Log: log,
+			Trees: hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
 	})
 	g.Go(func() error { return al.Run(gctx) })
 	for _, ch := range channels {

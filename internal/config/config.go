@@ -85,6 +85,16 @@ type Config struct {
 	// MaxMediaBytes is the largest media file taken in: fetched from
 	// WhatsApp or attached to a message posted through the control API.
 	MaxMediaBytes int64
+	// Disk: what a group can make the daemon keep on disk. OutboxFilesPerMinute
+	// and OutboxBytesPerDay cap the files each group stages for sending (in
+	// any 60 s, in any 24 h); MinFree is the free space the home's disk
+	// keeps (below it no outgoing file is staged, no media downloaded, and
+	// the owner is alerted); LogRetention and InboxRetention are how long run
+	// logs and inbox files are kept (0 forever).
+	OutboxFilesPerMinute         int
+	OutboxBytesPerDay            int64
+	MinFree                      int64
+	LogRetention, InboxRetention time.Duration
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -135,6 +145,13 @@ var settings = []setting{
 	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
 	{"max-media-bytes", "BRIDGED_MAX_MEDIA_BYTES", constant("20m"), "largest media file taken in, from WhatsApp or attached with bridged chat --attach (e.g. 20m, 100m)"},
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
+	// Disk: per-group caps on staged outgoing files, the free-space floor,
+	// and the retention of the files kept per run and per message.
+	{"outbox-files-per-minute", "BRIDGED_OUTBOX_FILES_PER_MINUTE", constant("30"), "most files one group may send (stage) in any minute"},
+	{"outbox-bytes-per-day", "BRIDGED_OUTBOX_BYTES_PER_DAY", constant("2g"), "most bytes of files one group may send (stage) in any 24 hours (e.g. 500m, 2g)"},
+	{"min-free", "BRIDGED_MIN_FREE", constant("1g"), "free space kept on the home's disk: below it no outgoing file is staged, no media downloaded, and the owner is alerted (e.g. 500m, 1g)"},
+	{"log-retention", "BRIDGED_LOG_RETENTION", constant("30d"), "prune run logs (data/logs/) older than this (e.g. 14d; 0 = keep forever)"},
+	{"inbox-retention", "BRIDGED_INBOX_RETENTION", constant("90d"), "prune the media files saved in each group's inbox/ older than this (e.g. 30d; 0 = keep forever)"},
 }
 
 func constant(s string) func() string { return func() string { return s } }
@@ -392,6 +409,21 @@ func build(raw map[string]string) (*Config, error) {
 	if c.MaxMediaBytes, err = ParseBytes(raw["BRIDGED_MAX_MEDIA_BYTES"]); err != nil || c.MaxMediaBytes < 1<<10 || c.MaxMediaBytes > 2<<30 {
 		return nil, bad("BRIDGED_MAX_MEDIA_BYTES", "want a size from 1k to 2g, such as 20m")
 	}
+	if c.OutboxFilesPerMinute, err = strconv.Atoi(raw["BRIDGED_OUTBOX_FILES_PER_MINUTE"]); err != nil || c.OutboxFilesPerMinute < 1 || c.OutboxFilesPerMinute > 100000 {
+		return nil, bad("BRIDGED_OUTBOX_FILES_PER_MINUTE", "want a whole number from 1 to 100000")
+	}
+	if c.OutboxBytesPerDay, err = ParseBytes(raw["BRIDGED_OUTBOX_BYTES_PER_DAY"]); err != nil || c.OutboxBytesPerDay < 1<<20 {
+		return nil, bad("BRIDGED_OUTBOX_BYTES_PER_DAY", "want a size of at least 1m, such as 2g")
+	}
+	if c.MinFree, err = ParseBytes(raw["BRIDGED_MIN_FREE"]); err != nil || c.MinFree < 1<<20 {
+		return nil, bad("BRIDGED_MIN_FREE", "want a size of at least 1m, such as 1g")
+	}
+	if c.LogRetention, err = ParseRetention(raw["BRIDGED_LOG_RETENTION"]); err != nil {
+		return nil, bad("BRIDGED_LOG_RETENTION", err.Error())
+	}
+	if c.InboxRetention, err = ParseRetention(raw["BRIDGED_INBOX_RETENTION"]); err != nil {
+		return nil, bad("BRIDGED_INBOX_RETENTION", err.Error())
+	}
 	return c, nil
 }
 
@@ -533,36 +565,41 @@ func FormatRetention(d time.Duration) string {
 // it: secrets masked.
 func (c *Config) Values() map[string]string {
 	return map[string]string{
-		"BRIDGED_HOME":              c.Home,
-		"BRIDGED_ASSISTANT_NAME":    c.AssistantName,
-		"BRIDGED_OWN_NUMBER":        strconv.FormatBool(c.OwnNumber),
-		"BRIDGED_TIMEZONE":          c.Timezone.String(),
-		"BRIDGED_MAX_CONTAINERS":    strconv.Itoa(c.MaxContainers),
-		"BRIDGED_IDLE_TIMEOUT":      c.IdleTimeout.String(),
-		"BRIDGED_CONTAINER_TIMEOUT": c.ContainerTimeout.String(),
-		"BRIDGED_IMAGE":             c.Image,
-		"BRIDGED_CONTAINER_MEMORY":  strconv.FormatInt(c.MemoryBytes, 10),
-		"BRIDGED_CONTAINER_CPUS":    strconv.FormatFloat(c.CPUs, 'f', -1, 64),
-		"BRIDGED_CONTAINER_PIDS":    strconv.FormatInt(c.Pids, 10),
-		"BRIDGED_LOG_LEVEL":         c.LogLevel,
-		"BRIDGED_LOG_FORMAT":        c.LogFormat,
-		"BRIDGED_MOUNT_ALLOWLIST":   c.MountAllowlist,
-		"BRIDGED_PROMPT_CAP":        strconv.Itoa(c.PromptCap),
-		"BRIDGED_RETRY_BASE":        c.RetryBase.String(),
-		"BRIDGED_ENGINE_TIMEOUT":    c.EngineTimeout.String(),
-		"BRIDGED_START_TIMEOUT":     c.StartTimeout.String(),
-		"BRIDGED_ANTHROPIC_URL":     c.AnthropicURL,
-		"BRIDGED_CONTAINER_NETWORK": c.ContainerNetwork,
-		"BRIDGED_CONTAINER_UID":     strconv.Itoa(c.ContainerUID),
-		"BRIDGED_CONTAINER_GID":     strconv.Itoa(c.ContainerGID),
-		"BRIDGED_ENV_FILE":          c.EnvFile,
-		EnvAPIKey:                   Mask(c.Secrets[EnvAPIKey]),
-		EnvOAuthToken:               Mask(c.Secrets[EnvOAuthToken]),
-		"BRIDGED_RETENTION":         FormatRetention(c.Retention),
-		"BRIDGED_TRANSCRIBE_URL":    c.TranscribeURL,
-		"BRIDGED_TRANSCRIBE_MODEL":  c.TranscribeModel,
-		"BRIDGED_MAX_MEDIA_BYTES":   strconv.FormatInt(c.MaxMediaBytes, 10),
-		EnvTranscribeKey:            Mask(c.TranscribeKey),
+		"BRIDGED_HOME":                    c.Home,
+		"BRIDGED_ASSISTANT_NAME":          c.AssistantName,
+		"BRIDGED_OWN_NUMBER":              strconv.FormatBool(c.OwnNumber),
+		"BRIDGED_TIMEZONE":                c.Timezone.String(),
+		"BRIDGED_MAX_CONTAINERS":          strconv.Itoa(c.MaxContainers),
+		"BRIDGED_IDLE_TIMEOUT":            c.IdleTimeout.String(),
+		"BRIDGED_CONTAINER_TIMEOUT":       c.ContainerTimeout.String(),
+		"BRIDGED_IMAGE":                   c.Image,
+		"BRIDGED_CONTAINER_MEMORY":        strconv.FormatInt(c.MemoryBytes, 10),
+		"BRIDGED_CONTAINER_CPUS":          strconv.FormatFloat(c.CPUs, 'f', -1, 64),
+		"BRIDGED_CONTAINER_PIDS":          strconv.FormatInt(c.Pids, 10),
+		"BRIDGED_LOG_LEVEL":               c.LogLevel,
+		"BRIDGED_LOG_FORMAT":              c.LogFormat,
+		"BRIDGED_MOUNT_ALLOWLIST":         c.MountAllowlist,
+		"BRIDGED_PROMPT_CAP":              strconv.Itoa(c.PromptCap),
+		"BRIDGED_RETRY_BASE":              c.RetryBase.String(),
+		"BRIDGED_ENGINE_TIMEOUT":          c.EngineTimeout.String(),
+		"BRIDGED_START_TIMEOUT":           c.StartTimeout.String(),
+		"BRIDGED_ANTHROPIC_URL":           c.AnthropicURL,
+		"BRIDGED_CONTAINER_NETWORK":       c.ContainerNetwork,
+		"BRIDGED_CONTAINER_UID":           strconv.Itoa(c.ContainerUID),
+		"BRIDGED_CONTAINER_GID":           strconv.Itoa(c.ContainerGID),
+		"BRIDGED_ENV_FILE":                c.EnvFile,
+		EnvAPIKey:                         Mask(c.Secrets[EnvAPIKey]),
+		EnvOAuthToken:                     Mask(c.Secrets[EnvOAuthToken]),
+		"BRIDGED_RETENTION":               FormatRetention(c.Retention),
+		"BRIDGED_TRANSCRIBE_URL":          c.TranscribeURL,
+		"BRIDGED_TRANSCRIBE_MODEL":        c.TranscribeModel,
+		"BRIDGED_MAX_MEDIA_BYTES":         strconv.FormatInt(c.MaxMediaBytes, 10),
+		EnvTranscribeKey:                  Mask(c.TranscribeKey),
+		"BRIDGED_OUTBOX_FILES_PER_MINUTE": strconv.Itoa(c.OutboxFilesPerMinute),
+		"BRIDGED_OUTBOX_BYTES_PER_DAY":    strconv.FormatInt(c.OutboxBytesPerDay, 10),
+		"BRIDGED_MIN_FREE":                strconv.FormatInt(c.MinFree, 10),
+		"BRIDGED_LOG_RETENTION":           FormatRetention(c.LogRetention),
+		"BRIDGED_INBOX_RETENTION":         FormatRetention(c.InboxRetention),
 	}
 }
 

@@ -102,6 +102,11 @@ func (l Layout) SpoolDir() string { return filepath.Join(l.DataDir(), "outbox") 
 // group's inbox/. Daemon-owned: never mounted into any container.
 func (l Layout) UploadsDir() string { return filepath.Join(l.DataDir(), "uploads") }
 
+// LocalFilesDir is data/local/, the files delivered to local chats (one
+// subdirectory per message), kept until the retention removes them.
+// Daemon-owned: never mounted into any container.
+func (l Layout) LocalFilesDir() string { return filepath.Join(l.DataDir(), "local") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }

@@ -1,14 +1,20 @@
 package ipchost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"mime"
 	"net/http"
+	"os"
 	"path"
 	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
@@ -22,6 +28,25 @@ const (
 	MaxAudioBytes    = 16 << 20
 	MaxDocumentBytes = 64 << 20
 )
+
+// Per-group caps on the files staged for sending, by default: far above
+// what a chat sends, low enough that one group cannot fill the disk.
+const (
+	DefaultFilesPerMinute  = 30
+	DefaultFileBytesPerDay = 2 << 30
+)
+
+// FileLimits caps the files one group stages for sending (send_message with
+// a file), counted from the outbox rows that carry one. Past a cap the tool
+// is refused and nothing is staged.
+type FileLimits struct {
+	PerMinute   int   // files in any 60 seconds
+	BytesPerDay int64 // bytes (of the files' sizes) in any 24 hours
+}
+
+// sparseMin is the size from which a file whose data blocks are under half
+// its size is refused: copied, its holes would take their full size.
+const sparseMin = 1 << 20
 
 // AgentWorkspace is where the group's workspace is mounted in its
 // container: an absolute file path the agent gives must lie under it.
@@ -72,9 +97,10 @@ func workspacePath(arg string) (string, error) {
 
 // stageFile copies the file the agent named out of the group's workspace
 // into the spool, through the safe file layer: a symlink anywhere on the
-// path, a fifo, a device or a file over its kind's cap is refused with a
-// message the agent can act on.
-func (h *Host) stageFile(folder store.Folder, arg string) (*home.Staged, error) {
+// path, a fifo, a device, a file over its kind's cap, a sparse file or a
+// file past the group's caps (checkFileCaps) is refused with a message the
+// agent can act on, and nothing is staged.
+func (h *Host) stageFile(ctx context.Context, folder store.Folder, arg string) (*home.Staged, error) {
 	rel, err := workspacePath(arg)
 	if err != nil {
 		return nil, err
@@ -111,6 +137,19 @@ func (h *Host) stageFile(folder store.Folder, arg string) (*home.Staged, error) 
 	if fi.Size() > limit {
 		return nil, badRequest("file %q not sent: %s is over the %d MiB limit for %s files", arg, sizeText(fi.Size()), limit>>20, kind)
 	}
+	if fi.Size() >= sparseMin {
+		data, err := dataBytes(f, fi)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", rel, err)
+		}
+		if data < fi.Size()/2 {
+			return nil, badRequest("file %q not sent: it is sparse (%s, of which only %s is written data); "+
+				"bridged does not send files that are mostly holes: write the data out in full first", arg, sizeText(fi.Size()), sizeText(data))
+		}
+	}
+	if err := h.checkFileCaps(ctx, nil, folder, arg, fi.Size()); err != nil {
+		return nil, err
+	}
 	st, err := h.home.Spool().Stage(name, mimeType, kind, io.MultiReader(strings.NewReader(string(head)), f), limit)
 	if errors.Is(err, home.ErrTooLarge) {
 		return nil, badRequest("file %q not sent: it grew over the %d MiB limit for %s files", arg, limit>>20, kind)
@@ -119,6 +158,89 @@ func (h *Host) stageFile(folder store.Folder, arg string) (*home.Staged, error) 
 		return nil, err
 	}
 	return st, nil
+}
+
+// checkFileCaps refuses a file of size bytes that would take the group
+// past its caps (Config.Files): files in the last minute, bytes in the last
+// 24 hours, counted from its outbox rows (inside tx when it is not nil).
+func (h *Host) checkFileCaps(ctx context.Context, tx *store.Tx, folder store.Folder, arg string, size int64) error {
+	count := h.db.OutboxFiles
+	if tx != nil {
+		count = tx.OutboxFiles
+	}
+	now := h.now()
+	lim := h.cfg.Files
+	files, _, err := count(ctx, folder, now.Add(-time.Minute))
+	if err != nil {
+		return err
+	}
+	if files >= lim.PerMinute {
+		return refused("file %q not sent: this group already sent %d files in the last minute, the most it may "+
+			"(BRIDGED_OUTBOX_FILES_PER_MINUTE); send it again in a minute", arg, files)
+	}
+	_, bytes, err := count(ctx, folder, now.Add(-24*time.Hour))
+	if err != nil {
+		return err
+	}
+	if bytes+size > lim.BytesPerDay {
+		return refused("file %q not sent: with it, this group's files of the last 24 hours would come to %s, over the %s "+
+			"it may send a day (BRIDGED_OUTBOX_BYTES_PER_DAY)", arg, sizeText(bytes+size), sizeText(lim.BytesPerDay))
+	}
+	return nil
+}
+
+// dataBytes returns how many bytes of the open file f (described by fi)
+// hold data rather than holes, found with SEEK_DATA and SEEK_HOLE (the
+// allocated blocks where the file system cannot tell). It stops counting
+// once half the file is data, and leaves f's offset where it was.
+func dataBytes(f *os.File, fi fs.FileInfo) (int64, error) {
+	size := fi.Size()
+	at, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		for off := int64(0); off < size && n < size/2; {
+			d, err := unix.Seek(int(fd), off, unix.SEEK_DATA)
+			if errors.Is(err, unix.ENXIO) {
+				return // only a hole is left
+			}
+			if err != nil {
+				serr = err
+				return
+			}
+			h, err := unix.Seek(int(fd), d, unix.SEEK_HOLE)
+			if err != nil {
+				serr = err
+				return
+			}
+			h = min(h, size)
+			if h <= d {
+				return
+			}
+			n += h - d
+			off = h
+		}
+	})
+	if err == nil && serr != nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.EOPNOTSUPP)) {
+			n, serr = min(st.Blocks*512, size), nil
+		}
+		err = serr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // fileFailure explains a file the safe file layer would not open.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -170,5 +171,99 @@ func TestSendMessageFileNotCommitted(t *testing.T) {
 	}
 	if got := e.spooled(t); len(got) != 0 {
 		t.Errorf("spool after a failed send: %v; want empty", got)
+	}
+}
+
+// A sparse file (a few KiB written, megabytes long) is refused, as its copy
+// would take its full size; a file as long but written out in full goes.
+func TestSendMessageFileSparse(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sparse := e.workspaceFile(t, "family", "sparse.pdf", []byte("%PDF-1.4"))
+	if err := os.Truncate(sparse, 60<<20); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(sparse, &st); err != nil || st.Blocks*512 >= 1<<20 {
+		t.Skipf("the test file system does not keep holes (%d blocks, %v)", st.Blocks, err)
+	}
+	e.workspaceFile(t, "family", "full.pdf", append([]byte("%PDF-1.4"), bytes.Repeat([]byte{'x'}, 2<<20)...))
+
+	resp := e.h.Handle(ctx, "family", sendFile("sparse.pdf"))
+	if resp.OK || !strings.Contains(resp.Error, "sparse") {
+		t.Errorf("send sparse.pdf: ok=%v error %q; want it refused as sparse", resp.OK, resp.Error)
+	}
+	if got := e.spooled(t); len(got) != 0 {
+		t.Errorf("spool after a sparse file: %v; want empty", got)
+	}
+	if resp := e.h.Handle(ctx, "family", sendFile("full.pdf")); !resp.OK {
+		t.Errorf("send full.pdf: %s; want it sent", resp.Error)
+	}
+}
+
+// Past a group's caps (files per minute, bytes per day) the tool is refused
+// with a clear error and nothing is staged; another group is not held back,
+// and the caps free up as the windows move on.
+func TestSendMessageFileCaps(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	clock := time.Now()
+	e.h.now = func() time.Time { return clock }
+	e.h.cfg.Files = FileLimits{PerMinute: 3, BytesPerDay: 10 << 10}
+	e.workspaceFile(t, "family", "a.txt", []byte("small"))
+	e.workspaceFile(t, "family", "big.txt", bytes.Repeat([]byte("b"), 6<<10))
+	e.workspaceFile(t, "work", "a.txt", []byte("small"))
+
+	for i := range 3 {
+		if resp := e.h.Handle(ctx, "family", sendFile("a.txt")); !resp.OK {
+			t.Fatalf("send %d: %s", i+1, resp.Error)
+		}
+	}
+	spooled := len(e.spooled(t))
+	resp := e.h.Handle(ctx, "family", sendFile("a.txt"))
+	if resp.OK || !strings.Contains(resp.Error, "3 files in the last minute") || !strings.Contains(resp.Error, "BRIDGED_OUTBOX_FILES_PER_MINUTE") {
+		t.Errorf("4th file in a minute: ok=%v error %q; want refused past the per-minute cap", resp.OK, resp.Error)
+	}
+	if got := len(e.spooled(t)); got != spooled {
+		t.Errorf("spool holds %d entries after a refusal; want %d", got, spooled)
+	}
+	if resp := e.h.Handle(ctx, "work", sendFile("a.txt")); !resp.OK {
+		t.Errorf("another group's file: %s; want it sent", resp.Error)
+	}
+
+	clock = clock.Add(2 * time.Minute)
+	if resp := e.h.Handle(ctx, "family", sendFile("big.txt")); !resp.OK {
+		t.Fatalf("a minute later: %s; want it sent", resp.Error)
+	}
+	resp = e.h.Handle(ctx, "family", sendFile("big.txt"))
+	if resp.OK || !strings.Contains(resp.Error, "BRIDGED_OUTBOX_BYTES_PER_DAY") {
+		t.Errorf("12 KiB in a day with a 10 KiB cap: ok=%v error %q; want refused past the daily cap", resp.OK, resp.Error)
+	}
+	rows := e.outbox(t)
+	var files int
+	for _, it := range rows {
+		if it.FileName != "" {
+			files++
+		}
+	}
+	if files != 5 {
+		t.Errorf("%d outbox rows carry a file; want 5 (4 for family, 1 for work)", files)
+	}
+}
+
+// Below the free-space floor no file is staged, and the agent is told why.
+func TestSendMessageFileLowDisk(t *testing.T) {
+	e := newEnv(t)
+	e.workspaceFile(t, "family", "a.txt", []byte("small"))
+	e.h.cfg.Floor = home.Floor{Dir: e.home, Min: 1 << 30, Free: func(string) (uint64, error) { return 100 << 20, nil }}
+	resp := e.h.Handle(context.Background(), "family", sendFile("a.txt"))
+	if resp.OK || !strings.Contains(resp.Error, "almost full") || !strings.Contains(resp.Error, "100.0 MiB free") {
+		t.Errorf("send below the floor: ok=%v error %q; want refused, saying the disk is almost full", resp.OK, resp.Error)
+	}
+	if got := e.spooled(t); len(got) != 0 {
+		t.Errorf("spool below the floor: %v; want empty", got)
+	}
+	if resp := e.h.Handle(context.Background(), "family", ipc.NewRequest(ipc.SendMessageArgs{Text: "no file"})); !resp.OK {
+		t.Errorf("a message without a file below the floor: %s; want it sent", resp.Error)
 	}
 }

@@ -196,9 +196,15 @@ func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessage
 	var file *ipc.FileInfo
 	committed := false
 	if strings.TrimSpace(a.File) != "" {
+		// Below the free-space floor nothing is staged: the agent is told
+		// why (and tells the chat); the owner's low-disk alert says the rest.
+		if err := h.cfg.Floor.Check(); err != nil {
+			return nil, refused("file %q not sent: the disk of the bridged host is almost full (%s); "+
+				"no file is sent until the owner frees space", a.File, strings.TrimPrefix(err.Error(), home.ErrLowDisk.Error()+": "))
+		}
 		// The copy is taken before the row commits and kept under the
 		// row's key in the transaction that commits it.
-		staged, err := h.stageFile(g.Folder, a.File)
+		staged, err := h.stageFile(ctx, g.Folder, a.File)
 		if err != nil {
 			return nil, err
 		}
@@ -213,10 +219,21 @@ func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessage
 			rec.file = file
 		}
 		ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
+			// The caps are checked again where the row commits, so nothing
+			// that raced the first check gets past them.
+			if err := h.checkFileCaps(ctx, tx, g.Folder, a.File, sf.Size); err != nil {
+				return err
+			}
+			if err := tx.SetOutboxFile(ctx, it.ID, sf.Name, sf.Size); err != nil {
+				return err
+			}
 			return staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
 		})
 	}
 	item, err := h.msg.SendMessage(ctx, string(chat), a.Text, store.OriginTool, string(g.Folder))
+	if f := (*failure)(nil); errors.As(err, &f) {
+		return nil, f
+	}
 	if err != nil {
 		return nil, &failure{ErrBadRequest, fmt.Sprintf("message not sent: %v", err)}
 	}

@@ -79,6 +79,12 @@ type Config struct {
 	// Sweep is how often every directory is listed even without an
 	// inotify event; 0 means ipc.DefaultSweep.
 	Sweep time.Duration
+	// Files caps the files each group stages for sending; zero fields
+	// take the defaults.
+	Files FileLimits
+	// Floor is the free space the home's disk keeps: below it no file is
+	// staged. The zero Floor has none.
+	Floor home.Floor
 }
 
 // Host answers the agents' requests. Create it with New, start it with Run.
@@ -131,6 +137,12 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 	}
 	if cfg.Sweep == 0 {
 		cfg.Sweep = ipc.DefaultSweep
+	}
+	if cfg.Files.PerMinute <= 0 {
+		cfg.Files.PerMinute = DefaultFilesPerMinute
+	}
+	if cfg.Files.BytesPerDay <= 0 {
+		cfg.Files.BytesPerDay = DefaultFileBytesPerDay
 	}
 	hm := cfg.Trees
 	if hm == nil {

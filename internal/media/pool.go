@@ -85,6 +85,10 @@ type Config struct {
 	// RetryDelays are the waits between the attempts of one fetch (nil:
 	// DefaultRetryDelays; empty: one attempt).
 	RetryDelays []time.Duration
+	// Floor is the free space the home's disk keeps: below it a media is
+	// not downloaded (it settles failed, and the agent sees why). The zero
+	// Floor has none.
+	Floor home.Floor
 }
 
 // Deps are the parts a Pool works with.

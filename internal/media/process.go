@@ -89,6 +89,10 @@ func (p *Pool) fetch(ctx context.Context, log zerolog.Logger, m store.Media) (st
 		}
 		return failed("download failed: the store did not answer")
 	}
+	if err := p.cfg.Floor.Check(); err != nil {
+		log.Warn().Err(err).Msg("media not downloaded: the disk is almost full")
+		return failed("not downloaded, the disk of the bridged host is almost full; the owner is told")
+	}
 	name := SafeName(m.Name)
 	rel := inboxDir + "/" + name
 	var audio []byte

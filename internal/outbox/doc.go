@@ -23,7 +23,10 @@
 // home.SpoolKey(row id, external id), kept there in the transaction that
 // committed the row. The sender hands it to the channel with the row's text
 // as channel.Outgoing.Attachment, and gives such a send a second more per
-// 128 KiB of the file.
+// 128 KiB of the file. Once the row is marked sent (or failed for good) the
+// copy is removed; the row keeps the file's name and size. A crash between
+// the mark and the removal leaves a copy whose row is no longer pending:
+// the retention sweep removes it, and the row is never sent again.
 //
 // Flush waits until nothing can be sent now (every row sent, failed, or
 // waiting for a retry or a channel), so a stopping daemon sends what its

@@ -265,6 +265,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 			if mark(func(c context.Context) error {
 				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
 			}) {
+				s.dropFile(log, it)
 				s.failed(it, errNoChannel)
 			}
 			continue
@@ -293,6 +294,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return later // sent but not recorded: it goes again, under the same id
 			}
 			log.Debug().Int("bytes", len(it.Text)).Msg("message sent")
+			s.dropFile(log, it)
 			if s.cfg.OnSent != nil {
 				s.cfg.OnSent(it)
 			}
@@ -307,6 +309,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 			if !mark(func(c context.Context) error { return s.db.MarkFailed(c, it.ID, err.Error()) }) {
 				return later
 			}
+			s.dropFile(log, it)
 			s.failed(it, err)
 			continue
 		}
@@ -316,6 +319,19 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		return sendDone{retryAt: time.Now().Add(wait)}
 	}
 	return sendDone{}
+}
+
+// dropFile removes the spooled copy of row it's file, once the row is
+// marked sent or failed: the row keeps the file's name and size. A copy
+// that cannot be removed now (or that a crash left after the mark) is the
+// retention sweep's (home.Spool.Prune).
+func (s *Sender) dropFile(log zerolog.Logger, it store.OutboxItem) {
+	if s.cfg.Spool == nil {
+		return
+	}
+	if err := s.cfg.Spool.Remove(home.SpoolKey(int64(it.ID), it.ExternalID)); err != nil {
+		log.Warn().Err(err).Msg("cannot remove the sent message's file; the retention sweep will")
+	}
 }
 
 // errNoChannel is the reason of a row no channel handles.

@@ -4,9 +4,15 @@
 // first), once they are older than BRIDGED_RETENTION (store.DB.Prune says
 // exactly what is kept).
 //
-// The copies of files agents sent (the spool, data/outbox/) go too once
-// they are older than the retention and their message is no longer
-// pending.
+// The copies of files agents sent (the spool, data/outbox/) are removed by
+// the outbox sender once their message is sent; a pass removes the ones a
+// crash left behind: an hour after they were staged, once their message is
+// no longer pending (whatever the retention).
+//
+// The files kept per run and per message go too: run logs
+// (data/logs/<folder>/) after BRIDGED_LOG_RETENTION, the media saved in
+// each group's inbox/ after BRIDGED_INBOX_RETENTION (0 keeps them), and the
+// files delivered to local chats (data/local/) after the retention.
 //
 // A pass runs a minute after the daemon starts and then every hour. It
 // deletes in small batches (Batch rows of each kind per write transaction)
@@ -48,6 +54,24 @@ type Files interface {
 	Prune(before time.Time, done func(id int64) (bool, error)) (int, error)
 }
 
+// Trees are the files the daemon keeps per run and per message
+// (home.Home).
+type Trees interface {
+	// PruneRunLogs removes the run logs last written before `before`.
+	PruneRunLogs(before time.Time) (int, error)
+	// PruneInboxes removes the inbox files last changed before `before`.
+	PruneInboxes(before time.Time) (int, error)
+	// PruneLocalFiles removes the files delivered to local chats before
+	// `before`.
+	PruneLocalFiles(before time.Time) (int, error)
+}
+
+// SpoolGrace is how long a spooled copy whose message is no longer pending
+// may stay before a pass removes it: longer than any commit takes, so a
+// copy kept by a transaction not yet committed is never taken for a
+// leftover.
+const SpoolGrace = time.Hour
+
 // OutboxRows looks up outbox rows (store.DB); a Store that has it lets the
 // pruner prune Files.
 type OutboxRows interface {
@@ -58,9 +82,14 @@ type OutboxRows interface {
 type Pruner struct {
 	DB    Store
 	Files Files         // nil: no spool to prune
-	Keep  time.Duration // the retention; 0 keeps everything
-	Now   func() time.Time
-	Log   zerolog.Logger
+	Keep  time.Duration // the retention of rows; 0 keeps them all
+	// Trees, when set, has its run logs pruned after LogKeep and its inbox
+	// files after InboxKeep (0 keeps them).
+	Trees     Trees
+	LogKeep   time.Duration
+	InboxKeep time.Duration
+	Now       func() time.Time
+	Log       zerolog.Logger
 	// First is the delay before the first pass, Every the time between
 	// passes, Batch the rows of each kind per transaction, Pause the wait
 	// between transactions. Zero values take the defaults.
@@ -93,8 +122,10 @@ func (p *Pruner) Run(ctx context.Context) error {
 	p.defaults()
 	log := p.Log.With().Str("component", "retention").Logger()
 	if p.Keep == 0 {
-		log.Info().Msg("retention is 0: nothing is pruned")
-		return nil
+		log.Info().Msg("retention is 0: no rows are pruned")
+		if p.Files == nil && (p.Trees == nil || p.LogKeep == 0 && p.InboxKeep == 0) {
+			return nil
+		}
 	}
 	timer := time.NewTimer(p.First)
 	defer timer.Stop()
@@ -118,12 +149,17 @@ func (p *Pruner) Run(ctx context.Context) error {
 	}
 }
 
-// Pass prunes everything older than the retention, batch by batch, and
-// returns how many rows went. It blocks until done or ctx ends.
+// Pass prunes everything older than the retention, batch by batch, then
+// the files (pruneFiles, pruneTrees), and returns how many rows went. It
+// blocks until done or ctx ends.
 func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 	p.defaults()
 	var total store.Pruned
-	before := p.Now().Add(-p.Keep)
+	now := p.Now()
+	if p.Keep == 0 {
+		return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(now))
+	}
+	before := now.Add(-p.Keep)
 	for {
 		n, err := p.DB.Prune(ctx, before, p.Batch)
 		if err != nil {
@@ -131,7 +167,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		}
 		total = total.Add(n)
 		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
-			return total, p.pruneFiles(ctx, before)
+			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(now))
 		}
 		t := time.NewTimer(p.Pause)
 		select {
@@ -143,8 +179,9 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 	}
 }
 
-// pruneFiles removes the spooled copies of messages older than before that
-// are no longer pending.
+// pruneFiles removes the spooled copies kept before `before` whose message
+// is no longer pending: the outbox sender removes a copy once its message
+// is sent, so these are what a crash (or a failed removal) left.
 func (p *Pruner) pruneFiles(ctx context.Context, before time.Time) error {
 	rows, ok := p.DB.(OutboxRows)
 	if p.Files == nil || !ok {
@@ -161,7 +198,38 @@ func (p *Pruner) pruneFiles(ctx context.Context, before time.Time) error {
 		return it.State != store.OutboxPending, nil
 	})
 	if n > 0 {
-		p.Log.Info().Str("component", "retention").Int("files", n).Dur("retention", p.Keep).Msg("pruned old sent files")
+		p.Log.Info().Str("component", "retention").Int("files", n).Msg("removed copies of sent files left behind")
 	}
 	return err
+}
+
+// pruneTrees removes the run logs and inbox files older than their
+// retentions.
+func (p *Pruner) pruneTrees(now time.Time) error {
+	if p.Trees == nil {
+		return nil
+	}
+	var errs []error
+	if p.LogKeep > 0 {
+		n, err := p.Trees.PruneRunLogs(now.Add(-p.LogKeep))
+		if n > 0 {
+			p.Log.Info().Str("component", "retention").Int("run_logs", n).Dur("retention", p.LogKeep).Msg("pruned old run logs")
+		}
+		errs = append(errs, err)
+	}
+	if p.Keep > 0 {
+		n, err := p.Trees.PruneLocalFiles(now.Add(-p.Keep))
+		if n > 0 {
+			p.Log.Info().Str("component", "retention").Int("local_files", n).Dur("retention", p.Keep).Msg("pruned old files of local chats")
+		}
+		errs = append(errs, err)
+	}
+	if p.InboxKeep > 0 {
+		n, err := p.Trees.PruneInboxes(now.Add(-p.InboxKeep))
+		if n > 0 {
+			p.Log.Info().Str("component", "retention").Int("inbox_files", n).Dur("retention", p.InboxKeep).Msg("pruned old inbox files")
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -26,16 +26,20 @@ type OutboxItem struct {
 	CreatedAt  time.Time
 	SentAt     *time.Time
 	FailedAt   *time.Time
+	// FileName and FileSize describe the file the message carries (empty
+	// and 0 for none): kept on the row after its copy is removed.
+	FileName string
+	FileSize int64
 }
 
-const outboxColumns = `id, chat, folder, text, origin, state, external_id, sent_id, attempts, last_error, created_at, sent_at, failed_at`
+const outboxColumns = `id, chat, folder, text, origin, state, external_id, sent_id, attempts, last_error, created_at, sent_at, failed_at, file_name, file_size`
 
 func scanOutbox(row rowScanner) (OutboxItem, error) {
 	var it OutboxItem
 	var created int64
 	var sent, failed sql.NullInt64
 	err := row.Scan(&it.ID, &it.Chat, &it.Group, &it.Text, &it.Origin, &it.State, &it.ExternalID, &it.SentID,
-		&it.Attempts, &it.LastError, &created, &sent, &failed)
+		&it.Attempts, &it.LastError, &created, &sent, &failed, &it.FileName, &it.FileSize)
 	it.CreatedAt = fromMS(created)
 	it.SentAt = fromNullMS(sent)
 	it.FailedAt = fromNullMS(failed)
@@ -70,8 +74,15 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, err
 	it.State = OutboxPending
 	it.SentID, it.Attempts, it.LastError, it.SentAt, it.FailedAt = "", 0, "", nil, nil
 	it.CreatedAt = fromMS(toMS(tx.now()))
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO outbox (chat, folder, text, origin, state, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		it.Chat, it.Group, it.Text, it.Origin, it.State, it.ExternalID, toMS(it.CreatedAt))
+	if it.FileName == "" {
+		it.FileSize = 0
+	}
+	if it.FileSize < 0 {
+		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w: negative file size", it.Chat, ErrInvalid)
+	}
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO outbox (chat, folder, text, origin, state, external_id, created_at, file_name, file_size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		it.Chat, it.Group, it.Text, it.Origin, it.State, it.ExternalID, toMS(it.CreatedAt), it.FileName, it.FileSize)
 	if err != nil {
 		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w", it.Chat, err)
 	}
@@ -195,6 +206,40 @@ func (tx *Tx) MarkFailed(ctx context.Context, id OutboxID, errText string) error
 // MarkFailed records a send that failed for good (see Tx.MarkFailed).
 func (db *DB) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkFailed(ctx, id, errText) })
+}
+
+// SetOutboxFile records on row id the name and size of the file it carries.
+func (tx *Tx) SetOutboxFile(ctx context.Context, id OutboxID, name string, size int64) error {
+	if name == "" || size < 0 {
+		return fmt.Errorf("set outbox %d file: %w: want a name and a size of 0 or more", id, ErrInvalid)
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET file_name = ?, file_size = ? WHERE id = ?`, name, size, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("set outbox %d file: %w", id, err)
+	}
+	return nil
+}
+
+// OutboxFiles returns how many files the group with folder committed to the
+// outbox since since, and their bytes.
+func (db *DB) OutboxFiles(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
+	return outboxFiles(ctx, db.read, folder, since)
+}
+
+// OutboxFiles is DB.OutboxFiles inside the transaction.
+func (tx *Tx) OutboxFiles(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
+	return outboxFiles(ctx, tx.tx, folder, since)
+}
+
+func outboxFiles(ctx context.Context, q querier, folder Folder, since time.Time) (int, int64, error) {
+	var files int
+	var bytes int64
+	err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(file_size), 0) FROM outbox
+		WHERE folder = ? AND file_name != '' AND created_at >= ?`, folder, toMS(since)).Scan(&files, &bytes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("outbox files of %s: %w", folder, err)
+	}
+	return files, bytes, nil
 }
 
 // RecentFailures returns up to limit rows that failed at or after since,

@@ -10,12 +10,21 @@
 // assistant's name as sender); the outbox's MarkSent then finds the row under
 // the same (chat, external id) and does not store it again. Every stored
 // message wakes the long-poll waiters after its row is committed.
+//
+// A file sent with a message is delivered into the channel's own directory
+// (KeepFiles; data/local/<message id>/ in the daemon), hard-linked from the
+// outbox's copy, which the outbox removes once the message is sent: the
+// local chat's reader still finds the file, and the retention removes it
+// with the message's row.
 package local
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +72,62 @@ type Channel struct {
 	in      Inbound
 	changed chan struct{} // closed and replaced whenever a local message is stored
 	typing  map[string]bool
+
+	files string // where delivered files are kept; "" shows the outbox's copy
+}
+
+// KeepFiles has the channel deliver the files sent with messages into dir
+// (one subdirectory per message), a daemon-owned directory on the same
+// file system as the outbox's copies. Call it before the channel is used.
+func (c *Channel) KeepFiles(dir string) *Channel {
+	c.files = dir
+	return c
+}
+
+// deliverFile links (or, across file systems, copies) the outbox's copy a
+// into the channel's directory under the message id, and returns a with its
+// new path. A file already there (a retried send) is kept.
+func (c *Channel) deliverFile(id string, a channel.Attachment) (channel.Attachment, error) {
+	if c.files == "" {
+		return a, nil
+	}
+	if strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") || id == "" {
+		return a, fmt.Errorf("unsafe message id %q", id)
+	}
+	dir := filepath.Join(c.files, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return a, err
+	}
+	dst := filepath.Join(dir, filepath.Base(a.Name))
+	if _, err := os.Lstat(dst); err == nil {
+		a.Path = dst
+		return a, nil
+	}
+	if err := os.Link(a.Path, dst); err != nil {
+		if err := copyFile(a.Path, dst); err != nil {
+			return a, err
+		}
+	}
+	a.Path = dst
+	return a, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return err
+	}
+	return out.Close()
 }
 
 var _ channel.Channel = (*Channel)(nil)
@@ -148,8 +213,12 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 		id = store.NewExternalID()
 	}
 	text := m.Text
-	if a := m.Attachment; a != nil {
-		text = strings.TrimRight(text, "\n") + "\n" + FileLine(*a)
+	if m.Attachment != nil {
+		a, err := c.deliverFile(id, *m.Attachment)
+		if err != nil {
+			return "", fmt.Errorf("send to %s: deliver %s: %w", m.Chat, m.Attachment.Name, err)
+		}
+		text = strings.TrimRight(text, "\n") + "\n" + FileLine(a)
 	}
 	stored, _, err := c.db.InsertMessage(ctx, store.Message{
 		Chat:       store.ChatID(m.Chat),
