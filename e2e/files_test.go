@@ -14,7 +14,7 @@ var fileLineRE = regexp.MustCompile(`\[file: (\S+) \(([^,]+), (\w+)\) (/\S+)\]`)
 
 // An agent makes a file in its workspace and sends it with send_message:
 // the local channel delivers it (the chat shows the file and where the
-// daemon's copy is, and the copy holds what the agent wrote). A symlink to
+// local chat's copy is, and the copy holds what the agent wrote). A symlink to
 // /etc/passwd planted in the workspace, or the path itself, is refused with
 // a clear error and nothing of it leaves the host's file system.
 func TestE2ESendMessageFile(t *testing.T) {
@@ -39,8 +39,9 @@ func TestE2ESendMessageFile(t *testing.T) {
 		t.Fatalf("message %q; want a line [file: chart.png (…, image) path]", msg)
 	}
 	spool := filepath.Join(e.home, "data", "outbox")
-	if !strings.HasPrefix(m[4], spool+string(filepath.Separator)) {
-		t.Errorf("the file is shown at %s; want the daemon's copy under %s", m[4], spool)
+	delivered := filepath.Join(e.home, "data", "local")
+	if !strings.HasPrefix(m[4], delivered+string(filepath.Separator)) {
+		t.Errorf("the file is shown at %s; want the local chat's copy under %s", m[4], delivered)
 	}
 	if data, err := os.ReadFile(m[4]); err != nil || string(data) != "\x89PNG\r\n\x1a\nchart-from-the-agent" {
 		t.Errorf("the copy at %s holds %q (%v); want what the agent wrote", m[4], data, err)
@@ -51,7 +52,7 @@ func TestE2ESendMessageFile(t *testing.T) {
 
 	// bridged chat shows the file as the chat does.
 	shown, err := e.cli("chat", "-m", `fake:tool send_message {"text":"Again.","file":"/workspace/group/out/chart.png"}`, "main")
-	if err != nil || !strings.Contains(shown, "Again.\n[file: chart.png (") || !strings.Contains(shown, spool) {
+	if err != nil || !strings.Contains(shown, "Again.\n[file: chart.png (") || !strings.Contains(shown, delivered) {
 		t.Errorf("bridged chat printed %q (%v); want the caption and the file line with its copy's path", shown, err)
 	}
 

@@ -294,7 +294,9 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return later // sent but not recorded: it goes again, under the same id
 			}
 			log.Debug().Int("bytes", len(it.Text)).Msg("message sent")
-			s.dropFile(log, it)
+			if s.dropFile(log, it) && out.Attachment != nil {
+				log.Debug().Str("file", out.Attachment.Name).Msg("sent file's copy removed")
+			}
 			if s.cfg.OnSent != nil {
 				s.cfg.OnSent(it)
 			}
@@ -321,17 +323,20 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 	return sendDone{}
 }
 
-// dropFile removes the spooled copy of row it's file, once the row is
-// marked sent or failed: the row keeps the file's name and size. A copy
+// dropFile removes the spooled copy of row it's file, if any, once the row
+// is marked sent or failed (the row keeps the file's name and size), and
+// reports whether nothing is left. A copy
 // that cannot be removed now (or that a crash left after the mark) is the
 // retention sweep's (home.Spool.Prune).
-func (s *Sender) dropFile(log zerolog.Logger, it store.OutboxItem) {
+func (s *Sender) dropFile(log zerolog.Logger, it store.OutboxItem) bool {
 	if s.cfg.Spool == nil {
-		return
+		return false
 	}
 	if err := s.cfg.Spool.Remove(home.SpoolKey(int64(it.ID), it.ExternalID)); err != nil {
 		log.Warn().Err(err).Msg("cannot remove the sent message's file; the retention sweep will")
+		return false
 	}
+	return true
 }
 
 // errNoChannel is the reason of a row no channel handles.

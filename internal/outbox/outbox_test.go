@@ -440,3 +440,62 @@ func TestSendTimeoutGrowsWithTheFile(t *testing.T) {
 		}
 	}
 }
+
+// Once its message is sent, or failed for good, a file's copy leaves the
+// spool; the row keeps the file's name and size.
+func TestSentFileCopyRemoved(t *testing.T) {
+	h := newHarness(t)
+	hm, err := home.New(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool := hm.Spool()
+	h.s.cfg.Spool = &spool
+	h.ch.fail = func(m channel.Outgoing) error {
+		if m.Text == "doomed" {
+			return fmt.Errorf("no such chat: %w", channel.ErrPermanent)
+		}
+		return nil
+	}
+	ctx := context.Background()
+	withFile := func(text, name, data string) (store.OutboxItem, string) {
+		var it store.OutboxItem
+		err := h.db.Tx(ctx, func(tx *store.Tx) error {
+			st, err := spool.Stage(name, "text/plain", "document", strings.NewReader(data), 100)
+			if err != nil {
+				return err
+			}
+			if it, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: chatA, Text: text, Origin: store.OriginTool, Group: "main"}); err != nil {
+				return err
+			}
+			if err := tx.SetOutboxFile(ctx, it.ID, name, int64(len(data))); err != nil {
+				return err
+			}
+			return st.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it, home.SpoolKey(int64(it.ID), it.ExternalID)
+	}
+	sent, sentKey := withFile("the report", "report.txt", "numbers")
+	doomed, doomedKey := withFile("doomed", "lost.txt", "gone")
+	h.start()
+	h.nextSent()
+	h.flush()
+	for key, what := range map[string]string{sentKey: "sent", doomedKey: "failed"} {
+		if _, ok, err := spool.Get(key); ok || err != nil {
+			t.Errorf("the %s message's copy is still spooled (%v); want it removed", what, err)
+		}
+	}
+	for _, c := range []struct {
+		id    store.OutboxID
+		state store.OutboxState
+		name  string
+		size  int64
+	}{{sent.ID, store.OutboxSent, "report.txt", 7}, {doomed.ID, store.OutboxFailed, "lost.txt", 4}} {
+		if got := h.row(c.id); got.State != c.state || got.FileName != c.name || got.FileSize != c.size {
+			t.Errorf("row %d: %s %q %d bytes; want %s %q %d bytes", c.id, got.State, got.FileName, got.FileSize, c.state, c.name, c.size)
+		}
+	}
+}

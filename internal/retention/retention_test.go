@@ -217,3 +217,135 @@ func TestPassPrunesSentFiles(t *testing.T) {
 		t.Errorf("staging leftover still there: %v", err)
 	}
 }
+
+// A crash between a file's send and the removal of its copy leaves the copy
+// behind: a pass removes it an hour later, long before the retention, while
+// the copy of a message still pending (to be sent again under the same id)
+// and a copy kept within the hour stay.
+func TestPassRemovesCopiesACrashLeft(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hm, err := home.New(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool := hm.Spool()
+	now := time.Now()
+	copyOf := func(text string, sent bool, at time.Time) string {
+		it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := spool.Stage(text+".txt", "text/plain", "document", strings.NewReader(text), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := home.SpoolKey(int64(it.ID), it.ExternalID)
+		if err := st.Keep(key); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(hm.Layout().SpoolDir(), key), at, at); err != nil {
+			t.Fatal(err)
+		}
+		if sent {
+			if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return key
+	}
+	left := copyOf("sent-then-crashed", true, now.Add(-2*time.Hour))
+	pending := copyOf("still-pending", false, now.Add(-2*time.Hour))
+	recent := copyOf("just-sent", true, now.Add(-10*time.Minute))
+
+	p := &Pruner{DB: db, Files: spool, Keep: 90 * 24 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{left: false, pending: true, recent: true} {
+		if _, ok, err := spool.Get(key); ok != want || err != nil {
+			t.Errorf("%s kept = %v (%v); want %v", key, ok, err, want)
+		}
+	}
+}
+
+// Run logs (data/logs/<folder>/) and inbox files (groups/<folder>/inbox/)
+// go once older than their retentions, whatever the rows' retention; newer
+// ones stay, and what the agent made in its inbox other than files (a
+// directory, a link) is left alone, as is a workspace without an inbox.
+func TestPassPrunesRunLogsAndInboxes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hm, err := home.New(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hm.Layout().Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	file := func(rel string, age time.Duration) string {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(rel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := now.Add(-age)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	day := 24 * time.Hour
+	oldLog := file("data/logs/family/run-20260801T100000.000Z.log", 40*day)
+	newLog := file("data/logs/family/run-20261120T100000.000Z.log", 5*day)
+	oldMainLog := file("data/logs/main/run-20260701T100000.000Z.log", 100*day)
+	otherFile := file("data/logs/main/notes.txt", 100*day)
+	oldPhoto := file("groups/family/inbox/photo.jpg", 100*day)
+	newPhoto := file("groups/family/inbox/voice.ogg", 10*day)
+	oldMain := file("groups/main/inbox/doc.pdf", 95*day)
+	kept := file("groups/family/kept.txt", 200*day)
+	agentDir := filepath.Join(dir, "groups", "family", "inbox", "album")
+	if err := os.Mkdir(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	albumPhoto := file("groups/family/inbox/album/old.jpg", 200*day)
+	if err := os.Symlink(kept, filepath.Join(dir, "groups", "family", "inbox", "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "groups", "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	p := &Pruner{DB: fakeNoRows{}, Trees: hm, LogKeep: 30 * day, InboxKeep: 90 * day, Keep: 0, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		oldLog: false, newLog: true, oldMainLog: false, otherFile: true,
+		oldPhoto: false, newPhoto: true, oldMain: false, kept: true, albumPhoto: true,
+		filepath.Join(dir, "groups", "family", "inbox", "link.txt"): true,
+	} {
+		_, err := os.Lstat(path)
+		if got := err == nil; got != want {
+			t.Errorf("%s kept = %v; want %v", strings.TrimPrefix(path, dir), got, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "groups", "work", "inbox")); !os.IsNotExist(err) {
+		t.Errorf("a workspace without an inbox was given one (%v)", err)
+	}
+}
+
+// fakeNoRows is a store with nothing to prune.
+type fakeNoRows struct{}
+
+func (fakeNoRows) Prune(context.Context, time.Time, int) (store.Pruned, error) {
+	return store.Pruned{}, nil
+}
