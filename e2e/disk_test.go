@@ -157,3 +157,58 @@ func TestE2ESentFileCopyRemoved(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// Below the free-space floor (BRIDGED_MIN_FREE, here far above what the
+// test's disk has free) the daemon stages no outgoing file and downloads no
+// media, and says so: the agent's send_message is refused with the reason,
+// an attached file reaches the agent as a placeholder saying it was not
+// downloaded and why, and the owner's low-disk alert is in the main chat.
+func TestE2ELowDiskFloor(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = []string{"BRIDGED_MIN_FREE=900000g"}
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+
+	made := e.bash("local:main", `printf 'notes' > /workspace/group/notes.txt && echo made`, turnWait)
+	if !strings.Contains(made, "made") {
+		t.Fatalf("the agent could not make its file: %q", made)
+	}
+	id := e.post("local:main", `fake:tool send_message {"text":"Here.","file":"notes.txt"}`)
+	out := e.waitOut("local:main", id, 1, turnWait)
+	var refusal string
+	for _, o := range out {
+		if fileLineRE.MatchString(o.Text) {
+			t.Errorf("the chat got a file below the floor: %q", o.Text)
+		}
+		if strings.Contains(o.Text, "tool error") {
+			refusal = o.Text
+		}
+	}
+	if !strings.Contains(refusal, "almost full") {
+		t.Errorf("the tool answered %q; want a refusal saying the disk is almost full", out[len(out)-1].Text)
+	}
+	if _, files := diskUsage(t, filepath.Join(e.home, "data", "outbox")); files != 0 {
+		t.Errorf("data/outbox holds %d files below the floor; want none", files)
+	}
+
+	shown := e.mustCLI("chat", "-m", "what is this?", "--attach", attachFile(t, "scan.pdf", []byte("%PDF-1.4 scan")), "main")
+	if !strings.Contains(shown, "not downloaded") || !strings.Contains(shown, "almost full") {
+		t.Errorf("with an attached file below the floor the agent answered %q; want the placeholder saying it was not downloaded, the disk being almost full", shown)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "groups", "main", "inbox", "scan.pdf")); !os.IsNotExist(err) {
+		t.Errorf("inbox/scan.pdf below the floor: %v; want no file", err)
+	}
+
+	// The alert is posted by the daemon's first disk check, at its start.
+	alerted, cursor := false, int64(0)
+	for deadline := time.Now().Add(30 * time.Second); !alerted && time.Now().Before(deadline); {
+		for _, m := range e.messages("local:main", cursor, 5*time.Second) {
+			cursor = max(cursor, m.ID)
+			alerted = alerted || m.Direction == "out" && strings.Contains(m.Text, "free on the disk")
+		}
+	}
+	if !alerted {
+		t.Error("the main chat has no low-disk alert; want the owner told")
+	}
+	d.stop(t)
+}

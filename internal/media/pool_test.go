@@ -299,6 +299,7 @@ func TestFailuresSayWhy(t *testing.T) {
 		{"announced too large", 30 << 20, "x", nil, "[image: not downloaded, 30.0 MB is over the 20.0 MB limit]", 0},
 		{"grows too large", 0, strings.Repeat("x", 64), nil, "[image: not downloaded, it is over the 32 B limit]", 1},
 		{"fetch fails every time", 4, "", errors.New("media server said 404"), "[image: download failed: media server said 404]", 3},
+		{"disk below the floor", 4, "x", nil, "[image: not downloaded, the disk of the bridged host is almost full; the owner is told]", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -307,6 +308,9 @@ func TestFailuresSayWhy(t *testing.T) {
 			p := e.pool(func(c *Config, _ *Deps) {
 				if tt.size == 0 {
 					c.MaxBytes = 32
+				}
+				if tt.name == "disk below the floor" {
+					c.Floor = home.Floor{Dir: e.dir, Min: 1 << 30, Free: func(string) (uint64, error) { return 10 << 20, nil }}
 				}
 			})
 			e.run(p)

@@ -274,8 +274,9 @@ func TestPassRemovesCopiesACrashLeft(t *testing.T) {
 	}
 }
 
-// Run logs (data/logs/<folder>/) and inbox files (groups/<folder>/inbox/)
-// go once older than their retentions, whatever the rows' retention; newer
+// Run logs (data/logs/<folder>/), inbox files (groups/<folder>/inbox/) and
+// the files delivered to local chats (data/local/) go once older than their
+// retentions; newer
 // ones stay, and what the agent made in its inbox other than files (a
 // directory, a link) is left alone, as is a workspace without an inbox.
 func TestPassPrunesRunLogsAndInboxes(t *testing.T) {
@@ -324,7 +325,15 @@ func TestPassPrunesRunLogsAndInboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &Pruner{DB: fakeNoRows{}, Trees: hm, LogKeep: 30 * day, InboxKeep: 90 * day, Keep: 0, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	oldLocal := filepath.Dir(file("data/local/3EB0AA/chart.png", 100*day))
+	newLocal := filepath.Dir(file("data/local/3EB0BB/chart.png", day))
+	for dir, age := range map[string]time.Duration{oldLocal: 100 * day, newLocal: day} {
+		if err := os.Chtimes(dir, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p := &Pruner{DB: fakeNoRows{}, Trees: hm, LogKeep: 30 * day, InboxKeep: 90 * day, Keep: 60 * day, Now: func() time.Time { return now }, Log: zerolog.Nop()}
 	if _, err := p.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -332,6 +341,7 @@ func TestPassPrunesRunLogsAndInboxes(t *testing.T) {
 		oldLog: false, newLog: true, oldMainLog: false, otherFile: true,
 		oldPhoto: false, newPhoto: true, oldMain: false, kept: true, albumPhoto: true,
 		filepath.Join(dir, "groups", "family", "inbox", "link.txt"): true,
+		oldLocal: false, newLocal: true,
 	} {
 		_, err := os.Lstat(path)
 		if got := err == nil; got != want {

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -255,6 +256,44 @@ func TestSendWithFile(t *testing.T) {
 	want := "the chart\n[file: chart.png (3.0 KiB, image) /home/bridged/data/outbox/7-3EB0AB/chart.png]"
 	if len(msgs) != 1 || msgs[0].Text != want {
 		t.Fatalf("after Send got %+v; want one message %q", msgs, want)
+	}
+}
+
+// With KeepFiles, a file is delivered into the channel's own directory:
+// the chat's line names that copy, which outlives the outbox's (removed
+// once the message is sent), and a retried send keeps it.
+func TestSendWithFileKept(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	dir := t.TempDir()
+	c := New(db, "Andy", zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
+	src := filepath.Join(dir, "outbox", "7-3EB0AB", "chart.png")
+	if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("png bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &channel.Attachment{Path: src, Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 9}
+	for range 2 {
+		if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: "the chart", ID: "3EB0AB", Attachment: a}); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "outbox")); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(dir, "local", "3EB0AB", "chart.png")
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "the chart\n[file: chart.png (9 B, image) " + kept + "]"; len(msgs) != 1 || msgs[0].Text != want {
+		t.Fatalf("after Send got %+v; want one message %q", msgs, want)
+	}
+	if got, err := os.ReadFile(kept); err != nil || string(got) != "png bytes" {
+		t.Errorf("the delivered file holds %q (%v); want the outbox's copy", got, err)
 	}
 }
 
