@@ -276,8 +276,7 @@ func TestPassRemovesCopiesACrashLeft(t *testing.T) {
 
 // Run logs (data/logs/<folder>/), inbox files (groups/<folder>/inbox/) and
 // the files delivered to local chats (data/local/) go once older than their
-// retentions; newer
-// ones stay, and what the agent made in its inbox other than files (a
+// retentions; newer ones stay, and what the agent made in its inbox other than files (a
 // directory, a link) is left alone, as is a workspace without an inbox.
 func TestPassPrunesRunLogsAndInboxes(t *testing.T) {
 	ctx := context.Background()
