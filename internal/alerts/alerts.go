@@ -6,7 +6,8 @@
 // with a different detail. Raised keys are kept in a small state file, so
 // a restart does not post them again. The conditions are WhatsApp logged
 // out, banned, replaced or outdated (polled from the channels), the disk
-// under the home below MinFree (polled), and what the router reports: a
+// under the home below MinFree (polled; BRIDGED_MIN_FREE, the floor below
+// which the daemon also takes in no files), and what the router reports: a
 // group that gave up after its retries until it runs well again (GaveUp,
 // Recovered), a message that finally failed until one to its chat is sent
 // (SendFailed, Sent).

@@ -26,7 +26,13 @@
 // MaxAudioBytes, MaxDocumentBytes) and copied into the home's spool before
 // the message is committed; the copy is kept under the row's key in the
 // transaction that commits the row, so the outbox finds it, and dropped if
-// the row does not commit. A refused file is answered with why.
+// the row does not commit. A sparse file (data under half its size, from
+// 1 MiB) is refused, and so is a file past the group's caps (Config.Files:
+// files in any minute, bytes in any 24 hours, counted from its outbox rows,
+// checked before the copy and again in the committing transaction) or one
+// sent while the home's disk is below Config.Floor. The row keeps the
+// file's name and size. A refused file is answered with why, and nothing of
+// it is copied.
 //
 // The agent owns its IPC namespace and is untrusted: it may put links,
 // fifos or huge files anywhere in it, or replace a directory. So the host

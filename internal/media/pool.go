@@ -16,6 +16,9 @@
 // never sees a half-fetched file and messages keep their order; Settled
 // tells the router to look again.
 //
+// Below the free-space floor (Config.Floor) a media is not downloaded: it
+// settles failed with a placeholder that says the disk is almost full.
+//
 // Nothing is lost on a crash: media still pending at start are fetched again
 // (a file already saved under its name is kept and not fetched twice).
 // Every fetch start is counted, so a file that takes the daemon down each
