@@ -18,7 +18,7 @@
 // deletes in small batches (Batch rows of each kind per write transaction)
 // with a pause between them, so the router and the outbox sender, which
 // share the one writer connection, never wait long behind it. A retention of
-// 0 keeps everything. The database file does not shrink: SQLite reuses the
+// 0 keeps every row (and the files of local chats). The database file does not shrink: SQLite reuses the
 // freed pages, so it stops growing.
 package retention
 
