@@ -206,3 +206,45 @@ func TestSessionsAndCursors(t *testing.T) {
 		t.Errorf("SetCursor(-1) = %v; want ErrInvalid", err)
 	}
 }
+
+// A row keeps the name and size of the file it carries (set at enqueue or
+// in the committing transaction), and OutboxFiles counts one group's files
+// and their bytes since a time.
+func TestOutboxFiles(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	now := t0
+	db.now = func() time.Time { return now }
+	enqueue := func(folder Folder, name string, size int64) OutboxItem {
+		t.Helper()
+		it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, Group: folder, FileName: name, FileSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	enqueue("family", "a.pdf", 100)
+	enqueue("family", "", 0) // no file
+	enqueue("work", "b.pdf", 1000)
+	now = t0.Add(30 * time.Minute)
+	it := enqueue("family", "", 0)
+	if err := db.Tx(ctx, func(tx *Tx) error { return tx.SetOutboxFile(ctx, it.ID, "c.png", 50) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.GetOutbox(ctx, it.ID); err != nil || got.FileName != "c.png" || got.FileSize != 50 {
+		t.Errorf("row after SetOutboxFile: %q %d (%v); want c.png, 50", got.FileName, got.FileSize, err)
+	}
+	for _, c := range []struct {
+		since time.Time
+		files int
+		bytes int64
+	}{{t0, 2, 150}, {t0.Add(time.Minute), 1, 50}, {t0.Add(time.Hour), 0, 0}} {
+		files, bytes, err := db.OutboxFiles(ctx, "family", c.since)
+		if err != nil || files != c.files || bytes != c.bytes {
+			t.Errorf("OutboxFiles(family, %s) = %d, %d, %v; want %d, %d", c.since.Format(time.TimeOnly), files, bytes, err, c.files, c.bytes)
+		}
+	}
+	if _, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, FileName: "d", FileSize: -1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a negative file size: %v; want ErrInvalid", err)
+	}
+}
