@@ -147,7 +147,7 @@ var settings = []setting{
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
 	// Disk: per-group caps on staged outgoing files, the free-space floor,
 	// and the retention of the files kept per run and per message.
-	{"outbox-files-per-minute", "BRIDGED_OUTBOX_FILES_PER_MINUTE", constant("30"), "most files one group may send (stage) in any minute"},
+	{"outbox-files-per-minute", "BRIDGED_OUTBOX_FILES_PER_MINUTE", constant("60"), "most files one group may send (stage) in any minute"},
 	{"outbox-bytes-per-day", "BRIDGED_OUTBOX_BYTES_PER_DAY", constant("2g"), "most bytes of files one group may send (stage) in any 24 hours (e.g. 500m, 2g)"},
 	{"min-free", "BRIDGED_MIN_FREE", constant("1g"), "free space kept on the home's disk: below it no outgoing file is staged, no media downloaded, and the owner is alerted (e.g. 500m, 1g)"},
 	{"log-retention", "BRIDGED_LOG_RETENTION", constant("30d"), "prune run logs (data/logs/) older than this (e.g. 14d; 0 = keep forever)"},

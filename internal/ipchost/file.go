@@ -32,7 +32,7 @@ const (
 // Per-group caps on the files staged for sending, by default: far above
 // what a chat sends, low enough that one group cannot fill the disk.
 const (
-	DefaultFilesPerMinute  = 30
+	DefaultFilesPerMinute  = 60
 	DefaultFileBytesPerDay = 2 << 30
 )
 
