@@ -108,7 +108,9 @@ func (t *Tree) Chown(uid, gid int) error {
 // at a time (see the package's walk notes above).
 func (t *Tree) walk(uid, gid int) (walkStats, error) {
 	var stats walkStats
-	fd, err := unix.FcntlInt(uintptr(t.fd), unix.F_DUPFD_CLOEXEC, 0)
+	// A descriptor of its own (not a dup, which would share the read
+	// offset with the tree's).
+	fd, err := unix.Openat(t.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return stats, t.pathErr("chown", ".", err)
 	}
@@ -224,8 +226,9 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 	if !isDir && owned {
 		return -1, 0, nil
 	}
+	openedDir := isDir
 	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if isDir {
+	if openedDir {
 		flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	}
 	fd, err := unix.Openat(dir, name, flags, 0)
@@ -252,6 +255,9 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 		}
 		stats.otherFS++
 	case !isDir && owned:
+	case isDir != openedDir:
+		// Swapped for a directory since the stat: the agent is
+		// changing its own tree; leave the entry to it.
 	case !isDir && st.Nlink > 1:
 		if stats.linked == 0 {
 			stats.firstLinked = rel(name)
