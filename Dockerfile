@@ -9,7 +9,13 @@ FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
-COPY . .
+# Only the agent-runner's packages: the context holds nothing else
+# (.dockerignore), and dockerfile_test.go keeps both lists in step with the
+# runner's imports.
+COPY agent-runner ./agent-runner
+COPY internal/claudecli ./internal/claudecli
+COPY internal/ipc ./internal/ipc
+COPY internal/schedule ./internal/schedule
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/agent-runner ./agent-runner

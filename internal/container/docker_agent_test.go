@@ -74,7 +74,7 @@ func TestDockerAgentRunner(t *testing.T) {
 	h := newHome(t)
 	p := h.Layout()
 	uid, gid := testUser()
-	if err := PrepareGroupDirs(h, "family", uid, gid); err != nil {
+	if err := PrepareGroupDirs(h, "family", false, uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureSettings(h, "family", uid, gid); err != nil {

@@ -260,7 +260,7 @@ func TestDockerMountsWritable(t *testing.T) {
 	p := h.Layout()
 	uid, gid := testUser()
 	for _, f := range []string{"family", "main"} {
-		if err := PrepareGroupDirs(h, f, uid, gid); err != nil {
+		if err := PrepareGroupDirs(h, f, f == "main", uid, gid); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,8 +52,11 @@ func UserSpec(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }
 // a real directory (a home incident). When the daemon runs as root it hands
 // the directories the container writes to — and everything already in them —
 // to uid:gid, so the non-root container user can write its files; each
-// entry's own owner is changed, never a link's target.
-func PrepareGroupDirs(h *home.Home, folder string, uid, gid int) error {
+// entry's own owner is changed, never a link's target nor a file with
+// another link (home.Tree.Chown), once per tree for the daemon's life. The
+// global memory is handed over for the main group only, the one container
+// that writes it: another group's start never walks a tree main filled.
+func PrepareGroupDirs(h *home.Home, folder string, isMain bool, uid, gid int) error {
 	if err := home.CheckFolder(folder); err != nil {
 		return err
 	}
@@ -79,7 +82,8 @@ func PrepareGroupDirs(h *home.Home, folder string, uid, gid int) error {
 	if _, err := keep(h.Claude(folder)); err != nil {
 		return err
 	}
-	if _, err := keep(h.Global()); err != nil {
+	global, err := keep(h.Global())
+	if err != nil {
 		return err
 	}
 	ipcTree, err := keep(h.IPC(folder))
@@ -97,6 +101,9 @@ func PrepareGroupDirs(h *home.Home, folder string, uid, gid int) error {
 		return nil
 	}
 	for _, t := range trees {
+		if t == global && !isMain {
+			continue
+		}
 		if err := t.Chown(uid, gid); err != nil {
 			return fmt.Errorf("prepare %s: %w", folder, err)
 		}

@@ -114,7 +114,7 @@ func TestPrepareGroupDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := PrepareGroupDirs(h, "family", 4242, 4343); err != nil {
+	if err := PrepareGroupDirs(h, "family", true, 4242, 4343); err != nil {
 		t.Fatalf("PrepareGroupDirs: %v", err)
 	}
 	dirs := []string{
@@ -168,7 +168,7 @@ func TestPrepareGroupDirsReplacesSymlinkedDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := PrepareGroupDirs(h, "other", 4242, 4343); err != nil {
+	if err := PrepareGroupDirs(h, "other", false, 4242, 4343); err != nil {
 		t.Fatalf("PrepareGroupDirs: %v", err)
 	}
 	for _, d := range []string{p.GroupDir("other"), filepath.Join(p.IPCDir("other"), "requests")} {
@@ -204,10 +204,39 @@ func TestPrepareGroupDirsReplacesSymlinkedDirs(t *testing.T) {
 	}
 }
 
+// Only the main group writes the global memory, so only its start hands
+// it over: a tree main put there never costs another group's start.
+func TestPrepareGroupDirsWalksGlobalForMainOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners needs root")
+	}
+	h := newHome(t)
+	p := h.Layout()
+	note := filepath.Join(p.GlobalDir(), "note.md")
+	if err := os.MkdirAll(p.GlobalDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(note, []byte("shared"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareGroupDirs(h, "family", false, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := owner(t, note); u != 0 {
+		t.Errorf("a non-main group's start gave the global memory to %d; want it left to main's", u)
+	}
+	if err := PrepareGroupDirs(h, "main", true, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(t, note); u != 4242 || g != 4343 {
+		t.Errorf("after main's start the global memory is owned by %d:%d; want 4242:4343", u, g)
+	}
+}
+
 func TestPrepareGroupDirsRefusesBadFolder(t *testing.T) {
 	h := newHome(t)
 	for _, f := range []string{"../escape", "global", ""} {
-		if err := PrepareGroupDirs(h, f, 1000, 1000); !errors.Is(err, home.ErrBadFolder) {
+		if err := PrepareGroupDirs(h, f, false, 1000, 1000); !errors.Is(err, home.ErrBadFolder) {
 			t.Errorf("PrepareGroupDirs(%q) = %v; want ErrBadFolder", f, err)
 		}
 	}
@@ -220,7 +249,7 @@ func TestEnsureSettings(t *testing.T) {
 	h := newHome(t)
 	p := h.Layout()
 	settings := filepath.Join(p.ClaudeDir("family"), "settings.json")
-	if err := PrepareGroupDirs(h, "family", 4242, 4343); err != nil {
+	if err := PrepareGroupDirs(h, "family", true, 4242, 4343); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureSettings(h, "family", 4242, 4343); err != nil {

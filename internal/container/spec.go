@@ -116,7 +116,7 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	if err := EnsureSettings(b.Home, folder, b.UID, b.GID); err != nil {
 		return err
 	}
-	return PrepareGroupDirs(b.Home, folder, b.UID, b.GID)
+	return PrepareGroupDirs(b.Home, folder, g.IsMain, b.UID, b.GID)
 }
 
 // installTemplate installs the named template as CLAUDE.md in the tree

@@ -56,7 +56,8 @@ type Home struct {
 	log    zerolog.Logger
 
 	mu        sync.Mutex
-	incidents []Incident // the latest maxIncidents, oldest first
+	incidents []Incident           // the latest maxIncidents, oldest first
+	walked    map[walkKey]struct{} // trees the ownership walk has done (Tree.Chown)
 }
 
 // New returns the home at dir (made absolute). It does not touch the disk.
@@ -318,13 +319,19 @@ func tmpName(name string) string {
 // Create creates name exclusively, open for reading and writing (a
 // download is read back to be checked and decrypted in place): it fails
 // with fs.ErrExist if anything, a dangling symlink included, is there
-// already.
+// already. When the daemon runs as root, the file is given to the owner of
+// the tree's directory unless that is root (giveToOwner).
 func (t *Tree) Create(name string, perm os.FileMode) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, t.pathErr("create", name, err)
 	}
 	f, err := t.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
+		return nil, t.pathErr("create", name, err)
+	}
+	if err := t.giveToOwner(f); err != nil {
+		f.Close()
+		_ = t.root.Remove(name)
 		return nil, t.pathErr("create", name, err)
 	}
 	return f, nil
@@ -510,36 +517,6 @@ func (t *Tree) Rename(oldname, newname string) error {
 		return t.pathErr("rename", oldname, err)
 	}
 	return nil
-}
-
-// Chown gives the tree and everything in it to uid:gid. Each entry's own
-// owner is changed (lchown: links are not followed), through the root, so a
-// directory swapped for a link during the walk cannot lead outside. Entries
-// that vanish during the walk are skipped; entries already owned by uid:gid
-// are left alone.
-func (t *Tree) Chown(uid, gid int) error {
-	return fs.WalkDir(t.root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && name != "." {
-				return nil
-			}
-			return t.pathErr("chown", name, err)
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return t.pathErr("chown", name, err)
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
-			return nil
-		}
-		if err := t.root.Lchown(name, uid, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return t.pathErr("chown", name, err)
-		}
-		return nil
-	})
 }
 
 // OpenFile opens the regular file at rel, a slash-separated path inside the

@@ -1,0 +1,194 @@
+package e2e
+
+// The start-up ownership walk (issue 20, findings 6 and 8): a root daemon
+// gives each agent's tree to the container user before the container
+// starts. The agent owns that tree and can make it as deep or as strange as
+// it likes; the walk must neither cost the daemon (memory, time, another
+// group's start) nor reach a file outside the home through a hard link.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// peakRSSKB reads a process's peak resident set size (VmHWM) in kB.
+func peakRSSKB(t testing.TB, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, err := strconv.Atoi(strings.Fields(l)[1])
+			if err != nil {
+				t.Fatalf("parse %q: %v", l, err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no VmHWM line in /proc/%d/status", pid)
+	return 0
+}
+
+// shDeepTree is a shell line that makes dir/deep and, below it, n nested
+// directories with 200-byte names, and prints "made <levels>". The whole
+// path is far beyond PATH_MAX, so the tree is grown from the top: each
+// round moves it one level down into a fresh directory (busybox's `cd`
+// slows down with the depth; a rename does not).
+func shDeepTree(dir string, n int) string {
+	name := strings.Repeat("d", 200)
+	return fmt.Sprintf("cd %s && mkdir deep && i=0; while [ $i -lt %d ]; do mkdir wrap && mv deep wrap/%s && mv wrap deep || break; i=$((i+1)); done; echo made $i", dir, n, name)
+}
+
+// TestE2EOwnershipWalkDeepTree: two agents fill their trees with 2,000
+// nested directories with long names — one its own group folder, main its
+// own and the shared global memory — and the daemon restarts. Every
+// group's first turn after the restart (a fresh container each, so a fresh
+// walk) takes less than a second more than it did before the trees were
+// there, and the daemon's peak memory stays where it was.
+func TestE2EOwnershipWalkDeepTree(t *testing.T) {
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the ownership walk is the root daemon's; run the tests as root")
+	}
+	e := newEnv(t)
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	for _, g := range []string{"deep", "other"} {
+		e.mustCLI("groups", "add", "--name", g, "--no-trigger", "local:"+g)
+	}
+	chats := []string{"local:other", "local:deep", "local:main"}
+	// turns times one turn of each group, one after the other: each the
+	// group's first since the daemon started, so each starts a container.
+	turns := func() map[string]time.Duration {
+		t.Helper()
+		took := map[string]time.Duration{}
+		for _, c := range chats {
+			start := time.Now()
+			if got := e.bash(c, "echo turn-ok", 2*turnWait); !strings.Contains(got, "turn-ok") {
+				t.Fatalf("%s: the turn did not run: %q", c, got)
+			}
+			took[c] = time.Since(start)
+		}
+		return took
+	}
+
+	d := e.start()
+	before := turns()
+	beforeKB := peakRSSKB(t, d.cmd.Process.Pid)
+	const depth = 2000
+	for chat, dirs := range map[string][]string{
+		"local:deep": {"/workspace/group"},
+		"local:main": {"/workspace/group", "/workspace/global"},
+	} {
+		for _, dir := range dirs {
+			if got := e.bash(chat, shDeepTree(dir, depth), 3*turnWait); !strings.Contains(got, fmt.Sprintf("made %d", depth)) {
+				t.Fatalf("%s could not make its deep tree in %s: %q", chat, dir, short(got, 300))
+			}
+		}
+	}
+	d.stop(t)
+
+	d = e.start()
+	after := turns()
+	afterKB := peakRSSKB(t, d.cmd.Process.Pid)
+	// Normal is the slowest first turn before the trees were made: on two
+	// busy cores one container start varies by a few hundred ms.
+	var normal time.Duration
+	for _, c := range chats {
+		normal = max(normal, before[c])
+	}
+	for _, c := range chats {
+		t.Logf("%s: first turn %s before the deep trees, %s after", c, before[c].Round(time.Millisecond), after[c].Round(time.Millisecond))
+		if extra := after[c] - normal; extra > time.Second {
+			t.Errorf("%s: the group's first turn after a restart took %s with the deep trees, %s more than the slowest first turn without them; want under 1 s more", c, after[c].Round(time.Millisecond), extra.Round(time.Millisecond))
+		}
+	}
+	t.Logf("daemon peak RSS: %d MB before the deep trees, %d MB after a restart with them", beforeKB>>10, afterKB>>10)
+	if afterKB > beforeKB+64<<10 {
+		t.Errorf("the daemon's peak RSS grew from %d MB to %d MB walking the deep trees; want under 64 MB more", beforeKB>>10, afterKB>>10)
+	}
+	// The walk did its work: the deepest level is the container user's.
+	levels, owner := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
+	if levels != depth || owner != 61000 {
+		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by 61000", levels, owner, depth)
+	}
+	d.stop(t)
+}
+
+// deepestOwner follows the only subdirectory of each level under dir down
+// to the last, by descriptor, and returns the levels and the last's owner.
+func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
+	t.Helper()
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 200)
+	for {
+		next, err := syscall.Openat(fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			var st syscall.Stat_t
+			if err := syscall.Fstat(fd, &st); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fd)
+			return levels, st.Uid
+		}
+		syscall.Close(fd)
+		fd = next
+		levels++
+	}
+}
+
+// TestE2EOwnershipWalkHardLink: a file outside the home, owned by someone
+// else, hard-linked into a group's folder (the link is made here, as root:
+// the host's fs.protected_hardlinks would stop the agent) keeps its owner
+// when a root daemon's walk hands the folder to the container user, and the
+// daemon says which file it left alone.
+func TestE2EOwnershipWalkHardLink(t *testing.T) {
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the ownership walk is the root daemon's; run the tests as root")
+	}
+	e := newEnv(t)
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "linked", "--no-trigger", "local:linked")
+	d := e.start()
+	if got := e.bash("local:linked", "echo turn-ok", turnWait); !strings.Contains(got, "turn-ok") {
+		t.Fatalf("the first turn did not run: %q", got)
+	}
+	d.stop(t)
+
+	victim := filepath.Join(t.TempDir(), "shadow")
+	writeFile(t, victim, "root:x:0:0::/root:/bin/sh\n")
+	if err := os.Chown(victim, 4321, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, filepath.Join(e.home, "groups", "linked", "shadow")); err != nil {
+		t.Fatalf("hard-link the outside file into the group folder: %v", err)
+	}
+
+	d = e.start()
+	got := e.bash("local:linked", "ls -ln /workspace/group/shadow", turnWait)
+	if !strings.Contains(got, "shadow") {
+		t.Fatalf("the agent does not see the linked file: %q", got)
+	}
+	fi, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 4321 {
+		t.Errorf("the file outside the home is now owned by %d:%d; want 4321:4321 (the walk changed it through the hard link)", st.Uid, st.Gid)
+	}
+	if !d.waitLog(`"first_linked":"groups/linked/shadow"`, 10*time.Second) {
+		t.Errorf("the daemon did not report the hard-linked file it left alone")
+	}
+	d.stop(t)
+}
