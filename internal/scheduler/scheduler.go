@@ -14,7 +14,7 @@
 //
 // A task that fails counts its failed runs in a row (a good run sets the count
 // back to 0; see store.FinishTaskRun). After n failures, its slots that come
-// sooner than FailureBackoff·2^(n-1) (at most MaxFailureBackoff) after the
+// sooner than 2^(n-1)·FailureBackoff (at most MaxFailureBackoff) after the
 // failed run's start are skipped, so a failing task is retried less and less
 // often; the runner pauses it when the count reaches the configured most
 // failures (BRIDGED_TASK_MAX_FAILURES), and `bridged tasks resume` or the
@@ -66,28 +66,29 @@ import (
 // again.
 const MaxSleep = time.Minute
 
-// FailureBackoff and MaxFailureBackoff bound the delay after a failing
-// task's run before its next run: FailureBackoff after the first failure in
-// a row, doubling with each further one, at most MaxFailureBackoff. A slot of
-// the task's schedule sooner than that is skipped.
+// FailureBackoff and MaxFailureBackoff set the least time between the start
+// of a failing task's run and its next run: FailureBackoff after its first
+// failure in a row, doubling with each further one, at most
+// MaxFailureBackoff. A slot of the task's schedule sooner than that is
+// skipped, so an every-minute task that keeps failing runs 1, 2, 4 and 8
+// minutes apart. A run starts a little after its slot (the queue, the
+// container), so the delay is counted with backoffSlack to spare.
 const (
 	FailureBackoff    = time.Minute
 	MaxFailureBackoff = time.Hour
+	backoffSlack      = FailureBackoff / 2
 )
 
 // failureDelay is the least time between the start of a task's run that
 // failed, its failures-th in a row, and its next run.
 func failureDelay(failures int) time.Duration {
-	if failures <= 0 {
+	switch {
+	case failures <= 0:
 		return 0
+	case failures > 7: // 2^6·FailureBackoff is past the cap already
+		return MaxFailureBackoff
 	}
-	d := FailureBackoff
-	for range failures - 1 {
-		if d *= 2; d >= MaxFailureBackoff {
-			return MaxFailureBackoff
-		}
-	}
-	return d
+	return min(FailureBackoff<<(failures-1), MaxFailureBackoff)
 }
 
 // retryMin and retryMax bound the back-off after a database error.
@@ -324,7 +325,7 @@ func (s *Scheduler) decide(t store.Task, now time.Time, registered bool) store.C
 		return store.Claim{Next: &next, Skip: "its earlier run is still queued or running"}
 	}
 	if t.Failures > 0 && t.LastRun != nil {
-		if notBefore := t.LastRun.Add(failureDelay(t.Failures)); now.Before(notBefore) {
+		if notBefore := t.LastRun.Add(failureDelay(t.Failures) - backoffSlack); now.Before(notBefore) {
 			// Stored times are whole milliseconds: the first slot after
 			// notBefore - 1 ms is the first one at or after notBefore.
 			later := sc.Next(due, notBefore.Add(-time.Millisecond), s.loc)
