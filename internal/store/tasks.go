@@ -175,8 +175,9 @@ func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
 }
 
 // UpdateTask replaces the prompt, schedule (kind, value), context mode,
-// status, next run, failure count and PausedByFailures of the task t.ID. To change one field atomically, read
-// and write inside DB.Tx. ErrNotFound if the task does not exist.
+// status, next run, failure count and PausedByFailures (kept only while
+// paused) of the task t.ID. To change one field atomically, read and write
+// inside DB.Tx. ErrNotFound if the task does not exist.
 func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
 	if err := t.check(); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
