@@ -99,6 +99,8 @@ func (t *tools) register(srv *mcp.Server) {
 			"(\"remind me about what we discussed\").\n" +
 			"- isolated: the task starts a fresh conversation with no history, so the prompt must be self-contained " +
 			"(\"check the weather every morning and tell me if it rains\").\n" +
+			"A group may have only so many tasks, and a prompt only so long (16 KiB by default): past either, the call is refused and says why; " +
+			"cancel tasks that are no longer needed.\n" +
 			"Returns the task id and its next run time." + t.mainOnlyNote(" target_group schedules the task for another group."),
 		InputSchema: mustSchema[scheduleTaskIn](map[string][]any{
 			"schedule_type": {"cron", "interval", "once"},

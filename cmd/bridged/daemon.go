@@ -362,6 +362,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		TaskCloseDelay:   taskCloseDelay,
 		MaxContainers:    cfg.MaxContainers,
 		RetryDelays:      cfg.RetryDelays(),
+		TaskMaxFailures:  cfg.TaskMaxFailures,
 		Image:            cfg.Image,
 		Instance:         instance,
 		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids},
@@ -385,6 +386,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	host, err := ipchost.New(ipchost.Config{
 		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
+		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt,
 	}, db, rt, sched, waRefresher{wa}, log)
 	if err != nil {
 		return err

@@ -107,6 +107,8 @@ func TestJSONOutputs(t *testing.T) {
 			LastRun     *time.Time `json:"last_run"`
 			LastResult  string     `json:"last_result"`
 			CreatedAt   time.Time  `json:"created_at"`
+			Failures    int        `json:"failures"`
+			PausedByF   bool       `json:"paused_by_failures"`
 		} `json:"tasks"`
 	}
 	decodeStrict(t, "tasks list --json", run("tasks", "list", "--json"), &tasks)

@@ -59,10 +59,22 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tGROUP\tSTATUS\tSCHEDULE\tNEXT RUN\tLAST RUN\tPROMPT")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, t.Status, t.Kind, t.Value,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, taskStatus(t), t.Kind, t.Value,
 			fmtTime(t.NextRun, cfg.Timezone), fmtTime(t.LastRun, cfg.Timezone), oneLine(t.Prompt, 50))
 	}
 	return tw.Flush()
+}
+
+// taskStatus is a task's status as tasks list shows it: a task that paused
+// itself after its failures says so, and a failing one how often it failed.
+func taskStatus(t control.Task) string {
+	switch {
+	case t.PausedByFailures && t.Status == "paused":
+		return fmt.Sprintf("paused (failed %d× in a row)", t.Failures)
+	case t.Failures > 0 && t.Status == "active":
+		return fmt.Sprintf("active (failed %d× in a row)", t.Failures)
+	}
+	return t.Status
 }
 
 func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {

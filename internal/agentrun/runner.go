@@ -59,6 +59,9 @@ type Config struct {
 	// stops a container that printed nothing for that long; StartTimeout
 	// one that printed nothing at all that long after its start.
 	IdleTimeout, ContainerTimeout, StartTimeout time.Duration
+	// TaskMaxFailures is how many failed runs in a row pause a task
+	// (store.TaskRun.PauseAfter); 0 never pauses one.
+	TaskMaxFailures int
 }
 
 // Deps are the parts a Runner works with. All but Turns and

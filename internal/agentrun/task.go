@@ -51,26 +51,30 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, t store.Ta
 	grp.Unlock()
 
 	fail := o.TaskFailure()
-	x.finishTask(log, t, started, o, fail)
+	x.finishTask(log, t, started, o, fail, true)
 	return fail
 }
 
 // NotRun records in t's run log that it failed with err before its
-// container started (started is when it was taken up).
+// container started (started is when it was taken up). Such a run is not the
+// task's own failure: it does not count toward the failures that pause it.
 func (x *Runner) NotRun(t store.Task, started time.Time, err error) {
 	log := x.Log.With().Str("group", string(t.Folder)).Str("task", string(t.ID)).Logger()
-	x.finishTask(log, t, started, Outcome{Ended: container.Ended{Err: err}}, err)
+	x.finishTask(log, t, started, Outcome{Ended: container.Ended{Err: err}}, err, false)
 }
 
-// finishTask records a task run in its log.
-func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time, o Outcome, fail error) {
+// finishTask records a task run in its log. A failed run that counts adds
+// one to the task's failures in a row, which pause it at TaskMaxFailures.
+func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time, o Outcome, fail error, counts bool) {
 	run := store.TaskRun{
-		TaskID:    t.ID,
-		StartedAt: started,
-		Duration:  x.Now().Sub(started),
-		Status:    store.RunOK,
-		Result:    prompt.Clip(o.LastText, 2000),
-		CostUSD:   o.Cost,
+		TaskID:     t.ID,
+		StartedAt:  started,
+		Duration:   x.Now().Sub(started),
+		Status:     store.RunOK,
+		Result:     prompt.Clip(o.LastText, 2000),
+		CostUSD:    o.Cost,
+		NotCounted: !counts,
+		PauseAfter: x.cfg.TaskMaxFailures,
 	}
 	if fail != nil {
 		run.Status = store.RunError
@@ -98,7 +102,7 @@ func (x *Runner) TaskDropped(t store.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
 	err := x.Store.FinishTaskRun(ctx, store.TaskRun{
-		TaskID: t.ID, StartedAt: x.Now(), Status: store.RunError, Error: "not run: bridged was stopping",
+		TaskID: t.ID, StartedAt: x.Now(), Status: store.RunError, Error: "not run: bridged was stopping", NotCounted: true,
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		x.Log.Error().Err(err).Str("group", string(t.Folder)).Str("task", string(t.ID)).Msg("cannot record dropped task")

@@ -10,7 +10,8 @@
 // which the daemon also takes in no files), and what the router reports: a
 // group that gave up after its retries until it runs well again (GaveUp,
 // Recovered), a message that finally failed until one to its chat is sent
-// (SendFailed, Sent).
+// (SendFailed, Sent), and a scheduled task that paused itself after failing
+// too many times in a row (TaskPaused, once per pause).
 //
 // Budgets: a group whose agent cost at least 80 % of its daily budget today
 // (the configured timezone's day) is reported once in the main chat; at
@@ -53,6 +54,7 @@ func budgetWarnKey(f store.Folder) string   { return "budget-warn/" + string(f) 
 func budgetPauseKey(f store.Folder) string  { return "budget-paused/" + string(f) }
 func gaveUpKey(f store.Folder) string       { return "gave-up/" + string(f) }
 func outboxFailedKey(c store.ChatID) string { return "outbox-failed/" + string(c) }
+func taskPausedKey(id store.TaskID) string  { return "task-paused/" + string(id) }
 
 // Poster posts bridged's own messages and wakes the router; the router is
 // one. Neither method blocks for long.
@@ -191,6 +193,21 @@ func (a *Alerts) SendFailed(ctx context.Context, chat store.ChatID, folder store
 		where = fmt.Sprintf("group %s (%s)", folder, chat)
 	}
 	a.Raise(ctx, outboxFailedKey(chat), fmt.Sprintf("A message to %s could not be sent and was given up: %s. See `bridged status`.", where, why))
+}
+
+// TaskPaused tells the owner that scheduled task t paused itself after
+// t.Failures failed runs in a row; why is the last failure, one short line.
+// It is told once per pause: the detail is the failed run's start, so the
+// same pause is never told twice, and the next one (after a resume) is.
+func (a *Alerts) TaskPaused(ctx context.Context, t store.Task, why string) {
+	detail := ""
+	if t.LastRun != nil {
+		detail = t.LastRun.UTC().Format(time.RFC3339Nano)
+	}
+	a.raise(ctx, taskPausedKey(t.ID), detail, "", fmt.Sprintf(
+		"Scheduled task %s of group %s failed %d times in a row and is paused (last error: %s). "+
+			"Once the cause is fixed, `bridged tasks resume %s` restarts it; `bridged tasks cancel %s` removes it.",
+		t.ID, t.Folder, t.Failures, why, t.ID, t.ID))
 }
 
 // Sent tells that a message to chat went out.

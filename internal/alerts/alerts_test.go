@@ -333,3 +333,25 @@ func TestRouterConditions(t *testing.T) {
 	a.SendFailed(ctx, famChat, "fam", "again")
 	wantPosts(t, p.take(), "local:main given up: again")
 }
+
+// A task that paused itself is told once per pause, also across a restart;
+// its next pause (after a resume, a later failed run) is told again.
+func TestTaskPausedOncePerPause(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	a, p := e.open(Config{})
+	last := e.clk.now()
+	task := store.Task{ID: "task-0123456789ab", Folder: "fam", Failures: 5, PausedByFailures: true, Status: store.TaskPaused, LastRun: &last}
+	a.TaskPaused(ctx, task, "agent error: API Error: 500")
+	a.TaskPaused(ctx, task, "agent error: API Error: 500")
+	wantPosts(t, p.take(), "local:main Scheduled task task-0123456789ab of group fam failed 5 times in a row and is paused (last error: agent error: API Error: 500). Once the cause is fixed, `bridged tasks resume task-0123456789ab` restarts it")
+
+	a, p = e.open(Config{}) // a restart
+	a.TaskPaused(ctx, task, "agent error: API Error: 500")
+	wantPosts(t, p.take())
+
+	later := last.Add(time.Hour)
+	task.LastRun = &later
+	a.TaskPaused(ctx, task, "still broken")
+	wantPosts(t, p.take(), "local:main (last error: still broken)")
+}

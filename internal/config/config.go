@@ -95,6 +95,14 @@ type Config struct {
 	OutboxBytesPerDay            int64
 	MinFree                      int64
 	LogRetention, InboxRetention time.Duration
+
+	// Scheduled tasks' limits: MaxTasks is the most tasks a group may have
+	// that are not done (active, running or paused); MaxTaskPrompt the
+	// largest task prompt in bytes; TaskMaxFailures how many failed runs in
+	// a row pause a task (with one owner alert).
+	MaxTasks        int
+	MaxTaskPrompt   int
+	TaskMaxFailures int
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -135,6 +143,10 @@ var settings = []setting{
 	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
+	// Scheduled tasks' limits.
+	{"max-tasks", "BRIDGED_MAX_TASKS", constant("50"), "most scheduled tasks a group may have that are not done (active or paused); schedule_task past it is refused"},
+	{"max-task-prompt", "BRIDGED_MAX_TASK_PROMPT", constant("16k"), "largest scheduled task prompt (e.g. 16k; at most 64k)"},
+	{"task-max-failures", "BRIDGED_TASK_MAX_FAILURES", constant("5"), "failed runs in a row after which a task pauses itself, with one owner alert (bridged tasks resume restarts it)"},
 	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
 	{"start-timeout", "BRIDGED_START_TIMEOUT", constant("2m"), "a container that prints nothing this long after it started is stopped as hung (retried once, then reported)"},
 	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
@@ -363,6 +375,18 @@ func build(raw map[string]string) (*Config, error) {
 	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
 		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
 	}
+	// Scheduled tasks' limits.
+	if c.MaxTasks, err = strconv.Atoi(raw["BRIDGED_MAX_TASKS"]); err != nil || c.MaxTasks < 1 || c.MaxTasks > 10000 {
+		return nil, bad("BRIDGED_MAX_TASKS", "want a whole number from 1 to 10000")
+	}
+	if n, err := ParseBytes(raw["BRIDGED_MAX_TASK_PROMPT"]); err != nil || n < 256 || n > MaxTaskPromptLimit {
+		return nil, bad("BRIDGED_MAX_TASK_PROMPT", "want a size from 256 to 64k, such as 16k")
+	} else {
+		c.MaxTaskPrompt = int(n)
+	}
+	if c.TaskMaxFailures, err = strconv.Atoi(raw["BRIDGED_TASK_MAX_FAILURES"]); err != nil || c.TaskMaxFailures < 1 || c.TaskMaxFailures > 1000 {
+		return nil, bad("BRIDGED_TASK_MAX_FAILURES", "want a whole number from 1 to 1000")
+	}
 	if c.EngineTimeout, err = time.ParseDuration(raw["BRIDGED_ENGINE_TIMEOUT"]); err != nil || c.EngineTimeout < 100*time.Millisecond || c.EngineTimeout > time.Hour {
 		return nil, bad("BRIDGED_ENGINE_TIMEOUT", "want a Go duration from 100ms to 1h")
 	}
@@ -426,6 +450,10 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	return c, nil
 }
+
+// MaxTaskPromptLimit is the largest BRIDGED_MAX_TASK_PROMPT: the IPC
+// boundary's own cap on any text (ipc.MaxTextBytes).
+const MaxTaskPromptLimit = 64 << 10
 
 // MinRetention is the shortest retention: today's usage (cost today, in any
 // timezone) is never folded away.
@@ -600,6 +628,9 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_MIN_FREE":                strconv.FormatInt(c.MinFree, 10),
 		"BRIDGED_LOG_RETENTION":           FormatRetention(c.LogRetention),
 		"BRIDGED_INBOX_RETENTION":         FormatRetention(c.InboxRetention),
+		"BRIDGED_MAX_TASKS":               strconv.Itoa(c.MaxTasks),
+		"BRIDGED_MAX_TASK_PROMPT":         strconv.Itoa(c.MaxTaskPrompt),
+		"BRIDGED_TASK_MAX_FAILURES":       strconv.Itoa(c.TaskMaxFailures),
 	}
 }
 

@@ -87,6 +87,12 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_RETENTION": "1d"}, "BRIDGED_RETENTION"},
 		{map[string]string{"BRIDGED_RETENTION": "ninety"}, "BRIDGED_RETENTION"},
 		{map[string]string{"BRIDGED_RETENTION": "-5d"}, "BRIDGED_RETENTION"},
+		// Scheduled tasks' limits.
+		{map[string]string{"BRIDGED_MAX_TASKS": "0"}, "BRIDGED_MAX_TASKS"},
+		{map[string]string{"BRIDGED_MAX_TASKS": "many"}, "BRIDGED_MAX_TASKS"},
+		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "65k"}, "BRIDGED_MAX_TASK_PROMPT"},
+		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "10"}, "BRIDGED_MAX_TASK_PROMPT"},
+		{map[string]string{"BRIDGED_TASK_MAX_FAILURES": "0"}, "BRIDGED_TASK_MAX_FAILURES"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home
@@ -240,6 +246,27 @@ func TestMaxMediaBytes(t *testing.T) {
 		if _, err := resolve(t, []string{"--home", dir, "--max-media-bytes", v}, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "BRIDGED_MAX_MEDIA_BYTES") {
 			t.Errorf("max media %q: err = %v; want invalid BRIDGED_MAX_MEDIA_BYTES", v, err)
 		}
+	}
+}
+
+func TestTaskLimits(t *testing.T) {
+	dir := t.TempDir()
+	c, err := resolve(t, []string{"--home", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxTasks != 50 || c.MaxTaskPrompt != 16<<10 || c.TaskMaxFailures != 5 {
+		t.Errorf("defaults: max tasks %d, max task prompt %d, task max failures %d; want 50, 16384, 5", c.MaxTasks, c.MaxTaskPrompt, c.TaskMaxFailures)
+	}
+	c, err = resolve(t, []string{"--home", dir, "--max-tasks", "3", "--task-max-failures", "2"}, map[string]string{"BRIDGED_MAX_TASK_PROMPT": "4k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxTasks != 3 || c.MaxTaskPrompt != 4<<10 || c.TaskMaxFailures != 2 {
+		t.Errorf("set: max tasks %d, max task prompt %d, task max failures %d; want 3, 4096, 2", c.MaxTasks, c.MaxTaskPrompt, c.TaskMaxFailures)
+	}
+	if v := c.Values(); v["BRIDGED_MAX_TASKS"] != "3" || v["BRIDGED_MAX_TASK_PROMPT"] != "4096" || v["BRIDGED_TASK_MAX_FAILURES"] != "2" {
+		t.Errorf("values %v; want the task limits as set", v)
 	}
 }
 

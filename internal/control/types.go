@@ -82,6 +82,11 @@ type Task struct {
 	LastRun     *time.Time `json:"last_run,omitempty"`
 	LastResult  string     `json:"last_result,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
+	// Failures counts the task's failed runs in a row; PausedByFailures
+	// says the task paused itself when they reached
+	// BRIDGED_TASK_MAX_FAILURES (`tasks resume` restarts it).
+	Failures         int  `json:"failures"`
+	PausedByFailures bool `json:"paused_by_failures"`
 }
 
 // TaskRun is one run of a task.
@@ -268,6 +273,9 @@ func taskOut(t store.Task) Task {
 		LastRun:     t.LastRun,
 		LastResult:  t.LastResult,
 		CreatedAt:   t.CreatedAt,
+
+		Failures:         t.Failures,
+		PausedByFailures: t.PausedByFailures,
 	}
 }
 

@@ -97,7 +97,12 @@
 //
 // schedule_task parses the schedule in the configured timezone and stores the
 // task with its first run; a once time more than a minute in the past is
-// refused. update_task with a new schedule recomputes the next run from now
+// refused. A group has at most Config.MaxTasks tasks that are not done
+// (active, running or paused; counted and stored in one transaction, and
+// main scheduling for another group counts against that group), and a task
+// prompt, in schedule_task and update_task alike, is at most
+// Config.MaxTaskPrompt bytes: past either the request is refused with the
+// limit, its setting and the way out, and nothing is stored. update_task with a new schedule recomputes the next run from now
 // and makes a finished task active again; the schedule of a task whose once
 // run is in flight cannot be changed. pause_task works on active tasks (a
 // paused task stays paused); resume_task makes a paused task active again,

@@ -300,13 +300,26 @@ func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTa
 		}
 		target = tg
 	}
+	if err := h.checkPrompt(a.Prompt, "scheduled"); err != nil {
+		return nil, err
+	}
 	sc, first, err := h.parseSchedule(a.ScheduleType, a.ScheduleValue)
 	if err != nil {
 		return nil, err
 	}
 	var task store.Task
 	err = h.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
+		// Counted and created in one transaction: writers are serialised, so
+		// no two requests both take the last place.
+		n, err := tx.CountLiveTasks(ctx, target.Folder)
+		if err != nil {
+			return err
+		}
+		if n >= h.cfg.MaxTasks {
+			return refused("group %s already has %d scheduled tasks, the most a group may have (BRIDGED_MAX_TASKS=%d); "+
+				"nothing was scheduled. Cancel a task it no longer needs with cancel_task (list_tasks shows them), then schedule again",
+				target.Folder, n, h.cfg.MaxTasks)
+		}
 		task, err = tx.CreateTask(ctx, store.Task{
 			Folder:      target.Folder,
 			Chat:        target.Chat,
@@ -331,6 +344,17 @@ func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTa
 	h.log.Info().Str("group", string(g.Folder)).Str("task", string(task.ID)).Str("task_group", string(task.Folder)).
 		Str("kind", string(task.Kind)).Time("next_run", first.In(h.cfg.Timezone)).Msg("task scheduled")
 	return h.taskInfo(task), nil
+}
+
+// checkPrompt refuses a task prompt over the configured size; undone says
+// what did not happen ("scheduled", "changed").
+func (h *Host) checkPrompt(prompt, undone string) error {
+	if len(prompt) > h.cfg.MaxTaskPrompt {
+		return badRequest("the task prompt is %d bytes, over the %d-byte limit for a task's prompt (BRIDGED_MAX_TASK_PROMPT); "+
+			"nothing was %s. Shorten it: keep long material in a file in your workspace and have the prompt say to read it",
+			len(prompt), h.cfg.MaxTaskPrompt, undone)
+	}
+	return nil
 }
 
 func (h *Host) listTasks(ctx context.Context, g store.Group) (any, error) {
@@ -370,6 +394,11 @@ func ownedTask(ctx context.Context, tx *store.Tx, g store.Group, id store.TaskID
 }
 
 func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskArgs) (any, error) {
+	if a.Prompt != nil {
+		if err := h.checkPrompt(*a.Prompt, "changed"); err != nil {
+			return nil, err
+		}
+	}
 	var updated store.Task
 	err := h.db.Tx(ctx, func(tx *store.Tx) error {
 		t, err := ownedTask(ctx, tx, g, store.TaskID(strings.TrimSpace(a.TaskID)))

@@ -85,7 +85,21 @@ type Config struct {
 	// Floor is the free space the home's disk keeps: below it no file is
 	// staged. The zero Floor has none.
 	Floor home.Floor
+
+	// MaxTasks is the most tasks a group may have that are not done
+	// (active, running or paused): schedule_task past it is refused, and
+	// nothing is stored. 0 means DefaultMaxTasks.
+	MaxTasks int
+	// MaxTaskPrompt is the largest task prompt, in bytes, that
+	// schedule_task and update_task take. 0 means DefaultMaxTaskPrompt.
+	MaxTaskPrompt int
 }
+
+// Defaults of the task limits (BRIDGED_MAX_TASKS, BRIDGED_MAX_TASK_PROMPT).
+const (
+	DefaultMaxTasks      = 50
+	DefaultMaxTaskPrompt = 16 << 10
+)
 
 // Host answers the agents' requests. Create it with New, start it with Run.
 type Host struct {
@@ -134,6 +148,12 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 	}
 	if cfg.AssistantName == "" {
 		cfg.AssistantName = "Andy"
+	}
+	if cfg.MaxTasks <= 0 {
+		cfg.MaxTasks = DefaultMaxTasks
+	}
+	if cfg.MaxTaskPrompt <= 0 {
+		cfg.MaxTaskPrompt = DefaultMaxTaskPrompt
 	}
 	if cfg.Sweep == 0 {
 		cfg.Sweep = ipc.DefaultSweep

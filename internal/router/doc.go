@@ -68,7 +68,8 @@
 // the outbox cannot take it) and the failure shows in Status; the group then
 // waits for its next message. A failed task run is recorded in
 // its run log and announced in its chat when the task's previous run did not
-// fail.
+// fail; the failure that pauses the task (its Config.TaskMaxFailures-th in a
+// row) is told to the owner once (Alerts.TaskPaused).
 //
 // # Outbox
 //

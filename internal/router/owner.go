@@ -34,6 +34,10 @@ type Alerts interface {
 	SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string)
 	// Sent: a message to chat went out.
 	Sent(ctx context.Context, chat store.ChatID)
+	// TaskPaused: scheduled task t paused itself after t.Failures failed
+	// runs in a row; why is the last failure, one short line. Told once
+	// per pause (t.LastRun tells one from the next).
+	TaskPaused(ctx context.Context, t store.Task, why string)
 }
 
 // ErrBudgetPaused is the error of a task run skipped because its group's

@@ -45,6 +45,10 @@ func (a *fakeAlerts) SendFailed(ctx context.Context, chat store.ChatID, folder s
 
 func (a *fakeAlerts) Sent(ctx context.Context, chat store.ChatID) { a.clear(outboxFailedKey(chat)) }
 
+func (a *fakeAlerts) TaskPaused(ctx context.Context, t store.Task, why string) {
+	a.raise("task-paused/"+string(t.ID), fmt.Sprintf("failures=%d why=%s", t.Failures, why))
+}
+
 func (a *fakeAlerts) raise(key, text string) {
 	a.mu.Lock()
 	a.raised[key] = text

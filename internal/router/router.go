@@ -59,6 +59,10 @@ type Config struct {
 	MaxContainers int             // 0: groupqueue.DefaultMaxConcurrent
 	RetryDelays   []time.Duration // nil: groupqueue.DefaultRetryDelays; empty: no retries
 
+	// TaskMaxFailures is how many failed runs in a row pause a scheduled
+	// task, with one owner alert (Alerts.TaskPaused); 0 never pauses one.
+	TaskMaxFailures int
+
 	Image, Instance string
 	Limits          container.Limits
 	// Home is the bridged home; every file the router touches in an
@@ -311,6 +315,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 	r.runs = agentrun.New(agentrun.Config{
 		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
 		IdleTimeout: cfg.IdleTimeout, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
+		TaskMaxFailures: cfg.TaskMaxFailures,
 	}, agentrun.Deps{
 		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Queue: q, Owner: runOwner{r}, Turns: d.Turns,
 		Log: r.log, Now: d.Now,

@@ -13,7 +13,8 @@ import (
 // runTask is the queue's RunTask handler: one container for one task
 // (agentrun.Runner.Task), unless the group's daily budget is used up. A
 // failure is shown in status and, when the task's previous run did not
-// fail, in its chat.
+// fail, in its chat; a failure that paused the task (its
+// TaskMaxFailures-th in a row) is told to the owner once.
 func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRef[store.Task]) error {
 	t := ref.Task
 	started := r.now()
@@ -40,5 +41,21 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 		// Told once, when it starts failing.
 		r.notice(t.Chat, t.Folder, prompt.TaskFailedNotice(string(t.ID), fail))
 	}
+	r.taskPaused(ctx, t.ID, fail)
 	return err
+}
+
+// taskPaused tells the owner when the failed run of task id paused it.
+func (r *Router) taskPaused(ctx context.Context, id store.TaskID, fail error) {
+	if r.cfg.TaskMaxFailures <= 0 {
+		return
+	}
+	t, err := r.db.GetTask(context.WithoutCancel(ctx), id)
+	if err != nil || t.Status != store.TaskPaused || !t.PausedByFailures {
+		return // cancelled meanwhile, or not paused by this run
+	}
+	r.log.Warn().Str("group", string(t.Folder)).Str("task", string(t.ID)).Int("failures", t.Failures).
+		Msg("task paused after failing too many times in a row")
+	why := prompt.Clip(prompt.OneLine(fail.Error()), 200)
+	r.alert(func(ctx context.Context, a Alerts) { a.TaskPaused(ctx, t, why) })
 }

@@ -64,6 +64,8 @@ func Pause(t store.Task) (store.Task, bool, error) {
 // its time, and runs at once if that has passed. It reports whether anything
 // changed: an active task stays as it is. A running or done task cannot be
 // resumed, nor one with no run left or whose schedule no longer parses.
+// Resuming sets the task's count of failed runs in a row back to 0, so a
+// task that paused itself after its failures gets its full count again.
 // Whether the task's group is still registered is ResumeTask's to check.
 func Resume(t store.Task, now time.Time, loc *time.Location) (store.Task, bool, error) {
 	loc = orUTC(loc)
@@ -99,6 +101,7 @@ func Resume(t store.Task, now time.Time, loc *time.Location) (store.Task, bool, 
 		t.NextRun = &next
 	}
 	t.Status = store.TaskActive
+	t.Failures, t.PausedByFailures = 0, false
 	return t, true, nil
 }
 

@@ -6,9 +6,19 @@
 // and hands the claimed ones to an Enqueuer (the router, which queues them on
 // the group queue). A claim advances the task's next run in the same
 // transaction that selects it, so a task is never handed over twice for the
-// same slot, not even when its run outlasts its interval: the next slot is
-// claimed only when it comes, and the group queue ignores a task whose id is
-// already queued or running.
+// same slot, not even when its run outlasts its interval. A task whose
+// earlier run is still queued or running (waiting for its group's turn or
+// container, or in one) when its next slot comes is not queued again: the
+// slot is skipped, and the task runs at its first slot after that run ends.
+// (The group queue also ignores a task whose id it holds already.)
+//
+// A task that fails counts its failed runs in a row (a good run sets the count
+// back to 0; see store.FinishTaskRun). After n failures, its slots that come
+// sooner than 2^(n-1)·FailureBackoff (at most MaxFailureBackoff) after the
+// failed run's start are skipped, so a failing task is retried less and less
+// often; the runner pauses it when the count reaches the configured most
+// failures (BRIDGED_TASK_MAX_FAILURES), and `bridged tasks resume` or the
+// resume_task tool restart it with a fresh count.
 //
 // Next runs come from package schedule: cron expressions are evaluated in the
 // configured timezone (with robfig/cron's handling of daylight-saving
@@ -55,6 +65,31 @@ import (
 // MaxSleep is the longest the scheduler sleeps without looking at the clock
 // again.
 const MaxSleep = time.Minute
+
+// FailureBackoff and MaxFailureBackoff set the least time between the start
+// of a failing task's run and its next run: FailureBackoff after its first
+// failure in a row, doubling with each further one, at most
+// MaxFailureBackoff. A slot of the task's schedule sooner than that is
+// skipped, so an every-minute task that keeps failing runs 1, 2, 4 and 8
+// minutes apart. A run starts a little after its slot (the queue, the
+// container), so the delay is counted with backoffSlack to spare.
+const (
+	FailureBackoff    = time.Minute
+	MaxFailureBackoff = time.Hour
+	backoffSlack      = FailureBackoff / 2
+)
+
+// failureDelay is the least time between the start of a task's run that
+// failed, its failures-th in a row, and its next run.
+func failureDelay(failures int) time.Duration {
+	switch {
+	case failures <= 0:
+		return 0
+	case failures > 7: // 2^6·FailureBackoff is past the cap already
+		return MaxFailureBackoff
+	}
+	return min(FailureBackoff<<(failures-1), MaxFailureBackoff)
+}
 
 // retryMin and retryMax bound the back-off after a database error.
 const (
@@ -232,11 +267,15 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	}
 
 	now := s.now()
-	paused := map[store.TaskID]string{} // why a due task is paused instead of queued
+	paused := map[store.TaskID]string{}  // why a due task is paused instead of queued
+	skipped := map[store.TaskID]string{} // why a due task's slot is skipped
 	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) store.Claim {
 		c := s.decide(t, now, registered[t.Folder])
-		if c.Pause != "" {
+		switch {
+		case c.Pause != "":
 			paused[t.ID] = c.Pause
+		case c.Skip != "" && c.Next != nil:
+			skipped[t.ID] = c.Skip
 		}
 		return c
 	})
@@ -245,6 +284,9 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	}
 	for id, reason := range paused {
 		s.log.Warn().Str("task", string(id)).Str("reason", reason).Msg("task paused instead of run")
+	}
+	for id, reason := range skipped {
+		s.log.Debug().Str("task", string(id)).Str("reason", reason).Msg("task slot skipped")
 	}
 	for _, t := range claimed {
 		ev := s.log.Info().Str("task", string(t.ID)).Str("group", string(t.Folder)).Str("kind", string(t.Kind))
@@ -258,8 +300,11 @@ func (s *Scheduler) claim(ctx context.Context) error {
 }
 
 // decide says what happens to the due task t: it is paused when its group is
-// no longer registered or its stored schedule no longer parses; otherwise it
-// runs, and its next run is the one after the run now due (t.NextRun).
+// no longer registered or its stored schedule no longer parses; its slot is
+// skipped when its earlier run is still queued or running, or when it is
+// failing and the slot comes sooner than its back-off allows (its next run
+// is then the first slot after the back-off); otherwise it runs, and its
+// next run is the one after the run now due (t.NextRun).
 func (s *Scheduler) decide(t store.Task, now time.Time, registered bool) store.Claim {
 	if !registered {
 		return store.Claim{Pause: fmt.Sprintf("group %s was removed; task paused", t.Folder)}
@@ -275,6 +320,20 @@ func (s *Scheduler) decide(t store.Task, now time.Time, registered bool) store.C
 	next := sc.Next(due, now, s.loc)
 	if next.IsZero() {
 		return store.Claim{}
+	}
+	if t.RunInFlight {
+		return store.Claim{Next: &next, Skip: "its earlier run is still queued or running"}
+	}
+	if t.Failures > 0 && t.LastRun != nil {
+		if notBefore := t.LastRun.Add(failureDelay(t.Failures) - backoffSlack); now.Before(notBefore) {
+			// Stored times are whole milliseconds: the first slot after
+			// notBefore - 1 ms is the first one at or after notBefore.
+			later := sc.Next(due, notBefore.Add(-time.Millisecond), s.loc)
+			if !later.IsZero() {
+				return store.Claim{Next: &later, Skip: fmt.Sprintf("backing off after %d failed runs in a row, until %s",
+					t.Failures, notBefore.In(s.loc).Format(time.RFC3339))}
+			}
+		}
 	}
 	return store.Claim{Next: &next}
 }

@@ -45,17 +45,24 @@ type enqueued struct {
 	at   time.Time // the scheduler's clock at the call
 }
 
-// fakeQueue records EnqueueTask calls.
+// fakeQueue records EnqueueTask calls. With a database, each task's run
+// ends at once and is recorded, as the runner records a run that ended.
 type fakeQueue struct {
 	now func() time.Time
+	db  *store.DB
 	mu  sync.Mutex
 	got []enqueued
 }
 
 func (q *fakeQueue) EnqueueTask(t store.Task) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.got = append(q.got, enqueued{task: t, at: q.now()})
+	q.mu.Unlock()
+	if q.db != nil {
+		if err := q.db.FinishTaskRun(context.Background(), store.TaskRun{TaskID: t.ID, StartedAt: q.now(), Status: store.RunOK}); err != nil {
+			panic(err)
+		}
+	}
 }
 
 func (q *fakeQueue) calls() []enqueued {
@@ -101,7 +108,7 @@ func (h *harness) now() time.Time { return time.Now().Add(time.Duration(h.off.Lo
 func (h *harness) start(q Enqueuer, maxSleep time.Duration) {
 	h.t.Helper()
 	if q == nil {
-		h.fake = &fakeQueue{now: h.now}
+		h.fake = &fakeQueue{now: h.now, db: h.db}
 		q = h.fake
 	}
 	h.s = New(h.db, q, h.loc, zerolog.Nop(), h.now)
@@ -263,7 +270,7 @@ func TestRunTimes(t *testing.T) {
 				}
 				wantStatus := store.TaskActive
 				if tt.kind == store.TaskOnce {
-					wantStatus = store.TaskRunning
+					wantStatus = store.TaskDone // its one run was recorded
 				}
 				if stored.Status != wantStatus {
 					t.Errorf("status %s; want %s", stored.Status, wantStatus)
@@ -323,7 +330,7 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 		q, err := groupqueue.New(groupqueue.Config{}, groupqueue.Handlers[store.Task]{
 			RunMessages: func(context.Context, string) error { return nil },
 			CloseIdle:   func(string) {},
-			RunTask: func(ctx context.Context, _ string, _ groupqueue.TaskRef[store.Task]) error {
+			RunTask: func(ctx context.Context, _ string, ref groupqueue.TaskRef[store.Task]) error {
 				mu.Lock()
 				starts++
 				active++
@@ -339,6 +346,10 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 				mu.Lock()
 				active--
 				mu.Unlock()
+				// As the runner does: the run is recorded when it ends.
+				if err := h.db.FinishTaskRun(context.Background(), store.TaskRun{TaskID: ref.Task.ID, StartedAt: h.now(), Status: store.RunOK}); err != nil {
+					t.Errorf("record the run: %v", err)
+				}
 				return nil
 			},
 		}, zerolog.Nop())

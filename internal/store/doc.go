@@ -73,7 +73,12 @@
 // 'running' when claimed and 'done' when FinishTaskRun records its run. A run
 // interrupted by a restart — its 'running' row found at start — is closed by
 // FailInterrupted as an "interrupted" error run, never repeated, and its
-// notice is committed in the same transaction.
+// notice is committed in the same transaction. A due task whose 'running'
+// row is still open (its run queued or running) is handed to the decide
+// function as RunInFlight, so its slot can be skipped rather than the task
+// queued twice. FinishTaskRun also keeps the task's count of failed runs in
+// a row (an ok run sets it to 0) and pauses the task, PausedByFailures, when
+// it reaches the run's PauseAfter.
 //
 // # Handled requests
 //

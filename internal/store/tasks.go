@@ -25,6 +25,15 @@ type Task struct {
 	LastRun     *time.Time
 	LastResult  string
 	CreatedAt   time.Time
+	// Failures counts the task's failed runs in a row; a good run and a
+	// resume set it back to 0 (see TaskRun.PauseAfter).
+	Failures int
+	// PausedByFailures: the task paused itself after Failures failed runs
+	// in a row (not a person's pause). Resuming clears it.
+	PausedByFailures bool
+	// RunInFlight is set by ClaimDue only: the task's earlier run is still
+	// queued or running (its 'running' row in the run log is open).
+	RunInFlight bool
 }
 
 // TaskRun is one run of a task, for the run log.
@@ -37,15 +46,25 @@ type TaskRun struct {
 	Result    string
 	Error     string
 	CostUSD   float64
+
+	// NotCounted: an error run that was not the task's own failure (its
+	// group was paused by its budget, the daemon dropped it or stopped
+	// during it) leaves the task's failure count as it is. An ok run always
+	// sets it back to 0.
+	NotCounted bool
+	// PauseAfter, when above 0, pauses an active task whose failures in a
+	// row reach it with this run: it becomes paused, PausedByFailures.
+	PauseAfter int
 }
 
-const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at`
+const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at, failures, paused_by_failures`
 
 func scanTask(row rowScanner) (Task, error) {
 	var t Task
 	var next, last sql.NullInt64
 	var created int64
-	err := row.Scan(&t.ID, &t.Folder, &t.Chat, &t.Prompt, &t.Kind, &t.Value, &t.ContextMode, &t.Status, &next, &last, &t.LastResult, &created)
+	err := row.Scan(&t.ID, &t.Folder, &t.Chat, &t.Prompt, &t.Kind, &t.Value, &t.ContextMode, &t.Status, &next, &last, &t.LastResult, &created,
+		&t.Failures, &t.PausedByFailures)
 	t.NextRun = fromNullMS(next)
 	t.LastRun = fromNullMS(last)
 	t.CreatedAt = fromMS(created)
@@ -107,9 +126,9 @@ func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 			return Task{}, fmt.Errorf("create task: no free id after %d attempts", attempt+1)
 		}
 	}
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
-		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt)); err != nil {
+		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures)); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)
 	}
 	return t, nil
@@ -156,14 +175,16 @@ func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
 }
 
 // UpdateTask replaces the prompt, schedule (kind, value), context mode,
-// status and next run of the task t.ID. To change one field atomically, read
-// and write inside DB.Tx. ErrNotFound if the task does not exist.
+// status, next run, failure count and PausedByFailures (kept only while
+// paused) of the task t.ID. To change one field atomically, read and write
+// inside DB.Tx. ErrNotFound if the task does not exist.
 func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
 	if err := t.check(); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ? WHERE id = ?`,
-		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), t.ID)
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ?,
+		failures = ?, paused_by_failures = ? WHERE id = ?`,
+		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), max(t.Failures, 0), boolInt(t.PausedByFailures && t.Status == TaskPaused), t.ID)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
@@ -224,6 +245,16 @@ func (db *DB) DeleteTask(ctx context.Context, id TaskID) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.DeleteTask(ctx, id) })
 }
 
+// CountLiveTasks returns how many of folder's tasks are not done: active,
+// running or paused (the ones a per-group cap counts).
+func (tx *Tx) CountLiveTasks(ctx context.Context, folder Folder) (int, error) {
+	var n int
+	if err := tx.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE folder = ? AND status != 'done'`, folder).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tasks of %s: %w", folder, err)
+	}
+	return n, nil
+}
+
 // NextDue returns the earliest next run of the active tasks, nil if none
 // has one.
 func (db *DB) NextDue(ctx context.Context) (*time.Time, error) {
@@ -242,6 +273,11 @@ type Claim struct {
 	// Pause, when not empty, pauses the task instead of running it, with
 	// Pause as its last result; its next run is left as it was.
 	Pause string
+	// Skip, when not empty, says why the run now due is skipped: the task's
+	// next run becomes Next, nothing is recorded in its run log, and it is
+	// not returned. A Skip without a Next is ignored (the task runs), so a
+	// skipped task is never left due.
+	Skip string
 }
 
 // runInterrupted is the error of a run a stopped daemon left in flight.
@@ -256,8 +292,11 @@ const runInterrupted = "interrupted: bridged stopped during the run"
 // in the run log as a 'running' row, which FinishTaskRun completes, so a run
 // a stopped daemon left in flight is found at the next start
 // (FailInterrupted); a task whose earlier run is still in flight keeps that
-// one row. The tasks to run are returned with their new NextRun and Status;
-// paused ones are not.
+// one row. Each due task is handed to decide with RunInFlight set when its
+// earlier run is still queued or running, so the caller can skip the slot
+// (Claim.Skip) rather than queue the task twice. The tasks to run are
+// returned with their new NextRun and Status; paused and skipped ones are
+// not.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Claim) ([]Task, error) {
 	var claimed []Task
 	err := db.Tx(ctx, func(tx *Tx) error {
@@ -272,10 +311,20 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 			return fmt.Errorf("claim due tasks: %w", err)
 		}
 		for _, t := range due {
+			if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM task_runs WHERE task_id = ? AND status = 'running')`,
+				t.ID).Scan(&t.RunInFlight); err != nil {
+				return fmt.Errorf("claim task %s: %w", t.ID, err)
+			}
 			c := decide(t)
 			if c.Pause != "" {
 				if err := tx.PauseTask(ctx, t.ID, c.Pause); err != nil {
 					return fmt.Errorf("claim due tasks: %w", err)
+				}
+				continue
+			}
+			if c.Skip != "" && c.Next != nil {
+				if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET next_run = ? WHERE id = ?`, toMS(*c.Next), t.ID); err != nil {
+					return fmt.Errorf("skip task %s: %w", t.ID, err)
 				}
 				continue
 			}
@@ -309,6 +358,9 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 // (r.StartedAt) and last result (the result, or "error: " and the error). The
 // task's run in flight (the 'running' row its claim made) becomes this run;
 // without one, a row is added. A running task (no next run) becomes done.
+// An ok run sets the task's failure count back to 0; an error run adds one
+// (unless r.NotCounted), and pauses the task, PausedByFailures, when the
+// count reaches r.PauseAfter (> 0) and the task is still active.
 // ErrNotFound if the task was deleted meanwhile; nothing is recorded then.
 func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 	if r.Status != RunOK && r.Status != RunError {
@@ -321,10 +373,19 @@ func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 	if r.Status == RunError {
 		last = "error: " + r.Error
 	}
+	counted := r.Status == RunError && !r.NotCounted
 	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET last_run = ?, last_result = ?,
-		status = CASE WHEN status = 'running' THEN 'done' ELSE status END WHERE id = ?`, toMS(r.StartedAt), last, r.TaskID)
+		status = CASE WHEN status = 'running' THEN 'done' ELSE status END,
+		failures = CASE WHEN ? THEN 0 WHEN ? THEN failures + 1 ELSE failures END WHERE id = ?`,
+		toMS(r.StartedAt), last, boolInt(r.Status == RunOK), boolInt(counted), r.TaskID)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+	}
+	if counted && r.PauseAfter > 0 {
+		if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_by_failures = 1
+			WHERE id = ? AND status = 'active' AND failures >= ?`, r.TaskID, r.PauseAfter); err != nil {
+			return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
+		}
 	}
 	res, err = tx.tx.ExecContext(ctx, `UPDATE task_runs SET started_at = ?, duration_ms = ?, status = ?, result = ?, error = ?, cost_usd = ?
 		WHERE task_id = ? AND status = 'running'`,
@@ -389,7 +450,7 @@ func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]
 			if o.started.Valid {
 				started = fromMS(o.started.Int64)
 			}
-			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: t.ID, StartedAt: started, Status: RunError, Error: runInterrupted}); err != nil {
+			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: t.ID, StartedAt: started, Status: RunError, Error: runInterrupted, NotCounted: true}); err != nil {
 				return nil, err
 			}
 			if notice != nil && t.Chat != "" {
