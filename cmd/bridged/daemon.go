@@ -377,7 +377,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	al.SetPoster(rt)
 	// The proxy is the meter: its responses go to the usage ledger, and a
 	// group at its budget is refused there.
-	proxy.SetLedger(meterLedger{db: db, al: al, log: log})
+	proxy.SetLedger(&meterLedger{db: db, al: al, log: log})
 	mediaPool.SetSettled(rt.MediaSettled)
 	loc.SetInbound(rt.Inbound)
 

@@ -7,9 +7,12 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // fakeLedger records commits and refuses what over says.
@@ -170,4 +173,37 @@ func TestBudgetRefusal429(t *testing.T) {
 	if resp := post(t, c, "/v1/messages", "{}", nil); readAll(t, resp) == "" || resp.StatusCode != 200 {
 		t.Errorf("after the budget was lifted: %d", resp.StatusCode)
 	}
+}
+
+// BenchmarkMeterParse prints what reading the usage out of a streamed
+// response and pricing it costs per response (no ledger: see
+// BenchmarkMeterOverhead in cmd/bridged for the commit).
+func BenchmarkMeterParse(b *testing.B) {
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-5-20250929\",\"usage\":{\"input_tokens\":2000,\"cache_creation_input_tokens\":500,\"cache_read_input_tokens\":30000,\"output_tokens\":1}}}\n\n" +
+		strings.Repeat("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello there, how can I help?\"}}\n\n", 50) +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":350}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	p, err := New(Config{APIKey: "sk-bench", Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const inner = 5000
+	buf := make([]byte, 4096)
+	b.ResetTimer()
+	t0 := time.Now()
+	for range b.N {
+		for range inner {
+			m := &meter{rc: io.NopCloser(strings.NewReader(body)), sse: true, p: p, group: "fam"}
+			if _, err := io.CopyBuffer(io.Discard, m, buf); err != nil {
+				b.Fatal(err)
+			}
+			m.Close()
+		}
+	}
+	per := time.Since(t0) / time.Duration(b.N*inner)
+	b.ReportMetric(float64(per)/float64(time.Millisecond), "ms/response")
+	if u := p.Usage()["fam"]; u.OutputTokens != int64(350*b.N*inner) {
+		b.Fatalf("metered %+v", u)
+	}
+	fmt.Printf("metering, reading the usage of a streamed response (%d bytes, 54 events) and pricing it: %.4f ms per response\n", len(body), float64(per)/float64(time.Millisecond))
 }

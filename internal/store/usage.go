@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -63,13 +65,48 @@ func (db *DB) AddAPIUsage(ctx context.Context, u APIUsage) error {
 		return fmt.Errorf("%w: API usage of %s: cost %v, tokens %d/%d/%d/%d", ErrInvalid, u.Folder, u.CostUSD,
 			u.InputTokens, u.OutputTokens, u.CacheWriteTokens, u.CacheReadTokens)
 	}
+	db.spent.mu.Lock()
+	defer db.spent.mu.Unlock()
+	if db.spent.insert == nil {
+		// Prepared once: the insert runs once per API request.
+		st, err := db.write.PrepareContext(ctx, `INSERT INTO api_usage (folder, at, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("add API usage for %s: %w", u.Folder, err)
+		}
+		db.spent.insert = st
+	}
 	// One statement is its own transaction on the single write connection.
-	if _, err := db.write.ExecContext(ctx, `INSERT INTO api_usage (folder, at, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := db.spent.insert.ExecContext(ctx,
 		u.Folder, toMS(u.At), u.Model, u.InputTokens, u.OutputTokens, u.CacheWriteTokens, u.CacheReadTokens, u.CostUSD); err != nil {
 		return fmt.Errorf("add API usage for %s: %w", u.Folder, err)
 	}
+	if e, ok := db.spent.m[u.Folder]; ok && toMS(u.At) >= e.since {
+		e.cost += u.CostUSD
+		db.spent.m[u.Folder] = e
+	}
 	return nil
+}
+
+// spentCache keeps, per group, the ledger's total since the time last asked
+// for (the start of the budget's day), so the check before each API request
+// does not sum the day's rows again. Every ledger write goes through
+// AddAPIUsage, which adds to it under the same lock; pruning forgets it.
+type spentCache struct {
+	mu     sync.Mutex
+	m      map[Folder]spentSince
+	insert *sql.Stmt // AddAPIUsage's, prepared on first use
+}
+
+type spentSince struct {
+	since int64 // unix ms
+	cost  float64
+}
+
+func (c *spentCache) forget() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
 }
 
 // CostSince returns what every group's agent cost at or after since, in
@@ -85,10 +122,20 @@ func (db *DB) CostSince(ctx context.Context, since time.Time) (float64, error) {
 // GroupCostSince returns what folder's agent cost at or after since, in
 // USD, from the usage ledger.
 func (db *DB) GroupCostSince(ctx context.Context, folder Folder, since time.Time) (float64, error) {
+	ms := toMS(since)
+	db.spent.mu.Lock()
+	defer db.spent.mu.Unlock()
+	if e, ok := db.spent.m[folder]; ok && e.since == ms {
+		return e.cost, nil
+	}
 	var cost float64
-	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM api_usage WHERE folder = ? AND at >= ?`, folder, toMS(since)).Scan(&cost); err != nil {
+	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM api_usage WHERE folder = ? AND at >= ?`, folder, ms).Scan(&cost); err != nil {
 		return 0, fmt.Errorf("cost of %s since %s: %w", folder, since.Format(time.RFC3339), err)
 	}
+	if db.spent.m == nil {
+		db.spent.m = map[Folder]spentSince{}
+	}
+	db.spent.m[folder] = spentSince{since: ms, cost: cost}
 	return cost, nil
 }
 
