@@ -16,3 +16,16 @@ CREATE TABLE api_usage (
 ) STRICT;
 CREATE INDEX api_usage_folder_at ON api_usage (folder, at);
 CREATE INDEX api_usage_at ON api_usage (at);
+-- Ledger rows older than the retention (BRIDGED_RETENTION) are folded into
+-- one row per group and UTC day before they are pruned.
+CREATE TABLE api_usage_daily (
+    folder             TEXT NOT NULL,
+    day                TEXT NOT NULL,
+    requests           INTEGER NOT NULL DEFAULT 0,
+    input_tokens       INTEGER NOT NULL DEFAULT 0,
+    output_tokens      INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+    cost_usd           REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (folder, day)
+) STRICT;

@@ -55,3 +55,39 @@ func TestAPIUsageLedger(t *testing.T) {
 		t.Errorf("cost today after refused rows %v; want 0.75", c)
 	}
 }
+
+// Ledger rows past the retention are folded into their day and pruned;
+// today's total is not touched.
+func TestAPIUsagePruned(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	old := time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	for _, u := range []APIUsage{
+		{Folder: "fam", At: old, InputTokens: 10, CostUSD: 1},
+		{Folder: "fam", At: old.Add(time.Hour), OutputTokens: 5, CostUSD: 2},
+		{Folder: "fam", At: now, CostUSD: 0.5},
+	} {
+		if err := db.AddAPIUsage(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, _ := db.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 3.5 {
+		t.Fatalf("cost %v; want 3.5", c)
+	}
+	n, err := db.Prune(ctx, now.Add(-24*time.Hour), 100)
+	if err != nil || n.Usage != 2 {
+		t.Fatalf("pruned %+v, %v; want 2 usage rows", n, err)
+	}
+	if c, _ := db.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 0.5 {
+		t.Errorf("cost after pruning %v; want 0.5 (the cached total forgot the pruned rows)", c)
+	}
+	var requests, in, out int64
+	var cost float64
+	if err := db.read.QueryRowContext(ctx, `SELECT requests, input_tokens, output_tokens, cost_usd FROM api_usage_daily WHERE folder = 'fam' AND day = '2026-08-01'`).Scan(&requests, &in, &out, &cost); err != nil {
+		t.Fatal(err)
+	}
+	if requests != 2 || in != 10 || out != 5 || cost != 3 {
+		t.Errorf("folded day: %d requests, %d in, %d out, $%v; want 2, 10, 5, $3", requests, in, out, cost)
+	}
+}
