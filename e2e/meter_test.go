@@ -227,3 +227,41 @@ func TestE2EMeterForgedResultCostRefused(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// The CLI's own API calls are metered the same way: the call that uses the
+// budget up is answered, the next one in the same turn is refused by the
+// proxy, so the turn ends there (the rest of it never runs), with one
+// notice; the message is kept and answered once the budget is raised.
+func TestE2EMeterTurnEndsAtBudget(t *testing.T) {
+	up := newPricedUpstream(t)
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	e.mustCLI("groups", "set", "--budget-daily", "0.50", "fam")
+	d := e.start()
+
+	id := e.post("local:fam", "fake:api first\nfake:api second\nfake:reply the end of the turn")
+	notice := e.waitOut("local:fam", id, 1, 90*time.Second)[0]
+	if !strings.Contains(notice.Text, "used up today's budget") || !strings.Contains(notice.Text, "$0.90 of $0.50") {
+		t.Fatalf("fam got %q; want the budget notice at $0.90 of $0.50", notice.Text)
+	}
+	// Past the first retry's delay (5 s): the kept message waits.
+	noOutbound(t, e, "local:fam", notice.ID, 8*time.Second, "the turn ended at the refused call")
+	if n := up.requests.Load(); n != 1 {
+		t.Errorf("the upstream got %d requests; want 1 (the second call of the turn refused by the proxy)", n)
+	}
+	if cost, _, paused := groupCost(t, e, "fam"); !sameUSD(cost, pricedCost) || !paused {
+		t.Errorf("fam $%v, paused %v; want $%v, paused", cost, paused, pricedCost)
+	}
+
+	e.mustCLI("groups", "set", "--budget-daily", "5", "fam")
+	var texts []string
+	for _, m := range e.waitOut("local:fam", id, 2, 90*time.Second) {
+		texts = append(texts, m.Text)
+	}
+	if texts[1] != "ok\nok\nthe end of the turn" {
+		t.Errorf("after the raise fam got %q; want the kept message's turn run again to its end", texts)
+	}
+	d.stop(t)
+}
