@@ -124,6 +124,7 @@ type meter struct {
 	tok   Tokens
 	live  Tokens // what the live tally has of tok
 	seen  bool   // a usage was read
+	big   bool   // the JSON body outgrew maxMeteredJSON
 	once  sync.Once
 }
 
@@ -152,6 +153,8 @@ func (m *meter) feed(b []byte) {
 	if !m.sse {
 		if len(m.whole)+len(b) <= maxMeteredJSON {
 			m.whole = append(m.whole, b...)
+		} else {
+			m.big = true
 		}
 		return
 	}
@@ -275,6 +278,9 @@ func (m *meter) finish() {
 			m.whole = nil
 		}
 		if !m.seen {
+			if m.big {
+				m.p.log.Warn().Str("group", m.group).Int("cap_bytes", maxMeteredJSON).Msg("a response too large to read its usage passed unmetered")
+			}
 			return
 		}
 		fam, known := FamilyOf(m.model)

@@ -207,3 +207,42 @@ func BenchmarkMeterParse(b *testing.B) {
 	}
 	fmt.Printf("metering, reading the usage of a streamed response (%d bytes, 54 events) and pricing it: %.4f ms per response\n", len(body), float64(per)/float64(time.Millisecond))
 }
+
+// A model missing from the pricing table is priced as the priciest family
+// and logged once, however often it is seen.
+func TestUnknownModelLoggedOnce(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	p, err := New(Config{APIKey: "sk-test", Log: zerolog.New(syncWriter{&mu, &logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"claude-future-9","usage":{"input_tokens":1000000}}`
+	for range 3 {
+		m := &meter{rc: io.NopCloser(strings.NewReader(body)), p: p, group: "fam"}
+		if _, err := io.Copy(io.Discard, m); err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if n := strings.Count(out, "claude-future-9"); n != 1 || !strings.Contains(out, `"priced_as":"`+Priciest.Name+`"`) {
+		t.Errorf("log %q: want one line naming the model priced as %s", out, Priciest.Name)
+	}
+	if u := p.Usage()["fam"]; !near(u.CostUSD, 3*Priciest.Price.Input) {
+		t.Errorf("cost %v; want 3 × $%v", u.CostUSD, Priciest.Price.Input)
+	}
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
