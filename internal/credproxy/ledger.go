@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -85,24 +84,6 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, group string) bool
 	w.Header().Set("X-Should-Retry", "false")
 	writeError(w, http.StatusTooManyRequests, "rate_limit_error", msg)
 	return false
-}
-
-// modifyResponse meters a successful response as it streams by.
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	group, _ := resp.Request.Context().Value(groupKey{}).(string)
-	p.add(group, Usage{Requests: 1})
-	if resp.StatusCode/100 != 2 {
-		return nil
-	}
-	if resp.Header.Get("Content-Encoding") != "" {
-		// The proxy asks for no encoding; an upstream that sends one
-		// anyway cannot be read, so it is not passed on unmetered.
-		resp.Body.Close()
-		return errUnmeterable
-	}
-	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group}
-	return nil
 }
 
 var errUnmeterable = errorString("the upstream sent an encoded response the meter cannot read")
