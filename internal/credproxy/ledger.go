@@ -169,6 +169,7 @@ type apiUsage struct {
 	ServerToolUse *struct {
 		WebSearchRequests int64 `json:"web_search_requests"`
 	} `json:"server_tool_use"`
+	Speed string `json:"speed"` // "fast" in fast mode
 }
 
 // merge takes u's counts where they exceed what is known: the API's counts
@@ -183,6 +184,9 @@ func (t *Tokens) merge(u *apiUsage) {
 	}
 	if u.ServerToolUse != nil {
 		t.WebSearches = max(t.WebSearches, u.ServerToolUse.WebSearchRequests)
+	}
+	if u.Speed == "fast" {
+		t.Fast = true
 	}
 }
 

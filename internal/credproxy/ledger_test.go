@@ -61,11 +61,20 @@ func TestPricingTable(t *testing.T) {
 		{"claude-opus-4-1-20250805", Tokens{Output: 1e6}, 75, true},
 		{"claude-haiku-4-5-20251001", Tokens{CacheWrite: 2e6, CacheWrite1h: 1e6}, 1.25 + 2, true},
 		{"claude-3-5-haiku-latest", Tokens{Input: 1e6}, 0.8, true},
+		{"claude-opus-5-5", Tokens{Input: 1e6, CacheRead: 1e6, CacheWrite: 1e6, Output: 1e6}, 4 + 0.2 + 5 + 20, true},
+		{"claude-sonnet-4-6[1m]", Tokens{Input: 500_000}, 1.5, true},
+		{"claude-fable-5-1", Tokens{CacheRead: 1e6}, 0.25, true},
+		// Haiku 5.5 costs more above 100k prompt tokens, on every token.
+		{"claude-haiku-5-5", Tokens{Input: 100_000, Output: 1e6}, 0.01 + 0.5, true},
+		{"claude-haiku-5-5", Tokens{Input: 100_001, Output: 1e6}, 100_001*0.5/1e6 + 2.5, true},
+		// Fast mode: the highest published multiplier.
+		{"claude-opus-5", Tokens{Output: 1e6, Fast: true}, 6 * 25, true},
 		// Above 200k prompt tokens Sonnet 4.5 is billed at the long-context rate.
 		{"claude-sonnet-4-5", Tokens{Input: 150_000, CacheRead: 100_000, Output: 1000}, (150_000*6 + 100_000*0.6 + 1000*22.5) / 1e6, true},
 		{"claude-haiku-4-5", Tokens{WebSearches: 3}, 0.03, true},
 		// Unknown: the priciest family.
 		{"claude-mythical-9", Tokens{Input: 1e6, Output: 1e6}, 15 + 75, false},
+		{"claude-fable-5-2", Tokens{Output: 1e6}, 75, false},
 		{"", Tokens{Input: 1e6}, 15, false},
 		{"claude-opus-4-5", Tokens{Input: -5, Output: -1}, 0, true},
 	} {
