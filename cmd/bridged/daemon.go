@@ -379,6 +379,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	wa.SetSink(waSink{rt: rt, db: db})
 	al.SetPoster(rt)
+	// The proxy is the meter: its responses go to the usage ledger, and a
+	// group at its budget is refused there.
+	proxy.SetLedger(&meterLedger{db: db, al: al, log: log})
 	mediaPool.SetSettled(rt.MediaSettled)
 	loc.SetInbound(rt.Inbound)
 

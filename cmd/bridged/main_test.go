@@ -485,14 +485,18 @@ func TestStatus(t *testing.T) {
 	if err := db.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.125}); err != nil {
+	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.125}); err != nil {
+		t.Fatal(err)
+	}
+	// The CLI's own figure is a cross-check, shown as it drifts from the meter.
+	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = cli(t, ctx, nil, "", "status", "--home", home, "--timezone", "UTC")
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC)",
+	for _, want := range []string{"bridged is not running", "not paired", "Groups: 1", "0 pending, 1 failed", "outbox", "chat vanished", "Cost today: $0.1250 (UTC), metered by the credential proxy", "CLI reported $0.5000 for today's turns: it differs from the meter",
 		" KB (" + filepath.Join(home, "store", "bridged.db") + "), answered messages, sent outbox rows, task runs and raw usage pruned after 90d",
 		"Claude API: NO CREDENTIAL", "set ANTHROPIC_API_KEY (an API key) or CLAUDE_CODE_OAUTH_TOKEN"} {
 		if !strings.Contains(out, want) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -127,13 +128,16 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	} else {
 		fmt.Fprintln(w, "\nNo failures in the last 24 h.")
 	}
-	fmt.Fprintf(w, "\nCost today: $%.4f (%s)\n", st.CostToday, st.Timezone)
+	fmt.Fprintf(w, "\nCost today: $%.4f (%s), metered by the credential proxy\n", st.CostToday, st.Timezone)
+	if costDrifts(st.CostToday, st.ReportedCostToday) {
+		fmt.Fprintf(w, "The agents' CLI reported $%.4f for today's turns: it differs from the meter, whose figure is what budgets count (calls made outside the CLI, or a forged figure)\n", st.ReportedCostToday)
+	}
 	if len(st.BudgetPaused) > 0 {
 		fmt.Fprintf(w, "Paused by their daily budget until midnight: %s (lift with `bridged groups set FOLDER --budget-daily USD`, 0: no budget)\n", strings.Join(st.BudgetPaused, ", "))
 	}
 	fmt.Fprintf(w, "Database: %s (%s), %s\n", humanBytes(st.DatabaseBytes), cfg.StoreDB(), retentionLine(cfg.Retention))
 	if len(st.APIUsage) > 0 {
-		fmt.Fprintln(w, "\nClaude API through the proxy since the daemon started (live; cost estimated at list prices):")
+		fmt.Fprintln(w, "\nClaude API through the proxy since the daemon started (live; cost priced by the meter):")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, u := range st.APIUsage {
 			fmt.Fprintf(tw, "  %s\t%d requests\t%d in\t%d out\t%d cache read\t~$%.4f\tlast %s\n",
@@ -177,4 +181,11 @@ func retentionLine(d time.Duration) string {
 		return "nothing pruned (BRIDGED_RETENTION=0)"
 	}
 	return "answered messages, sent outbox rows, task runs and raw usage pruned after " + config.FormatRetention(d)
+}
+
+// costDrifts reports whether the CLI's reported cost differs from the
+// meter's by more than a cent and 10 %: worth showing, as a cross-check.
+func costDrifts(metered, reported float64) bool {
+	d := math.Abs(metered - reported)
+	return d > 0.01 && d > 0.1*math.Max(math.Abs(metered), math.Abs(reported))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -147,7 +148,14 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 			next.LastUUID = ev.LastUUID
 		}
 	}
-	usage := store.Usage{Folder: g.Folder, SessionID: ev.SessionID, CostUSD: ev.CostUSD, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: x.Now()}
+	// The CLI's cost is the agent's own word, a cross-check of the proxy's
+	// meter only: a value no turn can cost is refused, not stored.
+	cost := ev.CostUSD
+	if !rules.PlausibleReportedCost(cost) {
+		log.Warn().Float64("cost_usd", cost).Msg("the result reports an impossible cost; stored as 0 (the proxy's meter is what counts)")
+		cost = 0
+	}
+	usage := store.Usage{Folder: g.Folder, SessionID: ev.SessionID, CostUSD: cost, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: x.Now()}
 	if ev.Usage != nil {
 		usage.InputTokens, usage.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 	}
@@ -217,7 +225,7 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		return
 	}
 	o.Results++
-	o.Cost += ev.CostUSD
+	o.Cost += cost
 	x.Owner.Spent(ctx, g)
 	switch {
 	case send:

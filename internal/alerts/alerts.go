@@ -13,9 +13,12 @@
 // (SendFailed, Sent), and a scheduled task that paused itself after failing
 // too many times in a row (TaskPaused, once per pause).
 //
-// Budgets: a group whose agent cost at least 80 % of its daily budget today
-// (the configured timezone's day) is reported once in the main chat; at
-// 100 % its agent is paused until midnight, with one notice in the group.
+// Budgets: the cost is the usage ledger's (what the credential proxy
+// metered and priced, per API request). A group whose agent cost at least
+// 80 % of its daily budget today (the configured timezone's day) is
+// reported once in the main chat; at 100 % its agent is paused until
+// midnight, with one notice in the group, and the proxy refuses its API
+// requests (Refusal), so a turn in flight ends at its next request.
 // Its messages wait. The pause lifts at midnight, or as soon as the owner
 // raises or lifts the budget (`groups set --budget-daily`).
 package alerts
@@ -305,6 +308,29 @@ func (a *Alerts) Paused(ctx context.Context, g store.Group) bool {
 		return false
 	}
 	return rules.OverBudget(budget, cost)
+}
+
+// Refusal is asked by the credential proxy before g's agent sends a
+// Claude API request: "" lets it through; at the budget it returns the
+// refusal's message, and tells the group (and the owner) once, as Spent
+// does. The cost is the usage ledger's, read at each call, and the budget
+// g's as stored: a raised or lifted budget lets the next request through.
+func (a *Alerts) Refusal(ctx context.Context, g store.Group) string {
+	budget := g.ContainerConfig.BudgetDailyUSD
+	if budget <= 0 {
+		return ""
+	}
+	cost, _, err := a.costToday(ctx, g.Folder)
+	if err != nil {
+		a.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot read today's cost; budget not applied")
+		return ""
+	}
+	if !rules.OverBudget(budget, cost) {
+		return ""
+	}
+	a.Spent(ctx, g)
+	return fmt.Sprintf("bridged: this chat's daily budget is used up ($%.2f of $%.2f today); the agent pauses until midnight (%s) or until the owner raises the budget (`bridged groups set %s --budget-daily USD`)",
+		cost, budget, a.cfg.Timezone, g.Folder)
 }
 
 // Spent checks g's budget after a recorded cost: at 80 % it tells the main

@@ -115,10 +115,11 @@ func (e *env) open(cfg Config) (*Alerts, *fakePoster) {
 	return a, p
 }
 
-// spend records a turn of fam's agent costing usd now and tells a.
+// spend records an API response of fam's agent metered at usd now and
+// tells a.
 func (e *env) spend(a *Alerts, usd float64) {
 	e.t.Helper()
-	if err := e.db.AddUsage(context.Background(), store.Usage{Folder: "fam", CostUSD: usd, At: e.clk.now()}); err != nil {
+	if err := e.db.AddAPIUsage(context.Background(), store.APIUsage{Folder: "fam", CostUSD: usd, At: e.clk.now()}); err != nil {
 		e.t.Fatal(err)
 	}
 	a.Spent(context.Background(), e.fam)

@@ -285,6 +285,10 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	reported, err := a.DB.ReportedCostSince(ctx, startOfDay(now, a.loc()))
+	if err != nil {
+		return Status{}, err
+	}
 	size, err := a.DB.Size(ctx)
 	if err != nil {
 		return Status{}, err
@@ -298,6 +302,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		CostToday:     cost,
 		Timezone:      a.loc().String(),
 	}
+	out.ReportedCostToday = reported
 	groups, err := a.Groups(ctx)
 	if err != nil {
 		return Status{}, err

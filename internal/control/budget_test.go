@@ -34,9 +34,9 @@ func TestBudgetShowsInGroupsAndStatus(t *testing.T) {
 	}
 	// Yesterday's cost does not count; today's does.
 	now := time.Now()
-	for _, u := range []store.Usage{{Folder: "fam", CostUSD: 5, At: now.Add(-48 * time.Hour)}, {Folder: "fam", CostUSD: 2.5, At: now}} {
-		if err := h.db.AddUsage(ctx, u); err != nil {
-			t.Fatalf("AddUsage: %v", err)
+	for _, u := range []store.APIUsage{{Folder: "fam", CostUSD: 5, At: now.Add(-48 * time.Hour)}, {Folder: "fam", CostUSD: 2.5, At: now}} {
+		if err := h.db.AddAPIUsage(ctx, u); err != nil {
+			t.Fatalf("AddAPIUsage: %v", err)
 		}
 	}
 	gs, err := h.client.Groups(ctx)

@@ -143,7 +143,7 @@ func TestStatusAndMetrics(t *testing.T) {
 	if _, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "waiting", Origin: store.OriginReply}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.25}); err != nil {
+	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.25}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -198,10 +198,10 @@ func TestStoreOnlyStatus(t *testing.T) {
 	// 00:30 in Berlin: a turn at 23:50 the day before is not "today".
 	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.UTC)
 	a := &Admin{DB: db, Timezone: tz, Now: func() time.Time { return now }}
-	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 1, At: now.Add(-40 * time.Minute)}); err != nil {
+	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 1, At: now.Add(-40 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.5, At: now.Add(-10 * time.Minute)}); err != nil {
+	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.5, At: now.Add(-10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := a.Status(ctx)

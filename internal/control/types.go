@@ -153,7 +153,12 @@ type Status struct {
 	// its chat's next turn.
 	MediaPending int       `json:"media_pending"`
 	Failures     []Failure `json:"failures,omitempty"` // recent, newest first
-	CostToday    float64   `json:"cost_usd_today"`
+	// CostToday is what the agents cost today by the credential proxy's
+	// meter (the usage ledger): the figure budgets count.
+	CostToday float64 `json:"cost_usd_today"`
+	// ReportedCostToday is what the CLI itself reported for today's turns:
+	// a cross-check of the meter, never counted (an agent can forge it).
+	ReportedCostToday float64 `json:"cli_reported_cost_usd_today"`
 	// BudgetPaused lists the groups whose agent is paused because their
 	// daily budget is used up.
 	BudgetPaused []string `json:"budget_paused,omitempty"`

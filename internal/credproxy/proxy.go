@@ -20,13 +20,15 @@
 // directly.
 //
 // The group a request belongs to is known from the socket it arrived on:
-// each request is logged with it, and the token usage of each response is
-// added to the group's live tally (Usage), which `bridged status` shows
+// each request is logged with it. The proxy is also the meter (ledger.go):
+// each response's usage is priced from the pricing table (pricing.go) and
+// committed to the Ledger, which budgets read, and a group at its daily
+// budget is refused with a 429 before its request leaves. The token usage is
+// also added to the group's live tally (Usage), which `bridged status` shows
 // while a turn is still running.
 package credproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +44,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -94,7 +97,9 @@ type Config struct {
 	// Transport reaches the upstream (a clone of http.DefaultTransport if
 	// nil).
 	Transport http.RoundTripper
-	Log       zerolog.Logger
+	// Ledger records the metered usage and admits requests (see SetLedger).
+	Ledger Ledger
+	Log    zerolog.Logger
 }
 
 // Proxy is the credential proxy. Create it with New.
@@ -106,8 +111,12 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	log      zerolog.Logger
 
-	mu    sync.Mutex
-	usage map[string]*Usage
+	ledger atomic.Value // ledgerBox
+
+	mu       sync.Mutex
+	usage    map[string]*Usage
+	refusing map[string]bool // groups whose last request was refused by their budget
+	unknown  map[string]bool // models priced as the priciest family, logged once
 }
 
 // Usage is a group's API usage seen by the proxy since the daemon started.
@@ -117,7 +126,7 @@ type Usage struct {
 	OutputTokens             int64     `json:"output_tokens"`
 	CacheCreationInputTokens int64     `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64     `json:"cache_read_input_tokens"`
-	CostUSD                  float64   `json:"cost_usd"` // estimated from list prices
+	CostUSD                  float64   `json:"cost_usd"` // priced from the pricing table
 	Last                     time.Time `json:"last"`
 }
 
@@ -131,7 +140,8 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{upstream: u, dir: cfg.Dir, log: cfg.Log.With().Str("component", "credproxy").Logger(), usage: map[string]*Usage{}}
+	p := &Proxy{upstream: u, dir: cfg.Dir, log: cfg.Log.With().Str("component", "credproxy").Logger(), usage: map[string]*Usage{},
+		refusing: map[string]bool{}, unknown: map[string]bool{}}
 	switch {
 	case cfg.APIKey != "":
 		p.mode, p.cred = ModeAPIKey, cfg.APIKey
@@ -140,6 +150,7 @@ func New(cfg Config) (*Proxy, error) {
 	default:
 		p.mode = ModeNone
 	}
+	p.SetLedger(cfg.Ledger)
 	tr := cfg.Transport
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -293,6 +304,9 @@ func (p *Proxy) Handler(group, name string) http.Handler {
 			writeError(w, http.StatusUnauthorized, "authentication_error", NoCredentialMessage)
 			return
 		}
+		if !p.admit(w, r, group) {
+			return
+		}
 		rec := &statusRecorder{ResponseWriter: w}
 		ctx := context.WithValue(r.Context(), groupKey{}, group)
 		p.rp.ServeHTTP(rec, r.WithContext(ctx))
@@ -421,142 +435,22 @@ func (s *statusRecorder) Flush() {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// modifyResponse counts the usage of a successful response as it streams by.
+// modifyResponse meters a successful response as it streams by.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	group, _ := resp.Request.Context().Value(groupKey{}).(string)
-	p.add(group, Usage{Requests: 1}, "")
-	if resp.StatusCode/100 != 2 || resp.Header.Get("Content-Encoding") != "" {
+	p.add(group, Usage{Requests: 1})
+	if resp.StatusCode/100 != 2 {
 		return nil
 	}
+	if resp.Header.Get("Content-Encoding") != "" {
+		// The proxy asks for no encoding; an upstream that sends one
+		// anyway cannot be read, so it is not passed on unmetered.
+		resp.Body.Close()
+		return errUnmeterable
+	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	resp.Body = &meter{rc: resp.Body, sse: sse, onUsage: func(u Usage, model string) { p.add(group, u, model) }}
+	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group}
 	return nil
-}
-
-// meter reads usage out of a response body while passing it through
-// untouched.
-type meter struct {
-	rc      io.ReadCloser
-	sse     bool
-	onUsage func(Usage, string)
-	line    []byte // SSE: the partial line
-	whole   []byte // JSON: the body so far (bounded)
-	model   string
-	done    bool
-}
-
-const maxMeteredJSON = 4 << 20
-
-func (m *meter) Read(b []byte) (int, error) {
-	n, err := m.rc.Read(b)
-	if n > 0 {
-		m.feed(b[:n])
-	}
-	if err == io.EOF && !m.sse && !m.done {
-		m.done = true
-		m.parseJSON()
-	}
-	return n, err
-}
-
-func (m *meter) Close() error { return m.rc.Close() }
-
-func (m *meter) feed(b []byte) {
-	if !m.sse {
-		if len(m.whole)+len(b) <= maxMeteredJSON {
-			m.whole = append(m.whole, b...)
-		}
-		return
-	}
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			if len(m.line)+len(b) <= maxMeteredJSON {
-				m.line = append(m.line, b...)
-			}
-			return
-		}
-		m.line = append(m.line, b[:i]...)
-		m.event(m.line)
-		m.line = m.line[:0]
-		b = b[i+1:]
-	}
-}
-
-type apiUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-}
-
-func (u apiUsage) usage() Usage {
-	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens, CacheReadInputTokens: u.CacheReadInputTokens}
-}
-
-// event handles one SSE line: message_start carries the input usage and
-// the model, message_delta the output tokens.
-func (m *meter) event(line []byte) {
-	line = bytes.TrimRight(line, "\r")
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return
-	}
-	var ev struct {
-		Type    string `json:"type"`
-		Message *struct {
-			Model string    `json:"model"`
-			Usage *apiUsage `json:"usage"`
-		} `json:"message"`
-		Usage *apiUsage `json:"usage"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(data), &ev) != nil {
-		return
-	}
-	switch ev.Type {
-	case "message_start":
-		if ev.Message != nil {
-			m.model = ev.Message.Model
-			if ev.Message.Usage != nil {
-				m.onUsage(ev.Message.Usage.usage(), m.model)
-			}
-		}
-	case "message_delta":
-		if ev.Usage != nil {
-			// Output tokens only: the input was counted at message_start.
-			m.onUsage(Usage{OutputTokens: ev.Usage.OutputTokens}, m.model)
-		}
-	}
-}
-
-func (m *meter) parseJSON() {
-	var body struct {
-		Model string    `json:"model"`
-		Usage *apiUsage `json:"usage"`
-	}
-	if json.Unmarshal(m.whole, &body) == nil && body.Usage != nil {
-		m.onUsage(body.Usage.usage(), body.Model)
-	}
-	m.whole = nil
-}
-
-// add adds u (for model) to group's tally.
-func (p *Proxy) add(group string, u Usage, model string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.usage[group]
-	if t == nil {
-		t = &Usage{}
-		p.usage[group] = t
-	}
-	t.Requests += u.Requests
-	t.InputTokens += u.InputTokens
-	t.OutputTokens += u.OutputTokens
-	t.CacheCreationInputTokens += u.CacheCreationInputTokens
-	t.CacheReadInputTokens += u.CacheReadInputTokens
-	t.CostUSD += EstimateCost(model, u)
-	t.Last = time.Now()
 }
 
 // Usage returns each group's tally since the daemon started.
@@ -568,22 +462,6 @@ func (p *Proxy) Usage() map[string]Usage {
 		out[g] = *u
 	}
 	return out
-}
-
-// EstimateCost prices u at list prices by model family (USD per million
-// tokens: opus 5/25, sonnet 3/15, haiku 1/5; cache writes 1.25×, cache reads
-// 0.1× the input price). It is an estimate for live display; the ledger
-// keeps the CLI's own figures.
-func EstimateCost(model string, u Usage) float64 {
-	in, out := 3.0, 15.0
-	switch m := strings.ToLower(model); {
-	case strings.Contains(m, "opus"):
-		in, out = 5, 25
-	case strings.Contains(m, "haiku"):
-		in, out = 1, 5
-	}
-	return (float64(u.InputTokens)*in + float64(u.CacheCreationInputTokens)*in*1.25 +
-		float64(u.CacheReadInputTokens)*in*0.1 + float64(u.OutputTokens)*out) / 1e6
 }
 
 // Check makes a cheap authenticated request to the upstream (a

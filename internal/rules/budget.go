@@ -1,6 +1,9 @@
 package rules
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // BudgetWarnShare is the share of its daily budget at which the owner is
 // told that a group is about to be paused.
@@ -24,3 +27,15 @@ func OverBudget(budget, cost float64) bool { return budget > 0 && cost >= budget
 // NearBudget reports whether cost has reached BudgetWarnShare of a daily
 // budget (0: no budget).
 func NearBudget(budget, cost float64) bool { return budget > 0 && cost >= budget*BudgetWarnShare }
+
+// MaxReportedTurnCostUSD is the most one turn's cost the CLI reports is
+// believed to be: more is not a turn's cost but a forged or broken figure.
+const MaxReportedTurnCostUSD = 1000
+
+// PlausibleReportedCost reports whether usd, a turn's cost as the CLI
+// reports it, is one a turn can cost: finite, at least 0 and at most
+// MaxReportedTurnCostUSD. The proxy's meter is what budgets count; the
+// reported cost is only a cross-check.
+func PlausibleReportedCost(usd float64) bool {
+	return !math.IsNaN(usd) && usd >= 0 && usd <= MaxReportedTurnCostUSD
+}

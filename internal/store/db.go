@@ -29,6 +29,7 @@ type DB struct {
 	read  *sql.DB // query_only pool for plain reads
 	log   zerolog.Logger
 	now   func() time.Time
+	spent spentCache // usage.go: each group's ledger total since a time, kept current
 }
 
 // Tx is a write transaction opened by DB.Tx. Its methods are the same typed

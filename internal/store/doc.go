@@ -34,6 +34,12 @@
 //     the channel said. MarkSent also records the sent text as a message
 //     (FromMe, IsBot) in a registered chat, so messages holds both directions
 //     in one order; readers that want only people's messages skip IsBot.
+//   - Cost has two records: the usage ledger (api_usage, AddAPIUsage), one
+//     row per Claude API response the credential proxy metered and priced,
+//     which CostSince and GroupCostSince (budgets, "cost today") read; and
+//     usage, each turn's cost as the CLI reported it, a cross-check only
+//     (ReportedCostSince). GroupCostSince keeps the total since the last
+//     time asked for in memory, added to by each AddAPIUsage.
 //
 // # Outbox
 //
@@ -97,7 +103,8 @@
 // Prune removes, one bounded batch per transaction, only rows nothing needs
 // any more: messages at or behind their group's stored cursor, sent or
 // finally failed outbox rows, finished task runs, and usage rows, which are
-// first folded into usage_daily (one row per group and UTC day). Messages
+// first folded into usage_daily (one row per group and UTC day), as the
+// usage ledger's rows (api_usage) are into api_usage_daily. Messages
 // after a cursor, of a chat with no cursor or no group, pending outbox rows
 // and running task runs are never removed; nor are sessions, cursors, groups,
 // tasks or chats. internal/retention calls it in the background. Size is

@@ -161,10 +161,10 @@ func TestReplyTransaction(t *testing.T) {
 	if n := count(t, db, "outbox", ""); n != 1 {
 		t.Errorf("%d outbox rows; want 1", n)
 	}
-	if cost, _ := db.CostSince(ctx, t0.Add(-time.Hour)); cost != 0.25 {
+	if cost, _ := db.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 0.25 {
 		t.Errorf("CostSince = %v; want 0.25", cost)
 	}
-	if cost, _ := db.CostSince(ctx, t0.Add(time.Hour)); cost != 0 {
+	if cost, _ := db.ReportedCostSince(ctx, t0.Add(time.Hour)); cost != 0 {
 		t.Errorf("CostSince(later) = %v; want 0", cost)
 	}
 }

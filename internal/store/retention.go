@@ -11,7 +11,7 @@ type Pruned struct {
 	Messages int // behind their group's stored cursor
 	Outbox   int // sent or failed, never pending
 	TaskRuns int // finished, never running
-	Usage    int // folded into usage_daily first
+	Usage    int // folded into usage_daily (the CLI's rows) or api_usage_daily (the ledger's) first
 }
 
 // Total is the number of rows removed.
@@ -36,7 +36,8 @@ func (p Pruned) Add(q Pruned) Pruned {
 //   - task runs that finished and started before before; a running one is
 //     never removed;
 //   - usage rows from before before, each first added to its group's day
-//     (UTC) in usage_daily, in the same transaction.
+//     (UTC) in usage_daily, in the same transaction; and so the usage
+//     ledger's rows (api_usage) into api_usage_daily.
 //
 // Sessions, cursors, groups, tasks and chats are never pruned.
 func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, error) {
@@ -95,11 +96,41 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 			return fmt.Errorf("prune usage: %w", err)
 		}
 		p.Usage = affected(res)
+
+		// The same for the usage ledger.
+		if _, err := q.ExecContext(ctx, `DELETE FROM temp.prune_usage`); err != nil {
+			return fmt.Errorf("prune API usage: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO temp.prune_usage (id)
+			SELECT id FROM api_usage WHERE at < ? ORDER BY id LIMIT ?`, cut, limit); err != nil {
+			return fmt.Errorf("prune API usage: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO api_usage_daily (folder, day, requests, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd)
+			SELECT folder, strftime('%Y-%m-%d', at / 1000, 'unixepoch'), COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cache_write_tokens), SUM(cache_read_tokens), SUM(cost_usd)
+			FROM api_usage WHERE id IN (SELECT id FROM temp.prune_usage) GROUP BY 1, 2
+			ON CONFLICT (folder, day) DO UPDATE SET
+				requests = requests + excluded.requests,
+				input_tokens = input_tokens + excluded.input_tokens,
+				output_tokens = output_tokens + excluded.output_tokens,
+				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+				cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+				cost_usd = cost_usd + excluded.cost_usd`); err != nil {
+			return fmt.Errorf("fold API usage into days: %w", err)
+		}
+		res, err = q.ExecContext(ctx, `DELETE FROM api_usage WHERE id IN (SELECT id FROM temp.prune_usage)`)
+		if err != nil {
+			return fmt.Errorf("prune API usage: %w", err)
+		}
+		// Both count as usage: under the limit only when neither has more
+		// left (a sum at the limit costs at most one more, empty, batch).
+		p.Usage += affected(res)
 		return nil
 	})
 	if err != nil {
 		return Pruned{}, err
 	}
+	// A pruned row may have been in a cached total.
+	db.spent.forget()
 	return p, nil
 }
 

@@ -168,7 +168,7 @@ func TestPrune(t *testing.T) {
 	if fmt.Sprint(days) != fmt.Sprint(want) {
 		t.Errorf("usage by day = %+v; want %+v", days, want)
 	}
-	if cost, _ := db.CostSince(ctx, t0.Add(-time.Hour)); cost != 2 {
+	if cost, _ := db.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 2 {
 		t.Errorf("cost of the recent turn = %v; want 2 (recent usage is kept raw)", cost)
 	}
 	// Folding again adds to the day rather than replacing it.
