@@ -56,7 +56,7 @@ func TestMounts(t *testing.T) {
 			},
 		},
 		{
-			name:   "main gets global read-write and every group",
+			name:   "main gets global read-write and every group read-only but its own",
 			isMain: true,
 			extra:  extra,
 			want: []Mount{
@@ -64,7 +64,8 @@ func TestMounts(t *testing.T) {
 				{Source: "/srv/bridged/groups/global", Target: "/workspace/global"},
 				{Source: "/srv/bridged/data/sessions/family/.claude", Target: "/home/agent/.claude"},
 				{Source: "/srv/bridged/data/ipc/family", Target: "/workspace/ipc"},
-				{Source: "/srv/bridged/groups", Target: "/workspace/groups"},
+				{Source: "/srv/bridged/groups", Target: "/workspace/groups", ReadOnly: true},
+				{Source: "/srv/bridged/groups/family", Target: "/workspace/groups/family"},
 				extra[0],
 			},
 		},
