@@ -167,7 +167,7 @@ func TestE2EMountRaceExtraMount(t *testing.T) {
 
 	stop := filepath.Join(e.home, "groups", "main", "stop-swapping")
 	loop := `cd /workspace/extra/proj; s=0; while [ ! -e /workspace/group/stop-swapping ]; do ` +
-		`if mv app .held 2>/dev/null; then ln -s ` + secret + ` app; s=$((s+1)); sleep 0.05; rm -f app; mv .held app 2>/dev/null; fi; sleep 0.02; done; ` +
+		`if mv app .held 2>/dev/null; then ln -s ` + secret + ` app; s=$((s+1)); sleep 0.2; rm -f app; mv .held app 2>/dev/null; fi; sleep 0.2; done; ` +
 		`echo "swaps=$s"`
 	mainID := e.post("local:main", "fake:bash "+loop)
 	w.waitRunning(t, 1, turnWait)
@@ -191,6 +191,12 @@ func TestE2EMountRaceExtraMount(t *testing.T) {
 	logs := d.logs()
 	t.Logf("the daemon refused the link %d times at the allowlist, %d times at the mount check, and stopped %d containers whose mount was swapped after the check",
 		strings.Count(logs, "extra mounts refused"), strings.Count(logs, "bind-mount source failed its check"), strings.Count(logs, `"message":"a bind mount of the started container is not the directory that was checked`))
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "not the directory that was checked") {
+			t.Logf("the first: %s", line)
+			break
+		}
+	}
 	if b, err := os.ReadFile(filepath.Join(secret, "secret.txt")); err != nil || string(b) != "not for any agent\n" {
 		t.Errorf("the secret after the race: %q, %v; want it unchanged", b, err)
 	}
