@@ -25,14 +25,22 @@ import (
 // main, the store showed within the first few.
 const raceRestarts = 10
 
+// TestE2EMountRace runs the main agent's swap of another group's folder per
+// daemon user: as one that is not root (the shipped unit's), whose
+// containers could write groups/ before it was read-only for them, and as
+// root.
 func TestE2EMountRace(t *testing.T) {
 	needDocker(t)
-	var e *env
-	if os.Geteuid() == 0 {
-		e = newEnvAs(t, nonRootUID, nonRootUID, "--idle-timeout", "1s")
-	} else {
-		e = newEnv(t, "--idle-timeout", "1s")
+	for _, u := range daemonUsers() {
+		t.Run(u.name, func(t *testing.T) {
+			u.skipUnavailable(t)
+			testMountRace(t, u)
+		})
 	}
+}
+
+func testMountRace(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "1s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "other", "--no-trigger", "local:other")
 	d := e.start()
@@ -121,14 +129,19 @@ func TestE2EMountRace(t *testing.T) {
 // allowlist resolves the link when it sees one, the mount check refuses a
 // link on the way, and what slips between the check and the engine's mount
 // is caught after the start: the other agent never lists the secret.
+// It runs per daemon user: the check after start must hold for both.
 func TestE2EMountRaceExtraMount(t *testing.T) {
 	needDocker(t)
-	var e *env
-	if os.Geteuid() == 0 {
-		e = newEnvAs(t, nonRootUID, nonRootUID, "--idle-timeout", "1s")
-	} else {
-		e = newEnv(t, "--idle-timeout", "1s")
+	for _, u := range daemonUsers() {
+		t.Run(u.name, func(t *testing.T) {
+			u.skipUnavailable(t)
+			testMountRaceExtraMount(t, u)
+		})
 	}
+}
+
+func testMountRaceExtraMount(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "1s")
 	base := t.TempDir()
 	allowed := filepath.Join(base, "allowed")
 	project := filepath.Join(allowed, "project")
