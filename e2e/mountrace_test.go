@@ -8,9 +8,11 @@ package e2e
 // group's folder and put a symlink to ../store in its place in that window,
 // the other group's next container would get the home's store/ as its
 // /workspace/group. The main agent sees the other groups' folders read-only
-// (its own read-write), so the swap cannot be made at all; and the daemon
-// confirms after each start that every bind mount is the directory it
-// checked (internal/container tests that part on its own).
+// (its own read-write), so the swap cannot be made at all
+// (TestE2EMountRace); and the daemon confirms after each start that every
+// bind mount is the directory it checked, which catches the swap still
+// possible with extra mounts (TestE2EMountRaceExtraMount; internal/container
+// tests that check on its own).
 
 import (
 	"context"
