@@ -84,6 +84,7 @@ func testMountRace(t *testing.T, u daemonUser) {
 		t.Fatal(err)
 	}
 	got := e.waitOut("local:main", mainID, 1, 2*turnWait)[0].Text
+	noneShows(t, e, "local:other", "bridged.db", "whatsapp.db")
 	t.Logf("the main agent's swap loop: %q", got)
 	if !strings.Contains(got, "swaps=0 ") || strings.Contains(got, "refused=0") {
 		t.Errorf("the main agent's swap loop answered %q; want every rename of groups/other refused (swaps=0)", got)
@@ -200,6 +201,7 @@ func testMountRaceExtraMount(t *testing.T, u daemonUser) {
 		t.Fatal(err)
 	}
 	got := e.waitOut("local:main", mainID, 1, 2*turnWait)[0].Text
+	noneShows(t, e, "local:other", "secret.txt")
 	if !strings.Contains(got, "swaps=") || strings.Contains(got, "swaps=0") {
 		t.Errorf("the main agent's swap loop answered %q; want it to have swapped its own project's app/ (it may)", got)
 	}
@@ -216,4 +218,18 @@ func testMountRaceExtraMount(t *testing.T, u daemonUser) {
 		t.Errorf("the secret after the race: %q, %v; want it unchanged", b, err)
 	}
 	d.stop(t)
+}
+
+// noneShows fails if any message chat received so far holds one of names:
+// an answer the test did not wait for (a retried run's) is looked at too.
+func noneShows(t *testing.T, e *env, chat string, names ...string) {
+	t.Helper()
+	for _, m := range e.messages(chat, 0, 0) {
+		for _, n := range names {
+			if m.Direction == "out" && strings.Contains(m.Text, n) {
+				t.Errorf("%s received %q, which shows %s", chat, m.Text, n)
+				break
+			}
+		}
+	}
 }
