@@ -575,12 +575,13 @@ func TestE2EBoundaryRequestFlood(t *testing.T) {
 	d.stop(t)
 }
 
-// g. The main agent replaces another group's folder (through
-// /workspace/groups) by a symlink to the home's store/. That group's next
-// container must not see the store, the store stays intact, and the
-// incident shows in `bridged status`. The daemon runs as a non-root user
-// here: as root, groups/ belongs to root and the agent cannot replace its
-// entries; as the daemon's user it can.
+// g. A group's folder replaced by a symlink to the home's store/. That
+// group's next container must not see the store, the store stays intact,
+// and the incident shows in `bridged status`. The main agent can no longer
+// plant it (groups/ is read-only in its container: TestE2EMountRace), so
+// the link is planted on the host, as the daemon's user could have (or an
+// agent before groups/ was read-only). The daemon runs as a non-root user
+// here: the one whose containers could write groups/.
 func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	var e *env
 	if os.Geteuid() == 0 {
@@ -593,7 +594,12 @@ func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)
-	attack(t, e, "local:main", "cd /workspace/groups; mkdir -p victim; "+shSwapForLink("victim", "../store"))
+	if got := e.bash("local:main", "cd /workspace/groups; mkdir -p victim 2>&1; "+shSwapForLink("victim", "../store"), turnWait); !strings.Contains(got, "refused") {
+		t.Errorf("the main agent replaced groups/victim: %q; want it refused (groups/ is read-only for main)", got)
+	}
+	if err := os.Symlink("../store", filepath.Join(home, "groups", "victim")); err != nil {
+		t.Fatal(err)
+	}
 	got := e.bash("local:victim", "ls -la /workspace/group", turnWait)
 	if strings.Contains(got, "bridged.db") || strings.Contains(got, "whatsapp.db") {
 		t.Errorf("the group's container sees the store through its replaced folder:\n%s", got)

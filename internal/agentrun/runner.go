@@ -183,7 +183,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 	if x.BeforeMountCheck != nil {
 		x.BeforeMountCheck(g.Folder)
 	}
-	if err := x.Specs.CheckMounts(spec); err != nil {
+	if err := x.Specs.CheckMounts(&spec); err != nil {
 		log.Error().Err(err).Msg("bind-mount source failed its check; container not started")
 		o.Err = err
 		rl.Footer(o.Ended, 0, false, o.Failure())

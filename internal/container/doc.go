@@ -21,7 +21,7 @@
 // forbidden values, and, with a credential proxy, the container's own proxy
 // socket mounted read-only with the variables that point claude at it.
 // CheckMounts checks every source again right before the container is
-// created.
+// created, and records in each mount the device and inode it found there.
 //
 // # Containers
 //
@@ -36,6 +36,14 @@
 // would carry a credential. Stdout lines are decoded as events; lines that do
 // not decode are logged (a short prefix, at warn) and skipped. Stderr lines go
 // to Spec.Stderr.
+//
+// The engine resolves bind sources when it starts a container, after they
+// were checked. So once the container has started, and before its input is
+// written, Start looks at each mount from the host through the container's
+// root (/proc/<pid>/root/<target>) and compares its device and inode with
+// the ones recorded when the source was checked (Mount.ID); a mount that is
+// another file, or cannot be looked at, stops and removes the container and
+// fails the start (ErrMountChanged for the former).
 //
 // # Mount allowlist
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,6 +299,10 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		return nil, fmt.Errorf("encode input for %s: %w", spec.Group, err)
 	}
 	input = append(input, '\n')
+	mounts, err := mountIDs(spec.Mounts)
+	if err != nil {
+		return nil, err
+	}
 
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, createOptions(spec))
@@ -378,6 +383,18 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		att.Close()
 		return cleanup(err)
 	}
+	// The engine resolved the mount sources just now: nothing runs in the
+	// container before its input, so a mount that is not what was checked
+	// is caught before the agent could use it.
+	if err := d.verifyMounts(ctx, id, mounts); err != nil {
+		if errors.Is(err, ErrMountChanged) {
+			log.Error().Err(err).Msg("a bind mount of the started container is not the directory that was checked (its source was swapped before the engine mounted it); stopping the container before its input")
+		} else {
+			log.Error().Err(err).Msg("cannot confirm the started container's bind mounts; stopping the container before its input")
+		}
+		att.Close()
+		return cleanup(err)
+	}
 	ictx, icancel := d.call(ctx)
 	defer icancel()
 	if err := writeInput(ictx, att.HijackedResponse, input); err != nil {
@@ -386,6 +403,65 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	}
 	log.Debug().Int("input_bytes", len(input)).Msg("container started")
 	return r, nil
+}
+
+// mountIDs returns a copy of mounts in which every mount has the ID of its
+// source: those without one (a spec not built by SpecBuilder) take it now,
+// from the source itself, which must not be a symlink.
+func mountIDs(mounts []Mount) ([]Mount, error) {
+	out := slices.Clone(mounts)
+	for i, m := range out {
+		if !m.ID.IsZero() {
+			continue
+		}
+		fi, err := os.Lstat(m.Source)
+		if err != nil {
+			return nil, fmt.Errorf("%w: mount %s: %w", ErrBadSpec, m.Target, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: mount %s: its source %s is a symlink", ErrBadSpec, m.Target, m.Source)
+		}
+		out[i].ID = FileIDOf(fi)
+	}
+	return out, nil
+}
+
+// verifyMounts confirms that each bind mount of the running container id is
+// the file (device and inode) its source was when it was checked. The
+// engine resolves a source when it starts the container, after the check,
+// and follows a link it finds there: a source swapped in between would
+// otherwise go unnoticed (`docker inspect` still shows the path asked for).
+// Each mount is looked at from the host through the container's root,
+// /proc/<pid>/root/<target>, which the daemon may read both as root and as
+// the containers' own user (a daemon that is not root runs its containers
+// as itself). An error wraps ErrMountChanged when a mount is another file;
+// any other error means the mounts could not be confirmed.
+func (d *Docker) verifyMounts(ctx context.Context, id string, mounts []Mount) error {
+	if len(mounts) == 0 {
+		return nil
+	}
+	cctx, cancel := d.call(ctx)
+	res, err := d.cli.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
+	err = d.callErr(cctx, err)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("confirm the bind mounts: inspect: %w", err)
+	}
+	st := res.Container.State
+	if st == nil || !st.Running || st.Pid <= 0 {
+		return errors.New("confirm the bind mounts: the container is not running")
+	}
+	root := fmt.Sprintf("/proc/%d/root", st.Pid)
+	for _, m := range mounts {
+		fi, err := os.Lstat(root + m.Target)
+		if err != nil {
+			return fmt.Errorf("confirm the bind mount at %s: %w", m.Target, err)
+		}
+		if got := FileIDOf(fi); got != m.ID {
+			return fmt.Errorf("%w: the container's %s is %s, but its source %s was %s when checked", ErrMountChanged, m.Target, got, m.Source, m.ID)
+		}
+	}
+	return nil
 }
 
 // writeInput writes the input and half-closes the connection: EOF on the

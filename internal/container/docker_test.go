@@ -281,7 +281,9 @@ func TestDockerMountsWritable(t *testing.T) {
 			"wrote /workspace/global/note.txt",
 			"wrote /home/agent/.claude/note.txt",
 			"wrote /workspace/ipc/requests/note.txt",
-			"wrote /workspace/groups/family/from-main.txt",
+			"wrote /workspace/groups/main/from-main.txt",
+			"cannot write /workspace/groups/family/from-main.txt", // read-only for main
+			"cannot write /workspace/groups/from-main.txt",
 		}},
 	}
 	for _, tt := range tests {

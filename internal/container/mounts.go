@@ -25,11 +25,20 @@ const SettingsName = "settings.json"
 
 // Mounts returns the bind mounts of a group's container (DESIGN §7): the
 // group's workspace, the global memory (read-only unless main), the group's
-// Claude state, its IPC namespace, every group's folder (main only) and the
-// extra mounts, which must already have been checked by an Allowlist. The
-// folder must have passed home.CheckFolder (PrepareGroupDirs checks it), and
-// every source must be checked with home.Layout.CheckMountSource right
-// before the container is created.
+// Claude state, its IPC namespace, every group's folder (main only:
+// read-only, but for its own, mounted read-write on top) and the extra
+// mounts, which must already have been checked by an Allowlist. The folder
+// must have passed home.CheckFolder (PrepareGroupDirs checks it), and every
+// source must be checked with SpecBuilder.CheckMounts right before the
+// container is created.
+//
+// No container can write a directory that holds another container's bind
+// source: groups/ is the only one (the parent of every group's folder and
+// of groups/global), and it is mounted read-only, so the main agent cannot
+// rename another group's folder and put a link in its place between the
+// daemon's check and the engine's mount. The directories mounted read-write
+// (a group's folder, groups/global, .claude, the IPC namespace) hold no
+// other mount's source.
 func Mounts(l home.Layout, folder string, isMain bool, extra []Mount) []Mount {
 	m := []Mount{
 		{Source: l.GroupDir(folder), Target: ContainerGroupDir},
@@ -38,7 +47,9 @@ func Mounts(l home.Layout, folder string, isMain bool, extra []Mount) []Mount {
 		{Source: l.IPCDir(folder), Target: ContainerIPCDir},
 	}
 	if isMain {
-		m = append(m, Mount{Source: l.GroupsDir(), Target: ContainerGroupsDir})
+		m = append(m,
+			Mount{Source: l.GroupsDir(), Target: ContainerGroupsDir, ReadOnly: true},
+			Mount{Source: l.GroupDir(folder), Target: ContainerGroupsDir + "/" + folder})
 	}
 	return append(m, extra...)
 }

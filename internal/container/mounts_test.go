@@ -56,7 +56,7 @@ func TestMounts(t *testing.T) {
 			},
 		},
 		{
-			name:   "main gets global read-write and every group",
+			name:   "main gets global read-write and every group read-only but its own",
 			isMain: true,
 			extra:  extra,
 			want: []Mount{
@@ -64,7 +64,8 @@ func TestMounts(t *testing.T) {
 				{Source: "/srv/bridged/groups/global", Target: "/workspace/global"},
 				{Source: "/srv/bridged/data/sessions/family/.claude", Target: "/home/agent/.claude"},
 				{Source: "/srv/bridged/data/ipc/family", Target: "/workspace/ipc"},
-				{Source: "/srv/bridged/groups", Target: "/workspace/groups"},
+				{Source: "/srv/bridged/groups", Target: "/workspace/groups", ReadOnly: true},
+				{Source: "/srv/bridged/groups/family", Target: "/workspace/groups/family"},
 				extra[0],
 			},
 		},
@@ -314,5 +315,33 @@ func TestEnsureSettingsDanglingLink(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("link target: %v; want nothing created", err)
+	}
+}
+
+// No container can write a directory that holds another mount's source:
+// renaming an entry needs write access to its parent, and a source renamed
+// and replaced by a link between the daemon's check and the engine's mount
+// would be followed. Every read-write source of every group's container is
+// checked against every source of every container.
+func TestMountsNoWritableParentOfASource(t *testing.T) {
+	p := home.Layout{Dir: "/srv/bridged"}
+	all := map[string][]Mount{
+		"main":   Mounts(p, "main", true, nil),
+		"family": Mounts(p, "family", false, nil),
+		"work":   Mounts(p, "work", false, nil),
+	}
+	for g, ms := range all {
+		for _, w := range ms {
+			if w.ReadOnly {
+				continue
+			}
+			for h, others := range all {
+				for _, o := range others {
+					if strings.HasPrefix(o.Source, w.Source+"/") {
+						t.Errorf("%s's container writes %s (at %s), the parent of %s's mount source %s", g, w.Source, w.Target, h, o.Source)
+					}
+				}
+			}
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -28,7 +30,40 @@ type Mount struct {
 	Source   string // absolute host path
 	Target   string // absolute container path
 	ReadOnly bool
+	// ID is the source's device and inode as they were checked
+	// (SpecBuilder.CheckMounts): once the container has started, and before
+	// its input is written, Start confirms that what the container sees at
+	// Target is that very file, and stops the container otherwise. The
+	// zero ID has Start take it itself right before the container is
+	// created.
+	ID FileID
 }
+
+// FileID identifies a file on the host: its device and inode.
+type FileID struct {
+	Dev, Ino uint64
+}
+
+// IsZero reports whether id was never set.
+func (id FileID) IsZero() bool { return id == FileID{} }
+
+func (id FileID) String() string { return fmt.Sprintf("device %d inode %d", id.Dev, id.Ino) }
+
+// FileIDOf returns the device and inode of fi (a zero FileID when fi comes
+// from no stat).
+func FileIDOf(fi os.FileInfo) FileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	}
+	return FileID{}
+}
+
+// ErrMountChanged is wrapped by the error Start returns when a bind mount
+// of the started container is not the file its source was when it was
+// checked: the source was swapped (for a link, or another directory)
+// between the check and the start, when the engine resolved it. The
+// container was stopped before anything ran in it.
+var ErrMountChanged = errors.New("a bind mount is not the directory that was checked")
 
 // Limits are the resource limits of a container.
 type Limits struct {

@@ -131,16 +131,21 @@ func (b SpecBuilder) installTemplate(name string, open func() (*home.Tree, error
 	return err
 }
 
-// CheckMounts verifies every bind-mount source of spec; call it right
-// before the container is created: under the home, each must be reached
-// through real directories only (an agent may have swapped one for a link
-// since Prepare).
-func (b SpecBuilder) CheckMounts(spec Spec) error {
+// CheckMounts verifies every bind-mount source of spec and records in each
+// mount the device and inode of what it checked (Mount.ID), which Start
+// confirms once the container runs; call it right before the container is
+// created: under the home, each must be reached through real directories
+// only (an agent may have swapped one for a link since Prepare), and an
+// extra mount's source must still be the path without links the allowlist
+// resolved.
+func (b SpecBuilder) CheckMounts(spec *Spec) error {
 	layout := b.Home.Layout()
-	for _, m := range spec.Mounts {
-		if err := layout.CheckMountSource(m.Source); err != nil {
+	for i, m := range spec.Mounts {
+		fi, err := layout.MountSource(m.Source)
+		if err != nil {
 			return fmt.Errorf("refused to start the container: %w", err)
 		}
+		spec.Mounts[i].ID = FileIDOf(fi)
 	}
 	return nil
 }

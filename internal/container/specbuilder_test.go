@@ -96,7 +96,7 @@ func TestBuildSpec(t *testing.T) {
 			t.Errorf("prepared: %v", err)
 		}
 	}
-	if err := b.CheckMounts(spec); err != nil {
+	if err := b.CheckMounts(&spec); err != nil {
 		t.Errorf("CheckMounts of fresh directories: %v", err)
 	}
 }
@@ -226,14 +226,14 @@ func TestCheckMountsRefusesLink(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CheckMounts(spec); err == nil || !strings.Contains(err.Error(), "refused to start") {
+	if err := b.CheckMounts(&spec); err == nil || !strings.Contains(err.Error(), "refused to start") {
 		t.Fatalf("CheckMounts over a linked group dir: got %v; want a refusal", err)
 	}
 	// Preparing again moves the link aside.
 	if err := b.Prepare(mainGroup); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CheckMounts(spec); err != nil {
+	if err := b.CheckMounts(&spec); err != nil {
 		t.Fatalf("CheckMounts after Prepare: %v", err)
 	}
 }

@@ -4,7 +4,8 @@
 //
 // Agents are untrusted. Every directory mounted read-write into a container
 // (groups/<folder>, data/sessions/<folder>/.claude, data/ipc/<folder>, and for
-// the main group all of groups/) belongs to its agent, which may at any moment
+// the main group groups/global; it sees the rest of groups/ read-only)
+// belongs to its agent, which may at any moment
 // put a symlink, a fifo, a huge file or a file of any name anywhere in it, or
 // replace a whole subdirectory. So the daemon never opens a path in such a
 // tree by name. It opens a Tree instead:
@@ -28,8 +29,9 @@
 // data/sessions, groups/) are opened by path: no agent can change them. They
 // must still be real directories, not symlinks: every bind-mount source is
 // checked component by component below the home right before a container is
-// created (CheckMountSource), because the engine follows links the daemon
-// would not. An owner who wants the state on another disk moves or mounts
+// created (MountSource, which also returns the device and inode the
+// container's mount is compared with once it runs), because the engine
+// follows links the daemon would not. An owner who wants the state on another disk moves or mounts
 // the whole home there.
 //
 // A test (boundary_test.go) keeps the rest of the daemon from calling the os
