@@ -95,6 +95,8 @@ type Config struct {
 	// nil).
 	Transport http.RoundTripper
 	Log       zerolog.Logger
+	// Limits bound what one container can make the proxy hold (limits.go).
+	Limits Limits
 }
 
 // Proxy is the credential proxy. Create it with New.
@@ -105,6 +107,7 @@ type Proxy struct {
 	dir      string
 	rp       *httputil.ReverseProxy
 	log      zerolog.Logger
+	lim      *limiter
 
 	mu    sync.Mutex
 	usage map[string]*Usage
@@ -132,6 +135,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{upstream: u, dir: cfg.Dir, log: cfg.Log.With().Str("component", "credproxy").Logger(), usage: map[string]*Usage{}}
+	p.lim = newLimiter(cfg.Limits)
 	switch {
 	case cfg.APIKey != "":
 		p.mode, p.cred = ModeAPIKey, cfg.APIKey
@@ -264,14 +268,11 @@ func (p *Proxy) Open(group, name string) (*Endpoint, error) {
 		return nil, fmt.Errorf("credential proxy: %w", err)
 	}
 	e := &Endpoint{Dir: dir, Socket: sock, ln: ln, p: p, served: make(chan struct{})}
-	e.srv = &http.Server{
-		Handler:           p.Handler(group, name),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          stdlog.New(debugWriter{p.log}, "", 0),
-	}
+	e.srv = p.server(p.guard(group, name, p.Handler(group, name)))
+	e.srv.ErrorLog = stdlog.New(debugWriter{p.log}, "", 0)
 	go func() {
 		defer close(e.served)
-		_ = e.srv.Serve(ln)
+		_ = e.srv.Serve(p.listen(ln, group, name))
 	}()
 	p.log.Debug().Str("group", group).Str("container", name).Msg("proxy socket open")
 	return e, nil
