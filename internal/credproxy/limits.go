@@ -2,6 +2,7 @@ package credproxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -293,12 +294,18 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 			return
 		}
 		defer p.lim.release(group)
+		caller := r.Context()
 		if r.Body != nil && r.Body != http.NoBody {
 			// The body must arrive within the read timeout; the deadline is
 			// lifted at its end (or when the answer starts), so the wait for
-			// a long stream is not cut.
+			// a long stream is not cut. A body without a declared length
+			// that runs past the cap cancels the upstream request, which
+			// never gets it whole, and is answered 413.
 			_ = rc.SetReadDeadline(start.Add(lim.ReadTimeout))
-			gw.body = &bodyGuard{rc: rc, timeout: lim.ReadTimeout}
+			ctx, cancel := context.WithCancel(caller)
+			defer cancel()
+			gw.body = &bodyGuard{rc: rc, timeout: lim.ReadTimeout, cancel: cancel}
+			r = r.WithContext(ctx)
 			r.Body = &readGuard{ReadCloser: http.MaxBytesReader(gw, r.Body, lim.MaxBody), g: gw.body}
 		}
 		defer func() {
@@ -307,6 +314,11 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 			}
 			v := recover()
 			if v == nil {
+				if gw.body != nil && gw.body.tooLarge() && !gw.wroteHeader {
+					refuse(reasonBody, http.StatusRequestEntityTooLarge, "request_too_large",
+						fmt.Sprintf("the request body is over the proxy's limit of %d bytes", lim.MaxBody),
+						func(e *zerolog.Event) { e.Int64("limit", lim.MaxBody) })
+				}
 				gw.finish()
 				return
 			}
@@ -315,7 +327,7 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 				switch {
 				case gw.werr != nil:
 					cause = "the container stopped reading the response: " + gw.werr.Error()
-				case r.Context().Err() != nil:
+				case caller.Err() != nil:
 					cause = "the container went away"
 				}
 				p.lim.warn(p.log, group, reasonAborted, func(e *zerolog.Event) {
@@ -351,9 +363,17 @@ func isUpgrade(r *http.Request) bool {
 type bodyGuard struct {
 	rc      *http.ResponseController
 	timeout time.Duration
+	cancel  context.CancelFunc // cancels the upstream request
 	mu      sync.Mutex
 	lifted  bool
 	eof     bool
+	over    bool // the body ran past the cap
+}
+
+func (b *bodyGuard) tooLarge() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.over
 }
 
 func (b *bodyGuard) lift(eof bool) {
@@ -383,8 +403,15 @@ type readGuard struct {
 
 func (r *readGuard) Read(b []byte) (int, error) {
 	n, err := r.ReadCloser.Read(b)
-	if err == io.EOF {
+	var mbe *http.MaxBytesError
+	switch {
+	case err == io.EOF:
 		r.g.lift(true)
+	case errors.As(err, &mbe):
+		r.g.mu.Lock()
+		r.g.over = true
+		r.g.mu.Unlock()
+		r.g.cancel()
 	}
 	return n, err
 }

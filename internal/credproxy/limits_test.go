@@ -21,14 +21,40 @@ import (
 
 // syncBuf is a log sink safe for the proxy's goroutines.
 type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // signalled (never blocking) after each write
 }
+
+func newSyncBuf() *syncBuf { return &syncBuf{wrote: make(chan struct{}, 1)} }
 
 func (s *syncBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	s.mu.Unlock()
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// wait returns the lines whose message is msg once there is one, failing
+// the test if none comes within 30 s.
+func (s *syncBuf) wait(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for {
+		if got := s.lines(msg); len(got) > 0 {
+			return got
+		}
+		select {
+		case <-s.wrote:
+		case <-timer.C:
+			t.Fatalf("no %q line within 30s:\n%s", msg, s)
+		}
+	}
 }
 
 func (s *syncBuf) String() string {
@@ -63,7 +89,7 @@ func limited(t *testing.T, h http.HandlerFunc, lim Limits) (*Proxy, string, *htt
 		h(w, r)
 	}))
 	t.Cleanup(up.Close)
-	logs := &syncBuf{}
+	logs := newSyncBuf()
 	p, err := New(Config{Upstream: up.URL, APIKey: realKey, Dir: filepath.Join(t.TempDir(), "proxy"),
 		Log: zerolog.New(logs), Limits: lim})
 	if err != nil {
@@ -178,11 +204,15 @@ func TestRequestBodyCap(t *testing.T) {
 	fmt.Fprint(conn, "0\r\n\r\n")
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	cresp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err == nil {
-		cbody, _ := io.ReadAll(cresp.Body)
-		if cresp.StatusCode == http.StatusOK {
-			t.Fatalf("a 4 KiB chunked body under a 1 KiB cap was answered 200: %s", cbody)
-		}
+	if err != nil {
+		t.Fatalf("a 4 KiB chunked body under a 1 KiB cap: %v", err)
+	}
+	cbody, _ := io.ReadAll(cresp.Body)
+	if cresp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 4 KiB chunked body under a 1 KiB cap: %d %s; want 413", cresp.StatusCode, cbody)
+	}
+	if typ, _ := apiError(t, string(cbody)); typ != "request_too_large" {
+		t.Fatalf("a 4 KiB chunked body under a 1 KiB cap: error type %q", typ)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,20 +327,24 @@ func isReset(err error) bool {
 
 func TestInFlightCapPerGroup(t *testing.T) {
 	release := make(chan struct{})
-	var started sync.WaitGroup
-	started.Add(2)
+	started := make(chan struct{}, 16)
 	_, _, c, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		sseEvent(w, "ping", `{"type":"ping"}`)
-		started.Done()
+		started <- struct{}{}
 		<-release
 	}, Limits{MaxInFlight: 2})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the upstream closes
 	var resps []*http.Response
 	for range 2 {
 		resps = append(resps, post(t, c, "/v1/messages", "{}", nil))
+		<-started
 	}
-	started.Wait()
-	resp := post(t, c, "/v1/messages", "{}", nil)
+	third := *c
+	third.Timeout = 30 * time.Second
+	resp := post(t, &third, "/v1/messages", "{}", nil)
 	body := readAll(t, resp)
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third request in flight: %d %s; want 429", resp.StatusCode, body)
@@ -321,11 +355,10 @@ func TestInFlightCapPerGroup(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
-	close(release)
+	free()
 	for _, r := range resps {
 		readAll(t, r)
 	}
-	started.Add(1)
 	resp = post(t, c, "/v1/messages", "{}", nil)
 	if body := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("after the streams ended: %d %s", resp.StatusCode, body)
@@ -410,25 +443,60 @@ func TestRefusalLogRateLimited(t *testing.T) {
 }
 
 func TestAbortedStreamLogged(t *testing.T) {
-	_, _, c, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		sseEvent(w, "ping", `{"type":"ping"}`)
-		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			conn.Close()
+	const msg = "API response stream aborted"
+	t.Run("upstream cut", func(t *testing.T) {
+		_, _, c, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sseEvent(w, "ping", `{"type":"ping"}`)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+		}, Limits{})
+		resp := post(t, c, "/v1/messages", "{}", nil)
+		if _, err := io.ReadAll(resp.Body); err == nil {
+			t.Fatal("a cut upstream stream ended cleanly for the caller")
 		}
-	}, Limits{})
-	resp := post(t, c, "/v1/messages", "{}", nil)
-	if _, err := io.ReadAll(resp.Body); err == nil {
-		t.Fatal("a cut upstream stream ended cleanly for the caller")
-	}
-	resp.Body.Close()
-	// The line is written before the proxy cuts the caller's connection.
-	got := logs.lines("API response stream aborted")
-	if len(got) != 1 {
-		t.Fatalf("%d lines for a stream cut by the upstream; want 1:\n%s", len(got), logs)
-	}
-	l := got[0]
-	if l["group"] != "family" || l["status"] != float64(200) || !strings.Contains(fmt.Sprint(l["cause"]), "upstream") {
-		t.Fatalf("abort line %v", l)
-	}
+		resp.Body.Close()
+		// The line is written before the proxy cuts the caller's connection.
+		got := logs.lines(msg)
+		if len(got) != 1 {
+			t.Fatalf("%d lines for a stream cut by the upstream; want 1:\n%s", len(got), logs)
+		}
+		if l := got[0]; l["group"] != "family" || l["status"] != float64(200) || !strings.Contains(fmt.Sprint(l["cause"]), "upstream") {
+			t.Fatalf("abort line %v", l)
+		}
+	})
+	t.Run("caller gone", func(t *testing.T) {
+		started := make(chan struct{})
+		_, _, c, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sseEvent(w, "ping", `{"type":"ping"}`)
+			close(started)
+			<-r.Context().Done()
+		}, Limits{})
+		resp := post(t, c, "/v1/messages", "{}", nil)
+		<-started
+		resp.Body.Close()
+		if l := logs.wait(t, msg)[0]; !strings.Contains(fmt.Sprint(l["cause"]), "went away") {
+			t.Fatalf("abort line %v; want the container gone as its cause", l)
+		}
+	})
+	t.Run("caller stops reading", func(t *testing.T) {
+		_, sock, _, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk := "data: " + strings.Repeat("x", 64<<10) + "\n\n"
+			for range 256 { // 16 MiB, far more than the socket buffers hold
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}, Limits{IdleTimeout: 300 * time.Millisecond})
+		conn := dialUnix(t, sock)
+		fmt.Fprint(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+		// Nothing is read: the proxy's writes stall, then it gives up.
+		if l := logs.wait(t, msg)[0]; !strings.Contains(fmt.Sprint(l["cause"]), "stopped reading") {
+			t.Fatalf("abort line %v; want the stalled reader as its cause", l)
+		}
+	})
 }
