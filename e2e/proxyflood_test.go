@@ -128,8 +128,10 @@ func TestE2EProxyFlood(t *testing.T) {
 	if err := e.api("GET", "/healthz", nil, nil); err != nil {
 		t.Errorf("the control API under the flood: %v", err)
 	}
-	if out := e.mustCLI("chat", "-m", "fake:api hello under flood", "main"); strings.TrimSpace(out) != "upstream says: hello under flood" {
-		t.Errorf("the main group under the flood answered %q; want the upstream's answer", out)
+	// Its agent also sends a message through its IPC namespace.
+	out := e.mustCLI("chat", "-m", `fake:tool send_message {"text":"ipc under flood"}`+"\nfake:api hello under flood", "main")
+	if !strings.HasPrefix(out, "ipc under flood\n") || !strings.HasSuffix(out, "upstream says: hello under flood\n") {
+		t.Errorf("the main group under the flood printed %q; want its IPC message, then the upstream's answer", out)
 	}
 
 	if err := os.WriteFile(filepath.Join(evilDir, "flood-release"), nil, 0o644); err != nil {
