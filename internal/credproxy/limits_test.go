@@ -500,3 +500,32 @@ func TestAbortedStreamLogged(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkGuard is what the limits and the scrubbing add to one streamed
+// response of eight events (the handler behind them does nothing else).
+func BenchmarkGuard(b *testing.B) {
+	p, err := New(Config{APIKey: "sk-ant-api03-" + strings.Repeat("k", 95), Dir: b.TempDir(), Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"some words of an answer\"}}\n\n")
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 8 {
+			_, _ = w.Write(ev)
+			w.(http.Flusher).Flush()
+		}
+	})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", stream}, {"guarded", p.guard("g", "c", stream)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader("{}"))
+				c.h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+		})
+	}
+}
