@@ -91,12 +91,12 @@ type Config struct {
 	APIKey, OAuthToken string
 	// Dir holds one directory per container (data/proxy). Daemon-owned.
 	Dir string
+	// Limits bound what one container can make the proxy hold (limits.go).
+	Limits Limits
 	// Transport reaches the upstream (a clone of http.DefaultTransport if
 	// nil).
 	Transport http.RoundTripper
 	Log       zerolog.Logger
-	// Limits bound what one container can make the proxy hold (limits.go).
-	Limits Limits
 }
 
 // Proxy is the credential proxy. Create it with New.
@@ -135,7 +135,6 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{upstream: u, dir: cfg.Dir, log: cfg.Log.With().Str("component", "credproxy").Logger(), usage: map[string]*Usage{}}
-	p.lim = newLimiter(cfg.Limits)
 	switch {
 	case cfg.APIKey != "":
 		p.mode, p.cred = ModeAPIKey, cfg.APIKey
@@ -159,6 +158,7 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       stdlog.New(debugWriter{p.log}, "", 0),
 	}
+	p.lim = newLimiter(cfg.Limits)
 	return p, nil
 }
 
