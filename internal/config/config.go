@@ -69,6 +69,16 @@ type Config struct {
 	// ContainerNetwork is the containers' network mode: "bridge" or "none"
 	// (no network; the agent still reaches Claude through the proxy socket).
 	ContainerNetwork string
+	// What one container can make the credential proxy and the host hold
+	// (docs/security.md, "Limits"): connections open at once on its proxy
+	// socket, its group's API requests in flight, the largest request body,
+	// how long a request's headers and body may take to arrive, how long a
+	// connection may idle (or a response wait for its reader); and the
+	// container's open-file limit (its nofile ulimit, soft and hard).
+	ProxyMaxConns, ProxyMaxInFlight    int
+	ProxyMaxBody                       int64
+	ProxyReadTimeout, ProxyIdleTimeout time.Duration
+	ContainerNoFile                    int64
 	// ContainerUID and ContainerGID are the uid:gid containers run as when
 	// the daemon runs as root (DefaultContainerID unless set). A daemon that
 	// is not root runs containers as its own uid:gid and ignores them;
@@ -85,16 +95,6 @@ type Config struct {
 	// MaxMediaBytes is the largest media file taken in: fetched from
 	// WhatsApp or attached to a message posted through the control API.
 	MaxMediaBytes int64
-	// What one container can make the credential proxy and the host hold
-	// (docs/security.md, "Limits"): connections open at once on its proxy
-	// socket, its group's API requests in flight, the largest request body,
-	// how long a request's headers and body may take to arrive, how long a
-	// connection may idle (or a response wait for its reader); and the
-	// container's open-file limit (its nofile ulimit, soft and hard).
-	ProxyMaxConns, ProxyMaxInFlight    int
-	ProxyMaxBody                       int64
-	ProxyReadTimeout, ProxyIdleTimeout time.Duration
-	ContainerNoFile                    int64
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 }
@@ -380,6 +380,25 @@ func build(raw map[string]string) (*Config, error) {
 	default:
 		return nil, bad("BRIDGED_CONTAINER_NETWORK", "want bridge or none")
 	}
+	// Proxy and container limits.
+	if c.ProxyMaxConns, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_CONNS"]); err != nil || c.ProxyMaxConns < 4 || c.ProxyMaxConns > 10000 {
+		return nil, bad("BRIDGED_PROXY_MAX_CONNS", "want a whole number from 4 to 10000")
+	}
+	if c.ProxyMaxInFlight, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_INFLIGHT"]); err != nil || c.ProxyMaxInFlight < 1 || c.ProxyMaxInFlight > 10000 {
+		return nil, bad("BRIDGED_PROXY_MAX_INFLIGHT", "want a whole number from 1 to 10000")
+	}
+	if c.ProxyMaxBody, err = ParseBytes(raw["BRIDGED_PROXY_MAX_BODY"]); err != nil || c.ProxyMaxBody < 64<<10 || c.ProxyMaxBody > 1<<30 {
+		return nil, bad("BRIDGED_PROXY_MAX_BODY", "want a size from 64k to 1g, such as 32m")
+	}
+	if c.ProxyReadTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_READ_TIMEOUT"]); err != nil || c.ProxyReadTimeout < time.Second || c.ProxyReadTimeout > time.Hour {
+		return nil, bad("BRIDGED_PROXY_READ_TIMEOUT", "want a Go duration from 1s to 1h")
+	}
+	if c.ProxyIdleTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_IDLE_TIMEOUT"]); err != nil || c.ProxyIdleTimeout < time.Second || c.ProxyIdleTimeout > time.Hour {
+		return nil, bad("BRIDGED_PROXY_IDLE_TIMEOUT", "want a Go duration from 1s to 1h")
+	}
+	if c.ContainerNoFile, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_NOFILE"], 10, 64); err != nil || c.ContainerNoFile < 256 || c.ContainerNoFile > 1<<20 {
+		return nil, bad("BRIDGED_CONTAINER_NOFILE", "want a whole number from 256 to 1048576")
+	}
 	for _, id := range []struct {
 		env string
 		dst *int
@@ -409,25 +428,6 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	if c.MaxMediaBytes, err = ParseBytes(raw["BRIDGED_MAX_MEDIA_BYTES"]); err != nil || c.MaxMediaBytes < 1<<10 || c.MaxMediaBytes > 2<<30 {
 		return nil, bad("BRIDGED_MAX_MEDIA_BYTES", "want a size from 1k to 2g, such as 20m")
-	}
-	// Proxy and container limits.
-	if c.ProxyMaxConns, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_CONNS"]); err != nil || c.ProxyMaxConns < 4 || c.ProxyMaxConns > 10000 {
-		return nil, bad("BRIDGED_PROXY_MAX_CONNS", "want a whole number from 4 to 10000")
-	}
-	if c.ProxyMaxInFlight, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_INFLIGHT"]); err != nil || c.ProxyMaxInFlight < 1 || c.ProxyMaxInFlight > 10000 {
-		return nil, bad("BRIDGED_PROXY_MAX_INFLIGHT", "want a whole number from 1 to 10000")
-	}
-	if c.ProxyMaxBody, err = ParseBytes(raw["BRIDGED_PROXY_MAX_BODY"]); err != nil || c.ProxyMaxBody < 64<<10 || c.ProxyMaxBody > 1<<30 {
-		return nil, bad("BRIDGED_PROXY_MAX_BODY", "want a size from 64k to 1g, such as 32m")
-	}
-	if c.ProxyReadTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_READ_TIMEOUT"]); err != nil || c.ProxyReadTimeout < time.Second || c.ProxyReadTimeout > time.Hour {
-		return nil, bad("BRIDGED_PROXY_READ_TIMEOUT", "want a Go duration from 1s to 1h")
-	}
-	if c.ProxyIdleTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_IDLE_TIMEOUT"]); err != nil || c.ProxyIdleTimeout < time.Second || c.ProxyIdleTimeout > time.Hour {
-		return nil, bad("BRIDGED_PROXY_IDLE_TIMEOUT", "want a Go duration from 1s to 1h")
-	}
-	if c.ContainerNoFile, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_NOFILE"], 10, 64); err != nil || c.ContainerNoFile < 256 || c.ContainerNoFile > 1<<20 {
-		return nil, bad("BRIDGED_CONTAINER_NOFILE", "want a whole number from 256 to 1048576")
 	}
 	return c, nil
 }
@@ -600,6 +600,14 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_TRANSCRIBE_MODEL":  c.TranscribeModel,
 		"BRIDGED_MAX_MEDIA_BYTES":   strconv.FormatInt(c.MaxMediaBytes, 10),
 		EnvTranscribeKey:            Mask(c.TranscribeKey),
+
+		// Proxy and container limits.
+		"BRIDGED_PROXY_MAX_CONNS":    strconv.Itoa(c.ProxyMaxConns),
+		"BRIDGED_PROXY_MAX_INFLIGHT": strconv.Itoa(c.ProxyMaxInFlight),
+		"BRIDGED_PROXY_MAX_BODY":     strconv.FormatInt(c.ProxyMaxBody, 10),
+		"BRIDGED_PROXY_READ_TIMEOUT": c.ProxyReadTimeout.String(),
+		"BRIDGED_PROXY_IDLE_TIMEOUT": c.ProxyIdleTimeout.String(),
+		"BRIDGED_CONTAINER_NOFILE":   strconv.FormatInt(c.ContainerNoFile, 10),
 	}
 }
 

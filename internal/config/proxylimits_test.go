@@ -29,6 +29,15 @@ func TestProxyAndContainerFileLimits(t *testing.T) {
 		c.ProxyReadTimeout != 5*time.Second || c.ProxyIdleTimeout != 30*time.Second || c.ContainerNoFile != 1024 {
 		t.Errorf("set: %+v", c)
 	}
+	v := c.Values()
+	for env, want := range map[string]string{
+		"BRIDGED_PROXY_MAX_CONNS": "16", "BRIDGED_PROXY_MAX_INFLIGHT": "4", "BRIDGED_PROXY_MAX_BODY": "1048576",
+		"BRIDGED_PROXY_READ_TIMEOUT": "5s", "BRIDGED_PROXY_IDLE_TIMEOUT": "30s", "BRIDGED_CONTAINER_NOFILE": "1024",
+	} {
+		if v[env] != want {
+			t.Errorf("bridged config shows %s=%q; want %q", env, v[env], want)
+		}
+	}
 	for env, bad := range map[string][]string{
 		"BRIDGED_PROXY_MAX_CONNS":    {"0", "3", "many", "10001"},
 		"BRIDGED_PROXY_MAX_INFLIGHT": {"0", "-1", "x"},
