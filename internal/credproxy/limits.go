@@ -93,6 +93,7 @@ const (
 	reasonBody      = "body"
 	reasonNoCred    = "no-credential"
 	reasonAborted   = "aborted"
+	reasonEncoded   = "encoded"
 )
 
 // limiter holds the proxy's shared limit state: requests in flight per
@@ -255,6 +256,10 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 		gw := &guardWriter{ResponseWriter: w, rc: rc, stall: lim.IdleTimeout, cred: []byte(p.cred)}
 		fields := func(e *zerolog.Event) {
 			e.Str("group", group).Str("container", name).Str("method", r.Method).Str("path", r.URL.Path)
+		}
+		gw.onOpaque = func(enc string) {
+			p.lim.warn(p.log, group, reasonEncoded, func(e *zerolog.Event) { fields(e); e.Str("encoding", enc) },
+				"API response not passed on: the upstream encoded its body, which cannot be checked for the credential")
 		}
 		refuse := func(reason string, status int, typ, msg string, extra func(*zerolog.Event)) {
 			p.lim.warn(p.log, group, reason, func(e *zerolog.Event) {
@@ -433,6 +438,10 @@ type guardWriter struct {
 	status      int
 	written     int64
 	werr        error
+	// opaque: the upstream's body is encoded, so it cannot be checked for
+	// the credential; a 502 went out instead and the body is dropped.
+	opaque   bool
+	onOpaque func(encoding string)
 }
 
 func (g *guardWriter) WriteHeader(code int) {
@@ -445,6 +454,18 @@ func (g *guardWriter) WriteHeader(code int) {
 		if g.body != nil {
 			g.body.lift(false)
 		}
+	}
+	if enc := g.Header().Get("Content-Encoding"); code >= 200 && len(g.cred) > 0 && enc != "" && !strings.EqualFold(enc, "identity") {
+		g.opaque, g.status = true, http.StatusBadGateway
+		for k := range g.Header() {
+			delete(g.Header(), k)
+		}
+		if g.onOpaque != nil {
+			g.onOpaque(enc)
+		}
+		writeError(g.ResponseWriter, http.StatusBadGateway, "api_error",
+			"bridged credential proxy: the upstream sent an encoded ("+enc+") body, which the proxy cannot check for the credential; it was not passed on")
+		return
 	}
 	if len(g.cred) > 0 {
 		cred := string(g.cred)
@@ -463,6 +484,9 @@ func (g *guardWriter) WriteHeader(code int) {
 func (g *guardWriter) Write(b []byte) (int, error) {
 	if !g.wroteHeader {
 		g.WriteHeader(http.StatusOK)
+	}
+	if g.opaque {
+		return len(b), nil
 	}
 	if len(g.cred) == 0 {
 		return g.write(b)

@@ -262,6 +262,26 @@ func TestCredentialScrubbedFromResponses(t *testing.T) {
 	}
 }
 
+func TestEncodedResponseNotPassedOn(t *testing.T) {
+	_, _, c, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
+		// An upstream that compresses unasked: the proxy cannot look inside.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "br")
+		fmt.Fprint(w, "\x8b\x02\x80opaque bytes that could hide "+realKey)
+	}, Limits{})
+	resp := post(t, c, "/v1/messages", "{}", nil)
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, realKey) || resp.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("an encoded answer came through as %d %v %q; want a 502 without it", resp.StatusCode, resp.Header, body)
+	}
+	if typ, _ := apiError(t, body); typ != "api_error" {
+		t.Fatalf("error type %q", typ)
+	}
+	if len(logs.lines("API response not passed on: the upstream encoded its body, which cannot be checked for the credential")) != 1 {
+		t.Fatalf("no line for the encoded answer:\n%s", logs)
+	}
+}
+
 func TestScrubWriterHoldsOnlyAPossibleStart(t *testing.T) {
 	cred := []byte("sk-secret")
 	for _, tc := range []struct {
