@@ -170,10 +170,12 @@ func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credpr
 		OAuthToken: cfg.Secrets[config.EnvOAuthToken],
 		Dir:        dir,
 		Log:        log,
+		Limits:     proxyLimits(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGED_ANTHROPIC_URL: %w", err)
 	}
+	checkFDLimit(cfg, log)
 	if p.Mode() == credproxy.ModeNone {
 		log.Warn().Msg(credproxy.NoCredentialMessage + " (until then the agents' Claude API requests are answered 401)")
 	} else {
@@ -365,7 +367,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		TaskMaxFailures:  cfg.TaskMaxFailures,
 		Image:            cfg.Image,
 		Instance:         instance,
-		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids},
+		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids, NoFile: cfg.ContainerNoFile},
 		Home:             hm,
 		ContainerUID:     uid,
 		ContainerGID:     gid,

@@ -684,6 +684,12 @@ func (f *fake) runTurn(m userMsg) {
 				return
 			}
 			replies = append(replies, res.text)
+		case "flood":
+			replies = append(replies, f.floodDirective(t.ctx, d.arg))
+			calls++
+			if f.ctx.Err() != nil {
+				return
+			}
 		case "tool", "bash":
 			do := f.toolDirective
 			if d.verb == "bash" {

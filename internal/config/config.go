@@ -69,6 +69,16 @@ type Config struct {
 	// ContainerNetwork is the containers' network mode: "bridge" or "none"
 	// (no network; the agent still reaches Claude through the proxy socket).
 	ContainerNetwork string
+	// What one container can make the credential proxy and the host hold
+	// (docs/security.md, "Limits"): connections open at once on its proxy
+	// socket, its group's API requests in flight, the largest request body,
+	// how long a request's headers and body may take to arrive, how long a
+	// connection may idle (or a response wait for its reader); and the
+	// container's open-file limit (its nofile ulimit, soft and hard).
+	ProxyMaxConns, ProxyMaxInFlight    int
+	ProxyMaxBody                       int64
+	ProxyReadTimeout, ProxyIdleTimeout time.Duration
+	ContainerNoFile                    int64
 	// ContainerUID and ContainerGID are the uid:gid containers run as when
 	// the daemon runs as root (DefaultContainerID unless set). A daemon that
 	// is not root runs containers as its own uid:gid and ignores them;
@@ -151,6 +161,14 @@ var settings = []setting{
 	{"start-timeout", "BRIDGED_START_TIMEOUT", constant("2m"), "a container that prints nothing this long after it started is stopped as hung (retried once, then reported)"},
 	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
 	{"container-network", "BRIDGED_CONTAINER_NETWORK", constant("bridge"), "containers' network: bridge, or none (no network at all; Claude is still reached through the proxy)"},
+	// What one container can make the daemon hold through its proxy socket,
+	// and its own open files.
+	{"proxy-max-conns", "BRIDGED_PROXY_MAX_CONNS", constant("64"), "connections open at once on one container's API proxy socket; one more is closed at once"},
+	{"proxy-max-inflight", "BRIDGED_PROXY_MAX_INFLIGHT", constant("32"), "a group's Claude API requests forwarded at once; one more is answered 429"},
+	{"proxy-max-body", "BRIDGED_PROXY_MAX_BODY", constant("32m"), "largest Claude API request body forwarded; a larger one is answered 413"},
+	{"proxy-read-timeout", "BRIDGED_PROXY_READ_TIMEOUT", constant("1m"), "an API request's headers, then its body, must reach the proxy within this"},
+	{"proxy-idle-timeout", "BRIDGED_PROXY_IDLE_TIMEOUT", constant("2m"), "a proxy connection idle this long (or whose reader takes nothing of a response this long) is closed"},
+	{"container-nofile", "BRIDGED_CONTAINER_NOFILE", constant("4096"), "open files per container (its nofile ulimit, soft and hard)"},
 	{"container-uid", "BRIDGED_CONTAINER_UID", constant(""), "uid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"container-gid", "BRIDGED_CONTAINER_GID", constant(""), "gid containers run as when the daemon runs as root (default 61000; a non-root daemon uses its own)"},
 	{"transcribe-url", "BRIDGED_TRANSCRIBE_URL", constant(""), "OpenAI-compatible transcription endpoint for voice notes, e.g. https://api.openai.com (empty = off)"},
@@ -403,6 +421,25 @@ func build(raw map[string]string) (*Config, error) {
 	default:
 		return nil, bad("BRIDGED_CONTAINER_NETWORK", "want bridge or none")
 	}
+	// Proxy and container limits.
+	if c.ProxyMaxConns, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_CONNS"]); err != nil || c.ProxyMaxConns < 4 || c.ProxyMaxConns > 10000 {
+		return nil, bad("BRIDGED_PROXY_MAX_CONNS", "want a whole number from 4 to 10000")
+	}
+	if c.ProxyMaxInFlight, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_INFLIGHT"]); err != nil || c.ProxyMaxInFlight < 1 || c.ProxyMaxInFlight > 10000 {
+		return nil, bad("BRIDGED_PROXY_MAX_INFLIGHT", "want a whole number from 1 to 10000")
+	}
+	if c.ProxyMaxBody, err = ParseBytes(raw["BRIDGED_PROXY_MAX_BODY"]); err != nil || c.ProxyMaxBody < 64<<10 || c.ProxyMaxBody > 1<<30 {
+		return nil, bad("BRIDGED_PROXY_MAX_BODY", "want a size from 64k to 1g, such as 32m")
+	}
+	if c.ProxyReadTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_READ_TIMEOUT"]); err != nil || c.ProxyReadTimeout < time.Second || c.ProxyReadTimeout > time.Hour {
+		return nil, bad("BRIDGED_PROXY_READ_TIMEOUT", "want a Go duration from 1s to 1h")
+	}
+	if c.ProxyIdleTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_IDLE_TIMEOUT"]); err != nil || c.ProxyIdleTimeout < time.Second || c.ProxyIdleTimeout > time.Hour {
+		return nil, bad("BRIDGED_PROXY_IDLE_TIMEOUT", "want a Go duration from 1s to 1h")
+	}
+	if c.ContainerNoFile, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_NOFILE"], 10, 64); err != nil || c.ContainerNoFile < 256 || c.ContainerNoFile > 1<<20 {
+		return nil, bad("BRIDGED_CONTAINER_NOFILE", "want a whole number from 256 to 1048576")
+	}
 	for _, id := range []struct {
 		env string
 		dst *int
@@ -631,6 +668,14 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_MAX_TASKS":               strconv.Itoa(c.MaxTasks),
 		"BRIDGED_MAX_TASK_PROMPT":         strconv.Itoa(c.MaxTaskPrompt),
 		"BRIDGED_TASK_MAX_FAILURES":       strconv.Itoa(c.TaskMaxFailures),
+
+		// Proxy and container limits.
+		"BRIDGED_PROXY_MAX_CONNS":    strconv.Itoa(c.ProxyMaxConns),
+		"BRIDGED_PROXY_MAX_INFLIGHT": strconv.Itoa(c.ProxyMaxInFlight),
+		"BRIDGED_PROXY_MAX_BODY":     strconv.FormatInt(c.ProxyMaxBody, 10),
+		"BRIDGED_PROXY_READ_TIMEOUT": c.ProxyReadTimeout.String(),
+		"BRIDGED_PROXY_IDLE_TIMEOUT": c.ProxyIdleTimeout.String(),
+		"BRIDGED_CONTAINER_NOFILE":   strconv.FormatInt(c.ContainerNoFile, 10),
 	}
 }
 

@@ -30,6 +30,10 @@ import (
 const (
 	// DefaultTmpBytes is the size of the /tmp tmpfs when Limits.TmpBytes is 0.
 	DefaultTmpBytes = 256 << 20
+	// DefaultNoFile is a container's open-file limit when Limits.NoFile is
+	// 0: far above what claude and its tools use, far below what would let
+	// one container hold the host's descriptors.
+	DefaultNoFile = 4096
 	// MaxEventLine bounds one stdout line; longer lines are dropped.
 	MaxEventLine = 8 << 20
 	// MaxStderrLine bounds one stderr line; longer lines are cut.
@@ -257,6 +261,11 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 		pids := spec.Limits.Pids
 		res.PidsLimit = &pids
 	}
+	nofile := spec.Limits.NoFile
+	if nofile <= 0 {
+		nofile = DefaultNoFile
+	}
+	res.Ulimits = []*containertypes.Ulimit{{Name: "nofile", Soft: nofile, Hard: nofile}}
 	useInit := true
 	return client.ContainerCreateOptions{
 		Name: spec.Name,

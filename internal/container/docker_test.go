@@ -347,6 +347,9 @@ func TestDockerHardeningStopAndList(t *testing.T) {
 	if hc.Memory != 256<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 64 || hc.NanoCPUs != 500_000_000 {
 		t.Errorf("memory %d pids %v cpus %d; want 256MiB, 64, 0.5", hc.Memory, hc.PidsLimit, hc.NanoCPUs)
 	}
+	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nofile" || hc.Ulimits[0].Soft != DefaultNoFile || hc.Ulimits[0].Hard != DefaultNoFile {
+		t.Errorf("ulimits %v; want nofile %d soft and hard", hc.Ulimits, DefaultNoFile)
+	}
 	if hc.Init == nil || !*hc.Init || !hc.AutoRemove || hc.Privileged {
 		t.Errorf("init %v autoremove %v privileged %v; want init, auto-remove, unprivileged", hc.Init, hc.AutoRemove, hc.Privileged)
 	}

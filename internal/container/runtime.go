@@ -71,6 +71,7 @@ type Limits struct {
 	CPUs        float64 // 0: no limit
 	Pids        int64   // 0: no limit
 	TmpBytes    int64   // size of the /tmp tmpfs; 0: DefaultTmpBytes
+	NoFile      int64   // open files (nofile ulimit, soft and hard); 0: DefaultNoFile
 }
 
 // Spec is everything needed to start one agent container.

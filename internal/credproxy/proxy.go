@@ -94,6 +94,8 @@ type Config struct {
 	APIKey, OAuthToken string
 	// Dir holds one directory per container (data/proxy). Daemon-owned.
 	Dir string
+	// Limits bound what one container can make the proxy hold (limits.go).
+	Limits Limits
 	// Transport reaches the upstream (a clone of http.DefaultTransport if
 	// nil).
 	Transport http.RoundTripper
@@ -110,6 +112,7 @@ type Proxy struct {
 	dir      string
 	rp       *httputil.ReverseProxy
 	log      zerolog.Logger
+	lim      *limiter
 
 	ledger atomic.Value // ledgerBox
 
@@ -166,6 +169,7 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       stdlog.New(debugWriter{p.log}, "", 0),
 	}
+	p.lim = newLimiter(cfg.Limits)
 	return p, nil
 }
 
@@ -275,14 +279,11 @@ func (p *Proxy) Open(group, name string) (*Endpoint, error) {
 		return nil, fmt.Errorf("credential proxy: %w", err)
 	}
 	e := &Endpoint{Dir: dir, Socket: sock, ln: ln, p: p, served: make(chan struct{})}
-	e.srv = &http.Server{
-		Handler:           p.Handler(group, name),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          stdlog.New(debugWriter{p.log}, "", 0),
-	}
+	e.srv = p.server(p.guard(group, name, p.Handler(group, name)))
+	e.srv.ErrorLog = stdlog.New(debugWriter{p.log}, "", 0)
 	go func() {
 		defer close(e.served)
-		_ = e.srv.Serve(ln)
+		_ = e.srv.Serve(p.listen(ln, group, name))
 	}()
 	p.log.Debug().Str("group", group).Str("container", name).Msg("proxy socket open")
 	return e, nil
