@@ -2,7 +2,10 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-HOME_DIR ?= $(CURDIR)/.bridged
+# HOME_DIR, when set, is the daemon's home; unset, `make run` uses the
+# default every bridged command finds: $BRIDGED_HOME, else
+# $XDG_DATA_HOME/bridged (~/.local/share/bridged).
+HOME_DIR ?=
 IMAGE   ?= bridged-agent:latest
 TEST_TIMEOUT ?= 45m
 # staticcheck is pinned and installed through the Go module proxy by `make
@@ -74,10 +77,9 @@ test-image: deps ## build bridged-agent:test from static binaries (no registry n
 image: ## build the production agent image (needs Docker Hub and npm)
 	docker build -t $(IMAGE) .
 
-run: build ## build and run the daemon with state in $(HOME_DIR)
+run: build ## build and run the daemon (state in ~/.local/share/bridged, or HOME_DIR=…)
 	@if ! docker image inspect $(IMAGE) >/dev/null 2>&1; then $(MAKE) image; fi
-	mkdir -p $(HOME_DIR)
-	bin/bridged run --home $(HOME_DIR) --image $(IMAGE)
+	bin/bridged run $(if $(HOME_DIR),--home $(HOME_DIR)) --image $(IMAGE)
 
 install: build ## install the binaries to /usr/local/bin and the README to /usr/local/share/doc/bridged
 	install -m 0755 bin/bridged bin/agent-runner /usr/local/bin/

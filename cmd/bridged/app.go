@@ -73,7 +73,8 @@ func (a *app) usage() {
 	for _, c := range commands() {
 		fmt.Fprintf(a.stderr, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME). Flags come before arguments;")
+	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
+	fmt.Fprintln(a.stderr, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
 	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")
 }
 
@@ -206,9 +207,21 @@ func daemonRunning(ctx context.Context, c *control.Client, socket string) (bool,
 	return false, fmt.Errorf("the daemon's control socket %s does not answer (%w); is bridged hung?", socket, err)
 }
 
+// errNoStore is openBackend's error when neither a daemon nor a database is
+// there and the command must not create one.
+var errNoStore = errors.New("no database")
+
+// noStoreError says that home holds no daemon and no database.
+func noStoreError(cfg *config.Config) error {
+	return fmt.Errorf("%w: bridged is not running and %s has no database yet: start it with `bridged run` (or `make run`), or give --home", errNoStore, cfg.Home)
+}
+
 // openBackend returns the daemon's API when it runs, else the database
-// opened directly. close releases what was opened.
-func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, running bool, closeFn func(), err error) {
+// opened directly. close releases what was opened. Only create lets it
+// create a database where there is none: a command that only reads (or
+// changes what must already exist) gets errNoStore instead, and leaves no
+// state behind.
+func (a *app) openBackend(ctx context.Context, cfg *config.Config, create bool) (b backend, running bool, closeFn func(), err error) {
 	c := control.NewClient(cfg.Socket())
 	running, err = daemonRunning(ctx, c, cfg.Socket())
 	if err != nil {
@@ -216,6 +229,9 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, r
 	}
 	if running {
 		return c, true, func() {}, nil
+	}
+	if !create && !exists(cfg.StoreDB()) {
+		return nil, false, nil, noStoreError(cfg)
 	}
 	db, err := store.Open(ctx, cfg.StoreDB(), a.cliLogger())
 	if err != nil {

@@ -39,12 +39,12 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 
 // withBackend parses nothing itself: it resolves cf and runs fn with the
 // daemon's API or the database.
-func (a *app) withBackend(ctx context.Context, cf *config.Flags, fn func(b backend, running bool) error) error {
+func (a *app) withBackend(ctx context.Context, cf *config.Flags, create bool, fn func(b backend, running bool) error) error {
 	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
 		return err
 	}
-	b, running, closeFn, err := a.openBackend(ctx, cfg)
+	b, running, closeFn, err := a.openBackend(ctx, cfg, create)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	err := a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		if *available {
 			return a.printChats(ctx, b, *asJSON)
 		}
@@ -90,6 +90,18 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	})
+	if errors.Is(err, errNoStore) {
+		// Nothing to list, and nothing is created to list it.
+		switch {
+		case *asJSON && *available:
+			return writeJSON(a.stdout, chatsJSON{Chats: []control.Chat{}})
+		case *asJSON:
+			return writeJSON(a.stdout, groupsJSON{Groups: []control.Group{}})
+		}
+		fmt.Fprintln(a.stdout, strings.TrimPrefix(err.Error(), errNoStore.Error()+": "))
+		return nil
+	}
+	return err
 }
 
 func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
@@ -182,7 +194,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 		f := false
 		req.RequiresTrigger = &f
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, true, func(b backend, _ bool) error {
 		g, err := b.AddGroup(ctx, req)
 		if err != nil {
 			return err
@@ -199,7 +211,7 @@ func (a *app) groupsRemove(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		if err := b.RemoveGroup(ctx, pos[0]); err != nil {
 			if errors.Is(err, control.ErrNotFound) {
 				return fmt.Errorf("no group with folder %q", pos[0])
@@ -315,7 +327,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			return fmt.Errorf("--timeout: %w", err)
 		}
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		g, err := b.UpdateGroup(ctx, pos[0], p)
 		if err != nil {
 			if errors.Is(err, control.ErrNotFound) {

@@ -33,7 +33,7 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "bridged is not running, and %s has no database yet.\n", cfg.Home)
 		return nil
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -40,7 +41,14 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
+	if errors.Is(err, errNoStore) {
+		if *asJSON {
+			return writeJSON(a.stdout, tasksJSON{Tasks: []control.Task{}})
+		}
+		fmt.Fprintln(a.stdout, strings.TrimPrefix(err.Error(), errNoStore.Error()+": "))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -76,7 +84,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ type setting struct {
 }
 
 var settings = []setting{
-	{"home", "BRIDGED_HOME", func() string { d, _ := os.Getwd(); return d }, "directory holding all state"},
+	{"home", "BRIDGED_HOME", constant(""), "directory holding all state (default $XDG_DATA_HOME/bridged, i.e. ~/.local/share/bridged)"},
 	{"assistant-name", "BRIDGED_ASSISTANT_NAME", constant("Andy"), "the assistant's name; the trigger is @<name>"},
 	{"own-number", "BRIDGED_OWN_NUMBER", constant("false"), "the assistant has its own WhatsApp number (no name prefix on replies)"},
 	{"timezone", "BRIDGED_TIMEZONE", systemTimezone, "IANA timezone for prompts and cron schedules"},
@@ -214,6 +214,10 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 			raw[s.env] = getenv(s.env)
 		case fileVals[s.env] != "":
 			raw[s.env] = fileVals[s.env]
+		case s.env == "BRIDGED_HOME":
+			if raw[s.env], err = DefaultHome(getenv); err != nil {
+				return nil, err
+			}
 		default:
 			raw[s.env] = s.def()
 		}
@@ -235,6 +239,21 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
 	return c, nil
+}
+
+// DefaultHome is the home of every command given neither --home nor
+// BRIDGED_HOME: $XDG_DATA_HOME/bridged, ~/.local/share/bridged when
+// XDG_DATA_HOME is unset or relative (the XDG base directory rule). The
+// same for `bridged run`, `make run` and every other command, so none of
+// them needs --home; a systemd unit names its own home with --home.
+func DefaultHome(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "bridged"), nil
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "share", "bridged"), nil
+	}
+	return "", fmt.Errorf("%w: neither HOME nor XDG_DATA_HOME is set, so there is no default home: give --home DIR or set BRIDGED_HOME", ErrInvalid)
 }
 
 // validName reports whether s is one word of at most 32 letters, digits, -

@@ -255,3 +255,31 @@ func TestAssistantNames(t *testing.T) {
 		}
 	}
 }
+
+// With neither --home nor BRIDGED_HOME the home is the XDG data directory's
+// bridged, the same for every command; without HOME it is an error naming
+// --home, never the working directory.
+func TestDefaultHome(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOME": "/home/ann"}, "/home/ann/.local/share/bridged"},
+		{map[string]string{"HOME": "/home/ann", "XDG_DATA_HOME": "/data"}, "/data/bridged"},
+		{map[string]string{"HOME": "/home/ann", "XDG_DATA_HOME": "rel"}, "/home/ann/.local/share/bridged"},
+		{map[string]string{"HOME": "/home/ann", "BRIDGED_HOME": "/srv/b"}, "/srv/b"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := Register(fs)
+		if err := fs.Parse([]string{"--env-file", os.DevNull}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Resolve(func(k string) string { return tc.env[k] })
+		if err != nil || c.Home != tc.want {
+			t.Errorf("env %v: home %v, %v; want %s", tc.env, c, err, tc.want)
+		}
+	}
+	if _, err := DefaultHome(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--home") {
+		t.Errorf("no HOME: %v; want an error naming --home", err)
+	}
+}
