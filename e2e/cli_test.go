@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,5 +171,42 @@ func TestE2EDefaultHome(t *testing.T) {
 	}
 	if got := entries(t, wd); len(got) != 0 {
 		t.Errorf("the commands left %q in the working directory; want nothing", got)
+	}
+}
+
+// `make run` alone: the first start of a home with no group registers the
+// terminal chat local:main as the main group and says in its first lines
+// how to talk to it; `bridged chat` in another terminal, with no --home and
+// no group named, then gets the agent's reply. A later start registers
+// nothing again.
+func TestE2EFirstStartRegistersMain(t *testing.T) {
+	e, wd := defaultHomeEnv(t, "--idle-timeout", "2m")
+	d := e.startBare(wd)
+	if !d.waitLog("talk to the main agent from another terminal: bridged chat", 10*time.Second) {
+		t.Fatalf("the daemon's first lines do not say how to talk to the main agent:\n%s", tail(d.logs(), 20))
+	}
+	d.waitLog("bridged running", 30*time.Second)
+	lines := strings.Split(d.logs(), "\n")
+	hint := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "bridged chat") })
+	if running := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "bridged running") }); hint > 15 || hint > running {
+		t.Errorf("the hint is line %d of the log, \"bridged running\" line %d; want the hint among the first lines", hint+1, running+1)
+	}
+	list := e.mustBare(wd, "groups", "list")
+	if !strings.Contains(list, "local:main") || !strings.Contains(list, "everything (main)") {
+		t.Fatalf("groups list after the first start:\n%s\nwant local:main as the main group", list)
+	}
+	if out := e.mustBare(wd, "chat", "-m", "hello", "main"); !strings.Contains(out, "echo: hello") {
+		t.Errorf("bridged chat -m hello main printed %q; want the agent's reply", out)
+	}
+	d.stop(t)
+
+	// The owner removes it: the next start registers nothing, and says how.
+	e.mustBare(wd, "groups", "remove", "main")
+	d = e.startBare(wd)
+	if !d.waitLog("no group is registered", 10*time.Second) {
+		t.Errorf("a start with no group does not say how to register one:\n%s", tail(d.logs(), 20))
+	}
+	if list := e.mustBare(wd, "groups", "list"); strings.Contains(list, "everything (main)") {
+		t.Errorf("groups list after a later start:\n%s\nwant no group registered again", list)
 	}
 }

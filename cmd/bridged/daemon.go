@@ -273,6 +273,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	uid, gid := containerUser(cfg, log)
+	firstStart := !exists(cfg.StoreDB())
 	db, err := store.Open(ctx, cfg.StoreDB(), log)
 	if err != nil {
 		return err
@@ -282,6 +283,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// A second daemon on the same home stops here, before it opens the
 	// WhatsApp device store or touches the first one's containers.
 	if err := control.CheckNotRunning(cfg.Socket()); err != nil {
+		return err
+	}
+	if err := greetFirstStart(ctx, db, cfg, firstStart, log); err != nil {
 		return err
 	}
 
