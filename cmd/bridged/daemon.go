@@ -401,6 +401,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Channels:  channels,
 		Groups:    groupsChanged{host, rt},
 		Tasks:     sched,
+		Config:    daemonConfig{cfg, proxy},
 		Version:   buildVersion(),
 		Instance:  instance,
 		Log:       log,

@@ -45,10 +45,28 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
 	}
-	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
+	// A running daemon is asked for the configuration it started with: the
+	// checks describe it, not the files, which may have changed since.
+	dc, running, err := askDaemon(ctx, cfg)
+	if err != nil {
+		running = false
+	}
+	files := cfg
+	cred := checkCredentials(cfg)
+	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + orDash(cfg.EnvFile) + ") and the environment"}
+	if running {
+		cfg = withDaemonValues(cfg, dc.Values)
+		cred = checkDaemonCredential(dc.Credential, files)
+		conf.detail = "bridged is running: the checks describe the configuration it started with (`bridged config` prints it)"
+		if diff := differences(dc.Values, files.Values()); len(diff) > 0 {
+			conf.status, conf.detail = "warn", conf.detail+"; the files now say otherwise for "+strings.Join(diff, ", ")
+			conf.hint = "restart bridged for the files to take effect"
+		}
+	}
+	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	if *asJSON {
@@ -144,6 +162,27 @@ func checkCredentials(cfg *config.Config) check {
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
 		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+}
+
+// checkDaemonCredential describes the running daemon's credential: the
+// one it started with, and what the upstream said of it since.
+func checkDaemonCredential(c control.Credential, files *config.Config) check {
+	restart := ""
+	if v := credVariable(files); v != "" && v != c.Variable {
+		restart = "; the files now set " + v + ": restart bridged to use it"
+	}
+	switch c.State {
+	case control.CredNone:
+		return check{name: "credentials", status: "FAIL", detail: "the running daemon has no credential: its agents' API requests are answered 401" + restart,
+			hint: "put " + config.EnvAPIKey + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged"}
+	case control.CredRefused:
+		return check{name: "credentials", status: "FAIL",
+			detail: fmt.Sprintf("the running daemon's %s was refused (401) %d time(s) since it started%s", c.Variable, c.Refused, restart),
+			hint:   "fix " + c.Variable + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged: it reads the credential only at start"}
+	case control.CredAccepted:
+		return check{name: "credentials", status: "ok", detail: fmt.Sprintf("the running daemon's %s: %d request(s) accepted since it started%s", c.Variable, c.Accepted, restart)}
+	}
+	return check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
 }
 
 // checkUpstream makes one cheap authenticated request (count_tokens) to

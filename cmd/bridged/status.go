@@ -42,6 +42,17 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if running {
+		if dc, ok, err := askDaemon(ctx, cfg); err == nil && ok {
+			cfg = withDaemonValues(cfg, dc.Values)
+		}
+	}
+	if st.Credential == nil {
+		// Stopped (or a daemon that does not report it): what the files
+		// configure.
+		c := filesCredential(cfg)
+		st.Credential = &c
+	}
 	if *asJSON {
 		return writeJSON(a.stdout, st)
 	}
@@ -73,7 +84,11 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	} else {
 		fmt.Fprintln(w, "bridged is not running; showing what the store knows.")
 	}
-	fmt.Fprintln(w, apiLine(cfg))
+	if st.Credential != nil {
+		fmt.Fprintln(w, credentialLine(*st.Credential, cfg.AnthropicURL, cfg.ContainerNetwork))
+	} else {
+		fmt.Fprintln(w, apiLine(cfg))
+	}
 	fmt.Fprintln(w, "\nChannels:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {

@@ -158,6 +158,9 @@ type Status struct {
 	// APIUsage is each group's Claude API use seen by the daemon's
 	// credential proxy since it started: live, while turns still run.
 	APIUsage []APIUsage `json:"api_usage,omitempty"`
+	// Credential is the Claude credential's state: the running daemon's,
+	// or, with the daemon stopped, what the files configure.
+	Credential *Credential `json:"credential,omitempty"`
 }
 
 // APIUsage is one group's API use counted by the credential proxy from the

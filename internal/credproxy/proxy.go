@@ -102,6 +102,7 @@ type Proxy struct {
 	upstream *url.URL
 	mode     string
 	cred     string
+	tally    credTally // the upstream's 401s and 2xx, for status and config
 	dir      string
 	rp       *httputil.ReverseProxy
 	log      zerolog.Logger
@@ -296,6 +297,7 @@ func (p *Proxy) Handler(group, name string) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		ctx := context.WithValue(r.Context(), groupKey{}, group)
 		p.rp.ServeHTTP(rec, r.WithContext(ctx))
+		p.tally.note(rec.status, time.Now())
 		log.Info().Int("status", rec.status).Dur("took", time.Since(start)).Msg("API request")
 	})
 }
