@@ -110,7 +110,11 @@ func checkHome(cfg *config.Config) []check {
 	probe.Close()
 	os.Remove(probe.Name())
 	out := []check{{name: "home", status: "ok", detail: cfg.Home + " is writable"}}
-	for _, p := range []string{filepath.Join(cfg.Home, "store"), cfg.DataDir(), cfg.StoreDB(), cfg.WhatsAppDB()} {
+	paths := []string{filepath.Join(cfg.Home, "store"), cfg.DataDir()}
+	for _, db := range []string{cfg.StoreDB(), cfg.WhatsAppDB()} {
+		paths = append(paths, db, db+"-wal", db+"-shm")
+	}
+	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
 			continue
