@@ -210,3 +210,20 @@ func TestE2EFirstStartRegistersMain(t *testing.T) {
 		t.Errorf("groups list after a later start:\n%s\nwant no group registered again", list)
 	}
 }
+
+// The binary's help: `--help` works at every level, and each subcommand's
+// is short and lists its own flags, not the daemon's.
+func TestE2EHelpAtEveryLevel(t *testing.T) {
+	needDocker(t) // for the binary the harness builds
+	for _, args := range [][]string{{"--help"}, {"groups", "--help"}, {"tasks", "--help"}, {"groups", "add", "--help"}, {"chat", "--help"}, {"status", "--help"}} {
+		cmd := exec.Command(bridgedBin, args...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("bridged %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if n := strings.Count(string(out), "\n"); n >= 25 || strings.Contains(string(out), "--container-memory") {
+			t.Errorf("bridged %s: %d lines, with the daemon's settings: %v; want under 25, its own flags:\n%s",
+				strings.Join(args, " "), n, strings.Contains(string(out), "--container-memory"), out)
+		}
+	}
+}

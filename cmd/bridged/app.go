@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -86,6 +87,10 @@ func (a *app) run(ctx context.Context, args []string) error {
 	name := args[0]
 	switch name {
 	case "help", "-h", "--help", "-help":
+		if name == "help" && len(args) > 1 {
+			// bridged help CMD [SUB]: that command's help.
+			return a.run(ctx, append(args[1:], "--help"))
+		}
 		a.usage()
 		return nil
 	case "-version", "--version":
@@ -102,15 +107,72 @@ func (a *app) run(ctx context.Context, args []string) error {
 }
 
 // newFlagSet returns a flag set for a subcommand that prints its usage to
-// stderr.
+// stderr: its own flags, --home and --env-file, one line each. Every
+// command accepts the daemon's settings too (config.Register), but only
+// `bridged run` lists them.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(a.stderr, "Usage: bridged %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		hidden := 0
+		tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
+		fs.VisitAll(func(f *flag.Flag) {
+			if name != "run" && config.IsDaemonSetting(f.Name) {
+				hidden++
+				return
+			}
+			arg, usage := flag.UnquoteUsage(f)
+			if arg != "" {
+				arg = " " + arg
+			}
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+				usage += " (default " + f.DefValue + ")"
+			}
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			for i, line := range wrap(usage, 78) {
+				if i == 0 {
+					fmt.Fprintf(tw, "  %s%s%s\t%s\n", dash, f.Name, arg, line)
+				} else {
+					fmt.Fprintf(tw, "\t%s\n", line)
+				}
+			}
+		})
+		tw.Flush()
+		if hidden > 0 {
+			fmt.Fprintln(a.stderr, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
+		}
 	}
 	return fs
+}
+
+// wrap breaks s into lines of at most width runes at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len([]rune(line))+1+len([]rune(w)) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 // parse parses flags and positional arguments; flags may also follow

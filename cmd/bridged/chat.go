@@ -34,7 +34,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("chat", "chat [-m TEXT] [--attach FILE]... [--timeout D] [flags] [GROUP]")
 	msg := fs.String("m", "", "send this one message, print the reply or replies, and exit")
 	var attach fileFlags
-	fs.Var(&attach, "attach", "send FILE with the -m message (repeatable): each file is a message of its own, the first captioned with the text; images and documents land in the group's inbox/, audio is transcribed like a voice note")
+	fs.Var(&attach, "attach", "send `FILE` with the -m message (repeatable): each file is a message of its own, the first captioned with the text; images and documents land in the group's inbox/, audio is transcribed like a voice note")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up waiting for a reply after this long")
 	quiet := fs.Duration("quiet", 0, "after the agent's turn ended, keep printing messages it sends later until this long passes without one")
 	sender := fs.String("sender", "", "your name in the chat (default $USER)")

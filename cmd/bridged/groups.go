@@ -19,9 +19,21 @@ import (
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
-	if len(args) == 0 {
+	usage := func() {
 		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(a.stderr, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
+		fmt.Fprintln(a.stderr, "  add     register a chat as a group")
+		fmt.Fprintln(a.stderr, "  remove  unregister a group (its folder and history stay)")
+		fmt.Fprintln(a.stderr, "  set     change a group's settings")
+		fmt.Fprintln(a.stderr, "\n`bridged groups <subcommand> --help` lists its flags.")
+	}
+	if len(args) == 0 {
+		usage()
 		return errUsage
+	}
+	if isHelp(args[0]) {
+		usage()
+		return flag.ErrHelp
 	}
 	switch args[0] {
 	case "list", "ls":
@@ -287,14 +299,14 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	var name, trigger, model, timeout, budget optString
 	var requires optBool
 	var mounts mountFlags
-	fs.Var(&name, "name", "display name")
-	fs.Var(&trigger, "trigger", "trigger word, e.g. @Andy (an @ is added when missing)")
+	fs.Var(&name, "name", "display `NAME`")
+	fs.Var(&trigger, "trigger", "trigger `WORD`, e.g. @Andy (an @ is added when missing)")
 	fs.Var(&requires, "requires-trigger", "only messages starting with the trigger wake the agent (true/false)")
-	fs.Var(&model, "model", "Claude model for this group (empty: the CLI's default)")
-	fs.Var(&timeout, "timeout", "container timeout for this group, a Go duration (0: the daemon's default)")
-	fs.Var(&mounts, "mount", "extra mount HOST[:CONTAINER][:ro|rw] at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
+	fs.Var(&model, "model", "Claude `MODEL` for this group (empty: the CLI's default)")
+	fs.Var(&timeout, "timeout", "container timeout for this group, a Go `DURATION` (0: the daemon's default)")
+	fs.Var(&mounts, "mount", "extra mount `HOST[:CONTAINER][:ro|rw]` at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
-	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in USD: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
+	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {

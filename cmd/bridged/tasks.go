@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -12,9 +13,22 @@ import (
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
-	if len(args) == 0 {
+	usage := func() {
 		fmt.Fprintln(a.stderr, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
+		fmt.Fprintln(a.stderr, "\n  list    the scheduled tasks")
+		fmt.Fprintln(a.stderr, "  pause   stop a task from running until resumed")
+		fmt.Fprintln(a.stderr, "  resume  let a paused task run again")
+		fmt.Fprintln(a.stderr, "  cancel  delete a task and its run log")
+		fmt.Fprintln(a.stderr, "  runs    a task's latest runs")
+		fmt.Fprintln(a.stderr, "\n`bridged tasks <subcommand> --help` lists its flags.")
+	}
+	if len(args) == 0 {
+		usage()
 		return errUsage
+	}
+	if isHelp(args[0]) {
+		usage()
+		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
 	switch sub {

@@ -181,6 +181,21 @@ func Register(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// IsDaemonSetting reports whether name is the flag of one of the daemon's
+// settings (every setting but --home): every command accepts them, only
+// `bridged run --help` lists them.
+func IsDaemonSetting(name string) bool {
+	if name == "home" {
+		return false
+	}
+	for _, s := range settings {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Resolve computes the configuration from the parsed flags, the environment
 // (getenv) and the env file.
 func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
