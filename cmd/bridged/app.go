@@ -221,6 +221,32 @@ func (a *app) parseConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int)
 	return pos, cfg, nil
 }
 
+// parseClientConfig is parseConfig for a command that talks to the daemon
+// or its database: an invalid value of a daemon-only setting is ignored
+// with a warning (see resolveClient).
+func (a *app) parseClientConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, *config.Config, error) {
+	cf := config.Register(fs)
+	pos, err := parse(fs, args, minArgs, maxArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := a.resolveClient(cf)
+	return pos, cfg, err
+}
+
+// resolveClient resolves cf for a command that talks to the daemon or its
+// database; a bad value only the daemon uses is told on stderr, not fatal.
+func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
+	cfg, err := cf.ResolveClient(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range cfg.Ignored {
+		fmt.Fprintf(a.stderr, "bridged: warning: %s; ignored here (only the daemon uses it; `bridged run` refuses it)\n", msg)
+	}
+	return cfg, nil
+}
+
 // cliLogger is the logger of the short-lived commands: warnings and errors
 // only, on stderr.
 func (a *app) cliLogger() zerolog.Logger {

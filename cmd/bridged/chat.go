@@ -63,7 +63,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "bridged chat: --timeout must be positive and --quiet not negative")
 		return errUsage
 	}
-	cfg, err := cf.Resolve(a.getenv)
+	cfg, err := a.resolveClient(cf)
 	if err != nil {
 		return err
 	}

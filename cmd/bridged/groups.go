@@ -52,7 +52,7 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 // withBackend parses nothing itself: it resolves cf and runs fn with the
 // daemon's API or the database.
 func (a *app) withBackend(ctx context.Context, cf *config.Flags, create bool, fn func(b backend, running bool) error) error {
-	cfg, err := cf.Resolve(a.getenv)
+	cfg, err := a.resolveClient(cf)
 	if err != nil {
 		return err
 	}

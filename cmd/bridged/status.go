@@ -20,7 +20,7 @@ import (
 func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("status", "status [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	_, cfg, err := a.parseClientConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func fmtTime(t *time.Time, loc *time.Location) string {
 func (a *app) tasksList(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("tasks list", "tasks list [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	_, cfg, err := a.parseClientConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 		fs.IntVar(&limit, "limit", 20, "most runs to show (0: all)")
 		fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	}
-	pos, cfg, err := a.parseConfig(fs, args, 1, 1)
+	pos, cfg, err := a.parseClientConfig(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,9 @@ type Config struct {
 	MaxMediaBytes int64
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
+	// Ignored lists the invalid values of daemon-only settings that
+	// ResolveClient replaced with their defaults.
+	Ignored []string
 }
 
 // DefaultContainerID is the uid and gid containers run as when the daemon
@@ -196,9 +199,39 @@ func IsDaemonSetting(name string) bool {
 	return false
 }
 
+// SettingError is an invalid value of one setting.
+type SettingError struct {
+	Env, Value, Why string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("%s: %s=%q: %s", ErrInvalid, e.Env, e.Value, e.Why)
+}
+
+func (e *SettingError) Unwrap() error { return ErrInvalid }
+
+// clientSettings are the settings the commands other than `bridged run`
+// use themselves; every other setting is the daemon's alone.
+var clientSettings = map[string]bool{
+	"BRIDGED_HOME": true, "BRIDGED_ASSISTANT_NAME": true, "BRIDGED_TIMEZONE": true, "BRIDGED_MOUNT_ALLOWLIST": true,
+}
+
 // Resolve computes the configuration from the parsed flags, the environment
 // (getenv) and the env file.
 func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
+	return f.resolve(getenv, false)
+}
+
+// ResolveClient is Resolve for a command that talks to the daemon or its
+// database (status, chat, groups, tasks): an invalid value of a setting
+// only the daemon uses (BRIDGED_IDLE_TIMEOUT, BRIDGED_IMAGE, …) does not
+// stop it; the default stands in and Config.Ignored says what was
+// ignored. `bridged run` still refuses the value.
+func (f *Flags) ResolveClient(getenv func(string) string) (*Config, error) {
+	return f.resolve(getenv, true)
+}
+
+func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error) {
 	set := make(map[string]bool)
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
@@ -237,10 +270,25 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 			raw[s.env] = s.def()
 		}
 	}
+	var ignored []string
 	c, err := build(raw)
+	for range settings {
+		var se *SettingError
+		if !client || !errors.As(err, &se) || clientSettings[se.Env] {
+			break
+		}
+		for _, st := range settings {
+			if st.env == se.Env && raw[se.Env] != st.def() {
+				ignored = append(ignored, se.Error())
+				raw[se.Env] = st.def()
+			}
+		}
+		c, err = build(raw)
+	}
 	if err != nil {
 		return nil, err
 	}
+	c.Ignored = ignored
 	c.EnvFile = envPath
 	c.Secrets = make(map[string]string)
 	for _, k := range []string{EnvAPIKey, EnvOAuthToken} {
@@ -294,7 +342,7 @@ func validName(s string) bool {
 func build(raw map[string]string) (*Config, error) {
 	c := &Config{}
 	bad := func(env, why string) error {
-		return fmt.Errorf("%w: %s=%q: %s", ErrInvalid, env, raw[env], why)
+		return &SettingError{Env: env, Value: raw[env], Why: why}
 	}
 	var err error
 	home := raw["BRIDGED_HOME"]
