@@ -36,4 +36,8 @@ func TestE2EStateFilesPrivateUnderUmask022(t *testing.T) {
 	if strings.Contains(doc, "readable by others") || !strings.Contains(doc, "store and data are private") {
 		t.Errorf("doctor:\n%s\nwant no permission warning about the files bridged made", doc)
 	}
+	// The daemon made whatsapp.db, but nobody paired it.
+	if !strings.Contains(doc, "whatsapp     warn  not paired") {
+		t.Errorf("doctor:\n%s\nwant whatsapp said not paired in a home never paired", doc)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
@@ -66,7 +68,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	if *asJSON {
@@ -204,7 +206,19 @@ func checkUpstream(ctx context.Context, cfg *config.Config, client *http.Client)
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := p.Check(cctx, client); err != nil {
-		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential and BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
+		var dnsErr *net.DNSError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &dnsErr):
+			return check{name: "api", status: "FAIL", detail: err.Error() + " (the credential was not tried)",
+				hint: "this machine cannot resolve " + dnsErr.Name + ": check its DNS and network (or HTTPS_PROXY), and BRIDGED_ANTHROPIC_URL"}
+		case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
+			return check{name: "api", status: "FAIL", detail: err.Error() + " (the credential was not tried)",
+				hint: "the upstream cannot be reached: check the network (or HTTPS_PROXY) and BRIDGED_ANTHROPIC_URL"}
+		case errors.Is(err, credproxy.ErrRefused):
+			return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential (" + p.Mode() + ")"}
+		}
+		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
 	}
 	return check{name: "api", status: "ok", detail: p.Upstream() + " accepts the credential (" + p.Mode() + ")"}
 }
@@ -223,9 +237,13 @@ func checkTranscribe(ctx context.Context, cfg *config.Config, client *http.Clien
 	return check{name: "transcribe", status: "ok", detail: cfg.TranscribeURL + " transcribes with " + cfg.TranscribeModel}
 }
 
-func checkPairing(cfg *config.Config) check {
-	if fi, err := os.Stat(cfg.WhatsAppDB()); err == nil && fi.Size() > 0 {
-		return check{name: "whatsapp", status: "ok", detail: "device store present; `bridged status` shows the connection"}
+func checkPairing(ctx context.Context, cfg *config.Config) check {
+	paired, err := whatsapp.StorePaired(ctx, cfg.WhatsAppDB())
+	switch {
+	case err != nil:
+		return check{name: "whatsapp", status: "warn", detail: err.Error(), hint: "run `bridged login` to pair again if the store is damaged"}
+	case paired:
+		return check{name: "whatsapp", status: "ok", detail: "paired; `bridged status` shows the connection"}
 	}
 	return check{name: "whatsapp", status: "warn", detail: "not paired (local chats still work)", hint: "run `bridged login` to pair"}
 }

@@ -1,10 +1,21 @@
 package credproxy
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 )
+
+// ErrRefused is wrapped by Check's error when the upstream refused the
+// credential (401 or 403).
+var ErrRefused = errors.New("credential refused")
+
+// refusedError is Check's error for a refused credential.
+type refusedError string
+
+func (e refusedError) Error() string        { return string(e) }
+func (e refusedError) Is(target error) bool { return target == ErrRefused }
 
 // CredentialState is what the upstream said of the credential since the
 // proxy started: how many forwarded requests it accepted (2xx) and refused

@@ -618,7 +618,7 @@ func (p *Proxy) Check(ctx context.Context, client *http.Client) error {
 	case resp.StatusCode == http.StatusOK:
 		return nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%s refused the credential (%s): %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg))))
+		return refusedError(fmt.Sprintf("%s refused the credential (%s): %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg)))))
 	default:
 		return fmt.Errorf("%s answered %s: %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg))))
 	}
