@@ -162,7 +162,7 @@ func formatBudget(usd float64) string {
 	if usd <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("$%.2f/day", usd)
+	return rules.FormatUSD(usd) + "/day"
 }
 
 // budgetToday shows what a group's agent cost today against its budget,
@@ -171,7 +171,7 @@ func budgetToday(g control.Group) string {
 	if g.BudgetDailyUSD <= 0 {
 		return "-"
 	}
-	s := fmt.Sprintf("$%.2f of $%.2f", g.CostTodayUSD, g.BudgetDailyUSD)
+	s := rules.FormatUSD(g.CostTodayUSD) + " of " + rules.FormatUSD(g.BudgetDailyUSD)
 	if g.BudgetPaused {
 		s += " (paused)"
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/rules"
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
@@ -155,7 +156,7 @@ func (a *app) printRuns(ctx context.Context, b backend, id string, limit int, lo
 			out = r.Error
 		}
 		started := r.StartedAt
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.4f\t%s\n", fmtTime(&started, loc), r.Duration, r.Status, r.CostUSD, oneLine(out, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&started, loc), r.Duration, r.Status, rules.FormatUSD(r.CostUSD), oneLine(out, 60))
 	}
 	return tw.Flush()
 }

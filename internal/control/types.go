@@ -3,6 +3,7 @@ package control
 import (
 	"time"
 
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -282,6 +283,6 @@ func runOut(r store.TaskRun) TaskRun {
 		Status:    string(r.Status),
 		Result:    r.Result,
 		Error:     r.Error,
-		CostUSD:   r.CostUSD,
+		CostUSD:   rules.RoundUSD(r.CostUSD),
 	}
 }
