@@ -89,3 +89,22 @@ func TestE2EStatusSaysKeyRefused(t *testing.T) {
 		t.Errorf("doctor:\n%s\nwant the daemon's refused key named", doc)
 	}
 }
+
+// An OAuth token (a Claude subscription's) is warned about at start and by
+// doctor: it is billed as extra usage when bridged uses it; an API key is
+// recommended.
+func TestE2EOAuthTokenWarned(t *testing.T) {
+	e := newEnv(t)
+	e.extraEnv = []string{"ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-e2e-TOKEN-0123456789"}
+	d := e.start()
+	if !d.waitLog("billed as extra usage", 10*time.Second) {
+		t.Errorf("no warning about the OAuth token at start:\n%s", tail(d.logs(), 20))
+	}
+	doc, _ := e.cli("doctor")
+	if !strings.Contains(doc, "credentials  warn") || !strings.Contains(doc, "an API key (ANTHROPIC_API_KEY") {
+		t.Errorf("doctor:\n%s\nwant the OAuth token warned about, an API key recommended", doc)
+	}
+	if strings.Contains(doc, "sk-ant-oat01-e2e-TOKEN") || strings.Contains(d.logs(), "sk-ant-oat01-e2e-TOKEN") {
+		t.Error("the token was printed")
+	}
+}

@@ -179,6 +179,9 @@ func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credpr
 	} else {
 		log.Info().Str("upstream", p.Upstream()).Str("credential", p.Mode()).Msg("credential proxy ready; the credential stays in the daemon")
 	}
+	if p.Mode() == credproxy.ModeOAuth {
+		log.Warn().Msg(credproxy.OAuthWarning)
+	}
 	return p, nil
 }
 

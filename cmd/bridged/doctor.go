@@ -161,10 +161,11 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 }
 
 func checkCredentials(cfg *config.Config) check {
-	for _, k := range []string{config.EnvOAuthToken, config.EnvAPIKey} {
-		if v := cfg.Secrets[k]; v != "" {
-			return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(v) + ")"}
+	if k := credVariable(cfg); k != "" {
+		if k == config.EnvOAuthToken {
+			return check{name: "credentials", status: "warn", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")", hint: credproxy.OAuthWarning}
 		}
+		return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")"}
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
 		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
@@ -185,10 +186,15 @@ func checkDaemonCredential(c control.Credential, files *config.Config) check {
 		return check{name: "credentials", status: "FAIL",
 			detail: fmt.Sprintf("the running daemon's %s was refused (401) %d time(s) since it started%s", c.Variable, c.Refused, restart),
 			hint:   "fix " + c.Variable + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged: it reads the credential only at start"}
-	case control.CredAccepted:
-		return check{name: "credentials", status: "ok", detail: fmt.Sprintf("the running daemon's %s: %d request(s) accepted since it started%s", c.Variable, c.Accepted, restart)}
 	}
-	return check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
+	out := check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
+	if c.State == control.CredAccepted {
+		out.detail = fmt.Sprintf("the running daemon's %s: %d request(s) accepted since it started%s", c.Variable, c.Accepted, restart)
+	}
+	if c.Variable == config.EnvOAuthToken {
+		out.status, out.hint = "warn", credproxy.OAuthWarning
+	}
+	return out
 }
 
 // checkUpstream makes one cheap authenticated request (count_tokens) to

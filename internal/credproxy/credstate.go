@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// OAuthWarning is said at start and by doctor when the credential is a
+// Claude subscription's OAuth token.
+const OAuthWarning = "CLAUDE_CODE_OAUTH_TOKEN is a Claude subscription token: since April 2026 a subscription token used by a third-party harness such as bridged is billed as extra usage, not from the plan; an API key (ANTHROPIC_API_KEY, from console.anthropic.com) is recommended"
+
 // ErrRefused is wrapped by Check's error when the upstream refused the
 // credential (401 or 403).
 var ErrRefused = errors.New("credential refused")
