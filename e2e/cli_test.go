@@ -227,3 +227,21 @@ func TestE2EHelpAtEveryLevel(t *testing.T) {
 		}
 	}
 }
+
+// An inherited TZ Go cannot load (a POSIX rule) does not stop `bridged
+// run`: it starts on the system's zone (else UTC) and says so; a bad
+// BRIDGED_TIMEZONE the owner set is still refused.
+func TestE2EInheritedTZFallsBack(t *testing.T) {
+	e := newEnv(t)
+	e.extraEnv = []string{"TZ=IST-2"}
+	d := e.start()
+	if !d.waitLog(`TZ=\"IST-2\" is not a timezone bridged can load`, 10*time.Second) {
+		t.Errorf("no warning about TZ=IST-2:\n%s", tail(d.logs(), 20))
+	}
+	d.stop(t)
+	e.extraEnv = []string{"TZ=IST-2", "BRIDGED_TIMEZONE=IST-2"}
+	_, err := e.cli("run", "--image", testImage)
+	if err == nil || !strings.Contains(err.Error(), "BRIDGED_TIMEZONE") {
+		t.Errorf("bridged run with BRIDGED_TIMEZONE=IST-2: %v; want it refused, naming BRIDGED_TIMEZONE", err)
+	}
+}

@@ -46,7 +46,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runDaemon(ctx, cfg, newLogger(cfg, a.stderr))
+	log := newLogger(cfg, a.stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
+	return runDaemon(ctx, cfg, log)
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md

@@ -308,6 +308,9 @@ func checkClock(cfg *config.Config) check {
 	if now.Year() < 2025 {
 		return check{name: "clock", status: "FAIL", detail: detail, hint: "the system clock is wrong; enable NTP (timedatectl set-ntp true)"}
 	}
+	if len(cfg.Warnings) > 0 {
+		return check{name: "clock", status: "warn", detail: detail + "; " + strings.Join(cfg.Warnings, "; ")}
+	}
 	return check{name: "clock", status: "ok", detail: detail}
 }
 

@@ -94,6 +94,9 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "# bridged is not running in %s: the configuration the flags, the environment and the env file give (secrets masked)\n", cfg.Home)
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(a.stdout, "# warning: %s\n", w)
+	}
 	cfg.Print(a.stdout)
 	return nil
 }

@@ -90,6 +90,10 @@ type Config struct {
 	// Ignored lists the invalid values of daemon-only settings that
 	// ResolveClient replaced with their defaults.
 	Ignored []string
+	// Warnings are what was resolved other than asked without being an
+	// error: an inherited TZ Go cannot load, replaced by the system's zone
+	// or UTC. The daemon logs them at start; doctor and config show them.
+	Warnings []string
 }
 
 // DefaultContainerID is the uid and gid containers run as when the daemon
@@ -154,6 +158,12 @@ func systemTimezone() string {
 	if tz := os.Getenv("TZ"); tz != "" {
 		return tz
 	}
+	return systemZone()
+}
+
+// systemZone is the system's zone name: /etc/localtime's link target under
+// zoneinfo/, else /etc/timezone, else UTC.
+func systemZone() string {
 	if target, err := os.Readlink("/etc/localtime"); err == nil {
 		if i := strings.Index(target, "zoneinfo/"); i >= 0 {
 			return target[i+len("zoneinfo/"):]
@@ -254,6 +264,7 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 	}
 
 	raw := make(map[string]string)
+	var warnings []string
 	for _, s := range settings {
 		switch {
 		case set[s.name]:
@@ -265,6 +276,11 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 		case s.env == "BRIDGED_HOME":
 			if raw[s.env], err = DefaultHome(getenv); err != nil {
 				return nil, err
+			}
+		case s.env == "BRIDGED_TIMEZONE":
+			var warning string
+			if raw[s.env], warning = defaultTimezone(getenv); warning != "" {
+				warnings = append(warnings, warning)
 			}
 		default:
 			raw[s.env] = s.def()
@@ -289,6 +305,7 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 		return nil, err
 	}
 	c.Ignored = ignored
+	c.Warnings = warnings
 	c.EnvFile = envPath
 	c.Secrets = make(map[string]string)
 	for _, k := range []string{EnvAPIKey, EnvOAuthToken} {
@@ -302,6 +319,33 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
 	return c, nil
+}
+
+// defaultTimezone is BRIDGED_TIMEZONE's default: the inherited TZ (a
+// leading ':' removed), else the system's zone, else UTC. An inherited TZ
+// Go cannot load (":/etc/localtime", a POSIX rule such as "IST-2") is not
+// the owner's choice of BRIDGED_TIMEZONE: the system's zone, else UTC,
+// stands in, with a warning.
+func defaultTimezone(getenv func(string) string) (zone, warning string) {
+	tz := getenv("TZ")
+	if tz == "" {
+		return loadableOr(systemZone(), "UTC"), ""
+	}
+	if name := strings.TrimPrefix(tz, ":"); name != "" && !filepath.IsAbs(name) {
+		if _, err := time.LoadLocation(name); err == nil {
+			return name, ""
+		}
+	}
+	zone = loadableOr(systemZone(), "UTC")
+	return zone, fmt.Sprintf("TZ=%q is not a timezone bridged can load; using %s (the system's zone, else UTC): set BRIDGED_TIMEZONE to an IANA name such as Europe/Berlin to choose", tz, zone)
+}
+
+// loadableOr is name when Go can load it, else fallback.
+func loadableOr(name, fallback string) string {
+	if _, err := time.LoadLocation(name); err != nil || name == "" {
+		return fallback
+	}
+	return name
 }
 
 // DefaultHome is the home of every command given neither --home nor

@@ -283,3 +283,30 @@ func TestDefaultHome(t *testing.T) {
 		t.Errorf("no HOME: %v; want an error naming --home", err)
 	}
 }
+
+// An inherited TZ Go cannot load does not stop bridged: the system's zone,
+// else UTC, stands in with a warning; a bad explicit BRIDGED_TIMEZONE is
+// still refused.
+func TestInheritedTZFallsBack(t *testing.T) {
+	for _, tz := range []string{":/etc/localtime", "IST-2", "Not/AZone"} {
+		c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": tz})
+		if err != nil {
+			t.Errorf("TZ=%q: %v; want a fallback", tz, err)
+			continue
+		}
+		if want := loadableOr(systemZone(), "UTC"); c.Timezone.String() != want {
+			t.Errorf("TZ=%q: timezone %s; want the system's, %s", tz, c.Timezone, want)
+		}
+		if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "BRIDGED_TIMEZONE") || !strings.Contains(c.Warnings[0], tz) {
+			t.Errorf("TZ=%q: warnings %q; want one naming TZ and BRIDGED_TIMEZONE", tz, c.Warnings)
+		}
+	}
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": ":Asia/Kolkata"})
+	if err != nil || c.Timezone.String() != "Asia/Kolkata" || len(c.Warnings) != 0 {
+		t.Errorf("TZ=:Asia/Kolkata: %+v, %v; want Asia/Kolkata, no warning", c, err)
+	}
+	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": "Asia/Kolkata", "BRIDGED_TIMEZONE": "IST-2"})
+	if err == nil || !strings.Contains(err.Error(), "BRIDGED_TIMEZONE") {
+		t.Errorf("BRIDGED_TIMEZONE=IST-2: %v; want it refused", err)
+	}
+}
