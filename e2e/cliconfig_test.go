@@ -27,6 +27,10 @@ func TestE2EConfigAsksTheDaemon(t *testing.T) {
 	if strings.Contains(out, secret) {
 		t.Errorf("bridged config printed the secret:\n%s", out)
 	}
+	// doctor checks the image the daemon runs, not the files' default.
+	if doc, _ := e.cli("doctor"); !strings.Contains(doc, "image        ok    "+testImage) || !strings.Contains(doc, "bridged is running: the checks describe") {
+		t.Errorf("doctor with the daemon running on %s:\n%s\nwant its image checked", testImage, doc)
+	}
 	var js map[string]string
 	if err := json.Unmarshal([]byte(e.mustCLI("config", "--json")), &js); err != nil || js["image"] != testImage || js["source"] != "daemon" {
 		t.Errorf("config --json: %v, %v; want the daemon's image and source daemon", js, err)
@@ -106,5 +110,22 @@ func TestE2EOAuthTokenWarned(t *testing.T) {
 	}
 	if strings.Contains(doc, "sk-ant-oat01-e2e-TOKEN") || strings.Contains(d.logs(), "sk-ant-oat01-e2e-TOKEN") {
 		t.Error("the token was printed")
+	}
+}
+
+// A key added after the daemon started (here: in the commands' environment
+// only): status and doctor describe the daemon, which has no credential,
+// and doctor names the restart.
+func TestE2EKeyAddedWithoutRestart(t *testing.T) {
+	e := newEnv(t)
+	e.extraEnv = []string{"ANTHROPIC_API_KEY="}
+	e.start()
+	e.extraEnv = nil // the commands now see the harness's key
+	if out := e.mustCLI("status"); !strings.Contains(out, "Claude API: NO CREDENTIAL") {
+		t.Errorf("status:\n%s\nwant the daemon's missing credential, not the key the files now have", out)
+	}
+	doc, _ := e.cli("doctor")
+	if !strings.Contains(doc, "the running daemon has no credential") || !strings.Contains(doc, "restart bridged to use it") {
+		t.Errorf("doctor:\n%s\nwant the daemon's missing credential and the restart named", doc)
 	}
 }
