@@ -245,3 +245,13 @@ func TestE2EInheritedTZFallsBack(t *testing.T) {
 		t.Errorf("bridged run with BRIDGED_TIMEZONE=IST-2: %v; want it refused, naming BRIDGED_TIMEZONE", err)
 	}
 }
+
+// `bridged run` on an image that is not there names the way to build it,
+// and the test-image fallback for a machine without Docker Hub and npm.
+func TestE2EMissingImageNamesFallback(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.cli("run", "--image", "bridged-agent:missing-e2e")
+	if err == nil || !strings.Contains(err.Error(), "make image") || !strings.Contains(err.Error(), "make test-image") {
+		t.Errorf("bridged run with a missing image: %v; want make image and the make test-image fallback named", err)
+	}
+}

@@ -108,7 +108,7 @@ func checkDocker(ctx context.Context, d *container.Docker, image string) error {
 		return fmt.Errorf("check agent image %s: %w", image, err)
 	}
 	if !ok {
-		return fmt.Errorf("agent image %s is not in Docker: build it with `make image`, or set BRIDGED_IMAGE to an image that exists", image)
+		return fmt.Errorf("agent image %s is not in Docker: build it with `make image` (it needs Docker Hub and npm; without them, `make test-image` builds bridged-agent:test, whose claude is a scripted fake), or set BRIDGED_IMAGE to an image that exists", image)
 	}
 	return nil
 }

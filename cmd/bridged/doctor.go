@@ -153,7 +153,7 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 	case err != nil:
 		out = append(out, check{name: "image", status: "FAIL", detail: err.Error()})
 	case !ok:
-		out = append(out, check{name: "image", status: "FAIL", detail: cfg.Image + " is not in Docker", hint: "build it with `make image`, or set BRIDGED_IMAGE"})
+		out = append(out, check{name: "image", status: "FAIL", detail: cfg.Image + " is not in Docker", hint: "build it with `make image` (needs Docker Hub and npm; without them `make test-image` builds bridged-agent:test, a scripted fake), or set BRIDGED_IMAGE"})
 	default:
 		out = append(out, check{name: "image", status: "ok", detail: cfg.Image})
 	}
