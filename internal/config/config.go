@@ -352,15 +352,31 @@ func loadableOr(name, fallback string) string {
 // BRIDGED_HOME: $XDG_DATA_HOME/bridged, ~/.local/share/bridged when
 // XDG_DATA_HOME is unset or relative (the XDG base directory rule). The
 // same for `bridged run`, `make run` and every other command, so none of
-// them needs --home; a systemd unit names its own home with --home.
+// them needs --home; a systemd unit names its own home with --home. The
+// service user install-service creates has that home as its HOME: when
+// HOME itself is a bridged home (it holds store/bridged.db) and the XDG
+// directory holds none, HOME is the home, so `sudo -u bridged bridged
+// status` finds the service's.
 func DefaultHome(getenv func(string) string) (string, error) {
+	h := getenv("HOME")
+	xdg := ""
 	if d := getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "bridged"), nil
+		xdg = filepath.Join(d, "bridged")
+	} else if filepath.IsAbs(h) {
+		xdg = filepath.Join(h, ".local", "share", "bridged")
 	}
-	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "share", "bridged"), nil
+	if filepath.IsAbs(h) && !isFile(filepath.Join(xdg, "store", "bridged.db")) && isFile(filepath.Join(h, "store", "bridged.db")) {
+		return filepath.Clean(h), nil
+	}
+	if xdg != "" {
+		return xdg, nil
 	}
 	return "", fmt.Errorf("%w: neither HOME nor XDG_DATA_HOME is set, so there is no default home: give --home DIR or set BRIDGED_HOME", ErrInvalid)
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // validName reports whether s is one word of at most 32 letters, digits, -

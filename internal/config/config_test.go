@@ -282,6 +282,19 @@ func TestDefaultHome(t *testing.T) {
 	if _, err := DefaultHome(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--home") {
 		t.Errorf("no HOME: %v; want an error naming --home", err)
 	}
+
+	// The service user's HOME is the service's home (install-service):
+	// there, HOME itself is found.
+	svc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(svc, "store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(svc, "store", "bridged.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := DefaultHome(func(k string) string { return map[string]string{"HOME": svc}[k] }); err != nil || h != svc {
+		t.Errorf("HOME is a bridged home: %q, %v; want %s", h, err, svc)
+	}
 }
 
 // An inherited TZ Go cannot load does not stop bridged: the system's zone,
