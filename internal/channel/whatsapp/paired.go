@@ -23,7 +23,14 @@ func StorePaired(ctx context.Context, path string) (bool, error) {
 	if strings.ContainsAny(path, "?#") {
 		return false, fmt.Errorf("whatsapp store path %q: must not contain '?' or '#'", path)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	// Read-only. With no -wal file (no daemon has it open) also immutable,
+	// or SQLite would create a -wal and a -shm file for the read and leave
+	// them; with one, the daemon's are there to share.
+	dsn := "file:" + path + "?mode=ro&_pragma=busy_timeout(5000)"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		dsn = "file:" + path + "?mode=ro&immutable=1"
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return false, err
 	}

@@ -24,8 +24,17 @@ func TestStorePairedUnpairedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
 	if ok, err := StorePaired(ctx, path); ok || err != nil {
-		t.Errorf("a store never paired: %v, %v; want not paired", ok, err)
+		t.Errorf("a store never paired, open: %v, %v; want not paired", ok, err)
+	}
+	ds.Close()
+	// Closed (the daemon stopped): asking leaves no -wal or -shm behind.
+	if ok, err := StorePaired(ctx, path); ok || err != nil {
+		t.Errorf("a store never paired, closed: %v, %v; want not paired", ok, err)
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("asking a closed store left %s: %v", filepath.Base(p), err)
+		}
 	}
 }
