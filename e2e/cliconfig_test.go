@@ -50,6 +50,10 @@ func TestE2EConfigAsksTheDaemon(t *testing.T) {
 	if !strings.Contains(out, "bridged is not running") || !strings.Contains(out, "BRIDGED_IMAGE=bridged-agent:latest") {
 		t.Errorf("bridged config with the daemon stopped:\n%s\nwant the files' values, said to be the files'", out)
 	}
+	// The daemon made whatsapp.db; nobody paired it.
+	if out := e.mustCLI("status"); !strings.Contains(out, "whatsapp  not paired") {
+		t.Errorf("stopped status:\n%s\nwant WhatsApp said not paired", out)
+	}
 	if err := json.Unmarshal([]byte(e.mustCLI("status", "--json")), &st); err != nil || st.Credential == nil || st.Credential.Source != "files" {
 		t.Errorf("stopped status --json credential: %+v, %v; want the files' credential", st.Credential, err)
 	}

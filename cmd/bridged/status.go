@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
@@ -97,8 +98,10 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		}
 	} else {
 		wa := "not paired: run `bridged login` to pair"
-		if exists(cfg.WhatsAppDB()) {
-			wa = "device store present (paired unless WhatsApp logged it out)"
+		if paired, err := whatsapp.StorePaired(context.Background(), cfg.WhatsAppDB()); err != nil {
+			wa = err.Error()
+		} else if paired {
+			wa = "paired (unless WhatsApp logged it out since)"
 		}
 		fmt.Fprintf(tw, "  whatsapp\t%s\n", wa)
 	}
