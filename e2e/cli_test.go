@@ -182,12 +182,13 @@ func TestE2EDefaultHome(t *testing.T) {
 func TestE2EFirstStartRegistersMain(t *testing.T) {
 	e, wd := defaultHomeEnv(t, "--idle-timeout", "2m")
 	d := e.startBare(wd)
-	if !d.waitLog("talk to the main agent from another terminal: bridged chat", 10*time.Second) {
+	// The program as started (bridged on PATH is another, or none).
+	if !d.waitLog("talk to the main agent from another terminal: "+bridgedBin+" chat\"", 10*time.Second) {
 		t.Fatalf("the daemon's first lines do not say how to talk to the main agent:\n%s", tail(d.logs(), 20))
 	}
 	d.waitLog("bridged running", 30*time.Second)
 	lines := strings.Split(d.logs(), "\n")
-	hint := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "bridged chat") })
+	hint := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, bridgedBin+" chat") })
 	if running := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "bridged running") }); hint > 15 || hint > running {
 		t.Errorf("the hint is line %d of the log, \"bridged running\" line %d; want the hint among the first lines", hint+1, running+1)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -17,14 +19,34 @@ import (
 // first start, when no group is registered: the terminal's `bridged chat`.
 const firstMainChat = "local:main"
 
-// chatHint is the command that talks to home's main agent: `bridged chat`,
-// with --home when home is not the one every command finds by default.
+// chatHint is the command that talks to home's main agent: `bridged chat`
+// (the program as it was started, bin/bridged after `make run`, unless
+// "bridged" on PATH is this binary), with --home when home is not the one
+// every command finds by default.
 func chatHint(home string) string {
+	prog := "bridged"
+	if self, err := os.Executable(); err == nil {
+		onPath, err := exec.LookPath("bridged")
+		if a, b := evalPath(self), evalPath(onPath); err != nil || a != b {
+			prog = os.Args[0]
+		}
+	}
 	def, err := config.DefaultHome(os.Getenv)
 	if os.Getenv("BRIDGED_HOME") == home || (err == nil && def == home) {
-		return "bridged chat"
+		return prog + " chat"
 	}
-	return "bridged chat --home " + home
+	return prog + " chat --home " + home
+}
+
+// evalPath is p absolute with its symlinks resolved, or p.
+func evalPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // greetFirstStart runs before anything else of the daemon does. On the
