@@ -2,8 +2,16 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-HOME_DIR ?= $(CURDIR)/.bridged
+# HOME_DIR, when set, is the daemon's home; unset, `make run` uses the
+# default every bridged command finds: $BRIDGED_HOME, else
+# $XDG_DATA_HOME/bridged (~/.local/share/bridged).
+HOME_DIR ?=
 IMAGE   ?= bridged-agent:latest
+# IMAGE_INPUTS is a hash of what the production agent image is built from
+# (the Dockerfile, go.mod, go.sum and the Go files agent-runner is compiled
+# from); `make image` labels the image with it, and `make run` rebuilds an
+# image whose label differs. Computed only when a recipe uses it.
+IMAGE_INPUTS = $(shell { cat Dockerfile go.mod go.sum; $(GO) list -deps -f '{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./agent-runner | xargs cat; } | sha256sum | cut -c1-16)
 TEST_TIMEOUT ?= 45m
 # staticcheck is pinned and installed through the Go module proxy by `make
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
@@ -13,7 +21,7 @@ STATICCHECK := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stat
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools cover bench test-image image run install clean deps
+.PHONY: help build test test-unit test-integration lint tools cover bench test-image image agent-image run install clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -71,13 +79,31 @@ bench: deps ## print the performance figures of the README
 test-image: deps ## build bridged-agent:test from static binaries (no registry needed)
 	$(GO) run ./cmd/testimage -tag bridged-agent:test
 
+# A failed build (no Docker Hub or npm: Docker's DNS error) ends with the
+# way to run on the test image instead.
 image: ## build the production agent image (needs Docker Hub and npm)
-	docker build -t $(IMAGE) .
+	@docker build --label bridged.inputs=$(IMAGE_INPUTS) -t $(IMAGE) . || { \
+	  echo >&2; \
+	  echo "make: the agent image $(IMAGE) could not be built (it needs Docker Hub and npm)." >&2; \
+	  echo "make: without them, run bridged on the test image, whose claude is a scripted fake:" >&2; \
+	  echo "make:   make test-image && make run IMAGE=bridged-agent:test" >&2; \
+	  exit 1; }
 
-run: build ## build and run the daemon with state in $(HOME_DIR)
-	@if ! docker image inspect $(IMAGE) >/dev/null 2>&1; then $(MAKE) image; fi
-	mkdir -p $(HOME_DIR)
-	bin/bridged run --home $(HOME_DIR) --image $(IMAGE)
+# agent-image builds $(IMAGE) when it is missing, or when it is an image
+# `make image` built (labelled bridged.inputs) from other inputs, or the
+# default image built before images were labelled. Another image named with
+# IMAGE= (the test image) is used as it is.
+agent-image:
+	@have=$$(docker image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { \
+	  echo "make: the agent image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory image; exit; }; \
+	want=$(IMAGE_INPUTS); \
+	if [ "$$have" = "$$want" ]; then exit 0; fi; \
+	if [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then exit 0; fi; \
+	echo "make: the agent image $(IMAGE) was built from other sources: rebuilding it"; \
+	$(MAKE) --no-print-directory image
+
+run: build agent-image ## build, then run the daemon (state in ~/.local/share/bridged, or HOME_DIR=…); `bin/bridged chat` talks to it
+	bin/bridged run $(if $(HOME_DIR),--home $(HOME_DIR)) --image $(IMAGE)
 
 install: build ## install the binaries to /usr/local/bin and the README to /usr/local/share/doc/bridged
 	install -m 0755 bin/bridged bin/agent-runner /usr/local/bin/

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -73,7 +74,8 @@ func (a *app) usage() {
 	for _, c := range commands() {
 		fmt.Fprintf(a.stderr, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME). Flags come before arguments;")
+	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
+	fmt.Fprintln(a.stderr, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
 	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")
 }
 
@@ -85,6 +87,10 @@ func (a *app) run(ctx context.Context, args []string) error {
 	name := args[0]
 	switch name {
 	case "help", "-h", "--help", "-help":
+		if name == "help" && len(args) > 1 {
+			// bridged help CMD [SUB]: that command's help.
+			return a.run(ctx, append(args[1:], "--help"))
+		}
 		a.usage()
 		return nil
 	case "-version", "--version":
@@ -101,15 +107,72 @@ func (a *app) run(ctx context.Context, args []string) error {
 }
 
 // newFlagSet returns a flag set for a subcommand that prints its usage to
-// stderr.
+// stderr: its own flags, --home and --env-file, one line each. Every
+// command accepts the daemon's settings too (config.Register), but only
+// `bridged run` lists them.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(a.stderr, "Usage: bridged %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		hidden := 0
+		tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
+		fs.VisitAll(func(f *flag.Flag) {
+			if name != "run" && config.IsDaemonSetting(f.Name) {
+				hidden++
+				return
+			}
+			arg, usage := flag.UnquoteUsage(f)
+			if arg != "" {
+				arg = " " + arg
+			}
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+				usage += " (default " + f.DefValue + ")"
+			}
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			for i, line := range wrap(usage, 78) {
+				if i == 0 {
+					fmt.Fprintf(tw, "  %s%s%s\t%s\n", dash, f.Name, arg, line)
+				} else {
+					fmt.Fprintf(tw, "\t%s\n", line)
+				}
+			}
+		})
+		tw.Flush()
+		if hidden > 0 {
+			fmt.Fprintln(a.stderr, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
+		}
 	}
 	return fs
+}
+
+// wrap breaks s into lines of at most width runes at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len([]rune(line))+1+len([]rune(w)) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 // parse parses flags and positional arguments; flags may also follow
@@ -156,6 +219,32 @@ func (a *app) parseConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int)
 		return nil, nil, err
 	}
 	return pos, cfg, nil
+}
+
+// parseClientConfig is parseConfig for a command that talks to the daemon
+// or its database: an invalid value of a daemon-only setting is ignored
+// with a warning (see resolveClient).
+func (a *app) parseClientConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, *config.Config, error) {
+	cf := config.Register(fs)
+	pos, err := parse(fs, args, minArgs, maxArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := a.resolveClient(cf)
+	return pos, cfg, err
+}
+
+// resolveClient resolves cf for a command that talks to the daemon or its
+// database; a bad value only the daemon uses is told on stderr, not fatal.
+func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
+	cfg, err := cf.ResolveClient(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range cfg.Ignored {
+		fmt.Fprintf(a.stderr, "bridged: warning: %s; ignored here (only the daemon uses it; `bridged run` refuses it)\n", msg)
+	}
+	return cfg, nil
 }
 
 // cliLogger is the logger of the short-lived commands: warnings and errors
@@ -206,9 +295,21 @@ func daemonRunning(ctx context.Context, c *control.Client, socket string) (bool,
 	return false, fmt.Errorf("the daemon's control socket %s does not answer (%w); is bridged hung?", socket, err)
 }
 
+// errNoStore is openBackend's error when neither a daemon nor a database is
+// there and the command must not create one.
+var errNoStore = errors.New("no database")
+
+// noStoreError says that home holds no daemon and no database.
+func noStoreError(cfg *config.Config) error {
+	return fmt.Errorf("%w: bridged is not running and %s has no database yet: start it with `bridged run` (or `make run`), or give --home", errNoStore, cfg.Home)
+}
+
 // openBackend returns the daemon's API when it runs, else the database
-// opened directly. close releases what was opened.
-func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, running bool, closeFn func(), err error) {
+// opened directly. close releases what was opened. Only create lets it
+// create a database where there is none: a command that only reads (or
+// changes what must already exist) gets errNoStore instead, and leaves no
+// state behind.
+func (a *app) openBackend(ctx context.Context, cfg *config.Config, create bool) (b backend, running bool, closeFn func(), err error) {
 	c := control.NewClient(cfg.Socket())
 	running, err = daemonRunning(ctx, c, cfg.Socket())
 	if err != nil {
@@ -216,6 +317,9 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config) (b backend, r
 	}
 	if running {
 		return c, true, func() {}, nil
+	}
+	if !create && !exists(cfg.StoreDB()) {
+		return nil, false, nil, noStoreError(cfg)
 	}
 	db, err := store.Open(ctx, cfg.StoreDB(), a.cliLogger())
 	if err != nil {

@@ -18,6 +18,17 @@ import (
 // attachCommand starts an interactive line that sends a file.
 const attachCommand = "/attach "
 
+// helpCommand is the interactive line answered by the chat itself, never
+// sent to the agent.
+const helpCommand = "/help"
+
+// chatHelp is what /help prints.
+const chatHelp = `bridged chat: each line you type is a message to the agent.
+  /attach FILE  send a file (an image or a document lands in the group's inbox/, audio is transcribed)
+  /help         this help (answered here, not sent to the agent)
+  Ctrl-D        end the chat (after the last turn's replies)
+`
+
 // pollWait is how long one long-poll asks the daemon to wait.
 const pollWait = 30 * time.Second
 
@@ -31,10 +42,10 @@ type chatOpts struct {
 }
 
 func (a *app) cmdChat(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("chat", "chat [-m TEXT] [--attach FILE]... [--timeout D] [flags] [GROUP]")
+	fs := a.newFlagSet("chat", "chat [-m TEXT] [--attach FILE]... [--timeout D] [flags] [GROUP]\n\nGROUP is a folder, a chat id or a group's name; without it, the main group.")
 	msg := fs.String("m", "", "send this one message, print the reply or replies, and exit")
 	var attach fileFlags
-	fs.Var(&attach, "attach", "send FILE with the -m message (repeatable): each file is a message of its own, the first captioned with the text; images and documents land in the group's inbox/, audio is transcribed like a voice note")
+	fs.Var(&attach, "attach", "send `FILE` with the -m message (repeatable): each file is a message of its own, the first captioned with the text; images and documents land in the group's inbox/, audio is transcribed like a voice note")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up waiting for a reply after this long")
 	quiet := fs.Duration("quiet", 0, "after the agent's turn ended, keep printing messages it sends later until this long passes without one")
 	sender := fs.String("sender", "", "your name in the chat (default $USER)")
@@ -42,14 +53,6 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	pos, err := parse(fs, args, 0, 1)
 	if err != nil {
 		return err
-	}
-	if *msg != "" && len(pos) == 0 {
-		fmt.Fprintln(a.stderr, "bridged chat: -m needs a GROUP: bridged chat -m TEXT GROUP")
-		return errUsage
-	}
-	if len(attach) > 0 && len(pos) == 0 {
-		fmt.Fprintln(a.stderr, "bridged chat: --attach needs a GROUP: bridged chat [-m TEXT] --attach FILE GROUP")
-		return errUsage
 	}
 	for _, f := range attach {
 		if err := checkAttachment(f); err != nil {
@@ -60,7 +63,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "bridged chat: --timeout must be positive and --quiet not negative")
 		return errUsage
 	}
-	cfg, err := cf.Resolve(a.getenv)
+	cfg, err := a.resolveClient(cf)
 	if err != nil {
 		return err
 	}
@@ -116,21 +119,48 @@ func checkAttachment(path string) error {
 	return err
 }
 
-// findGroup returns the group with folder pos[0], or the main group.
+// findGroup returns the group pos[0] names, or the main group: pos[0] is
+// a folder, a chat id, or a group's name (exactly, else ignoring case);
+// a name two groups share is refused with their folders.
 func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Group, error) {
 	gs, err := c.Groups(ctx)
 	if err != nil {
 		return control.Group{}, err
 	}
-	for _, g := range gs {
-		if (len(pos) == 1 && g.Folder == pos[0]) || (len(pos) == 0 && g.IsMain) {
-			return g, nil
-		}
-	}
 	if len(pos) == 0 {
+		for _, g := range gs {
+			if g.IsMain {
+				return g, nil
+			}
+		}
 		return control.Group{}, errors.New("no main group is registered: name a GROUP, or add one with `bridged groups add --name main --main local:main`")
 	}
-	return control.Group{}, fmt.Errorf("no group with folder %q (see `bridged groups list`)", pos[0])
+	want := pos[0]
+	for _, match := range []func(g control.Group) bool{
+		func(g control.Group) bool { return g.Folder == want },
+		func(g control.Group) bool { return g.Chat == want },
+		func(g control.Group) bool { return g.Name == want },
+		func(g control.Group) bool { return strings.EqualFold(g.Name, want) },
+	} {
+		var found []control.Group
+		for _, g := range gs {
+			if match(g) {
+				found = append(found, g)
+			}
+		}
+		switch len(found) {
+		case 0:
+			continue
+		case 1:
+			return found[0], nil
+		}
+		folders := make([]string, len(found))
+		for i, g := range found {
+			folders[i] = g.Folder
+		}
+		return control.Group{}, fmt.Errorf("%q names %d groups (folders %s): name the folder", want, len(found), strings.Join(folders, ", "))
+	}
+	return control.Group{}, fmt.Errorf("no group with folder, chat id or name %q (see `bridged groups list`)", want)
 }
 
 // chatOnce posts text (with files, one message per file, the first
@@ -284,7 +314,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; Ctrl-D ends.\n", o.name, o.chat, o.sender)
+	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; /help; Ctrl-D ends.\n", o.name, o.chat, o.sender)
 
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -382,6 +412,11 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				continue
 			}
 			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			if strings.TrimSpace(line) == helpCommand {
+				think.clear()
+				fmt.Fprint(a.stderr, chatHelp)
 				continue
 			}
 			text, files := line, []string(nil)

@@ -46,7 +46,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runDaemon(ctx, cfg, newLogger(cfg, a.stderr))
+	log := newLogger(cfg, a.stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
+	return runDaemon(ctx, cfg, log)
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md
@@ -104,7 +108,7 @@ func checkDocker(ctx context.Context, d *container.Docker, image string) error {
 		return fmt.Errorf("check agent image %s: %w", image, err)
 	}
 	if !ok {
-		return fmt.Errorf("agent image %s is not in Docker: build it with `make image`, or set BRIDGED_IMAGE to an image that exists", image)
+		return fmt.Errorf("agent image %s is not in Docker: build it with `make image` (it needs Docker Hub and npm; without them, `make test-image` builds bridged-agent:test, whose claude is a scripted fake), or set BRIDGED_IMAGE to an image that exists", image)
 	}
 	return nil
 }
@@ -180,6 +184,9 @@ func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credpr
 		log.Warn().Msg(credproxy.NoCredentialMessage + " (until then the agents' Claude API requests are answered 401)")
 	} else {
 		log.Info().Str("upstream", p.Upstream()).Str("credential", p.Mode()).Msg("credential proxy ready; the credential stays in the daemon")
+	}
+	if p.Mode() == credproxy.ModeOAuth {
+		log.Warn().Msg(credproxy.OAuthWarning)
 	}
 	return p, nil
 }
@@ -275,6 +282,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	uid, gid := containerUser(cfg, log)
+	firstStart := !exists(cfg.StoreDB())
 	db, err := store.Open(ctx, cfg.StoreDB(), log)
 	if err != nil {
 		return err
@@ -284,6 +292,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// A second daemon on the same home stops here, before it opens the
 	// WhatsApp device store or touches the first one's containers.
 	if err := control.CheckNotRunning(cfg.Socket()); err != nil {
+		return err
+	}
+	if err := greetFirstStart(ctx, db, cfg, firstStart, log); err != nil {
 		return err
 	}
 
@@ -408,6 +419,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Channels:  channels,
 		Groups:    groupsChanged{host, rt},
 		Tasks:     sched,
+		Config:    daemonConfig{cfg, proxy},
 		Version:   buildVersion(),
 		Instance:  instance,
 		Log:       log,

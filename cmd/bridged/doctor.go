@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
@@ -45,10 +47,28 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
 	}
-	checks := []check{{name: "config", status: "ok", detail: "env file " + orDash(cfg.EnvFile)}}
+	// A running daemon is asked for the configuration it started with: the
+	// checks describe it, not the files, which may have changed since.
+	dc, running, err := askDaemon(ctx, cfg)
+	if err != nil {
+		running = false
+	}
+	files := cfg
+	cred := checkCredentials(cfg)
+	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + orDash(cfg.EnvFile) + ") and the environment"}
+	if running {
+		cfg = withDaemonValues(cfg, dc.Values)
+		cred = checkDaemonCredential(dc.Credential, files)
+		conf.detail = "bridged is running: the checks describe the configuration it started with (`bridged config` prints it)"
+		if diff := differences(dc.Values, files.Values()); len(diff) > 0 {
+			conf.status, conf.detail = "warn", conf.detail+"; the files now say otherwise for "+strings.Join(diff, ", ")
+			conf.hint = "restart bridged for the files to take effect"
+		}
+	}
+	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	if *asJSON {
@@ -92,7 +112,11 @@ func checkHome(cfg *config.Config) []check {
 	probe.Close()
 	os.Remove(probe.Name())
 	out := []check{{name: "home", status: "ok", detail: cfg.Home + " is writable"}}
-	for _, p := range []string{filepath.Join(cfg.Home, "store"), cfg.DataDir(), cfg.StoreDB(), cfg.WhatsAppDB()} {
+	paths := []string{filepath.Join(cfg.Home, "store"), cfg.DataDir()}
+	for _, db := range []string{cfg.StoreDB(), cfg.WhatsAppDB()} {
+		paths = append(paths, db, db+"-wal", db+"-shm")
+	}
+	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
 			continue
@@ -129,7 +153,7 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 	case err != nil:
 		out = append(out, check{name: "image", status: "FAIL", detail: err.Error()})
 	case !ok:
-		out = append(out, check{name: "image", status: "FAIL", detail: cfg.Image + " is not in Docker", hint: "build it with `make image`, or set BRIDGED_IMAGE"})
+		out = append(out, check{name: "image", status: "FAIL", detail: cfg.Image + " is not in Docker", hint: "build it with `make image` (needs Docker Hub and npm; without them `make test-image` builds bridged-agent:test, a scripted fake), or set BRIDGED_IMAGE"})
 	default:
 		out = append(out, check{name: "image", status: "ok", detail: cfg.Image})
 	}
@@ -137,13 +161,40 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 }
 
 func checkCredentials(cfg *config.Config) check {
-	for _, k := range []string{config.EnvOAuthToken, config.EnvAPIKey} {
-		if v := cfg.Secrets[k]; v != "" {
-			return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(v) + ")"}
+	if k := credVariable(cfg); k != "" {
+		if k == config.EnvOAuthToken {
+			return check{name: "credentials", status: "warn", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")", hint: credproxy.OAuthWarning}
 		}
+		return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")"}
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
 		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+}
+
+// checkDaemonCredential describes the running daemon's credential: the
+// one it started with, and what the upstream said of it since.
+func checkDaemonCredential(c control.Credential, files *config.Config) check {
+	restart := ""
+	if v := credVariable(files); v != "" && v != c.Variable {
+		restart = "; the files now set " + v + ": restart bridged to use it"
+	}
+	switch c.State {
+	case control.CredNone:
+		return check{name: "credentials", status: "FAIL", detail: "the running daemon has no credential: its agents' API requests are answered 401" + restart,
+			hint: "put " + config.EnvAPIKey + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged"}
+	case control.CredRefused:
+		return check{name: "credentials", status: "FAIL",
+			detail: fmt.Sprintf("the running daemon's %s was refused (401) %d time(s) since it started%s", c.Variable, c.Refused, restart),
+			hint:   "fix " + c.Variable + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged: it reads the credential only at start"}
+	}
+	out := check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
+	if c.State == control.CredAccepted {
+		out.detail = fmt.Sprintf("the running daemon's %s: %d request(s) accepted since it started%s", c.Variable, c.Accepted, restart)
+	}
+	if c.Variable == config.EnvOAuthToken {
+		out.status, out.hint = "warn", credproxy.OAuthWarning
+	}
+	return out
 }
 
 // checkUpstream makes one cheap authenticated request (count_tokens) to
@@ -161,7 +212,19 @@ func checkUpstream(ctx context.Context, cfg *config.Config, client *http.Client)
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := p.Check(cctx, client); err != nil {
-		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential and BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
+		var dnsErr *net.DNSError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &dnsErr):
+			return check{name: "api", status: "FAIL", detail: err.Error() + " (the credential was not tried)",
+				hint: "this machine cannot resolve " + dnsErr.Name + ": check its DNS and network (or HTTPS_PROXY), and BRIDGED_ANTHROPIC_URL"}
+		case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
+			return check{name: "api", status: "FAIL", detail: err.Error() + " (the credential was not tried)",
+				hint: "the upstream cannot be reached: check the network (or HTTPS_PROXY) and BRIDGED_ANTHROPIC_URL"}
+		case errors.Is(err, credproxy.ErrRefused):
+			return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check the credential (" + p.Mode() + ")"}
+		}
+		return check{name: "api", status: "FAIL", detail: err.Error(), hint: "check BRIDGED_ANTHROPIC_URL (a gateway must accept the Messages API)"}
 	}
 	return check{name: "api", status: "ok", detail: p.Upstream() + " accepts the credential (" + p.Mode() + ")"}
 }
@@ -180,9 +243,13 @@ func checkTranscribe(ctx context.Context, cfg *config.Config, client *http.Clien
 	return check{name: "transcribe", status: "ok", detail: cfg.TranscribeURL + " transcribes with " + cfg.TranscribeModel}
 }
 
-func checkPairing(cfg *config.Config) check {
-	if fi, err := os.Stat(cfg.WhatsAppDB()); err == nil && fi.Size() > 0 {
-		return check{name: "whatsapp", status: "ok", detail: "device store present; `bridged status` shows the connection"}
+func checkPairing(ctx context.Context, cfg *config.Config) check {
+	paired, err := whatsapp.StorePaired(ctx, cfg.WhatsAppDB())
+	switch {
+	case err != nil:
+		return check{name: "whatsapp", status: "warn", detail: err.Error(), hint: "run `bridged login` to pair again if the store is damaged"}
+	case paired:
+		return check{name: "whatsapp", status: "ok", detail: "paired; `bridged status` shows the connection"}
 	}
 	return check{name: "whatsapp", status: "warn", detail: "not paired (local chats still work)", hint: "run `bridged login` to pair"}
 }
@@ -240,6 +307,9 @@ func checkClock(cfg *config.Config) check {
 	detail := fmt.Sprintf("%s, now %s", cfg.Timezone, now.In(cfg.Timezone).Format(time.RFC3339))
 	if now.Year() < 2025 {
 		return check{name: "clock", status: "FAIL", detail: detail, hint: "the system clock is wrong; enable NTP (timedatectl set-ntp true)"}
+	}
+	if len(cfg.Warnings) > 0 {
+		return check{name: "clock", status: "warn", detail: detail + "; " + strings.Join(cfg.Warnings, "; ")}
 	}
 	return check{name: "clock", status: "ok", detail: detail}
 }

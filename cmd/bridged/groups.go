@@ -19,9 +19,21 @@ import (
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
-	if len(args) == 0 {
+	usage := func() {
 		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(a.stderr, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
+		fmt.Fprintln(a.stderr, "  add     register a chat as a group")
+		fmt.Fprintln(a.stderr, "  remove  unregister a group (its folder and history stay)")
+		fmt.Fprintln(a.stderr, "  set     change a group's settings")
+		fmt.Fprintln(a.stderr, "\n`bridged groups <subcommand> --help` lists its flags.")
+	}
+	if len(args) == 0 {
+		usage()
 		return errUsage
+	}
+	if isHelp(args[0]) {
+		usage()
+		return flag.ErrHelp
 	}
 	switch args[0] {
 	case "list", "ls":
@@ -39,12 +51,12 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 
 // withBackend parses nothing itself: it resolves cf and runs fn with the
 // daemon's API or the database.
-func (a *app) withBackend(ctx context.Context, cf *config.Flags, fn func(b backend, running bool) error) error {
-	cfg, err := cf.Resolve(a.getenv)
+func (a *app) withBackend(ctx context.Context, cf *config.Flags, create bool, fn func(b backend, running bool) error) error {
+	cfg, err := a.resolveClient(cf)
 	if err != nil {
 		return err
 	}
-	b, running, closeFn, err := a.openBackend(ctx, cfg)
+	b, running, closeFn, err := a.openBackend(ctx, cfg, create)
 	if err != nil {
 		return err
 	}
@@ -60,7 +72,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	err := a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		if *available {
 			return a.printChats(ctx, b, *asJSON)
 		}
@@ -90,6 +102,18 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	})
+	if errors.Is(err, errNoStore) {
+		// Nothing to list, and nothing is created to list it.
+		switch {
+		case *asJSON && *available:
+			return writeJSON(a.stdout, chatsJSON{Chats: []control.Chat{}})
+		case *asJSON:
+			return writeJSON(a.stdout, groupsJSON{Groups: []control.Group{}})
+		}
+		fmt.Fprintln(a.stdout, strings.TrimPrefix(err.Error(), errNoStore.Error()+": "))
+		return nil
+	}
+	return err
 }
 
 func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
@@ -138,7 +162,7 @@ func formatBudget(usd float64) string {
 	if usd <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("$%.2f/day", usd)
+	return rules.FormatUSD(usd) + "/day"
 }
 
 // budgetToday shows what a group's agent cost today against its budget,
@@ -147,7 +171,7 @@ func budgetToday(g control.Group) string {
 	if g.BudgetDailyUSD <= 0 {
 		return "-"
 	}
-	s := fmt.Sprintf("$%.2f of $%.2f", g.CostTodayUSD, g.BudgetDailyUSD)
+	s := rules.FormatUSD(g.CostTodayUSD) + " of " + rules.FormatUSD(g.BudgetDailyUSD)
 	if g.BudgetPaused {
 		s += " (paused)"
 	}
@@ -182,7 +206,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 		f := false
 		req.RequiresTrigger = &f
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, true, func(b backend, _ bool) error {
 		g, err := b.AddGroup(ctx, req)
 		if err != nil {
 			return err
@@ -199,7 +223,7 @@ func (a *app) groupsRemove(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		if err := b.RemoveGroup(ctx, pos[0]); err != nil {
 			if errors.Is(err, control.ErrNotFound) {
 				return fmt.Errorf("no group with folder %q", pos[0])
@@ -275,14 +299,14 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	var name, trigger, model, timeout, budget optString
 	var requires optBool
 	var mounts mountFlags
-	fs.Var(&name, "name", "display name")
-	fs.Var(&trigger, "trigger", "trigger word, e.g. @Andy (an @ is added when missing)")
+	fs.Var(&name, "name", "display `NAME`")
+	fs.Var(&trigger, "trigger", "trigger `WORD`, e.g. @Andy (an @ is added when missing)")
 	fs.Var(&requires, "requires-trigger", "only messages starting with the trigger wake the agent (true/false)")
-	fs.Var(&model, "model", "Claude model for this group (empty: the CLI's default)")
-	fs.Var(&timeout, "timeout", "container timeout for this group, a Go duration (0: the daemon's default)")
-	fs.Var(&mounts, "mount", "extra mount HOST[:CONTAINER][:ro|rw] at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
+	fs.Var(&model, "model", "Claude `MODEL` for this group (empty: the CLI's default)")
+	fs.Var(&timeout, "timeout", "container timeout for this group, a Go `DURATION` (0: the daemon's default)")
+	fs.Var(&mounts, "mount", "extra mount `HOST[:CONTAINER][:ro|rw]` at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
-	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in USD: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
+	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -315,7 +339,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			return fmt.Errorf("--timeout: %w", err)
 		}
 	}
-	return a.withBackend(ctx, cf, func(b backend, _ bool) error {
+	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
 		g, err := b.UpdateGroup(ctx, pos[0], p)
 		if err != nil {
 			if errors.Is(err, control.ErrNotFound) {

@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 
-	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 )
 
@@ -57,10 +56,12 @@ func doctorOutput(checks []check) doctorJSON {
 
 // configJSON is `config --json`: each variable's effective value as
 // `config` prints it (secrets masked), under its name without BRIDGED_,
-// lower-cased: "max_containers", "anthropic_api_key", "env_file".
-func configJSON(cfg *config.Config) map[string]string {
+// lower-cased: "max_containers", "anthropic_api_key", "env_file"; and
+// "source": "daemon" (the running daemon's, with "credential_state") or
+// "files".
+func configJSON(values map[string]string) map[string]string {
 	out := make(map[string]string)
-	for k, v := range cfg.Values() {
+	for k, v := range values {
 		out[strings.ToLower(strings.TrimPrefix(k, "BRIDGED_"))] = v
 	}
 	return out

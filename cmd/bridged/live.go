@@ -6,6 +6,7 @@ import (
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/rules"
 )
 
 // liveFromRouter turns the router's status into the control API's live part.
@@ -38,7 +39,7 @@ func apiUsage(m map[string]credproxy.Usage) []control.APIUsage {
 	out := make([]control.APIUsage, 0, len(m))
 	for g, u := range m {
 		out = append(out, control.APIUsage{Group: g, Requests: u.Requests, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadInputTokens, CacheCreationTokens: u.CacheCreationInputTokens, CostUSD: u.CostUSD, Last: u.Last})
+			CacheReadTokens: u.CacheReadInputTokens, CacheCreationTokens: u.CacheCreationInputTokens, CostUSD: rules.RoundUSD(u.CostUSD), Last: u.Last})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out

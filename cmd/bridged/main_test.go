@@ -103,8 +103,6 @@ func TestCommandLineErrors(t *testing.T) {
 		{"add without name", []string{"groups", "add", "--home", home, "local:main"}, errUsage, "--name is required"},
 		{"add without chat", []string{"groups", "add", "--home", home, "--name", "x"}, errUsage, "Usage: bridged groups add"},
 		{"set nothing", []string{"groups", "set", "--home", home, "main"}, errUsage, "nothing to change"},
-		{"chat -m without group", []string{"chat", "--home", home, "-m", "hi"}, errUsage, "-m needs a GROUP"},
-		{"chat --attach without group", []string{"chat", "--home", home, "--attach", "a.png"}, errUsage, "--attach needs a GROUP"},
 		{"chat --attach without file", []string{"chat", "--home", home, "-m", "hi", "main", "--attach"}, errUsage, "flag needs an argument: -attach"},
 		{"bad requires-trigger", []string{"groups", "set", "--home", home, "--requires-trigger=maybe", "main"}, errUsage, "want true or false"},
 	}
@@ -340,7 +338,7 @@ func TestChatOnce(t *testing.T) {
 		t.Errorf("chat to a WhatsApp group got %v; want the WhatsApp error", err)
 	}
 	_, _, err = cli(t, ctx, nil, "", "chat", "--home", home, "-m", "hi", "nobody")
-	if err == nil || !strings.Contains(err.Error(), `no group with folder "nobody"`) {
+	if err == nil || !strings.Contains(err.Error(), `no group with folder, chat id or name "nobody"`) {
 		t.Errorf("chat to an unknown group got %v", err)
 	}
 }

@@ -71,8 +71,31 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A running daemon is asked: it may have started with other flags, or
+	// before the env file changed.
+	dc, running, err := askDaemon(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
-		return writeJSON(a.stdout, configJSON(cfg))
+		out := configJSON(cfg.Values())
+		out["source"] = "files"
+		if running {
+			out = configJSON(dc.Values)
+			out["source"] = "daemon"
+			out["credential_state"] = dc.Credential.State
+		}
+		return writeJSON(a.stdout, out)
+	}
+	if running {
+		fmt.Fprintf(a.stdout, "# bridged is running in %s: the configuration it started with (secrets masked)\n", cfg.Home)
+		fmt.Fprintf(a.stdout, "# credential: %s, %s\n", orDash(dc.Credential.Variable), dc.Credential.State)
+		printValues(a.stdout, dc.Values, cfg.Values())
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "# bridged is not running in %s: the configuration the flags, the environment and the env file give (secrets masked)\n", cfg.Home)
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(a.stdout, "# warning: %s\n", w)
 	}
 	cfg.Print(a.stdout)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
@@ -21,7 +22,7 @@ import (
 func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("status", "status [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	_, cfg, err := a.parseClientConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -34,7 +35,7 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "bridged is not running, and %s has no database yet.\n", cfg.Home)
 		return nil
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -42,6 +43,17 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	st, err := b.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if running {
+		if dc, ok, err := askDaemon(ctx, cfg); err == nil && ok {
+			cfg = withDaemonValues(cfg, dc.Values)
+		}
+	}
+	if st.Credential == nil {
+		// Stopped (or a daemon that does not report it): what the files
+		// configure.
+		c := filesCredential(cfg)
+		st.Credential = &c
 	}
 	if *asJSON {
 		return writeJSON(a.stdout, st)
@@ -74,7 +86,11 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	} else {
 		fmt.Fprintln(w, "bridged is not running; showing what the store knows.")
 	}
-	fmt.Fprintln(w, apiLine(cfg))
+	if st.Credential != nil {
+		fmt.Fprintln(w, credentialLine(*st.Credential, cfg.AnthropicURL, cfg.ContainerNetwork))
+	} else {
+		fmt.Fprintln(w, apiLine(cfg))
+	}
 	fmt.Fprintln(w, "\nChannels:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {
@@ -83,8 +99,10 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		}
 	} else {
 		wa := "not paired: run `bridged login` to pair"
-		if exists(cfg.WhatsAppDB()) {
-			wa = "device store present (paired unless WhatsApp logged it out)"
+		if paired, err := whatsapp.StorePaired(context.Background(), cfg.WhatsAppDB()); err != nil {
+			wa = err.Error()
+		} else if paired {
+			wa = "paired (unless WhatsApp logged it out since)"
 		}
 		fmt.Fprintf(tw, "  whatsapp\t%s\n", wa)
 	}

@@ -3,17 +3,33 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/rules"
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
-	if len(args) == 0 {
+	usage := func() {
 		fmt.Fprintln(a.stderr, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
+		fmt.Fprintln(a.stderr, "\n  list    the scheduled tasks")
+		fmt.Fprintln(a.stderr, "  pause   stop a task from running until resumed")
+		fmt.Fprintln(a.stderr, "  resume  let a paused task run again")
+		fmt.Fprintln(a.stderr, "  cancel  delete a task and its run log")
+		fmt.Fprintln(a.stderr, "  runs    a task's latest runs")
+		fmt.Fprintln(a.stderr, "\n`bridged tasks <subcommand> --help` lists its flags.")
+	}
+	if len(args) == 0 {
+		usage()
 		return errUsage
+	}
+	if isHelp(args[0]) {
+		usage()
+		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -36,11 +52,18 @@ func fmtTime(t *time.Time, loc *time.Location) string {
 func (a *app) tasksList(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("tasks list", "tasks list [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	_, cfg, err := a.parseClientConfig(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
+	if errors.Is(err, errNoStore) {
+		if *asJSON {
+			return writeJSON(a.stdout, tasksJSON{Tasks: []control.Task{}})
+		}
+		fmt.Fprintln(a.stdout, strings.TrimPrefix(err.Error(), errNoStore.Error()+": "))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -84,11 +107,11 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 		fs.IntVar(&limit, "limit", 20, "most runs to show (0: all)")
 		fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	}
-	pos, cfg, err := a.parseConfig(fs, args, 1, 1)
+	pos, cfg, err := a.parseClientConfig(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	b, _, closeFn, err := a.openBackend(ctx, cfg)
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -145,7 +168,7 @@ func (a *app) printRuns(ctx context.Context, b backend, id string, limit int, lo
 			out = r.Error
 		}
 		started := r.StartedAt
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.4f\t%s\n", fmtTime(&started, loc), r.Duration, r.Status, r.CostUSD, oneLine(out, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&started, loc), r.Duration, r.Status, rules.FormatUSD(r.CostUSD), oneLine(out, 60))
 	}
 	return tw.Flush()
 }

@@ -350,18 +350,18 @@ func (a *Alerts) Spent(ctx context.Context, g store.Group) {
 	detail := fmt.Sprintf("%s $%g", day, budget)
 	over := rules.OverBudget(budget, cost)
 	if rules.NearBudget(budget, cost) {
-		text := fmt.Sprintf("Group %s has used $%.2f of its daily budget of $%.2f (%d %%). At 100 %% its agent pauses until midnight (%s); raise or lift it with `bridged groups set %s --budget-daily USD`.",
-			g.Folder, cost, budget, int(cost/budget*100), a.cfg.Timezone, g.Folder)
+		text := fmt.Sprintf("Group %s has used %s of its daily budget of %s (%d %%). At 100 %% its agent pauses until midnight (%s); raise or lift it with `bridged groups set %s --budget-daily USD`.",
+			g.Folder, rules.FormatUSD(cost), rules.FormatUSD(budget), int(cost/budget*100), a.cfg.Timezone, g.Folder)
 		if over {
-			text = fmt.Sprintf("Group %s has used up its daily budget ($%.2f of $%.2f): its agent is paused until midnight (%s); its messages wait. Raise or lift the budget with `bridged groups set %s --budget-daily USD` (0: no budget).",
-				g.Folder, cost, budget, a.cfg.Timezone, g.Folder)
+			text = fmt.Sprintf("Group %s has used up its daily budget (%s of %s): its agent is paused until midnight (%s); its messages wait. Raise or lift the budget with `bridged groups set %s --budget-daily USD` (0: no budget).",
+				g.Folder, rules.FormatUSD(cost), rules.FormatUSD(budget), a.cfg.Timezone, g.Folder)
 		}
 		a.raise(ctx, budgetWarnKey(g.Folder), detail, "", text)
 	}
 	if over {
 		a.raise(ctx, budgetPauseKey(g.Folder), detail, g.Chat, fmt.Sprintf(
-			"I have used up today's budget for this chat ($%.2f of $%.2f), so I am pausing until midnight (%s). Messages you send meanwhile are kept and answered then, or as soon as the owner raises the budget.",
-			cost, budget, a.cfg.Timezone))
+			"I have used up today's budget for this chat (%s of %s), so I am pausing until midnight (%s). Messages you send meanwhile are kept and answered then, or as soon as the owner raises the budget.",
+			rules.FormatUSD(cost), rules.FormatUSD(budget), a.cfg.Timezone))
 	}
 }
 

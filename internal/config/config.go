@@ -115,6 +115,13 @@ type Config struct {
 	TaskMaxFailures int
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
+	// Ignored lists the invalid values of daemon-only settings that
+	// ResolveClient replaced with their defaults.
+	Ignored []string
+	// Warnings are what was resolved other than asked without being an
+	// error: an inherited TZ Go cannot load, replaced by the system's zone
+	// or UTC. The daemon logs them at start; doctor and config show them.
+	Warnings []string
 }
 
 // DefaultContainerID is the uid and gid containers run as when the daemon
@@ -137,7 +144,7 @@ type setting struct {
 }
 
 var settings = []setting{
-	{"home", "BRIDGED_HOME", func() string { d, _ := os.Getwd(); return d }, "directory holding all state"},
+	{"home", "BRIDGED_HOME", constant(""), "directory holding all state (default $XDG_DATA_HOME/bridged, i.e. ~/.local/share/bridged)"},
 	{"assistant-name", "BRIDGED_ASSISTANT_NAME", constant("Andy"), "the assistant's name; the trigger is @<name>"},
 	{"own-number", "BRIDGED_OWN_NUMBER", constant("false"), "the assistant has its own WhatsApp number (no name prefix on replies)"},
 	{"timezone", "BRIDGED_TIMEZONE", systemTimezone, "IANA timezone for prompts and cron schedules"},
@@ -198,6 +205,12 @@ func systemTimezone() string {
 	if tz := os.Getenv("TZ"); tz != "" {
 		return tz
 	}
+	return systemZone()
+}
+
+// systemZone is the system's zone name: /etc/localtime's link target under
+// zoneinfo/, else /etc/timezone, else UTC.
+func systemZone() string {
 	if target, err := os.Readlink("/etc/localtime"); err == nil {
 		if i := strings.Index(target, "zoneinfo/"); i >= 0 {
 			return target[i+len("zoneinfo/"):]
@@ -228,9 +241,54 @@ func Register(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// IsDaemonSetting reports whether name is the flag of one of the daemon's
+// settings (every setting but --home): every command accepts them, only
+// `bridged run --help` lists them.
+func IsDaemonSetting(name string) bool {
+	if name == "home" {
+		return false
+	}
+	for _, s := range settings {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SettingError is an invalid value of one setting.
+type SettingError struct {
+	Env, Value, Why string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("%s: %s=%q: %s", ErrInvalid, e.Env, e.Value, e.Why)
+}
+
+func (e *SettingError) Unwrap() error { return ErrInvalid }
+
+// clientSettings are the settings the commands other than `bridged run`
+// use themselves; every other setting is the daemon's alone.
+var clientSettings = map[string]bool{
+	"BRIDGED_HOME": true, "BRIDGED_ASSISTANT_NAME": true, "BRIDGED_TIMEZONE": true, "BRIDGED_MOUNT_ALLOWLIST": true,
+}
+
 // Resolve computes the configuration from the parsed flags, the environment
 // (getenv) and the env file.
 func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
+	return f.resolve(getenv, false)
+}
+
+// ResolveClient is Resolve for a command that talks to the daemon or its
+// database (status, chat, groups, tasks): an invalid value of a setting
+// only the daemon uses (BRIDGED_IDLE_TIMEOUT, BRIDGED_IMAGE, …) does not
+// stop it; the default stands in and Config.Ignored says what was
+// ignored. `bridged run` still refuses the value.
+func (f *Flags) ResolveClient(getenv func(string) string) (*Config, error) {
+	return f.resolve(getenv, true)
+}
+
+func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error) {
 	set := make(map[string]bool)
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
@@ -253,6 +311,7 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 	}
 
 	raw := make(map[string]string)
+	var warnings []string
 	for _, s := range settings {
 		switch {
 		case set[s.name]:
@@ -261,14 +320,39 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 			raw[s.env] = getenv(s.env)
 		case fileVals[s.env] != "":
 			raw[s.env] = fileVals[s.env]
+		case s.env == "BRIDGED_HOME":
+			if raw[s.env], err = DefaultHome(getenv); err != nil {
+				return nil, err
+			}
+		case s.env == "BRIDGED_TIMEZONE":
+			var warning string
+			if raw[s.env], warning = defaultTimezone(getenv); warning != "" {
+				warnings = append(warnings, warning)
+			}
 		default:
 			raw[s.env] = s.def()
 		}
 	}
+	var ignored []string
 	c, err := build(raw)
+	for range settings {
+		var se *SettingError
+		if !client || !errors.As(err, &se) || clientSettings[se.Env] {
+			break
+		}
+		for _, st := range settings {
+			if st.env == se.Env && raw[se.Env] != st.def() {
+				ignored = append(ignored, se.Error())
+				raw[se.Env] = st.def()
+			}
+		}
+		c, err = build(raw)
+	}
 	if err != nil {
 		return nil, err
 	}
+	c.Ignored = ignored
+	c.Warnings = warnings
 	c.EnvFile = envPath
 	c.Secrets = make(map[string]string)
 	for _, k := range []string{EnvAPIKey, EnvOAuthToken} {
@@ -282,6 +366,64 @@ func (f *Flags) Resolve(getenv func(string) string) (*Config, error) {
 		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
 	return c, nil
+}
+
+// defaultTimezone is BRIDGED_TIMEZONE's default: the inherited TZ (a
+// leading ':' removed), else the system's zone, else UTC. An inherited TZ
+// Go cannot load (":/etc/localtime", a POSIX rule such as "IST-2") is not
+// the owner's choice of BRIDGED_TIMEZONE: the system's zone, else UTC,
+// stands in, with a warning.
+func defaultTimezone(getenv func(string) string) (zone, warning string) {
+	tz := getenv("TZ")
+	if tz == "" {
+		return loadableOr(systemZone(), "UTC"), ""
+	}
+	if name := strings.TrimPrefix(tz, ":"); name != "" && !filepath.IsAbs(name) {
+		if _, err := time.LoadLocation(name); err == nil {
+			return name, ""
+		}
+	}
+	zone = loadableOr(systemZone(), "UTC")
+	return zone, fmt.Sprintf("TZ=%q is not a timezone bridged can load; using %s (the system's zone, else UTC): set BRIDGED_TIMEZONE to an IANA name such as Europe/Berlin to choose", tz, zone)
+}
+
+// loadableOr is name when Go can load it, else fallback.
+func loadableOr(name, fallback string) string {
+	if _, err := time.LoadLocation(name); err != nil || name == "" {
+		return fallback
+	}
+	return name
+}
+
+// DefaultHome is the home of every command given neither --home nor
+// BRIDGED_HOME: $XDG_DATA_HOME/bridged, ~/.local/share/bridged when
+// XDG_DATA_HOME is unset or relative (the XDG base directory rule). The
+// same for `bridged run`, `make run` and every other command, so none of
+// them needs --home; a systemd unit names its own home with --home. The
+// service user install-service creates has that home as its HOME: when
+// HOME itself is a bridged home (it holds store/bridged.db) and the XDG
+// directory holds none, HOME is the home, so `sudo -u bridged bridged
+// status` finds the service's.
+func DefaultHome(getenv func(string) string) (string, error) {
+	h := getenv("HOME")
+	xdg := ""
+	if d := getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		xdg = filepath.Join(d, "bridged")
+	} else if filepath.IsAbs(h) {
+		xdg = filepath.Join(h, ".local", "share", "bridged")
+	}
+	if filepath.IsAbs(h) && !isFile(filepath.Join(xdg, "store", "bridged.db")) && isFile(filepath.Join(h, "store", "bridged.db")) {
+		return filepath.Clean(h), nil
+	}
+	if xdg != "" {
+		return xdg, nil
+	}
+	return "", fmt.Errorf("%w: neither HOME nor XDG_DATA_HOME is set, so there is no default home: give --home DIR or set BRIDGED_HOME", ErrInvalid)
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // validName reports whether s is one word of at most 32 letters, digits, -
@@ -307,7 +449,7 @@ func validName(s string) bool {
 func build(raw map[string]string) (*Config, error) {
 	c := &Config{}
 	bad := func(env, why string) error {
-		return fmt.Errorf("%w: %s=%q: %s", ErrInvalid, env, raw[env], why)
+		return &SettingError{Env: env, Value: raw[env], Why: why}
 	}
 	var err error
 	home := raw["BRIDGED_HOME"]

@@ -282,3 +282,71 @@ func TestAssistantNames(t *testing.T) {
 		}
 	}
 }
+
+// With neither --home nor BRIDGED_HOME the home is the XDG data directory's
+// bridged, the same for every command; without HOME it is an error naming
+// --home, never the working directory.
+func TestDefaultHome(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOME": "/home/ann"}, "/home/ann/.local/share/bridged"},
+		{map[string]string{"HOME": "/home/ann", "XDG_DATA_HOME": "/data"}, "/data/bridged"},
+		{map[string]string{"HOME": "/home/ann", "XDG_DATA_HOME": "rel"}, "/home/ann/.local/share/bridged"},
+		{map[string]string{"HOME": "/home/ann", "BRIDGED_HOME": "/srv/b"}, "/srv/b"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := Register(fs)
+		if err := fs.Parse([]string{"--env-file", os.DevNull}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Resolve(func(k string) string { return tc.env[k] })
+		if err != nil || c.Home != tc.want {
+			t.Errorf("env %v: home %v, %v; want %s", tc.env, c, err, tc.want)
+		}
+	}
+	if _, err := DefaultHome(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--home") {
+		t.Errorf("no HOME: %v; want an error naming --home", err)
+	}
+
+	// The service user's HOME is the service's home (install-service):
+	// there, HOME itself is found.
+	svc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(svc, "store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(svc, "store", "bridged.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := DefaultHome(func(k string) string { return map[string]string{"HOME": svc}[k] }); err != nil || h != svc {
+		t.Errorf("HOME is a bridged home: %q, %v; want %s", h, err, svc)
+	}
+}
+
+// An inherited TZ Go cannot load does not stop bridged: the system's zone,
+// else UTC, stands in with a warning; a bad explicit BRIDGED_TIMEZONE is
+// still refused.
+func TestInheritedTZFallsBack(t *testing.T) {
+	for _, tz := range []string{":/etc/localtime", "IST-2", "Not/AZone"} {
+		c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": tz})
+		if err != nil {
+			t.Errorf("TZ=%q: %v; want a fallback", tz, err)
+			continue
+		}
+		if want := loadableOr(systemZone(), "UTC"); c.Timezone.String() != want {
+			t.Errorf("TZ=%q: timezone %s; want the system's, %s", tz, c.Timezone, want)
+		}
+		if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "BRIDGED_TIMEZONE") || !strings.Contains(c.Warnings[0], tz) {
+			t.Errorf("TZ=%q: warnings %q; want one naming TZ and BRIDGED_TIMEZONE", tz, c.Warnings)
+		}
+	}
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": ":Asia/Kolkata"})
+	if err != nil || c.Timezone.String() != "Asia/Kolkata" || len(c.Warnings) != 0 {
+		t.Errorf("TZ=:Asia/Kolkata: %+v, %v; want Asia/Kolkata, no warning", c, err)
+	}
+	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": "Asia/Kolkata", "BRIDGED_TIMEZONE": "IST-2"})
+	if err == nil || !strings.Contains(err.Error(), "BRIDGED_TIMEZONE") {
+		t.Errorf("BRIDGED_TIMEZONE=IST-2: %v; want it refused", err)
+	}
+}

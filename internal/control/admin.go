@@ -85,6 +85,7 @@ func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
 		if rules.OverBudget(o.BudgetDailyUSD, o.CostTodayUSD) {
 			o.BudgetPaused, o.PausedUntil = true, &end
 		}
+		o.CostTodayUSD = rules.RoundUSD(o.CostTodayUSD)
 		out = append(out, o)
 	}
 	return out, nil
@@ -299,7 +300,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		Tasks:         TaskCounts{Active: st.ActiveTasks, Paused: st.PausedTasks},
 		Outbox:        OutboxCounts{Pending: st.PendingOutbox, Failed: st.FailedOutbox},
 		MediaPending:  st.PendingMedia,
-		CostToday:     cost,
+		CostToday:     rules.RoundUSD(cost),
 		Timezone:      a.loc().String(),
 	}
 	out.ReportedCostToday = reported

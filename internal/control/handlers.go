@@ -50,6 +50,10 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 		}
 		st.Failures = sortFailures(st.Failures)
 	}
+	if s.opts.Config != nil {
+		c := s.opts.Config.DaemonConfig().Credential
+		st.Credential = &c
+	}
 	return st, nil
 }
 

@@ -21,6 +21,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/config", s.getConfig)
 	mux.HandleFunc("GET /v1/groups", s.listGroups)
 	mux.HandleFunc("POST /v1/groups", s.addGroup)
 	mux.HandleFunc("DELETE /v1/groups/{folder}", s.removeGroup)

@@ -64,6 +64,7 @@ type Options struct {
 	Channels []channel.Channel // for status and metrics
 	Groups   GroupSyncer       // nil: nobody to tell
 	Tasks    Waker             // nil: nobody to tell
+	Config   ConfigSource      // nil: GET /v1/config answers 503
 	Version  string
 	Instance string
 	Log      zerolog.Logger

@@ -3,6 +3,7 @@ package control
 import (
 	"time"
 
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -168,6 +169,9 @@ type Status struct {
 	// APIUsage is each group's Claude API use seen by the daemon's
 	// credential proxy since it started: live, while turns still run.
 	APIUsage []APIUsage `json:"api_usage,omitempty"`
+	// Credential is the Claude credential's state: the running daemon's,
+	// or, with the daemon stopped, what the files configure.
+	Credential *Credential `json:"credential,omitempty"`
 }
 
 // APIUsage is one group's API use counted by the credential proxy from the
@@ -292,6 +296,6 @@ func runOut(r store.TaskRun) TaskRun {
 		Status:    string(r.Status),
 		Result:    r.Result,
 		Error:     r.Error,
-		CostUSD:   r.CostUSD,
+		CostUSD:   rules.RoundUSD(r.CostUSD),
 	}
 }

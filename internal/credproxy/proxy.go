@@ -109,6 +109,7 @@ type Proxy struct {
 	upstream *url.URL
 	mode     string
 	cred     string
+	tally    credTally // the upstream's 401s and 2xx, for status and config
 	dir      string
 	rp       *httputil.ReverseProxy
 	log      zerolog.Logger
@@ -311,6 +312,7 @@ func (p *Proxy) Handler(group, name string) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		ctx := context.WithValue(r.Context(), groupKey{}, group)
 		p.rp.ServeHTTP(rec, r.WithContext(ctx))
+		p.tally.note(rec.status, time.Now())
 		log.Info().Int("status", rec.status).Dur("took", time.Since(start)).Msg("API request")
 	})
 }
@@ -495,7 +497,7 @@ func (p *Proxy) Check(ctx context.Context, client *http.Client) error {
 	case resp.StatusCode == http.StatusOK:
 		return nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%s refused the credential (%s): %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg))))
+		return refusedError(fmt.Sprintf("%s refused the credential (%s): %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg)))))
 	default:
 		return fmt.Errorf("%s answered %s: %s", p.upstream.Redacted(), resp.Status, strings.TrimSpace(p.scrub(string(msg))))
 	}

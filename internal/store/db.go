@@ -61,6 +61,9 @@ func open(ctx context.Context, path string, log zerolog.Logger, fsys fs.FS) (*DB
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
+	if err := PrivateDB(abs); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", abs, err)
+	}
 	db := &DB{log: log.With().Str("component", "store").Logger(), now: time.Now}
 
 	db.write, err = sql.Open("sqlite", dsn(abs, true))

@@ -37,9 +37,9 @@ func ValidateFolder(f string) error {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
 		case r >= 'A' && r <= 'Z':
-			return bad(fmt.Sprintf("it must be lowercase (try %q)", strings.ToLower(f)))
+			return bad("it must be lowercase" + suggestFolder(f))
 		default:
-			return bad(fmt.Sprintf("it contains %q; only lowercase letters, digits and dashes are allowed", r))
+			return bad(fmt.Sprintf("it contains %q; only lowercase letters, digits and dashes are allowed", r) + suggestFolder(f))
 		}
 	}
 	if f[0] == '-' {
@@ -49,4 +49,29 @@ func ValidateFolder(f string) error {
 		return bad("the name is reserved for bridged's own use")
 	}
 	return nil
+}
+
+// suggestFolder is " (try \"x\")" for the folder x nearest to f that is
+// itself accepted (lowercased, each run of other characters a dash), or ""
+// when there is none.
+func suggestFolder(f string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(f) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > MaxFolderLen {
+		s = strings.TrimRight(s[:MaxFolderLen], "-")
+	}
+	if s == "" || s == f || ValidateFolder(s) != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (try %q)", s)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	bstore "github.com/bridged-app/bridged/internal/store"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
@@ -46,6 +48,10 @@ func openStore(ctx context.Context, path string, log zerolog.Logger) (*deviceSto
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create store directory: %w", err)
+	}
+	// Created 0600 first: SQLite gives the -wal and -shm the same mode.
+	if err := bstore.PrivateDB(path); err != nil {
+		return nil, fmt.Errorf("whatsapp store: %w", err)
 	}
 	dsn := "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)" +
 		"&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"

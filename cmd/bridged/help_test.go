@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// Every subcommand's --help is short and names its own flags, --home and
+// --env-file, not the daemon's settings (only `run --help` lists those);
+// --help works at every level, `bridged help CMD` too.
+func TestSubcommandHelpIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"login"}, []string{"--phone"}},
+		{[]string{"chat"}, []string{"-m ", "--attach FILE", "--timeout", "--quiet", "--sender"}},
+		{[]string{"groups"}, []string{"list", "add", "remove", "set"}},
+		{[]string{"groups", "list"}, []string{"--available", "--json"}},
+		{[]string{"groups", "add"}, []string{"--name", "--folder", "--main", "--trigger", "--no-trigger"}},
+		{[]string{"groups", "remove"}, nil},
+		{[]string{"groups", "set"}, []string{"--name", "--trigger", "--requires-trigger", "--model", "--timeout", "--mount", "--clear-mounts", "--budget-daily"}},
+		{[]string{"tasks"}, []string{"list", "pause", "resume", "cancel", "runs"}},
+		{[]string{"tasks", "list"}, []string{"--json"}},
+		{[]string{"tasks", "pause"}, nil},
+		{[]string{"tasks", "runs"}, []string{"--limit", "--json"}},
+		{[]string{"status"}, []string{"--json"}},
+		{[]string{"doctor"}, []string{"--json"}},
+		{[]string{"config"}, []string{"--json"}},
+		{[]string{"install-service"}, []string{"--user", "--dry-run", "--force"}},
+		{[]string{"help", "groups", "add"}, []string{"--name"}},
+	} {
+		for _, h := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), tc.args...), h)
+			if tc.args[0] == "help" {
+				args = tc.args
+			}
+			_, stderr, err := cli(t, context.Background(), nil, "", args...)
+			name := strings.Join(args, " ")
+			if err != nil && !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("bridged %s: %v\n%s", name, err, stderr)
+				continue
+			}
+			if n := strings.Count(stderr, "\n"); n >= 25 {
+				t.Errorf("bridged %s: %d lines; want under 25:\n%s", name, n, stderr)
+			}
+			want := tc.want
+			if len(tc.args) > 1 || (tc.args[0] != "groups" && tc.args[0] != "tasks") {
+				want = append(want, "--home")
+				if tc.args[0] != "install-service" {
+					want = append(want, "--env-file")
+				}
+			}
+			for _, w := range want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("bridged %s lacks %q:\n%s", name, w, stderr)
+				}
+			}
+			if strings.Contains(stderr, "--idle-timeout ") || strings.Contains(stderr, "--container-memory") {
+				t.Errorf("bridged %s lists the daemon's settings:\n%s", name, stderr)
+			}
+		}
+	}
+	_, stderr, _ := cli(t, context.Background(), nil, "", "run", "--help")
+	for _, w := range []string{"--image", "--idle-timeout", "--container-memory"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("bridged run --help lacks the daemon setting %s:\n%s", w, stderr)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package bridged_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeDocker puts a docker on PATH that answers `image inspect` with label
+// (exit 1 when label is "missing"), fails `build` with Docker's DNS error
+// when buildFails, and logs every call to the returned file.
+func fakeDocker(t *testing.T, label string, buildFails bool) (path, calls string) {
+	t.Helper()
+	dir := t.TempDir()
+	calls = filepath.Join(dir, "calls")
+	inspect := "echo '" + label + "'"
+	if label == "missing" {
+		inspect = "echo 'Error response from daemon: No such image' >&2; exit 1"
+	}
+	build := "exit 0"
+	if buildFails {
+		build = "echo 'ERROR: failed to resolve source metadata for docker.io/library/golang:1.26-bookworm: dial tcp: lookup registry-1.docker.io: no such host' >&2; exit 1"
+	}
+	script := "#!/bin/sh\necho \"$*\" >>" + calls + "\ncase \"$1 $2\" in\n'image inspect') " + inspect + ";;\nbuild*) " + build + ";;\nesac\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir + string(os.PathListSeparator) + os.Getenv("PATH"), calls
+}
+
+func makeTarget(t *testing.T, path string, args ...string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// `make run`'s image step: a missing image that cannot be built (no
+// registry) ends with the test-image fallback; an image `make image` built
+// from other sources is rebuilt; an image built from these sources, or
+// another image named with IMAGE=, is used as it is.
+func TestMakeRunAgentImage(t *testing.T) {
+	path, _ := fakeDocker(t, "missing", true)
+	out, err := makeTarget(t, path, "agent-image")
+	if err == nil || !strings.Contains(out, "make test-image && make run IMAGE=bridged-agent:test") {
+		t.Errorf("make agent-image without a registry: %v\n%s\nwant a failure naming the test-image fallback", err, out)
+	}
+
+	want, err := makeTarget(t, os.Getenv("PATH"), "-s", "--eval", "print-inputs: ; @echo $(IMAGE_INPUTS)", "print-inputs")
+	want = strings.TrimSpace(want)
+	if err != nil || len(want) != 16 {
+		t.Fatalf("IMAGE_INPUTS: %q, %v", want, err)
+	}
+	for _, tc := range []struct {
+		label, image string
+		rebuild      bool
+	}{
+		{"0123456789abcdef", "bridged-agent:latest", true}, // built before a git pull
+		{"", "bridged-agent:latest", true},                 // built before images were labelled
+		{want, "bridged-agent:latest", false},
+		{"", "bridged-agent:test", false}, // the test image, named by IMAGE=
+	} {
+		path, calls := fakeDocker(t, tc.label, false)
+		out, err := makeTarget(t, path, "agent-image", "IMAGE="+tc.image)
+		if err != nil {
+			t.Errorf("label %q, IMAGE=%s: %v\n%s", tc.label, tc.image, err, out)
+			continue
+		}
+		log, _ := os.ReadFile(calls)
+		built := strings.Contains(string(log), "build --label bridged.inputs="+want)
+		if built != tc.rebuild {
+			t.Errorf("label %q, IMAGE=%s: docker calls\n%s\nrebuilt %v; want %v", tc.label, tc.image, log, built, tc.rebuild)
+		}
+	}
+}
