@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
@@ -51,6 +52,8 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks = append(checks, checkCredentials(cfg), checkUpstream(ctx, cfg, nil), checkTranscribe(ctx, cfg, nil), checkPairing(cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
+	lib, found := whatsapp.BuiltLibrary()
+	checks = append(checks, checkWhatsmeow(lib, found, time.Now()))
 	if *asJSON {
 		out := doctorOutput(checks)
 		if err := writeJSON(a.stdout, out); err != nil {
