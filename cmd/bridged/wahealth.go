@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -39,11 +40,18 @@ func statusHealthNote(wa channel.Status) string {
 func printConditions(w io.Writer, chs []control.ChannelStatus, clock func(time.Time) string) {
 	for _, ch := range chs {
 		for _, c := range ch.Conditions {
-			until := ""
-			if !c.Until.IsZero() {
-				until = ", until " + clock(c.Until)
+			var when []string
+			if !c.Since.IsZero() {
+				when = append(when, "since "+clock(c.Since))
 			}
-			fmt.Fprintf(w, "  %s %s (since %s%s): %s\n", ch.Name, c.Key, clock(c.Since), until, c.Text)
+			if !c.Until.IsZero() {
+				when = append(when, "until "+clock(c.Until))
+			}
+			head := ch.Name + " " + c.Key
+			if len(when) > 0 {
+				head += " (" + strings.Join(when, ", ") + ")"
+			}
+			fmt.Fprintf(w, "  %s: %s\n", head, c.Text)
 		}
 	}
 }
