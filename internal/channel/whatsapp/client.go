@@ -66,8 +66,9 @@ func (o *Options) validate() {
 
 // GroupInfo is a WhatsApp group the account is a member of.
 type GroupInfo struct {
-	ID   string // "120363…@g.us"
-	Name string
+	ID        string // "120363…@g.us"
+	Name      string
+	Suspended bool // WhatsApp suspended the group
 }
 
 // Client is the WhatsApp channel.

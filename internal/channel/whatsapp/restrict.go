@@ -97,11 +97,7 @@ func (c *Client) noteSuspension(ctx context.Context, sink Sink, e *events.GroupI
 		return true
 	}
 	log.Error().Msg("WhatsApp suspended a group; messages to it are refused")
-	c.keepCondition(ctx, channel.Condition{
-		Key: key, Health: channel.HealthRestricted, Since: at,
-		Text: fmt.Sprintf("WhatsApp suspended the group %s: bridged cannot send to it, and its agent was told. "+
-			"Messages to it are refused until WhatsApp lifts the suspension (a group admin can appeal in WhatsApp).", chat),
-	})
+	c.keepCondition(ctx, suspensionCondition(chat.String(), at))
 	return true
 }
 
@@ -154,4 +150,30 @@ func banUntil(e *events.TemporaryBan, now time.Time) string {
 		return ""
 	}
 	return " until " + now.Add(e.Expire).UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// syncSuspension corrects a registered group's suspension from the group
+// list (a notification missed while offline): the condition is set or
+// cleared to match what WhatsApp says now.
+func (c *Client) syncSuspension(ctx context.Context, sink Sink, g GroupInfo) {
+	key := condSuspend + g.ID
+	_, kept := c.cond.get(key, c.now())
+	if kept == g.Suspended || !sink.IsRegistered(ctx, g.ID) {
+		return
+	}
+	if !g.Suspended {
+		c.log.Info().Str("chat", g.ID).Msg("WhatsApp no longer lists the group as suspended")
+		c.dropCondition(ctx, key)
+		return
+	}
+	c.log.Error().Str("chat", g.ID).Msg("WhatsApp lists a group as suspended; messages to it are refused")
+	c.keepCondition(ctx, suspensionCondition(g.ID, c.now()))
+}
+
+func suspensionCondition(chat string, since time.Time) channel.Condition {
+	return channel.Condition{
+		Key: condSuspend + chat, Health: channel.HealthRestricted, Since: since,
+		Text: fmt.Sprintf("WhatsApp suspended the group %s: bridged cannot send to it. "+
+			"Messages to it are refused until WhatsApp lifts the suspension (a group admin can appeal in WhatsApp).", chat),
+	}
 }

@@ -254,3 +254,29 @@ func findCondition(st channel.Status, key string) (channel.Condition, bool) {
 }
 
 func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// The daily group sync corrects a suspension missed while offline, and
+// its end.
+func TestGroupSyncCorrectsSuspension(t *testing.T) {
+	ctx := context.Background()
+	tc := restrictedClient(t)
+	key := condSuspend + familyChat.String()
+	for _, step := range []struct {
+		suspended bool
+		refused   bool
+	}{{true, true}, {true, true}, {false, false}} {
+		tc.wa.mu.Lock()
+		tc.wa.groups = []*types.GroupInfo{{JID: familyChat, GroupName: types.GroupName{Name: "Family"}, Suspended: step.suspended}}
+		tc.wa.mu.Unlock()
+		if _, err := tc.RefreshGroups(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := findCondition(tc.Status(), key); ok != step.suspended {
+			t.Errorf("listed suspended = %v: condition shown = %v", step.suspended, ok)
+		}
+		_, err := tc.Send(ctx, channel.Outgoing{Chat: familyChat.String(), Text: "hi", ID: NewMessageID()})
+		if (err != nil) != step.refused {
+			t.Errorf("listed suspended = %v: send err = %v; want refused = %v", step.suspended, err, step.refused)
+		}
+	}
+}
