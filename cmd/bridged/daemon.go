@@ -243,6 +243,15 @@ func (s waSink) IsRegistered(ctx context.Context, chat string) bool {
 	return !errors.Is(err, store.ErrNotFound)
 }
 
+var _ whatsapp.ContactHistory = waSink{}
+
+// HasHistory says yes on a database error: WhatsApp refuses the message
+// itself if it must.
+func (s waSink) HasHistory(ctx context.Context, chat string) bool {
+	ok, err := s.db.HasWritten(ctx, store.ChatID(chat))
+	return err != nil || ok
+}
+
 func (s waSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
 	own, err := s.db.IsOwnMessage(ctx, store.ChatID(chat), id)
 	return err == nil && own

@@ -71,6 +71,8 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
+	lib, found := whatsapp.BuiltLibrary()
+	checks = append(checks, checkWhatsmeow(lib, found, time.Now()))
 	if *asJSON {
 		out := doctorOutput(checks)
 		if err := writeJSON(a.stdout, out); err != nil {

@@ -182,7 +182,7 @@ func (s *systemd) run(ctx context.Context) {
 // the queue (failures are for `bridged status`).
 func statusLine(wa channel.Status, st router.Status) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "WhatsApp %s", wa.State)
+	fmt.Fprintf(&b, "WhatsApp %s%s", wa.State, statusHealthNote(wa))
 	if wa.Detail != "" && wa.State != channel.StateConnected {
 		fmt.Fprintf(&b, " (%s)", oneLine(wa.Detail, 80))
 	}

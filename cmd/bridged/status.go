@@ -95,7 +95,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {
 		for _, c := range st.Channels {
-			fmt.Fprintf(tw, "  %s\t%s\tsince %s\t%s\n", c.Name, c.State, clock(c.Since), c.Detail)
+			fmt.Fprintf(tw, "  %s\t%s%s\tsince %s\t%s\n", c.Name, c.State, healthNote(c.State, c.Health, c.Conditions), clock(c.Since), c.Detail)
 		}
 	} else {
 		wa := "not paired: run `bridged login` to pair"
@@ -107,6 +107,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		fmt.Fprintf(tw, "  whatsapp\t%s\n", wa)
 	}
 	tw.Flush()
+	printConditions(w, st.Channels, clock)
 	if st.Running {
 		fmt.Fprintf(w, "\nContainers: %d running (queue: %d active, %d waiting)\n", len(st.Containers), st.Queue.Active, st.Queue.Waiting)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -5,7 +5,10 @@
 // posted again until the key is cleared (the condition is over) or raised
 // with a different detail. Raised keys are kept in a small state file, so
 // a restart does not post them again. The conditions are WhatsApp logged
-// out, banned, replaced or outdated (polled from the channels), the disk
+// out, banned, replaced or outdated (polled from the channels), each
+// condition a channel reports in its status (a reachout timelock, a
+// flapping connection, a suspended group: told once while it lasts, again
+// when its end time changes), the disk
 // under the home below MinFree (polled; BRIDGED_MIN_FREE, the floor below
 // which the daemon also takes in no files), and what the router reports: a
 // group that gave up after its retries until it runs well again (GaveUp,
@@ -425,6 +428,7 @@ func (a *Alerts) check(ctx context.Context) {
 			}
 			a.raise(ctx, key, string(st.State), "", text)
 		}
+		a.checkConditions(ctx, ch.Name(), st.Conditions)
 	}
 	free, err := a.cfg.FreeBytes(a.cfg.Home)
 	if err != nil {

@@ -46,6 +46,48 @@ type Status struct {
 	State  ConnState `json:"state"`
 	Detail string    `json:"detail,omitempty"` // what the owner should do, when anything
 	Since  time.Time `json:"since"`
+	// Health is the one word that says whether the channel really works:
+	// HealthStable only when connected with no condition; otherwise the
+	// worst of the state and the conditions. Empty for a channel that does
+	// not report it.
+	Health Health `json:"health,omitempty"`
+	// Conditions are what limits the channel while it lasts (a
+	// restriction, a flapping connection, a suspended group), each told to
+	// the owner once.
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Health is a channel's health in one word.
+type Health string
+
+// Health values. A channel reports the worst that applies.
+const (
+	HealthStable       Health = "stable"         // connected, no condition
+	HealthConnecting   Health = "connecting"     // connecting or reconnecting
+	HealthFlapping     Health = "flapping"       // connected, but the connection keeps dropping
+	HealthPhoneOffline Health = "phone-offline"  // the phone has not been online for days
+	HealthAppStateSync Health = "app-state-sync" // app state (contacts, chat settings) out of sync
+	HealthRestricted   Health = "restricted"     // connected, but WhatsApp restricts what it may send
+	HealthBanned       Health = "banned"
+	HealthLoggedOut    Health = "logged-out"
+	HealthOutdated     Health = "outdated"
+	HealthReplaced     Health = "replaced"
+	HealthNotPaired    Health = "not-paired"
+	HealthDown         Health = "down" // disconnected, retrying
+)
+
+// Condition is one thing that limits a channel while it lasts.
+type Condition struct {
+	// Key names the condition, stable while it lasts:
+	// "reachout-timelock", "flapping", "suspended/<chat>".
+	Key string `json:"key"`
+	// Health is how it shows in Status.Health.
+	Health Health `json:"health"`
+	// Text says what it means and what to do, for the owner.
+	Text string `json:"text"`
+	// Since is when it began; Until when it ends, zero when unknown.
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Message is one inbound message, normalised by the channel.

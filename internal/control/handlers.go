@@ -31,7 +31,7 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 	st.Daemon = &Daemon{PID: os.Getpid(), Version: s.opts.Version, Instance: s.opts.Instance, Started: s.started}
 	for _, c := range s.opts.Channels {
 		cs := c.Status()
-		st.Channels = append(st.Channels, ChannelStatus{Name: c.Name(), State: string(cs.State), Detail: cs.Detail, Since: cs.Since})
+		st.Channels = append(st.Channels, channelStatus(c.Name(), cs))
 	}
 	if s.opts.Status != nil {
 		live := s.opts.Status.Live()

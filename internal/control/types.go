@@ -201,6 +201,21 @@ type ChannelStatus struct {
 	State  string    `json:"state"`
 	Detail string    `json:"detail,omitempty"`
 	Since  time.Time `json:"since,omitzero"`
+	// Health is one word: "stable" only when connected with no condition
+	// (see docs/whatsapp.md for the others).
+	Health string `json:"health,omitempty"`
+	// Conditions are what limits the channel while it lasts.
+	Conditions []ChannelCondition `json:"conditions,omitempty"`
+}
+
+// ChannelCondition is one thing that limits a channel while it lasts: a
+// reachout timelock, a flapping connection, a suspended group.
+type ChannelCondition struct {
+	Key    string    `json:"key"`
+	Health string    `json:"health"`
+	Text   string    `json:"text"`
+	Since  time.Time `json:"since,omitzero"`
+	Until  time.Time `json:"until,omitzero"` // zero: unknown
 }
 
 // ContainerStatus is one live agent container.

@@ -66,8 +66,9 @@ func (o *Options) validate() {
 
 // GroupInfo is a WhatsApp group the account is a member of.
 type GroupInfo struct {
-	ID   string // "120363…@g.us"
-	Name string
+	ID        string // "120363…@g.us"
+	Name      string
+	Suspended bool // WhatsApp suspended the group
 }
 
 // Client is the WhatsApp channel.
@@ -102,6 +103,8 @@ type Client struct {
 
 	sent *recentIDs
 	now  func() time.Time
+
+	cond *conditions // restrictions and flapping (health.go)
 }
 
 var _ channel.Channel = (*Client)(nil)
@@ -139,6 +142,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 
 	c := newClient(opts, realClient{wc}, ver)
 	c.ds = ds
+	c.loadConditions(ctx)
 	wc.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	return c, nil
 }
@@ -160,6 +164,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		presence:   make(chan struct{}, 1),
 		sent:       newRecentIDs(4096),
 		now:        time.Now,
+		cond:       newConditions(),
 	}
 	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
 	if !wa.Paired() {
@@ -198,11 +203,12 @@ func (c *Client) Owns(chat string) bool {
 }
 
 // Status reports the connection state and what the owner should do about
-// it. It does not block.
+// it, its health and the conditions in force. It does not block.
 func (c *Client) Status() channel.Status {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.status
+	st := c.status
+	c.mu.Unlock()
+	return c.withHealth(st, c.now())
 }
 
 // StateMetricName is the gauge StateMetric reports.

@@ -46,4 +46,14 @@
 // "client outdated" is retried once if a newer web version is published, and
 // logged-out or replaced sessions stop and say what the owner should do.
 // Each state is logged once and exposed by Status and StateMetric.
+//
+// Health (health.go, restrict.go): Status also carries a one-word health
+// and the conditions that limit a live connection: a reachout timelock
+// (messages to direct chats that never wrote are refused until it ends), a
+// suspended group (its sends are refused, its agent is told by a stored
+// message), a flapping connection (3 drops within 10 minutes, until an hour
+// without one). The timelock and suspensions are kept in the device
+// store's bridged_kv table across restarts; the alerts package tells the
+// owner each condition once. Pairing (login.go, passkey.go) handles
+// WhatsApp's passkey step and bounds connecting and pairing by 30 s each.
 package whatsapp

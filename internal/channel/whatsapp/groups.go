@@ -23,7 +23,7 @@ func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 		if g == nil || g.JID.IsEmpty() {
 			continue
 		}
-		out = append(out, GroupInfo{ID: g.JID.ToNonAD().String(), Name: g.Name})
+		out = append(out, GroupInfo{ID: g.JID.ToNonAD().String(), Name: g.Name, Suspended: g.Suspended})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {
@@ -50,6 +50,7 @@ func (c *Client) RefreshGroups(ctx context.Context) (int, error) {
 		if err := sink.ChatSeen(ctx, g.ID, g.Name, true); err != nil {
 			return i, fmt.Errorf("record group %s: %w", g.ID, err)
 		}
+		c.syncSuspension(ctx, sink, g)
 	}
 	return len(groups), nil
 }

@@ -39,9 +39,14 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 	case *events.JoinedGroup:
 		return c.chatSeen(ctx, sink, e.JID, e.Name, true)
 	case *events.GroupInfo:
+		if !c.noteSuspension(ctx, sink, e) {
+			return false
+		}
 		if e.Name != nil {
 			return c.chatSeen(ctx, sink, e.JID, e.Name.Name, true)
 		}
+	case *events.NotifyAccountReachoutTimelock:
+		c.handleReachout(ctx, e)
 	case *events.PushNameSetting:
 		signal(c.presence)
 	case *events.StreamError:

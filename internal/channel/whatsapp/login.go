@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdp/qrterminal/v3"
@@ -43,6 +44,7 @@ type LoginOptions struct {
 	StorePath string        // <home>/store/whatsapp.db
 	Phone     string        // pair with a code for this number (digits with country code) instead of a QR code
 	Out       io.Writer     // where codes and instructions go (the terminal)
+	In        io.Reader     // where the owner confirms a passkey link's code (the terminal); os.Stdin when nil
 	Timeout   time.Duration // DefaultLoginTimeout when zero
 	Log       zerolog.Logger
 }
@@ -55,6 +57,9 @@ type LoginOptions struct {
 func Login(ctx context.Context, opts LoginOptions) error {
 	if opts.Out == nil {
 		opts.Out = os.Stdout
+	}
+	if opts.In == nil {
+		opts.In = os.Stdin
 	}
 	log := opts.Log.With().Str("component", "whatsapp-login").Logger()
 	ds, err := openStore(ctx, opts.StorePath, opts.Log)
@@ -80,8 +85,11 @@ func Login(ctx context.Context, opts LoginOptions) error {
 	wc := whatsmeow.NewClient(device, waLog.Zerolog(wlog))
 	lc := &realLogin{c: wc, connected: make(chan struct{}, 1)}
 	wc.AddEventHandler(func(evt any) {
-		if _, ok := evt.(*events.Connected); ok {
+		switch e := evt.(type) {
+		case *events.Connected:
 			signal(lc.connected)
+		case *events.PairPasskeyError:
+			lc.passkeyErr.Store(e) // before the QR channel reports it as a plain error
 		}
 	})
 	defer wc.Disconnect()
@@ -97,12 +105,25 @@ type loginClient interface {
 	PairPhone(ctx context.Context, phone string) (string, error)
 	// WaitConnected waits for the first authenticated connection.
 	WaitConnected(ctx context.Context) bool
+	// SendPasskeyConfirmation finishes a passkey link once the owner
+	// confirmed the code.
+	SendPasskeyConfirmation(ctx context.Context) error
+	// PasskeyFailure is the passkey error behind the last error item, nil
+	// when it was another one.
+	PasskeyFailure() *events.PairPasskeyError
 }
 
 type realLogin struct {
-	c         *whatsmeow.Client
-	connected chan struct{}
+	c          *whatsmeow.Client
+	connected  chan struct{}
+	passkeyErr atomic.Pointer[events.PairPasskeyError]
 }
+
+func (r *realLogin) SendPasskeyConfirmation(ctx context.Context) error {
+	return r.c.SendPasskeyConfirmation(ctx)
+}
+
+func (r *realLogin) PasskeyFailure() *events.PairPasskeyError { return r.passkeyErr.Load() }
 
 func (r *realLogin) QRChannel(ctx context.Context) (<-chan whatsmeow.QRChannelItem, error) {
 	return r.c.GetQRChannel(ctx)
@@ -140,15 +161,20 @@ func login(ctx context.Context, lc loginClient, opts LoginOptions) error {
 	if err != nil {
 		return fmt.Errorf("start pairing: %w", err)
 	}
-	if err := lc.Connect(ctx); err != nil {
-		return fmt.Errorf("connect to WhatsApp: %w", err)
+	if err := connectWithin(ctx, lc, loginConnectTimeout); err != nil {
+		return err
 	}
 	codes := 0
+	first := time.NewTimer(loginPairTimeout) // the first code comes at once, or WhatsApp is not answering
+	defer first.Stop()
 	for {
 		var item whatsmeow.QRChannelItem
 		var open bool
 		select {
 		case item, open = <-items:
+			first.Stop()
+		case <-first.C:
+			return ErrConnectTimeout
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return ErrLoginTimeout
@@ -165,9 +191,11 @@ func login(ctx context.Context, lc loginClient, opts LoginOptions) error {
 				if codes > 1 {
 					continue // the pairing code stays valid; QR rotations do not matter
 				}
-				code, err := lc.PairPhone(ctx, phone)
+				pctx, pcancel := context.WithTimeout(ctx, loginPairTimeout)
+				code, err := lc.PairPhone(pctx, phone)
+				pcancel()
 				if err != nil {
-					return fmt.Errorf("request pairing code for +%s: %w", phone, err)
+					return fmt.Errorf("request pairing code for +%s: %w; check the number and this machine's network, then run `bridged login` again", phone, err)
 				}
 				printPairingCode(opts.Out, code)
 				continue
@@ -191,7 +219,33 @@ func login(ctx context.Context, lc loginClient, opts LoginOptions) error {
 			return errors.New("the phone scanned the code without multi-device support: update WhatsApp on the phone and try again")
 		case whatsmeow.QRChannelErrUnexpectedEvent.Event:
 			return errors.New("unexpected connection state while pairing: the store may already be paired; run `bridged login` again")
+		case whatsmeow.QRChannelEventPasskeyRequest:
+			if item.PasskeyRequest != nil {
+				printPasskeyRequest(opts.Out, item.PasskeyRequest)
+			}
+			return ErrPasskeyRequired
+		case whatsmeow.QRChannelEventPasskeyResponse:
+			if item.PasskeyConfirmation == nil {
+				return errors.New("pairing failed: WhatsApp sent an empty passkey confirmation; run `bridged login` again")
+			}
+			ok, err := confirmPasskey(ctx, opts.Out, opts.In, item.PasskeyConfirmation)
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					return ErrLoginTimeout
+				}
+				return err
+			}
+			if !ok {
+				return ErrPasskeyNotConfirmed
+			}
+			if err := lc.SendPasskeyConfirmation(ctx); err != nil {
+				return fmt.Errorf("pairing failed: cannot confirm the linking code to WhatsApp (%w); run `bridged login` again", err)
+			}
+			fmt.Fprintln(opts.Out, "Code confirmed. Waiting for the phone to finish linking…")
 		case whatsmeow.QRChannelEventError:
+			if pe := lc.PasskeyFailure(); pe != nil {
+				return passkeyError(pe.Error, pe.Continuation)
+			}
 			return fmt.Errorf("pairing failed: %w", item.Error)
 		default:
 			return fmt.Errorf("pairing failed: unexpected %q", item.Event)

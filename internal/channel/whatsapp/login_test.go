@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/types/events"
 	"rsc.io/qr"
 )
 
@@ -22,20 +23,38 @@ const testQRCode = "2@Y2hhbmdlbWVjaGFuZ2VtZWNoYW5nZW1lY2hhbmdlbWU=,J8Yx0cQ0pCq3x
 	"p3Zk2r0K4m7E3v8y1bQ9w6T2u5Z0a8c4d7e1f3g6h9j=,Qm9yZ2VkIGJ5IGJyaWRnZWQgdGVzdHMgb25seSBub3QgcmVhbA=="
 
 type fakeLogin struct {
-	items     chan whatsmeow.QRChannelItem
-	pairCalls []string
-	connected bool
+	items      chan whatsmeow.QRChannelItem
+	pairCalls  []string
+	connected  bool
+	confirms   int                      // SendPasskeyConfirmation calls
+	passkeyErr *events.PairPasskeyError // what PasskeyFailure reports
+	hang       bool                     // Connect and PairPhone wait for their context
 }
 
 func (f *fakeLogin) QRChannel(context.Context) (<-chan whatsmeow.QRChannelItem, error) {
 	return f.items, nil
 }
-func (f *fakeLogin) Connect(context.Context) error { return nil }
-func (f *fakeLogin) PairPhone(_ context.Context, phone string) (string, error) {
+func (f *fakeLogin) Connect(ctx context.Context) error {
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+func (f *fakeLogin) PairPhone(ctx context.Context, phone string) (string, error) {
 	f.pairCalls = append(f.pairCalls, phone)
+	if f.hang {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
 	return "ABCD1234", nil
 }
 func (f *fakeLogin) WaitConnected(context.Context) bool { return f.connected }
+func (f *fakeLogin) SendPasskeyConfirmation(context.Context) error {
+	f.confirms++
+	return nil
+}
+func (f *fakeLogin) PasskeyFailure() *events.PairPasskeyError { return f.passkeyErr }
 
 func feed(items ...whatsmeow.QRChannelItem) *fakeLogin {
 	ch := make(chan whatsmeow.QRChannelItem, len(items))

@@ -99,6 +99,9 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	case channel.StateNotPaired, channel.StateLoggedOut:
 		return "", fmt.Errorf("send to %s: whatsapp is %s (run `bridged login`): %w", m.Chat, st, channel.ErrPermanent)
 	}
+	if err := c.refuseRestricted(ctx, m.Chat, to); err != nil {
+		return "", err
+	}
 	text := strings.TrimSpace(m.Text)
 	if text == "" && m.Attachment == nil {
 		return "", fmt.Errorf("send to %s: empty message: %w", m.Chat, channel.ErrPermanent)

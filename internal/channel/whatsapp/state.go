@@ -105,8 +105,8 @@ func connTransition(evt any, now time.Time) (t transition, ok bool) {
 		}
 		return transition{
 			state: channel.StateBanned,
-			detail: fmt.Sprintf("WhatsApp temporarily banned this account (%s); bridged reconnects in %s",
-				e.Code, delay.Round(time.Second)),
+			detail: fmt.Sprintf("WhatsApp temporarily banned this account (%s)%s; bridged reconnects in %s",
+				e.Code, banUntil(e, now), delay.Round(time.Second)),
 			job:   jobReconnect,
 			delay: delay,
 		}, true
@@ -141,6 +141,7 @@ func (c *Client) handleConnEvent(evt any) {
 			return
 		}
 	}
+	c.noteTransition(cur.State, t.state)
 	c.applyTransition(t)
 }
 
