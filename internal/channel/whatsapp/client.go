@@ -102,6 +102,8 @@ type Client struct {
 
 	sent *recentIDs
 	now  func() time.Time
+
+	upkeep *upkeep // app state and phone liveness (upkeep.go)
 }
 
 var _ channel.Channel = (*Client)(nil)
@@ -139,6 +141,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 
 	c := newClient(opts, realClient{wc}, ver)
 	c.ds = ds
+	c.upkeep.kv = ds
 	wc.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	return c, nil
 }
@@ -160,6 +163,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		presence:   make(chan struct{}, 1),
 		sent:       newRecentIDs(4096),
 		now:        time.Now,
+		upkeep:     newUpkeep(),
 	}
 	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
 	if !wa.Paired() {
@@ -198,11 +202,13 @@ func (c *Client) Owns(chat string) bool {
 }
 
 // Status reports the connection state and what the owner should do about
-// it. It does not block.
+// it; while connected, Detail names the account's conditions (app state
+// out of sync, phone offline). It does not block.
 func (c *Client) Status() channel.Status {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.status
+	st := c.status
+	c.mu.Unlock()
+	return withConditions(st, c.conditions())
 }
 
 // StateMetricName is the gauge StateMetric reports.

@@ -30,9 +30,12 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		c.log.Error().Type("event", evt).Msg("whatsapp event before the sink was set; not acknowledging")
 		return false
 	}
+	c.handleLivenessEvent(evt)
 	switch e := evt.(type) {
 	case *events.Message:
 		return c.handleMessage(ctx, sink, e)
+	case *events.AppStateSyncError, *events.AppStateSyncComplete:
+		c.handleAppStateEvent(evt)
 	case *events.UndecryptableMessage:
 		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
 			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
