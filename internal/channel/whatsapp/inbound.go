@@ -79,6 +79,7 @@ func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Messa
 	if !ok {
 		return true
 	}
+	chat = c.registeredForm(ctx, sink, info, chat)
 	isGroup := chat.Server == types.GroupServer
 	name := ""
 	if !isGroup && !info.IsFromMe {
@@ -254,7 +255,7 @@ func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string
 			continue
 		}
 		var name string
-		if isOwn(jid, ownPN, ownLID) {
+		if c.isBot(ctx, jid, ownPN, ownLID) {
 			mentioned = true
 			name = c.opts.AssistantName
 		} else {
@@ -286,7 +287,7 @@ func (c *Client) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID
 	}
 	who := "a message"
 	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
-		if isOwn(p, ownPN, ownLID) {
+		if c.isBot(ctx, p, ownPN, ownLID) {
 			who = c.opts.AssistantName
 		} else {
 			who = c.displayName(ctx, p)
