@@ -36,6 +36,8 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		return c.handleMessage(ctx, sink, e)
 	case *events.AppStateSyncError, *events.AppStateSyncComplete:
 		c.handleAppStateEvent(evt)
+	case *events.HistorySync:
+		return c.handleHistorySync(ctx, sink, e)
 	case *events.UndecryptableMessage:
 		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
 			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
