@@ -36,8 +36,8 @@
 // mention of the bot. Untriggered messages are kept and go to the agent as
 // context with the next trigger. A message stored more than Config.LateWindow after it
 // was sent (a backlog after a disconnect) is marked late: it wakes no
-// agent, in the main group either, and the chat is told once per backlog
-// (late.go); it goes to the agent as context with the next fresh message
+// agent, in the main group either, and the chat is told once until a turn
+// starts again (late.go); it goes to the agent as context with the next fresh message
 // that wakes it. Bot messages never trigger and are never in a
 // prompt. The mention flag is stored with the message, so a mention still
 // counts after a restart.

@@ -160,6 +160,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		r.noteLate(g, gs, msgs)
 		return
 	}
+	gs.lateTold = false
 	if r.paused(ctx, g) {
 		log.Debug().Msg("agent paused by its daily budget; messages wait")
 		return

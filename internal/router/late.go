@@ -35,25 +35,23 @@ func (r *Router) wakes(g store.Group, m store.Message) bool {
 
 // noteLate tells g's chat once that late messages which would have woken
 // its agent were seen but did not start a turn; they stay pending and go
-// to the agent as context with the next fresh trigger.
+// to the agent as context with the next fresh message that wakes it. A
+// backlog arrives one message at a time: the chat is told once until a
+// turn starts again.
 func (r *Router) noteLate(g store.Group, gs *groupState, msgs []store.Message) {
-	n, newest := 0, store.MessageID(0)
-	for _, m := range msgs {
-		if m.Late && m.ID > gs.lateTold && r.wakes(g, m) {
-			n++
-			newest = max(newest, m.ID)
-		}
-	}
-	if n == 0 {
+	if gs.lateTold {
 		return
 	}
-	gs.lateTold = newest
 	late := 0
 	for _, m := range msgs {
-		if m.Late {
+		if m.Late && r.wakes(g, m) {
 			late++
 		}
 	}
-	r.log.Info().Str("group", string(g.Folder)).Int("late", late).Msg("late messages kept as context; their trigger starts no turn; telling the chat")
-	r.notice(g.Chat, g.Folder, prompt.LateNotice(late, r.cfg.LateWindow))
+	if late == 0 {
+		return
+	}
+	gs.lateTold = true
+	r.log.Info().Str("group", string(g.Folder)).Int("late", late).Msg("late messages kept as context; they start no turn; telling the chat")
+	r.notice(g.Chat, g.Folder, prompt.LateNotice(r.cfg.LateWindow))
 }

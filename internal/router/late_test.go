@@ -37,8 +37,8 @@ func TestLateBacklogDoesNotWakeTheAgent(t *testing.T) {
 				}
 			}
 			notice := h.nextSend()
-			if notice.Chat != string(tt.chat) || !strings.Contains(notice.Text, "2 messages sent more than 10m0s ago") {
-				t.Fatalf("notice: got %q in %s; want one line in %s saying 2 messages were seen late", notice.Text, notice.Chat, tt.chat)
+			if notice.Chat != string(tt.chat) || !strings.Contains(notice.Text, "received messages sent more than 10 minutes ago") {
+				t.Fatalf("notice: got %q in %s; want one line in %s saying messages were seen late", notice.Text, notice.Chat, tt.chat)
 			}
 			stored, err := h.db.MessagesAfter(ctx, tt.chat, 0, 0)
 			if err != nil {

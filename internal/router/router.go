@@ -202,9 +202,9 @@ type groupState struct {
 	// older messages the chat was told about: a prompt that starts there
 	// again (a retry) does not repeat the notice.
 	leftOutFrom store.MessageID
-	// lateTold is the newest late message the chat was told about
-	// (noteLate).
-	lateTold store.MessageID
+	// lateTold: the chat was told that late messages started no turn
+	// (noteLate); a turn starting re-arms it.
+	lateTold bool
 }
 
 // pendingRead is one read of a group's pending messages: those after the

@@ -141,6 +141,6 @@ func (c *Client) appStateCondition() string {
 		names = append(names, string(n))
 	}
 	slices.Sort(names)
-	return fmt.Sprintf("app state out of sync (%s); bridged is re-fetching it and asks the phone for a copy at most every %s: open WhatsApp on the phone",
-		strings.Join(names, ", "), AppStateRecoveryInterval)
+	return fmt.Sprintf("app state out of sync (%s); bridged re-fetched it and asks the phone for a copy at most every %d hours: open WhatsApp on the phone",
+		strings.Join(names, ", "), int(AppStateRecoveryInterval/time.Hour))
 }
