@@ -33,13 +33,14 @@ type historyClient interface {
 var _ historyClient = realClient{}
 
 // handleHistorySync stores the recent messages of registered chats from a
-// history-sync blob. It reports false when a message could not be stored.
+// history-sync blob. whatsmeow never delivers a blob twice, so a message
+// that cannot be stored is logged and the rest are still taken.
 func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.HistorySync) bool {
 	hc, ok := c.wa.(historyClient)
 	if !ok || e.Data == nil {
 		return true
 	}
-	stored := 0
+	stored, failed := 0, 0
 	for _, conv := range e.Data.GetConversations() {
 		chat, err := types.ParseJID(conv.GetID())
 		if err != nil || chat.User == "" {
@@ -63,13 +64,14 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 		}
 		for _, m := range msgs {
 			if !c.handleMessage(ctx, sink, m) {
-				return false
+				failed++
+				continue
 			}
 			stored++
 		}
 	}
 	c.log.Info().Str("type", e.Data.GetSyncType().String()).Int("conversations", len(e.Data.GetConversations())).
-		Int("messages", stored).Msg("history sync: recent messages of registered chats kept as context")
+		Int("messages", stored).Int("failed", failed).Msg("history sync: recent messages of registered chats kept as context")
 	return true
 }
 
