@@ -16,8 +16,12 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bridged-app/bridged/internal/alerts"
 	"github.com/bridged-app/bridged/internal/channel"
 )
+
+// The owner's alerts reach the phone-offline warning through alerts.Warner.
+var _ alerts.Warner = (*Client)(nil)
 
 // upkeepFake adds the app-state calls of *whatsmeow.Client to fakeWA.
 type upkeepFake struct {
