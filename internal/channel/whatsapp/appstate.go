@@ -129,18 +129,25 @@ func (c *Client) requestAppStateRecovery(ctx context.Context, name appstate.WAPa
 	log.Info().Msg("asked the phone for a copy of the app state")
 }
 
-// appStateCondition is the app-state part of Status, "" when in sync.
-func (c *Client) appStateCondition() string {
+// AppStateOutOfSync names the app-state collections out of sync, sorted;
+// nil when all are in sync.
+func (c *Client) AppStateOutOfSync() []string {
 	c.upkeep.mu.Lock()
 	defer c.upkeep.mu.Unlock()
-	if len(c.upkeep.broken) == 0 {
-		return ""
-	}
-	names := make([]string, 0, len(c.upkeep.broken))
+	var names []string
 	for n := range c.upkeep.broken {
 		names = append(names, string(n))
 	}
 	slices.Sort(names)
+	return names
+}
+
+// appStateCondition is the app-state part of Status, "" when in sync.
+func (c *Client) appStateCondition() string {
+	names := c.AppStateOutOfSync()
+	if len(names) == 0 {
+		return ""
+	}
 	return fmt.Sprintf("app state out of sync (%s); bridged re-fetched it and asks the phone for a copy at most every %d hours: open WhatsApp on the phone",
 		strings.Join(names, ", "), int(AppStateRecoveryInterval/time.Hour))
 }
