@@ -3,12 +3,14 @@ package whatsapp
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/appstate"
 	"go.mau.fi/whatsmeow/proto/waE2E"
@@ -274,5 +276,34 @@ func TestPhoneLastSeenKeptAcrossRestarts(t *testing.T) {
 	}
 	if w := again.Warnings(); len(w) != 1 {
 		t.Errorf("warnings after a restart: %v; want the phone-offline one", w)
+	}
+}
+
+// The recovery and liveness times survive a restart in store/whatsapp.db.
+func TestUpkeepTimesKeptInTheDeviceStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store", "whatsapp.db")
+	at := time.Date(2026, 11, 20, 8, 30, 0, 0, time.UTC)
+	ds, err := openStore(ctx, path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readTime(ctx, ds, kvPhoneSeen); err != nil || !got.IsZero() {
+		t.Fatalf("unset: %v, %v; want zero", got, err)
+	}
+	if err := writeTime(ctx, ds, kvPhoneSeen, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTime(ctx, ds, kvPhoneSeen, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ds.Close()
+	ds, err = openStore(ctx, path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	if got, err := readTime(ctx, ds, kvPhoneSeen); err != nil || !got.Equal(at.Add(time.Hour)) {
+		t.Fatalf("after reopening: %v, %v; want %v", got, err, at.Add(time.Hour))
 	}
 }
