@@ -378,6 +378,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		AssistantName:    cfg.AssistantName,
 		Timezone:         cfg.Timezone,
 		PromptCap:        cfg.PromptCap,
+		LateWindow:       cfg.LateWindow,
 		IdleTimeout:      cfg.IdleTimeout,
 		ContainerTimeout: cfg.ContainerTimeout,
 		StartTimeout:     cfg.StartTimeout,

@@ -410,6 +410,7 @@ func (a *Alerts) today() string {
 // check looks at the channels and the disk once.
 func (a *Alerts) check(ctx context.Context) {
 	for _, ch := range a.cfg.Channels {
+		a.checkWarnings(ctx, ch)
 		st := ch.Status()
 		key := channelKey(ch.Name())
 		switch st.State {

@@ -60,6 +60,7 @@ type Config struct {
 	LogFormat        string // auto, console, json
 	MountAllowlist   string
 	PromptCap        int
+	LateWindow       time.Duration // a message arriving later than this after it was sent starts no turn
 	RetryBase        time.Duration
 	EngineTimeout    time.Duration // deadline of each Docker Engine API call
 	StartTimeout     time.Duration // a container that prints nothing this long after its start is stopped as hung
@@ -160,6 +161,9 @@ var settings = []setting{
 	{"mount-allowlist", "BRIDGED_MOUNT_ALLOWLIST", defaultAllowlist, "mount allowlist file (outside the home directory)"},
 	{"prompt-cap", "BRIDGED_PROMPT_CAP", constant("200"), "most messages in one prompt (oldest dropped with a note)"},
 	{"retry-base", "BRIDGED_RETRY_BASE", constant("5s"), "first retry delay of a failed run; it doubles for each of the five retries"},
+	// Late backlog: a message that arrives this long after it was sent is
+	// kept as context but its trigger starts no turn.
+	{"late-window", "BRIDGED_LATE_WINDOW", constant("10m"), "a message arriving more than this after it was sent (a backlog after a disconnect) is kept as context but starts no turn"},
 	// Scheduled tasks' limits.
 	{"max-tasks", "BRIDGED_MAX_TASKS", constant("50"), "most scheduled tasks a group may have that are not done (active or paused); schedule_task past it is refused"},
 	{"max-task-prompt", "BRIDGED_MAX_TASK_PROMPT", constant("16k"), "largest scheduled task prompt (e.g. 16k; at most 64k)"},
@@ -532,6 +536,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.PromptCap, err = strconv.Atoi(raw["BRIDGED_PROMPT_CAP"]); err != nil || c.PromptCap < 1 || c.PromptCap > 10000 {
 		return nil, bad("BRIDGED_PROMPT_CAP", "want a whole number from 1 to 10000")
 	}
+	if c.LateWindow, err = time.ParseDuration(raw["BRIDGED_LATE_WINDOW"]); err != nil || c.LateWindow < time.Minute || c.LateWindow > 7*24*time.Hour {
+		return nil, bad("BRIDGED_LATE_WINDOW", "want a Go duration from 1m to 168h")
+	}
 	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
 		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
 	}
@@ -788,6 +795,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_MOUNT_ALLOWLIST":         c.MountAllowlist,
 		"BRIDGED_PROMPT_CAP":              strconv.Itoa(c.PromptCap),
 		"BRIDGED_RETRY_BASE":              c.RetryBase.String(),
+		"BRIDGED_LATE_WINDOW":             c.LateWindow.String(),
 		"BRIDGED_ENGINE_TIMEOUT":          c.EngineTimeout.String(),
 		"BRIDGED_START_TIMEOUT":           c.StartTimeout.String(),
 		"BRIDGED_ANTHROPIC_URL":           c.AnthropicURL,

@@ -34,7 +34,11 @@
 // case and surrounding space, and the trigger ends there as a word ("@Andy's"
 // counts, "@Andyx" and "hi @Andy" do not), or when the channel reports a
 // mention of the bot. Untriggered messages are kept and go to the agent as
-// context with the next trigger. Bot messages never trigger and are never in a
+// context with the next trigger. A message stored more than Config.LateWindow after it
+// was sent (a backlog after a disconnect) is marked late: it wakes no
+// agent, in the main group either, and the chat is told once until a turn
+// starts again (late.go); it goes to the agent as context with the next fresh message
+// that wakes it. Bot messages never trigger and are never in a
 // prompt. The mention flag is stored with the message, so a mention still
 // counts after a restart.
 //

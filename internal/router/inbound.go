@@ -58,6 +58,7 @@ func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageI
 		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
+			Late: r.isLate(m.SentAt),
 		})
 		if err != nil || !inserted || id == 0 || m.Media == nil || r.media == nil {
 			return err
@@ -156,8 +157,10 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		return
 	}
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
+		r.noteLate(g, gs, msgs)
 		return
 	}
+	gs.lateTold = false
 	if r.paused(ctx, g) {
 		log.Debug().Msg("agent paused by its daily budget; messages wait")
 		return
@@ -200,20 +203,11 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 
 // triggered reports whether msgs wake g's agent: always for the main group
 // and groups that need no trigger; otherwise when a message starts with the
-// group's trigger or mentions the bot. Bot messages never count.
+// group's trigger or mentions the bot. Bot messages never count, nor do
+// late ones (a backlog: see Config.LateWindow).
 func (r *Router) triggered(g store.Group, msgs []store.Message) bool {
-	if g.IsMain || !g.RequiresTrigger {
-		return true
-	}
-	trig := g.Trigger
-	if strings.TrimSpace(trig) == "" {
-		trig = "@" + r.cfg.AssistantName
-	}
 	for _, m := range msgs {
-		if m.IsBot {
-			continue
-		}
-		if m.Mentioned || prompt.MatchTrigger(trig, m.Text) {
+		if !m.Late && r.wakes(g, m) {
 			return true
 		}
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	AssistantName string
 	Timezone      *time.Location // nil: UTC
 	PromptCap     int            // most messages in one prompt; 0: DefaultPromptCap
+	// LateWindow: a message arriving more than this after it was sent (a
+	// backlog) is kept as context but wakes no agent; 0: DefaultLateWindow.
+	LateWindow time.Duration
 
 	// IdleTimeout closes a message container this long after its last
 	// result. ContainerTimeout stops a container that printed nothing for
@@ -199,6 +202,9 @@ type groupState struct {
 	// older messages the chat was told about: a prompt that starts there
 	// again (a retry) does not repeat the notice.
 	leftOutFrom store.MessageID
+	// lateTold: the chat was told that late messages started no turn
+	// (noteLate); a turn starting re-arms it.
+	lateTold bool
 }
 
 // pendingRead is one read of a group's pending messages: those after the
@@ -256,6 +262,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 	}
 	if cfg.PromptCap == 0 {
 		cfg.PromptCap = DefaultPromptCap
+	}
+	if cfg.LateWindow <= 0 {
+		cfg.LateWindow = DefaultLateWindow
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout

@@ -30,6 +30,9 @@ type Message struct {
 	FromMe     bool // sent by the account bridged is logged in as
 	IsBot      bool // sent by bridged (an id the outbox chose)
 	Mentioned  bool // mentions the bot's own number or LID (counts as the trigger)
+	// Late is set on a message that reached bridged long after it was
+	// sent (a backlog): its trigger does not wake the agent.
+	Late bool
 }
 
 // An empty name or channel never overwrites a known one, a chat once seen as
@@ -159,9 +162,9 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 		}
 		m.IsBot = own
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned))
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late))
 	if err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
@@ -182,12 +185,12 @@ func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 	return id, inserted, err
 }
 
-const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned`
+const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late`
 
 func scanMessage(row rowScanner) (Message, error) {
 	var m Message
 	var sent int64
-	err := row.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned)
+	err := row.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late)
 	m.SentAt = fromMS(sent)
 	return m, err
 }

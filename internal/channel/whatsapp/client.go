@@ -104,7 +104,8 @@ type Client struct {
 	sent *recentIDs
 	now  func() time.Time
 
-	cond *conditions // restrictions and flapping (health.go)
+	cond   *conditions // restrictions and flapping (health.go)
+	upkeep *upkeep     // app state and phone liveness (upkeep.go)
 }
 
 var _ channel.Channel = (*Client)(nil)
@@ -143,6 +144,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	c := newClient(opts, realClient{wc}, ver)
 	c.ds = ds
 	c.loadConditions(ctx)
+	c.upkeep.kv = ds
 	wc.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	return c, nil
 }
@@ -165,6 +167,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		sent:       newRecentIDs(4096),
 		now:        time.Now,
 		cond:       newConditions(),
+		upkeep:     newUpkeep(),
 	}
 	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
 	if !wa.Paired() {
@@ -203,12 +206,14 @@ func (c *Client) Owns(chat string) bool {
 }
 
 // Status reports the connection state and what the owner should do about
-// it, its health and the conditions in force. It does not block.
+// it, its health and the conditions in force; while connected, Detail also
+// names the account's upkeep conditions (app state out of sync, phone
+// offline). It does not block.
 func (c *Client) Status() channel.Status {
 	c.mu.Lock()
 	st := c.status
 	c.mu.Unlock()
-	return c.withHealth(st, c.now())
+	return c.withHealth(withConditions(st, c.conditions()), c.now())
 }
 
 // StateMetricName is the gauge StateMetric reports.

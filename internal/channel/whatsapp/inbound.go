@@ -30,9 +30,14 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		c.log.Error().Type("event", evt).Msg("whatsapp event before the sink was set; not acknowledging")
 		return false
 	}
+	c.handleLivenessEvent(evt)
 	switch e := evt.(type) {
 	case *events.Message:
 		return c.handleMessage(ctx, sink, e)
+	case *events.AppStateSyncError, *events.AppStateSyncComplete:
+		c.handleAppStateEvent(evt)
+	case *events.HistorySync:
+		return c.handleHistorySync(ctx, sink, e)
 	case *events.UndecryptableMessage:
 		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
 			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
@@ -81,6 +86,7 @@ func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Messa
 	if !ok {
 		return true
 	}
+	chat = c.registeredForm(ctx, sink, info, chat)
 	isGroup := chat.Server == types.GroupServer
 	name := ""
 	if !isGroup && !info.IsFromMe {
@@ -256,7 +262,7 @@ func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string
 			continue
 		}
 		var name string
-		if isOwn(jid, ownPN, ownLID) {
+		if c.isBot(ctx, jid, ownPN, ownLID) {
 			mentioned = true
 			name = c.opts.AssistantName
 		} else {
@@ -288,7 +294,7 @@ func (c *Client) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID
 	}
 	who := "a message"
 	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
-		if isOwn(p, ownPN, ownLID) {
+		if c.isBot(ctx, p, ownPN, ownLID) {
 			who = c.opts.AssistantName
 		} else {
 			who = c.displayName(ctx, p)

@@ -1,0 +1,153 @@
+package whatsapp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/appstate"
+	"go.mau.fi/whatsmeow/types/events"
+)
+
+// App-state healing. WhatsApp keeps the account's settings (contacts,
+// mutes, pins, push name …) in app-state collections that every linked
+// device syncs. When one cannot be decoded, whatsmeow reports
+// events.AppStateSyncError; bridged then re-fetches that collection from
+// scratch, and when that fails too asks the phone for a copy
+// (whatsmeow.BuildAppStateRecoveryRequest, a peer data operation), at most
+// once per AppStateRecoveryInterval per collection. events.AppStateSyncComplete
+// for the collection ends the condition. While it lasts Status says so.
+const (
+	// AppStateRecoveryInterval is the least time between two recovery
+	// requests to the phone for one collection.
+	AppStateRecoveryInterval = 48 * time.Hour
+	// appStateFetchTimeout bounds one full re-fetch.
+	appStateFetchTimeout = 2 * time.Minute
+)
+
+func recoveryKey(name appstate.WAPatchName) string { return "appstate_recovery/" + string(name) }
+
+// handleAppStateEvent handles events.AppStateSyncError and
+// events.AppStateSyncComplete. whatsmeow dispatches the error while it
+// holds its app-state lock, so the healing runs on its own goroutine.
+func (c *Client) handleAppStateEvent(evt any) {
+	u := c.upkeep
+	switch e := evt.(type) {
+	case *events.AppStateSyncError:
+		why := "unknown error"
+		if e.Error != nil {
+			why = e.Error.Error()
+		}
+		u.mu.Lock()
+		u.broken[e.Name] = why
+		busy := u.healing[e.Name]
+		if !busy {
+			u.healing[e.Name] = true
+		}
+		u.mu.Unlock()
+		c.log.Warn().Str("collection", string(e.Name)).Bool("full_sync", e.FullSync).Str("error", why).
+			Msg("WhatsApp app state out of sync; healing it")
+		if busy {
+			return // the running heal sees this failure through its own result
+		}
+		c.background(func() {
+			defer func() {
+				u.mu.Lock()
+				delete(u.healing, e.Name)
+				u.mu.Unlock()
+			}()
+			c.healAppState(c.base, e.Name, e.FullSync)
+		})
+	case *events.AppStateSyncComplete:
+		u.mu.Lock()
+		_, was := u.broken[e.Name]
+		delete(u.broken, e.Name)
+		u.mu.Unlock()
+		if was {
+			c.log.Info().Str("collection", string(e.Name)).Uint64("version", e.Version).Bool("recovery", e.Recovery).
+				Msg("WhatsApp app state back in sync")
+		}
+	}
+}
+
+// healAppState re-fetches name in full unless the failure came from a full
+// sync already, then asks the phone for a copy if the collection is still
+// broken.
+func (c *Client) healAppState(ctx context.Context, name appstate.WAPatchName, wasFull bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error().Any("panic", r).Str("collection", string(name)).Msg("app state healing panicked")
+		}
+	}()
+	if !wasFull {
+		fctx, cancel := context.WithTimeout(ctx, appStateFetchTimeout)
+		err := c.upkeepWA().FetchAppState(fctx, name, true, false)
+		cancel()
+		if err == nil && !c.appStateBroken(name) {
+			return
+		}
+		if err != nil {
+			c.log.Warn().Err(err).Str("collection", string(name)).Msg("full re-fetch of WhatsApp app state failed")
+		}
+	}
+	if ctx.Err() != nil || !c.appStateBroken(name) {
+		return
+	}
+	c.requestAppStateRecovery(ctx, name)
+}
+
+func (c *Client) appStateBroken(name appstate.WAPatchName) bool {
+	c.upkeep.mu.Lock()
+	defer c.upkeep.mu.Unlock()
+	_, ok := c.upkeep.broken[name]
+	return ok
+}
+
+// requestAppStateRecovery asks the phone for a copy of name unless it was
+// asked less than AppStateRecoveryInterval ago.
+func (c *Client) requestAppStateRecovery(ctx context.Context, name appstate.WAPatchName) {
+	log := c.log.With().Str("collection", string(name)).Logger()
+	last, err := readTime(ctx, c.upkeep.kv, recoveryKey(name))
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read when app state recovery was last asked; asking now")
+	}
+	now := c.now()
+	if !last.IsZero() && now.Sub(last) < AppStateRecoveryInterval {
+		log.Info().Time("asked_at", last).Msg("app state recovery asked of the phone recently; waiting")
+		return
+	}
+	if _, err := c.upkeepWA().SendPeerMessage(ctx, whatsmeow.BuildAppStateRecoveryRequest(name)); err != nil {
+		log.Warn().Err(err).Msg("cannot ask the phone for an app state recovery")
+		return
+	}
+	if err := writeTime(ctx, c.upkeep.kv, recoveryKey(name), now); err != nil {
+		log.Warn().Err(err).Msg("cannot record the app state recovery request")
+	}
+	log.Info().Msg("asked the phone for a copy of the app state")
+}
+
+// AppStateOutOfSync names the app-state collections out of sync, sorted;
+// nil when all are in sync.
+func (c *Client) AppStateOutOfSync() []string {
+	c.upkeep.mu.Lock()
+	defer c.upkeep.mu.Unlock()
+	var names []string
+	for n := range c.upkeep.broken {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// appStateCondition is the app-state part of Status, "" when in sync.
+func (c *Client) appStateCondition() string {
+	names := c.AppStateOutOfSync()
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("app state out of sync (%s); bridged re-fetched it and asks the phone for a copy at most every %d hours: open WhatsApp on the phone",
+		strings.Join(names, ", "), int(AppStateRecoveryInterval/time.Hour))
+}

@@ -1,0 +1,86 @@
+package whatsapp
+
+import (
+	"context"
+	"slices"
+
+	"go.mau.fi/whatsmeow/proto/waWeb"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+)
+
+// Backlogs. Messages that reach bridged long after they were sent come two
+// ways: WhatsApp's offline queue after a disconnect (ordinary
+// events.Message with their original time) and history sync
+// (events.HistorySync: blobs the phone sends after pairing, notably after a
+// re-pairing that follows a long outage). Both are stored like any message
+// of a registered chat, with their original time; the router marks one that
+// arrives more than its late window after it was sent as late, keeps it as
+// context and lets no trigger among such messages start a turn (see
+// internal/router). From history sync only registered chats are taken, at
+// most HistorySyncMaxPerChat of each conversation's newest messages, oldest
+// first; everything else in the blob is left to whatsmeow.
+
+// HistorySyncMaxPerChat bounds the messages taken from one conversation of
+// one history-sync blob.
+const HistorySyncMaxPerChat = 100
+
+// historyClient parses a history-sync message as whatsmeow does.
+type historyClient interface {
+	ParseWebMessage(chat types.JID, msg *waWeb.WebMessageInfo) (*events.Message, error)
+}
+
+var _ historyClient = realClient{}
+
+// handleHistorySync stores the recent messages of registered chats from a
+// history-sync blob. whatsmeow never delivers a blob twice, so a message
+// that cannot be stored is logged and the rest are still taken.
+func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.HistorySync) bool {
+	hc, ok := c.wa.(historyClient)
+	if !ok || e.Data == nil {
+		return true
+	}
+	stored, failed := 0, 0
+	for _, conv := range e.Data.GetConversations() {
+		chat, err := types.ParseJID(conv.GetID())
+		if err != nil || chat.User == "" {
+			continue
+		}
+		var msgs []*events.Message
+		for _, hm := range conv.GetMessages() {
+			evt, err := hc.ParseWebMessage(chat, hm.GetMessage())
+			if err != nil {
+				c.log.Debug().Err(err).Str("chat", chat.String()).Msg("skipping a history-sync message")
+				continue
+			}
+			msgs = append(msgs, evt)
+		}
+		if len(msgs) == 0 || !c.historyWanted(ctx, sink, msgs[0]) {
+			continue
+		}
+		slices.SortStableFunc(msgs, func(a, b *events.Message) int { return a.Info.Timestamp.Compare(b.Info.Timestamp) })
+		if len(msgs) > HistorySyncMaxPerChat {
+			msgs = msgs[len(msgs)-HistorySyncMaxPerChat:]
+		}
+		for _, m := range msgs {
+			if !c.handleMessage(ctx, sink, m) {
+				failed++
+				continue
+			}
+			stored++
+		}
+	}
+	c.log.Info().Str("type", e.Data.GetSyncType().String()).Int("conversations", len(e.Data.GetConversations())).
+		Int("messages", stored).Int("failed", failed).Msg("history sync: recent messages of registered chats kept as context")
+	return true
+}
+
+// historyWanted reports whether m's conversation is a registered chat.
+func (c *Client) historyWanted(ctx context.Context, sink Sink, m *events.Message) bool {
+	chat, ok := c.chatOf(ctx, &m.Info)
+	if !ok {
+		return false
+	}
+	chat = c.registeredForm(ctx, sink, &m.Info, chat)
+	return sink.IsRegistered(ctx, chat.String())
+}
