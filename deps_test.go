@@ -72,6 +72,7 @@ var tiers = map[string]tier{
 	"internal/channel":          leaf, // the Channel interface only
 	"internal/claudecli":        leaf,
 	"internal/config":           leaf,
+	"internal/dirwatch":         leaf, // the directory engine: imports nothing of bridged's own
 	"internal/home":             leaf,
 	"internal/ipc":              leaf,
 	"internal/schedule":         leaf,

@@ -437,6 +437,17 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	// The socket is bound before the recovery below: it is what stops a
+	// second daemon of this home (Listen fails on a socket that answers)
+	// before that one stops this one's containers. Clients that connect
+	// meanwhile wait for Run. If the start fails before Run, the socket is
+	// released and its file removed.
+	serving := false
+	defer func() {
+		if !serving {
+			_ = srv.Close()
+		}
+	}()
 
 	// Nothing runs before what a previous daemon left is dealt with.
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
@@ -449,6 +460,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	debug.FreeOSMemory()
 
 	g, gctx := errgroup.WithContext(ctx)
+	serving = true
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return rt.Run(gctx) })
 	g.Go(func() error { return mediaPool.Run(gctx) })

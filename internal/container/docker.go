@@ -66,6 +66,14 @@ type Docker struct {
 	cli  *client.Client
 	log  zerolog.Logger
 	opts DockerOptions
+
+	// closing ends when Close is called: the goroutines of every run stop
+	// reading, watching and stopping, and Close waits for them (runs).
+	closing context.Context
+	close   context.CancelFunc
+	mu      sync.Mutex // guards closed against runs.Add
+	closed  bool
+	runs    sync.WaitGroup
 }
 
 var _ Runtime = (*Docker)(nil)
@@ -97,7 +105,8 @@ func NewDockerWith(log zerolog.Logger, opts DockerOptions) (*Docker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger(), opts: opts}, nil
+	closing, closeFn := context.WithCancel(context.Background())
+	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger(), opts: opts, closing: closing, close: closeFn}, nil
 }
 
 // call returns ctx bounded by the per-call deadline.
@@ -117,8 +126,35 @@ func (d *Docker) callErr(ctx context.Context, err error) error {
 // Client is the underlying Engine API client (for image tooling and tests).
 func (d *Docker) Client() *client.Client { return d.cli }
 
-// Close releases the client's connections.
-func (d *Docker) Close() error { return d.cli.Close() }
+// Close ends the goroutines of every run Start returned and waits for them,
+// then releases the client's connections. A container still running is left
+// running (a container outlives the daemon; the next start stops it as a
+// leftover); its run's Wait reports it as not observed to its end. Start
+// fails after Close.
+func (d *Docker) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.close()
+	d.runs.Wait()
+	return d.cli.Close()
+}
+
+// goRun runs f on a goroutine that Close waits for. It reports false, and
+// does not run f, once Close was called.
+func (d *Docker) goRun(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.runs.Add(1)
+	go func() {
+		defer d.runs.Done()
+		f()
+	}()
+	return true
+}
 
 // Ping checks that the engine answers. It blocks until it does, ctx ends, or
 // the request fails.
@@ -313,6 +349,9 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		return nil, err
 	}
 
+	if d.closing.Err() != nil {
+		return nil, fmt.Errorf("start container for %s: the Docker client is closed", spec.Group)
+	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, createOptions(spec))
 	err = d.callErr(cctx, err)
@@ -327,8 +366,13 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	}
 
 	// The run's own context: it outlives Start's ctx and ends when the run
-	// has been observed to the end.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// has been observed to the end, or the client is closed.
+	runCtx, cancelCtx := context.WithCancel(context.WithoutCancel(ctx))
+	stopOnClose := context.AfterFunc(d.closing, cancelCtx)
+	cancel = func() {
+		stopOnClose()
+		cancelCtx()
+	}
 	r := &dockerRun{
 		d:        d,
 		lostDone: make(chan struct{}),
@@ -370,10 +414,13 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		return cleanup(fmt.Errorf("wait: %w", err))
 	default:
 	}
-	go func() {
+	if !d.goRun(func() {
 		defer wcancel()
 		r.watchExit(runCtx, wait)
-	}()
+	}) {
+		wcancel()
+		return cleanup(errors.New("the Docker client is closed"))
+	}
 
 	actx, acancel := d.call(ctx)
 	att, err := d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
@@ -382,7 +429,13 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	if err != nil {
 		return cleanup(fmt.Errorf("attach: %w", err))
 	}
-	go r.readOutput(att.HijackedResponse)
+	// Closing the client (or giving up on the start) ends the output
+	// stream, which the reader would otherwise wait on for as long as
+	// the container runs.
+	context.AfterFunc(runCtx, att.Close)
+	if !d.goRun(func() { r.readOutput(att.HijackedResponse) }) {
+		return cleanup(errors.New("the Docker client is closed"))
+	}
 
 	sctx, scancel := d.call(ctx)
 	_, err = d.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
@@ -664,16 +717,19 @@ func (r *dockerRun) lose(cause error) {
 		r.lostCause = cause
 		r.lost.Store(true)
 		r.log.Warn().Err(cause).Msg("lost the engine connection to a running container; stopping it")
-		go func() {
+		stop := func() {
 			defer close(r.lostDone)
 			err := fmt.Errorf("%w: %w", ErrLost, cause)
-			if serr := r.d.Stop(context.Background(), r.id, lostGrace); serr != nil {
+			if serr := r.d.Stop(r.d.closing, r.id, lostGrace); serr != nil {
 				r.log.Error().Err(serr).Msg("cannot stop the container whose connection was lost")
 				r.lostErr = &NotStoppedError{ID: r.id, Err: fmt.Errorf("%w; stop: %w", err, serr)}
 				return
 			}
 			r.lostErr = fmt.Errorf("%w; the container was stopped", err)
-		}()
+		}
+		if !r.d.goRun(stop) {
+			stop() // Close is waiting for this run's goroutines: its context has ended
+		}
 	})
 }
 
@@ -682,7 +738,7 @@ func (r *dockerRun) lose(cause error) {
 // engine cannot tell about) lost its connection and is stopped. It returns
 // true when it gave up on the container (lose), false to keep waiting.
 func (r *dockerRun) checkAfterOutput() bool {
-	ctx, cancel := r.d.call(context.Background())
+	ctx, cancel := r.d.call(r.d.closing)
 	defer cancel()
 	res, err := r.d.cli.ContainerInspect(ctx, r.id, client.ContainerInspectOptions{})
 	switch {
@@ -764,6 +820,7 @@ func (r *dockerRun) stdoutLine(line []byte) {
 	case r.events <- ev:
 	case <-t.C:
 		r.log.Warn().Str("type", string(ev.Type)).Msg("container event dropped, nobody reads events")
+	case <-r.d.closing.Done():
 	}
 }
 

@@ -187,6 +187,15 @@ func (s *Server) removeSocket() {
 	}
 }
 
+// Close releases a server that will not be Run (the daemon's start-up failed
+// after Listen): it closes the socket and removes its file, so no client
+// connects to a daemon that is not there. It must not be called with Run.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	s.removeSocket()
+	return err
+}
+
 // Run serves until ctx ends, then ends long-polls, waits briefly for requests
 // in flight and removes the socket.
 func (s *Server) Run(ctx context.Context) error {

@@ -76,9 +76,14 @@
 //
 // # Fairness and bounds
 //
-// Each group has its own worker goroutine, started (never blocked on) by an
-// inotify event on its requests directory or by a sweep every few seconds,
-// so one group's backlog never delays another's requests. The worker runs
+// The watching and the workers are a directory engine of their own
+// (internal/dirwatch), keyed by group folder; the host gives it the way to
+// open a group's requests directory and what to do with each file (read,
+// decode, answer, or hand a slow request to a side goroutine), and keeps
+// what a request means. Each group has its own worker goroutine, started
+// (never blocked on) by an inotify event on its requests directory or by a
+// sweep every few seconds, so one group's backlog never delays another's
+// requests. The worker runs
 // only while there is something to look at: it ends when a pass finds the
 // directory empty and no event came meanwhile, so idle groups cost no
 // goroutine, and at most one worker of a group runs at a time. A worker lists at

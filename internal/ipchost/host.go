@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/bridged-app/bridged/internal/dirwatch"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
@@ -101,10 +101,16 @@ const (
 	DefaultMaxTaskPrompt = 16 << 10
 )
 
-// Host answers the agents' requests. Create it with New, start it with Run.
+// Host answers the agents' requests: what each request means is its own
+// (Handle); the file protocol of the requests directories and the records
+// of requests carried out are its embedded protocol; the watching, the
+// per-group workers, their fairness and back-pressure are a directory
+// engine (internal/dirwatch) that calls the protocol for each file. Create
+// it with New, start it with Run.
 type Host struct {
+	protocol
+
 	cfg     Config
-	home    *home.Home
 	db      *store.DB
 	msg     Messenger
 	tasks   Waker
@@ -112,22 +118,30 @@ type Host struct {
 	log     zerolog.Logger
 	now     func() time.Time
 
-	// handled, when set (tests), is called after each file was dealt with,
-	// from the goroutine that dealt with it.
-	handled func(folder store.Folder, name string)
 	// idle, when set (tests), is called when a group's worker ends for
 	// lack of work, from that worker.
 	idle func(folder store.Folder)
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
 
-	mu       sync.Mutex
-	ran      bool
-	runCtx   context.Context // nil unless Run is running
-	w        *dirWatcher     // nil unless Run is running
-	groups   map[store.Folder]*group
-	stopping map[store.Folder]*group // the last stopped worker of a removed group
-	workers  sync.WaitGroup          // every worker Run started
+	box *dirwatch.Engine[*trees] // the groups' requests directories, keyed by folder
+}
+
+// protocol is the file protocol of the groups' IPC namespaces: it opens a
+// group's namespace, reads and decodes a request file, answers it (from the
+// record of its earlier handling, or by carrying it out), writes the
+// response and removes or quarantines the file, and records each request
+// that changes something as handled (see record).
+type protocol struct {
+	home *home.Home
+	db   *store.DB
+	log  zerolog.Logger
+	// carryOut carries out one request (Host.Handle).
+	carryOut func(ctx context.Context, folder string, req ipc.Request) ipc.Response
+
+	// handled, when set (tests), is called after each file was dealt with,
+	// from the goroutine that dealt with it.
+	handled func(folder store.Folder, name string)
 }
 
 // New returns a host for the groups registered in db. m is required; tasks
@@ -171,96 +185,40 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 			return nil, fmt.Errorf("new ipc host: %w", err)
 		}
 	}
-	return &Host{
+	log = log.With().Str("component", "ipchost").Logger()
+	h := &Host{
+		protocol: protocol{home: hm, db: db, log: log},
 		cfg:      cfg,
-		home:     hm,
 		db:       db,
 		msg:      m,
 		tasks:    tasks,
 		refresh:  refresh,
-		log:      log.With().Str("component", "ipchost").Logger(),
+		log:      log,
 		now:      time.Now,
-		groups:   make(map[store.Folder]*group),
-		stopping: make(map[store.Folder]*group),
-	}, nil
-}
-
-// group is one watched group: its worker, which runs only while the group
-// has something to look at (see signal and work), and what the worker knows
-// of its requests directory.
-type group struct {
-	folder store.Folder
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the group is stopped and its worker and handlers are done
-	prev   *group        // the worker of an earlier registration, waited for
-
-	// watchLost is set by the watcher when the watched directory went away.
-	watchLost atomic.Bool
-
-	// Owned by the running worker (one at a time: see running).
-	wd  int32  // the inotify watch, -1 for none
-	ino fileID // the directory it is on
-
-	handlers sync.WaitGroup // side goroutines (carrying out slow requests)
-	space    chan struct{}  // capacity 1: the slow queue has room again
-
-	mu       sync.Mutex
-	pending  bool            // signalled since the running worker's last look
-	running  bool            // a worker goroutine runs (or finishes a stopped group)
-	stopped  bool            // the group was removed or the host stops: no new worker
-	inFlight map[string]bool // request files on a side goroutine or queued for one
-	sides    int             // side goroutines, at most MaxInFlight-1: the worker is the last one
-	queue    []pendingSlow   // slow requests waiting for a side goroutine
-}
-
-// pendingSlow is a decoded slow request waiting for a side goroutine. It
-// holds a reference on the trees it came from.
-type pendingSlow struct {
-	name string
-	req  ipc.Request
-	t    *trees
-	log  zerolog.Logger
-}
-
-type fileID struct{ dev, ino uint64 }
-
-// signal has g's worker look at its directory: the running one looks again
-// when its pass is done, or a new one starts. It never blocks.
-func (h *Host) signal(g *group) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopped {
-		return
 	}
-	g.pending = true
-	if !g.running {
-		h.launch(g)
+	h.carryOut = h.Handle
+	box, err := dirwatch.New(dirwatch.Config[*trees]{
+		Open: func(folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
+		Handle: func(ctx context.Context, folder string, t *trees, name string) (bool, dirwatch.Job) {
+			return h.serve(ctx, store.Folder(folder), t, name)
+		},
+		Sweep:    cfg.Sweep,
+		Lanes:    MaxInFlight - 1,
+		Queue:    batchSize,
+		Batch:    batchSize,
+		Log:      log,
+		KeyField: "group",
+		Idle: func(folder string) {
+			if h.idle != nil {
+				h.idle(store.Folder(folder))
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new ipc host: %w", err)
 	}
-}
-
-// launch starts a worker for g, which has none; g.mu is held. The WaitGroup
-// is added to under g.mu before g is stopped, so never after Run's Wait began.
-func (h *Host) launch(g *group) {
-	g.running = true
-	h.workers.Add(1)
-	go h.work(g)
-}
-
-// stop ends g's watching: no worker starts after it, the running one ends
-// after the file in hand, and done is closed once it and the handlers are
-// done.
-func (h *Host) stop(g *group) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopped {
-		return
-	}
-	g.stopped = true
-	g.cancel()
-	if !g.running {
-		h.launch(g) // it finds g stopped and only winds it down
-	}
+	h.box = box
+	return h, nil
 }
 
 // Run watches the requests directories of every registered group and answers
@@ -269,46 +227,17 @@ func (h *Host) stop(g *group) {
 //
 // Each group has its own worker goroutine while it has files to look at,
 // so one group's backlog never delays another's requests; the watcher and
-// the sweep only start or wake workers.
+// the sweep only start or wake workers (see internal/dirwatch).
 func (h *Host) Run(ctx context.Context) error {
-	h.mu.Lock()
-	if h.ran {
-		h.mu.Unlock()
-		return errors.New("run ipc host: already started")
-	}
-	h.ran = true
-	h.mu.Unlock()
-	w, err := newDirWatcher()
-	if err != nil {
-		return fmt.Errorf("run ipc host: %w", err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h.mu.Lock()
-	h.w, h.runCtx = w, ctx
-	h.mu.Unlock()
-	go func() {
-		if err := w.run(h.signal, h.sweep); err != nil {
-			h.log.Error().Err(err).Msg("inotify watcher stopped; requests are found by the sweep only")
-		}
-	}()
+	if err := h.box.Start(ctx); err != nil {
+		return fmt.Errorf("run ipc host: %w", err)
+	}
 	defer func() {
-		h.mu.Lock()
-		h.runCtx = nil
-		for _, g := range h.groups {
-			h.stop(g)
-		}
-		clear(h.groups)
-		clear(h.stopping)
-		h.mu.Unlock()
-		h.workers.Wait()
-		_ = w.close()
-		<-w.done
-		h.mu.Lock()
-		h.w = nil
-		h.mu.Unlock()
+		cancel()
+		h.box.Wait()
 	}()
-
 	if err := h.SyncGroups(ctx); err != nil {
 		var dirErr *dirError
 		if !errors.As(err, &dirErr) {
@@ -316,17 +245,10 @@ func (h *Host) Run(ctx context.Context) error {
 		}
 		h.log.Error().Err(err).Msg("some groups' requests are not watched")
 	}
-	h.log.Info().Int("groups", h.watchedCount()).Msg("ipc host started")
-	t := time.NewTicker(h.cfg.Sweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			h.sweep()
-		}
-	}
+	watched, _ := h.box.Keys()
+	h.log.Info().Int("groups", len(watched)).Msg("ipc host started")
+	<-ctx.Done()
+	return nil
 }
 
 // Recover readies the IPC namespaces for a daemon start. Call it once, before
@@ -373,12 +295,12 @@ func (h *Host) Recover(ctx context.Context) (int, error) {
 
 // quarantineLeftovers moves every request file of folder to its errors/, a
 // bounded batch at a time, and returns how many it moved.
-func (h *Host) quarantineLeftovers(ctx context.Context, log zerolog.Logger, folder store.Folder) (int, error) {
-	t, err := h.openTrees(folder)
+func (p *protocol) quarantineLeftovers(ctx context.Context, log zerolog.Logger, folder store.Folder) (int, error) {
+	t, err := p.openTrees(folder)
 	if err != nil {
 		return 0, err
 	}
-	defer t.release()
+	defer t.Close()
 	n := 0
 	for ctx.Err() == nil {
 		names, more, err := t.req.List(batchSize)
@@ -387,7 +309,7 @@ func (h *Host) quarantineLeftovers(ctx context.Context, log zerolog.Logger, fold
 		}
 		moved := 0
 		for _, name := range names {
-			if h.quarantine(log.With().Str("file", short(name, 160)).Logger(), t, name) {
+			if p.quarantine(log.With().Str("file", short(name, 160)).Logger(), t, name) {
 				moved++
 			}
 		}
@@ -397,21 +319,6 @@ func (h *Host) quarantineLeftovers(ctx context.Context, log zerolog.Logger, fold
 		}
 	}
 	return n, ctx.Err()
-}
-
-// sweep wakes every worker: the safety net for lost events.
-func (h *Host) sweep() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, g := range h.groups {
-		h.signal(g)
-	}
-}
-
-func (h *Host) watchedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.groups)
 }
 
 // dirError reports groups whose directory could not be watched.
@@ -440,42 +347,29 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 		}
 		want[g.Folder] = true
 	}
-	h.mu.Lock()
-	if h.runCtx == nil {
-		h.mu.Unlock()
+	watched, running := h.box.Keys()
+	if !running {
 		return nil
 	}
-	for folder, g := range h.groups {
+	for _, k := range watched {
+		folder := store.Folder(k)
 		if want[folder] {
 			delete(want, folder) // watched already
 			continue
 		}
-		delete(h.groups, folder)
-		h.stop(g) // not waited for: this may be one of its own requests
-		h.stopping[folder] = g
-		h.log.Info().Str("group", string(folder)).Msg("stopped watching a removed group's requests")
+		h.box.Remove(k) // not waited for: this may be one of its own requests
+		h.log.Info().Str("group", k).Msg("stopped watching a removed group's requests")
 	}
-	h.mu.Unlock()
-	// The new groups' directories are made without holding h.mu, which the
-	// watcher takes to wake every worker. syncMu keeps h.groups' set of
-	// folders as it was meanwhile.
 	for folder := range want {
 		t, err := h.openTrees(folder) // makes the directories if needed
 		if err != nil {
 			errs = append(errs, fmt.Errorf("watch group %s: %w", folder, err))
-			delete(want, folder)
 			continue
 		}
-		t.release()
+		_ = t.Close()
+		h.box.Add(string(folder))
+		h.log.Debug().Str("group", string(folder)).Msg("watching requests")
 	}
-	h.mu.Lock()
-	if h.runCtx != nil {
-		for folder := range want {
-			h.startWorker(folder)
-			h.log.Debug().Str("group", string(folder)).Msg("watching requests")
-		}
-	}
-	h.mu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("sync groups: %w", &dirError{errs})
 	}
@@ -486,101 +380,35 @@ func (h *Host) SyncGroups(ctx context.Context) error {
 // home package: its workspace groups/<folder>, its Claude state
 // data/sessions/<folder>/.claude, and its IPC namespace with requests/,
 // responses/ and errors/. Their owner is set by the router before each run.
-func (h *Host) prepareGroup(folder string) error {
-	for _, open := range []func(string) (*home.Tree, error){h.home.Group, h.home.Claude} {
+func (p *protocol) prepareGroup(folder string) error {
+	for _, open := range []func(string) (*home.Tree, error){p.home.Group, p.home.Claude} {
 		t, err := open(folder)
 		if err != nil {
 			return err
 		}
 		_ = t.Close()
 	}
-	t, err := h.openTrees(store.Folder(folder))
+	t, err := p.openTrees(store.Folder(folder))
 	if err != nil {
 		return err
 	}
-	t.release()
-	return nil
-}
-
-// startWorker starts folder's worker; h.mu is held.
-func (h *Host) startWorker(folder store.Folder) {
-	ctx, cancel := context.WithCancel(h.runCtx)
-	g := &group{
-		folder:   folder,
-		ctx:      ctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		wd:       -1,
-		space:    make(chan struct{}, 1),
-		inFlight: make(map[string]bool),
-	}
-	// A group removed and registered again never has two workers at once.
-	g.prev = h.stopping[folder]
-	delete(h.stopping, folder)
-	h.groups[folder] = g
-	h.signal(g) // files already there
-}
-
-// work is a group's worker: it handles what is in the group's requests
-// directory, a bounded batch at a time, until nothing is left and no signal
-// came meanwhile, then ends. Once the group is stopped it waits for the
-// handlers, drops the watch and closes done.
-func (h *Host) work(g *group) {
-	defer h.workers.Done()
-	ctx := g.ctx
-	if g.prev != nil {
-		<-g.prev.done
-		g.prev = nil
-	}
-	for {
-		g.mu.Lock()
-		if ctx.Err() != nil {
-			g.mu.Unlock()
-			break
-		}
-		if !g.pending {
-			g.running = false
-			g.mu.Unlock()
-			if h.idle != nil {
-				h.idle(g.folder)
-			}
-			return
-		}
-		g.pending = false
-		g.mu.Unlock()
-		for ctx.Err() == nil && h.pass(ctx, g) {
-		}
-	}
-	// Stopped: no worker starts again (stop set stopped before cancelling),
-	// so this one winds the group down.
-	g.handlers.Wait()
-	if g.wd >= 0 {
-		h.watcher().remove(g.wd, g)
-	}
-	close(g.done)
-}
-
-func (h *Host) watcher() *dirWatcher {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.w
+	return t.Close()
 }
 
 // trees are a group's IPC namespace and its directories, open for one pass
-// and the handlers it started; closed when the last user releases them.
+// and the slow requests it handed on (the engine closes them after the
+// last). As a dirwatch.Dir they are the requests directory.
 type trees struct {
 	ipc, req, resp, errs *home.Tree
-	refs                 atomic.Int32
 }
 
 // openTrees opens folder's IPC namespace through the home package, which
 // moves aside and recreates any of the directories that is not a real
 // directory, and records the incident.
-func (h *Host) openTrees(folder store.Folder) (*trees, error) {
+func (p *protocol) openTrees(folder store.Folder) (*trees, error) {
 	t := &trees{}
-	t.refs.Store(1)
 	var err error
-	if t.ipc, err = h.home.IPC(string(folder)); err != nil {
+	if t.ipc, err = p.home.IPC(string(folder)); err != nil {
 		return nil, err
 	}
 	for _, d := range []struct {
@@ -588,108 +416,28 @@ func (h *Host) openTrees(folder store.Folder) (*trees, error) {
 		tree **home.Tree
 	}{{ipc.RequestsDir, &t.req}, {ipc.ResponsesDir, &t.resp}, {ErrorsDir, &t.errs}} {
 		if *d.tree, err = t.ipc.Dir(d.name); err != nil {
-			t.close()
+			_ = t.Close()
 			return nil, err
 		}
 	}
 	return t, nil
 }
 
-func (t *trees) retain() { t.refs.Add(1) }
+var _ dirwatch.Dir = (*trees)(nil)
 
-func (t *trees) release() {
-	if t.refs.Add(-1) == 0 {
-		t.close()
-	}
-}
+// Path, Stat and List are the requests directory's.
+func (t *trees) Path() string                       { return t.req.Path() }
+func (t *trees) Stat() (fs.FileInfo, error)         { return t.req.Lstat(".") }
+func (t *trees) List(n int) ([]string, bool, error) { return t.req.List(n) }
 
-func (t *trees) close() {
+// Close closes the namespace and its directories.
+func (t *trees) Close() error {
 	for _, tr := range []*home.Tree{t.req, t.resp, t.errs, t.ipc} {
 		if tr != nil {
 			_ = tr.Close()
 		}
 	}
-}
-
-// pass handles one batch of g's request files, oldest first. It reports
-// whether more files are waiting and this pass got rid of some (a directory
-// whose files cannot be removed is not spun on: the next event or sweep
-// tries again).
-func (h *Host) pass(ctx context.Context, g *group) (again bool) {
-	log := h.log.With().Str("group", string(g.folder)).Logger()
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc worker pass panicked")
-			again = false
-		}
-	}()
-	t, err := h.openTrees(g.folder)
-	if err != nil {
-		log.Warn().Err(err).Msg("open the group's ipc directories")
-		return false
-	}
-	defer t.release()
-	h.ensureWatch(log, g, t.req)
-	// Files on side goroutines or queued for one (at most MaxInFlight-1
-	// plus a batch) are still in the directory: list past them, so that a full
-	// batch of new names comes back whenever there are that many.
-	names, more, err := t.req.List(batchSize + MaxInFlight + batchSize)
-	if err != nil {
-		log.Warn().Err(err).Msg("list requests")
-		return false
-	}
-	progress := false
-	for _, name := range names {
-		if ctx.Err() != nil {
-			return false
-		}
-		g.mu.Lock()
-		busy := g.inFlight[name]
-		g.mu.Unlock()
-		if busy {
-			continue
-		}
-		if h.handleFile(ctx, g, t, name) {
-			progress = true
-		}
-	}
-	return more && progress
-}
-
-// ensureWatch (re)watches the requests directory when the one watched is no
-// longer the one the home package just opened: the agent deleted or renamed
-// it, or replaced it by a link, which the home package moved aside. The watch
-// is added before the directory is listed, so nothing created in the new
-// directory is missed.
-func (h *Host) ensureWatch(log zerolog.Logger, g *group, req *home.Tree) {
-	fi, err := req.Lstat(".")
-	if err != nil {
-		log.Warn().Err(err).Msg("inspect requests directory")
-		return
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return
-	}
-	id := fileID{dev: uint64(st.Dev), ino: st.Ino}
-	lost := g.watchLost.Swap(false)
-	if g.wd >= 0 && id == g.ino && !lost {
-		return
-	}
-	w := h.watcher()
-	if w == nil {
-		return
-	}
-	if g.wd >= 0 {
-		w.remove(g.wd, g)
-		g.wd = -1
-	}
-	wd, err := w.add(req.Path(), g)
-	if err != nil {
-		log.Warn().Err(err).Msg("watch requests; new ones are found by the sweep until the next try")
-		return
-	}
-	g.wd, g.ino = wd, id
+	return nil
 }
 
 // slow reports whether a request may take long without using the disk or
@@ -699,25 +447,25 @@ func (h *Host) ensureWatch(log zerolog.Logger, g *group, req *home.Tree) {
 // group's worker, one at a time in file-name order, so that an agent's
 // messages and task changes take effect in the order it made them, and a
 // group flooding its directory uses one goroutine's worth of the machine.
+// The engine (internal/dirwatch) runs the side goroutines and bounds them.
 func slow(req ipc.Request) bool {
 	a, ok := req.Args.(ipc.ListGroupsArgs)
 	return ok && req.Type == ipc.TypeListGroups && a.Refresh
 }
 
-// handleFile reads and decodes one request file, then carries it out and
-// answers it, or, for a slow request, hands it to a side goroutine (see
-// dispatch). It reports whether the file was dealt with: answered and
-// removed, moved to errors/, gone, or handed on.
-func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) (done bool) {
-	log := h.log.With().Str("group", string(g.folder)).Str("file", short(name, 160)).Logger()
-	handedOn := false
+// serve reads and decodes one request file of folder, then carries it out
+// and answers it, or, for a slow request, returns the job that does, which
+// the engine runs on a side goroutine. It reports whether the file was dealt
+// with: answered and removed, moved to errors/, gone, or handed on.
+func (p *protocol) serve(ctx context.Context, folder store.Folder, t *trees, name string) (done bool, job dirwatch.Job) {
+	log := p.log.With().Str("group", string(folder)).Str("file", short(name, 160)).Logger()
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
-			done = h.quarantine(log, t, name)
+			done, job = p.quarantine(log, t, name), nil
 		}
-		if !handedOn && h.handled != nil {
-			h.handled(g.folder, name)
+		if job == nil && p.handled != nil {
+			p.handled(folder, name)
 		}
 	}()
 	stem, isJSON := strings.CutSuffix(name, ".json")
@@ -726,7 +474,7 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 	}
 	data, err := t.req.ReadFile(name, MaxRequestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return true // gone meanwhile (the agent gave up on it)
+		return true, nil // gone meanwhile (the agent gave up on it)
 	}
 	var req ipc.Request
 	if err == nil {
@@ -738,144 +486,76 @@ func (h *Host) handleFile(ctx context.Context, g *group, t *trees, name string) 
 			id = stem
 		}
 		log.Warn().Str("request", id).Str("error", short(err.Error(), 300)).Msg("malformed ipc request")
-		done = h.quarantine(log, t, name)
+		done = p.quarantine(log, t, name)
 		if id != "" {
-			h.respond(log, t, ipc.ErrorResponse(id, fmt.Errorf("malformed request: %w", err)))
+			p.respond(log, t, ipc.ErrorResponse(id, fmt.Errorf("malformed request: %w", err)))
 		}
-		return done
+		return done, nil
 	}
 
 	log = log.With().Str("request", req.ID).Str("type", string(req.Type)).Logger()
 	// A request carried out before (its effect committed with its record)
 	// gets the recorded answer again, whatever its response file became.
 	if changes(req.Type) {
-		if done, ok := h.answerFromRecord(ctx, log, g, t, name, req); ok {
-			return done
+		if done, ok := p.answerFromRecord(ctx, log, folder, t, name, req); ok {
+			return done, nil
 		}
 	}
 	// Only a regular file is an earlier answer: a link planted there is
 	// replaced by the real answer, never taken for one.
 	if fi, err := t.resp.Lstat(req.FileName()); err == nil && fi.Mode().IsRegular() {
 		log.Warn().Msg("ipc request already answered; not carried out again")
-		return h.remove(log, t, name)
+		return p.remove(log, t, name), nil
 	}
 	if slow(req) {
-		handedOn = h.dispatch(ctx, g, pendingSlow{name: name, req: req, t: t, log: log})
-		return handedOn
+		return true, func(ctx context.Context) { p.answerSlow(ctx, log, folder, t, name, req) }
 	}
 	// A request in flight when the daemon stops is finished, within bounds.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 	defer cancel()
-	return h.answer(hctx, log, g, t, name, req)
-}
-
-// dispatch hands a slow request to a side goroutine: a new one while fewer
-// than MaxInFlight-1 run, else the queue, which the side goroutines work
-// through. Only when the queue is full too (batchSize requests) does the
-// worker wait, so slow requests hold up the group's others only once
-// hundreds are waiting. It reports false if ctx ended first.
-func (h *Host) dispatch(ctx context.Context, g *group, p pendingSlow) bool {
-	for {
-		g.mu.Lock()
-		switch {
-		case g.sides < MaxInFlight-1:
-			g.sides++
-			g.inFlight[p.name] = true
-			g.mu.Unlock()
-			p.t.retain()
-			g.handlers.Add(1)
-			go h.side(ctx, g, p)
-			return true
-		case len(g.queue) < batchSize:
-			g.queue = append(g.queue, p)
-			g.inFlight[p.name] = true
-			g.mu.Unlock()
-			p.t.retain()
-			return true
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.space:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// side carries out p, then the queued slow requests one after the other,
-// until the queue is empty. When ctx ended, queued requests are left in the
-// directory for the next run.
-func (h *Host) side(ctx context.Context, g *group, p pendingSlow) {
-	defer g.handlers.Done()
-	for {
-		h.answerSlow(ctx, g, p)
-		g.mu.Lock()
-		delete(g.inFlight, p.name)
-		if len(g.queue) == 0 || ctx.Err() != nil {
-			dropped := g.queue
-			g.queue = nil
-			for _, q := range dropped {
-				delete(g.inFlight, q.name)
-			}
-			g.sides--
-			g.mu.Unlock()
-			for _, q := range dropped {
-				q.t.release()
-			}
-			return
-		}
-		p = g.queue[0]
-		g.queue[0] = pendingSlow{}
-		g.queue = g.queue[1:]
-		g.mu.Unlock()
-		select {
-		case g.space <- struct{}{}:
-		default:
-		}
-	}
+	return p.answer(hctx, log, folder, t, name, req), nil
 }
 
 // answerSlow carries out one slow request on a side goroutine.
-func (h *Host) answerSlow(ctx context.Context, g *group, p pendingSlow) {
-	defer p.t.release()
+func (p *protocol) answerSlow(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) {
 	defer func() {
-		if h.handled != nil {
-			h.handled(g.folder, p.name)
+		if p.handled != nil {
+			p.handled(folder, name)
 		}
 	}()
 	defer func() {
 		if r := recover(); r != nil {
-			p.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
-			h.quarantine(p.log, p.t, p.name)
+			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
+			p.quarantine(log, t, name)
 		}
 	}()
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 	defer cancel()
-	h.answer(hctx, p.log, g, p.t, p.name, p.req)
+	p.answer(hctx, log, folder, t, name, req)
 }
 
 // answer carries out req, writes its response and removes its file. A
 // request that changes something is recorded as handled in the transaction
 // that makes its change (see record).
-func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *trees, name string, req ipc.Request) bool {
+func (p *protocol) answer(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) bool {
 	start := time.Now()
-	rec := &pendingRecord{folder: g.folder, req: req}
+	rec := &pendingRecord{folder: folder, req: req}
 	if changes(req.Type) {
 		ctx = context.WithValue(ctx, recordKey{}, rec)
 		if req.Type == ipc.TypeSendMessage {
 			// The router commits the message in its own transaction.
 			ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
-				return h.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat), File: rec.file})
+				return p.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat), File: rec.file})
 			})
 		}
 	}
-	resp := h.Handle(ctx, string(g.folder), req)
+	resp := p.carryOut(ctx, string(folder), req)
 	if resp.OK && changes(req.Type) && !rec.recorded.Load() {
 		// The change was committed without its record (a Messenger that
 		// does not enqueue through the store with the request's context):
 		// record it now, so at least a later replay is not carried out.
 		log.Warn().Msg("ipc request's change committed without its record; recording it now")
-		if err := h.db.Tx(ctx, func(tx *store.Tx) error { return h.record(ctx, tx, resp) }); err != nil {
+		if err := p.db.Tx(ctx, func(tx *store.Tx) error { return p.record(ctx, tx, resp) }); err != nil {
 			log.Error().Err(err).Msg("record handled ipc request")
 		}
 	}
@@ -884,8 +564,8 @@ func (h *Host) answer(ctx context.Context, log zerolog.Logger, g *group, t *tree
 		ev = log.Warn().Str("error", short(resp.Error, 300))
 	}
 	ev.Bool("ok", resp.OK).Dur("took", time.Since(start)).Msg("ipc request answered")
-	h.respond(log, t, resp)
-	return h.remove(log, t, name)
+	p.respond(log, t, resp)
+	return p.remove(log, t, name)
 }
 
 // changes reports whether a request of type typ changes something, and so
@@ -918,7 +598,7 @@ type pendingRecord struct {
 // inside tx: the transaction that makes the request's change, so the change
 // and its record commit together or not at all. Without a request in ctx
 // (Handle called directly) it does nothing.
-func (h *Host) record(ctx context.Context, tx *store.Tx, data any) error {
+func (p *protocol) record(ctx context.Context, tx *store.Tx, data any) error {
 	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
 	if rec == nil {
 		return nil
@@ -943,7 +623,7 @@ func (h *Host) record(ctx context.Context, tx *store.Tx, data any) error {
 
 // forget deletes the record of the request being carried out under ctx,
 // inside tx, the transaction that undoes its change.
-func (h *Host) forget(ctx context.Context, tx *store.Tx) error {
+func (p *protocol) forget(ctx context.Context, tx *store.Tx) error {
 	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
 	if rec == nil {
 		return nil
@@ -953,8 +633,8 @@ func (h *Host) forget(ctx context.Context, tx *store.Tx) error {
 
 // answerFromRecord answers req from the record of its earlier handling, if
 // there is one, and removes its file. ok reports whether there was a record.
-func (h *Host) answerFromRecord(ctx context.Context, log zerolog.Logger, g *group, t *trees, name string, req ipc.Request) (done, ok bool) {
-	rec, err := h.db.HandledRequest(ctx, g.folder, req.ID)
+func (p *protocol) answerFromRecord(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) (done, ok bool) {
+	rec, err := p.db.HandledRequest(ctx, folder, req.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, false
 	}
@@ -970,13 +650,13 @@ func (h *Host) answerFromRecord(ctx context.Context, log zerolog.Logger, g *grou
 	resp.ID = req.ID
 	log.Warn().Time("handled_at", rec.HandledAt).Bool("ok", resp.OK).
 		Msg("ipc request carried out before; answered from the record, not carried out again")
-	h.respond(log, t, resp)
-	return h.remove(log, t, name), true
+	p.respond(log, t, resp)
+	return p.remove(log, t, name), true
 }
 
 // respond writes resp atomically to the group's responses directory. A link
 // or anything else at its name is replaced, never written through.
-func (h *Host) respond(log zerolog.Logger, t *trees, resp ipc.Response) {
+func (p *protocol) respond(log zerolog.Logger, t *trees, resp ipc.Response) {
 	if err := resp.Validate(); err != nil {
 		log.Error().Err(err).Msg("invalid ipc response")
 		return
@@ -991,7 +671,7 @@ func (h *Host) respond(log zerolog.Logger, t *trees, resp ipc.Response) {
 }
 
 // remove removes a request file; it reports whether it is gone.
-func (h *Host) remove(log zerolog.Logger, t *trees, name string) bool {
+func (p *protocol) remove(log zerolog.Logger, t *trees, name string) bool {
 	if err := t.req.Remove(name); err != nil {
 		log.Error().Err(err).Msg("remove ipc request")
 		return false
@@ -1003,13 +683,13 @@ func (h *Host) remove(log zerolog.Logger, t *trees, name string) bool {
 // (inside its IPC namespace, so never across a file system), or deletes it
 // if even that fails, so it is never handled twice. It reports whether the
 // file left requests/.
-func (h *Host) quarantine(log zerolog.Logger, t *trees, name string) bool {
+func (p *protocol) quarantine(log zerolog.Logger, t *trees, name string) bool {
 	err := t.ipc.Rename(ipc.RequestsDir+"/"+name, ErrorsDir+"/"+name)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return true
 	}
 	log.Error().Err(err).Msg("move bad ipc file to errors; deleting it")
-	return h.remove(log, t, name)
+	return p.remove(log, t, name)
 }
 
 // short cuts s to at most n bytes for a log field.

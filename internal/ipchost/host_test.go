@@ -384,7 +384,7 @@ func TestGroupsAddedAndRemovedWhileRunning(t *testing.T) {
 	}
 	stale := ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"})
 	writeRequest(t, e.requestsDir("work"), stale)
-	e.h.sweep() // as if an event had arrived anyway
+	e.h.box.Sweep() // as if an event had arrived anyway
 	after := ipc.NewRequest(ipc.ListTasksArgs{})
 	writeRequest(t, e.requestsDir("family"), after)
 	waitHandled(t, ch, "family", after.FileName())
@@ -419,19 +419,7 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 // workersRunning counts the groups whose worker goroutine runs.
-func (e *env) workersRunning() int {
-	e.h.mu.Lock()
-	defer e.h.mu.Unlock()
-	n := 0
-	for _, g := range e.h.groups {
-		g.mu.Lock()
-		if g.running {
-			n++
-		}
-		g.mu.Unlock()
-	}
-	return n
-}
+func (e *env) workersRunning() int { return e.h.box.Workers() }
 
 // waitAllIdle waits until no group's worker runs, woken by each worker that
 // ends.
@@ -474,8 +462,8 @@ func TestIdleGroupsHoldNoWorker(t *testing.T) {
 		}
 	}
 	e.waitAllIdle(t, idle)
-	if n := e.h.watchedCount(); n != 33 {
-		t.Fatalf("%d groups watched; want 33", n)
+	if watched, _ := e.h.box.Keys(); len(watched) != 33 {
+		t.Fatalf("%d groups watched; want 33", len(watched))
 	}
 
 	req := ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"})

@@ -152,11 +152,11 @@ func TestChangeRolledBackWithItsRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer trees.release()
+			defer trees.Close()
 			writeRequest(t, e.requestsDir(tt.from), tt.req)
 			// Carried out directly, past the look-up that would answer it
 			// from the record.
-			e.h.answer(ctx, zerolog.Nop(), &group{folder: tt.from}, trees, tt.req.FileName(), tt.req)
+			e.h.answer(ctx, zerolog.Nop(), tt.from, trees, tt.req.FileName(), tt.req)
 			resp, ok := e.response(t, tt.from, tt.req.ID)
 			if !ok || resp.OK {
 				t.Errorf("response %+v (exists %v); want an error", resp, ok)
@@ -191,8 +191,8 @@ func TestRecoverQuarantinesLeftoverRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeRequest(t, e.requestsDir("work"), done)
-	e.h.answer(ctx, zerolog.Nop(), &group{folder: "work"}, trees, done.FileName(), done)
-	trees.release()
+	e.h.answer(ctx, zerolog.Nop(), "work", trees, done.FileName(), done)
+	trees.Close()
 	snap := e.snapshot(t)
 
 	n, err := e.h.Recover(ctx)

@@ -1,4 +1,4 @@
-package ipchost
+package dirwatch
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// watchMask is what a requests directory is watched for: a file appearing
+// watchMask is what a directory is watched for: a file appearing
 // there (created, renamed in, or finished writing), and the directory itself
 // going away (deleted or renamed by the agent). IN_DONT_FOLLOW and
 // IN_ONLYDIR make a symlink at the directory's place fail to be watched
@@ -18,42 +18,42 @@ import (
 const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW | unix.IN_ONLYDIR
 
-// dirWatcher is one inotify instance for the requests directories of every
-// group. It does no file handling: an event only wakes the group's worker,
-// which opens its tree through the home package and looks for itself. Watches
-// are keyed by their descriptor, never by path, so what one group's agent
-// does to its directory cannot touch another group's watch.
-type dirWatcher struct {
+// watcher is one inotify instance for every directory of an Engine. It does
+// no file handling: an event only wakes the directory's worker, which opens
+// the directory through Config.Open and looks for itself. Watches are keyed
+// by their descriptor, never by path, so what is done to one directory
+// cannot touch another directory's watch.
+type watcher[D Dir] struct {
 	f  *os.File // the inotify descriptor, read through the runtime poller
 	fd int
 
 	mu     sync.Mutex
 	closed bool
-	byWD   map[int32]*group
+	byWD   map[int32]*dir[D]
 
 	done chan struct{} // closed when run returns
 }
 
-func newDirWatcher() (*dirWatcher, error) {
+func newWatcher[D Dir]() (*watcher[D], error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("create inotify instance: %w", err)
 	}
-	return &dirWatcher{
+	return &watcher[D]{
 		f:    os.NewFile(uintptr(fd), "inotify"),
 		fd:   fd,
-		byWD: make(map[int32]*group),
+		byWD: make(map[int32]*dir[D]),
 		done: make(chan struct{}),
 	}, nil
 }
 
-// add watches the directory at path for g and returns the watch descriptor.
-// path must be the directory the worker just opened through the home package;
-// a symlink put there since is refused by the kernel (IN_DONT_FOLLOW,
-// IN_ONLYDIR), and another real directory could only be one inside the same
-// group's own tree (the agent cannot reach any other), so the worst an agent
-// can do by racing is make its own requests wait for the sweep.
-func (w *dirWatcher) add(path string, g *group) (int32, error) {
+// add watches the directory at path for d and returns the watch descriptor.
+// path must be the directory the worker just opened; a symlink put there
+// since is refused by the kernel (IN_DONT_FOLLOW, IN_ONLYDIR), so whoever
+// races the worker can at most have another real directory watched, which
+// delays d's files until the sweep; a directory watched for another key is
+// refused, so it can never take that key's watch.
+func (w *watcher[D]) add(path string, d *dir[D]) (int32, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -63,29 +63,29 @@ func (w *dirWatcher) add(path string, g *group) (int32, error) {
 	if err != nil {
 		return -1, fmt.Errorf("watch %s: %w", path, err)
 	}
-	if other := w.byWD[int32(wd)]; other != nil && other != g {
-		// The same directory as another group's: never theirs to lose.
-		return -1, fmt.Errorf("watch %s: the directory is group %s's", path, other.folder)
+	if other := w.byWD[int32(wd)]; other != nil && other != d {
+		// The same directory as another key's: never theirs to lose.
+		return -1, fmt.Errorf("watch %s: the directory is %s's", path, other.key)
 	}
-	w.byWD[int32(wd)] = g
+	w.byWD[int32(wd)] = d
 	return int32(wd), nil
 }
 
-// remove drops g's watch wd, if it is still g's.
-func (w *dirWatcher) remove(wd int32, g *group) {
+// remove drops d's watch wd, if it is still d's.
+func (w *watcher[D]) remove(wd int32, d *dir[D]) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.byWD[wd] != g {
+	if w.closed || w.byWD[wd] != d {
 		return
 	}
 	delete(w.byWD, wd)
 	_, _ = unix.InotifyRmWatch(w.fd, uint32(wd)) // gone already if the directory was
 }
 
-// run reads events until the watcher is closed, calling wake for the group
-// an event belongs to and all when the kernel's queue overflowed (events were
-// lost). Neither may block.
-func (w *dirWatcher) run(wake func(*group), all func()) error {
+// run reads events until the watcher is closed, calling wake for the
+// directory an event belongs to and all when the kernel's queue overflowed
+// (events were lost). Neither may block.
+func (w *watcher[D]) run(wake func(*dir[D]), all func()) error {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
 	for {
@@ -109,24 +109,24 @@ func (w *dirWatcher) run(wake func(*group), all func()) error {
 				continue
 			}
 			w.mu.Lock()
-			g := w.byWD[wd]
-			if g != nil && mask&unix.IN_IGNORED != 0 {
+			d := w.byWD[wd]
+			if d != nil && mask&unix.IN_IGNORED != 0 {
 				delete(w.byWD, wd) // the kernel dropped the watch
 			}
 			w.mu.Unlock()
-			if g == nil {
+			if d == nil {
 				continue
 			}
 			if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 {
-				g.watchLost.Store(true)
+				d.watchLost.Store(true)
 			}
-			wake(g)
+			wake(d)
 		}
 	}
 }
 
 // close stops run and drops every watch.
-func (w *dirWatcher) close() error {
+func (w *watcher[D]) close() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
