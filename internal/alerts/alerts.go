@@ -332,8 +332,8 @@ func (a *Alerts) Refusal(ctx context.Context, g store.Group) string {
 		return ""
 	}
 	a.Spent(ctx, g)
-	return fmt.Sprintf("bridged: this chat's daily budget is used up ($%.2f of $%.2f today); the agent pauses until midnight (%s) or until the owner raises the budget (`bridged groups set %s --budget-daily USD`)",
-		cost, budget, a.cfg.Timezone, g.Folder)
+	return fmt.Sprintf("bridged: this chat's daily budget is used up (%s of %s today); the agent pauses until midnight (%s) or until the owner raises the budget (`bridged groups set %s --budget-daily USD`)",
+		rules.FormatUSD(cost), rules.FormatUSD(budget), a.cfg.Timezone, g.Folder)
 }
 
 // Spent checks g's budget after a recorded cost: at 80 % it tells the main

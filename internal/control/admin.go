@@ -303,7 +303,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		CostToday:     rules.RoundUSD(cost),
 		Timezone:      a.loc().String(),
 	}
-	out.ReportedCostToday = reported
+	out.ReportedCostToday = rules.RoundUSD(reported)
 	groups, err := a.Groups(ctx)
 	if err != nil {
 		return Status{}, err
