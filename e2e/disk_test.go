@@ -169,6 +169,20 @@ func TestE2ELowDiskFloor(t *testing.T) {
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
 
+	// The alert is posted by the daemon's first disk check, at its start;
+	// waiting for it first keeps it from being read as the agent's answer
+	// below.
+	alerted, cursor := false, int64(0)
+	for deadline := time.Now().Add(60 * time.Second); !alerted && time.Now().Before(deadline); {
+		for _, m := range e.messages("local:main", cursor, 5*time.Second) {
+			cursor = max(cursor, m.ID)
+			alerted = alerted || m.Direction == "out" && strings.Contains(m.Text, "free on the disk")
+		}
+	}
+	if !alerted {
+		t.Fatal("the main chat has no low-disk alert; want the owner told")
+	}
+
 	made := e.bash("local:main", `printf 'notes' > /workspace/group/notes.txt && echo made`, turnWait)
 	if !strings.Contains(made, "made") {
 		t.Fatalf("the agent could not make its file: %q", made)
@@ -199,16 +213,5 @@ func TestE2ELowDiskFloor(t *testing.T) {
 		t.Errorf("inbox/ holds %d files below the floor; want none", files)
 	}
 
-	// The alert is posted by the daemon's first disk check, at its start.
-	alerted, cursor := false, int64(0)
-	for deadline := time.Now().Add(30 * time.Second); !alerted && time.Now().Before(deadline); {
-		for _, m := range e.messages("local:main", cursor, 5*time.Second) {
-			cursor = max(cursor, m.ID)
-			alerted = alerted || m.Direction == "out" && strings.Contains(m.Text, "free on the disk")
-		}
-	}
-	if !alerted {
-		t.Error("the main chat has no low-disk alert; want the owner told")
-	}
 	d.stop(t)
 }
