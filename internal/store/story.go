@@ -68,9 +68,12 @@ func (db *DB) GetStoredMessage(ctx context.Context, id MessageID) (StoredMessage
 	return db.storedMessage(ctx, `m.id = ?`, id)
 }
 
-// LastMessageFrom returns the newest message of chat not sent by bridged,
-// or ErrNotFound.
+// LastMessageFrom returns the newest message of chat (empty: of any chat)
+// not sent by bridged, or ErrNotFound.
 func (db *DB) LastMessageFrom(ctx context.Context, chat ChatID) (StoredMessage, error) {
+	if chat == "" {
+		return db.storedMessage(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE is_bot = 0 AND ? = '')`, chat)
+	}
 	return db.storedMessage(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE chat = ? AND is_bot = 0)`, chat)
 }
 
@@ -114,15 +117,16 @@ func (db *DB) NextMessageAfter(ctx context.Context, chat ChatID, id MessageID) (
 	return MessageID(next), fromMS(stored), nil
 }
 
-// OutboxBetween returns chat's outbox rows created in [from, to) (to zero:
-// no end), oldest first, at most limit.
-func (db *DB) OutboxBetween(ctx context.Context, chat ChatID, from, to time.Time, limit int) ([]OutboxItem, error) {
+// OutboxBetween returns the outbox rows to chat, or from folder's agent to
+// any chat, created in [from, to) (to zero: no end), oldest first, at most
+// limit.
+func (db *DB) OutboxBetween(ctx context.Context, chat ChatID, folder Folder, from, to time.Time, limit int) ([]OutboxItem, error) {
 	end := int64(1<<63 - 1)
 	if !to.IsZero() {
 		end = toMS(to)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE chat = ? AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?`,
-		chat, toMS(from), end, limit)
+	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE (chat = ? OR (folder = ? AND folder != '')) AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?`,
+		chat, folder, toMS(from), end, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox of %s: %w", chat, err)
 	}
