@@ -170,9 +170,9 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 		}
 		budget := g.ContainerConfig.BudgetDailyUSD
 		if rules.OverBudget(budget, cost) {
-			add("budget", arrived, "paused", fmt.Sprintf("group paused by its daily budget: $%.4f of $%.2f spent that day when it arrived; messages wait until midnight or a raised budget", cost, budget))
+			add("budget", arrived, "paused", fmt.Sprintf("group paused by its daily budget: $%.4f of $%s spent that day when it arrived; messages wait until midnight or a raised budget", cost, usd(budget)))
 		} else {
-			add("budget", arrived, "", fmt.Sprintf("within the daily budget: $%.4f of $%.2f spent that day", cost, budget))
+			add("budget", arrived, "", fmt.Sprintf("within the daily budget: $%.4f of $%s spent that day when it arrived", cost, usd(budget)))
 		}
 	}
 
@@ -245,7 +245,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 		if it.Origin == store.OriginNotice {
 			step = "notice"
 		}
-		text := prompt.Clip(prompt.OneLine(it.Text), 80)
+		text := prompt.Clip(prompt.OneLine(it.Text), 200)
 		if it.Chat != m.Chat {
 			text = "to " + string(it.Chat) + ": " + text
 		}
@@ -255,13 +255,17 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 			if it.SentAt != nil {
 				at = *it.SentAt
 			}
-			add(step, at, "sent", fmt.Sprintf("outbox %d (%s) sent after %d attempt(s), queued %s before: %s", it.ID, it.Origin, it.Attempts, round(at.Sub(it.CreatedAt)), text))
+			d := fmt.Sprintf("outbox %d (%s) sent %s after it was queued", it.ID, it.Origin, round(at.Sub(it.CreatedAt)))
+			if it.Attempts > 0 {
+				d += fmt.Sprintf(", after %d failed attempt(s) (last error: %s)", it.Attempts, orNone(it.LastError))
+			}
+			add(step, at, "sent", d+": "+text)
 		case store.OutboxFailed:
 			at := it.CreatedAt
 			if it.FailedAt != nil {
 				at = *it.FailedAt
 			}
-			add(step, at, "failed", fmt.Sprintf("outbox %d (%s) failed to send after %d attempt(s): %s; text: %s", it.ID, it.Origin, it.Attempts, orNone(it.LastError), text))
+			add(step, at, "failed", fmt.Sprintf("outbox %d (%s) not sent, for good, after %d attempt(s): %s; text: %s", it.ID, it.Origin, it.Attempts, orNone(it.LastError), text))
 		default:
 			d := fmt.Sprintf("outbox %d (%s) waiting to be sent", it.ID, it.Origin)
 			if it.Attempts > 0 {
@@ -308,6 +312,9 @@ func orNone(s string) string {
 	}
 	return prompt.Clip(prompt.OneLine(s), 300)
 }
+
+// usd writes a budget as the owner set it.
+func usd(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // round shortens d for a person.
 func round(d time.Duration) string {
