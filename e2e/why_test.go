@@ -94,6 +94,11 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 	if got := e.waitOut("local:fam", answered, 1, 90*time.Second)[0].Text; got != "hello there" {
 		t.Fatalf("fam got %q; want the reply", got)
 	}
+	// Another, taken by the same container.
+	again := e.post("local:fam", "@Andy fake:reply again")
+	if got := e.waitOut("local:fam", again, 1, 90*time.Second)[0].Text; got != "again" {
+		t.Fatalf("fam got %q; want the second reply", got)
+	}
 	// Without the trigger: it waits as context.
 	plain := e.post("local:fam", "just chatting, no trigger")
 
@@ -125,6 +130,13 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 		hasStep(t, how+": answered", s, "turn", "done", "answered")
 		hasStep(t, how+": answered", s, "reply", "sent", "hello there")
 
+		if how == "running" {
+			hasStep(t, how+": answered", s, "container", "started")
+			hasStep(t, how+": again", e.why(t, fmt.Sprint(again)), "container", "reused")
+		} else {
+			hasStep(t, how+": answered", s, "container", "not recorded")
+		}
+
 		s = e.why(t, "last", "--chat", "fam")
 		if s.Message.ID != plain || s.Woke {
 			t.Errorf("%s: last of fam is #%d woke %v; want #%d, not woken\n%s", how, s.Message.ID, s.Woke, plain, s)
@@ -144,11 +156,13 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 		hasStep(t, how+": crashed", s, "turn", "failed", "attempt 5 of 6 failed, retried")
 		hasStep(t, how+": crashed", s, "turn", "gave_up", "after 6 attempts")
 		hasStep(t, how+": crashed", s, "notice", "sent", "failed 6 times")
+		hasStep(t, how+": crashed", s, "handed", ": handed to the agent, but no turn committed")
 
 		s = e.why(t, fmt.Sprint(sendFail))
 		hasStep(t, how+": send failed", s, "reply", "failed", "to 120363000000000001@g.us")
 		hasStep(t, how+": send failed", s, "reply", "sent", "done")
 
+		t.Logf("bridged why %d (%s):\n%s", crashed, how, e.mustCLI("why", fmt.Sprint(crashed)))
 		human := e.mustCLI("why", fmt.Sprint(plain))
 		if !strings.Contains(human, "did not wake the agent: no trigger word") || !strings.Contains(human, "not recorded") {
 			t.Errorf("%s: bridged why %d:\n%s\nwant the verdict and the steps not recorded said", how, plain, human)

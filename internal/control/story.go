@@ -60,10 +60,11 @@ type StoryStep struct {
 // storyRows caps the turn ends and outbox rows one story reads.
 const storyRows = 50
 
-// Story tells message ref's life: ref is a message id, or "last" (or empty)
-// for the newest message not sent by bridged, of chat when chat is set (a
-// chat id or a group's folder), else of any chat.
-func (a *Admin) Story(ctx context.Context, ref, chat string) (Story, error) {
+// storyLive tells message ref's life: ref is a message id, or "last" (or
+// empty) for the newest message not sent by bridged, of chat when chat is
+// set (a chat id or a group's folder), else of any chat. live is the
+// daemon's live state (nil: stopped).
+func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (Story, error) {
 	var chatID store.ChatID
 	if chat != "" {
 		if g, err := a.DB.GetGroupByFolder(ctx, store.Folder(chat)); err == nil {
@@ -101,10 +102,17 @@ func (a *Admin) Story(ctx context.Context, ref, chat string) (Story, error) {
 	if err != nil {
 		return Story{}, err
 	}
-	return a.story(ctx, m)
+	return a.story(ctx, m, live)
 }
 
-func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error) {
+// Story tells message ref's life (see storyLive) from the store alone.
+func (a *Admin) Story(ctx context.Context, ref, chat string) (Story, error) {
+	return a.storyLive(ctx, ref, chat, nil)
+}
+
+// story tells m's life; live, when the daemon runs, is what it runs now:
+// the container of m's group, if up, tells when it started.
+func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (Story, error) {
 	st := Story{Message: StoryMessage{ID: int64(m.ID), Chat: string(m.Chat), Channel: m.Channel, ExternalID: m.ExternalID,
 		Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt, Late: m.Late, Mentioned: m.Mentioned}}
 	arrived := m.SentAt
@@ -180,15 +188,18 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 	if err != nil {
 		return Story{}, err
 	}
-	if cursor >= m.ID {
-		add("handed", time.Time{}, "", "handed to the agent (the group's cursor is at message "+strconv.FormatInt(int64(cursor), 10)+"); queue and container: not recorded")
-	} else {
-		add("handed", time.Time{}, "waiting", "not handed to the agent yet: it waits in the chat for the next message that wakes the agent")
-	}
-
 	ends, err := a.DB.TurnEndsFrom(ctx, m.Chat, m.ID, storyRows)
 	if err != nil {
 		return Story{}, err
+	}
+	handed := cursor >= m.ID || len(ends) > 0
+	switch {
+	case cursor >= m.ID:
+		add("handed", time.Time{}, "", "handed to the agent (the group's cursor is at message "+strconv.FormatInt(int64(cursor), 10)+"); when, and the queue's wait: not recorded")
+	case handed:
+		add("handed", time.Time{}, "", "handed to the agent, but no turn committed an answer to it: it stays pending and goes again with the next message that wakes the agent")
+	default:
+		add("handed", time.Time{}, "waiting", "not handed to the agent yet: it waits in the chat for the next message that wakes the agent")
 	}
 	var final time.Time
 	failed := 0
@@ -213,6 +224,8 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 	if len(ends) == 0 {
 		add("turn", time.Time{}, "", "no turn's end is recorded for it")
 	}
+
+	a.containerStep(add, string(g.Folder), handed, arrived, final, live)
 
 	if st.Woke || !final.IsZero() {
 		requests, cost, first, _, err := a.DB.APIUsageBetween(ctx, g.Folder, arrived, final)
@@ -280,6 +293,39 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage) (Story, error)
 	return st, nil
 }
 
+// containerStep adds the container step: which container took the
+// message, known only while it runs (bridged keeps no record of
+// containers). A message run container of the group that started before
+// the message arrived was reused; one that started after it, and before
+// its turn ended, was started for it.
+func (a *Admin) containerStep(add func(step string, at time.Time, state, detail string), folder string, handed bool, arrived, final time.Time, live *Live) {
+	const unknown = "reused or started, and when: not recorded (known only while its container runs)"
+	if !handed {
+		add("container", time.Time{}, "", "none: the message was not handed to an agent")
+		return
+	}
+	if live == nil {
+		add("container", time.Time{}, "", unknown)
+		return
+	}
+	for _, c := range live.Containers {
+		if c.Group != folder || c.Kind != "messages" || c.Since.IsZero() {
+			continue
+		}
+		switch {
+		case !final.IsZero() && c.Since.After(final):
+			// Started after its turn ended: a later message's.
+		case c.Since.Before(arrived):
+			add("container", c.Since, "reused", "the group's container, running since this time, took it")
+			return
+		default:
+			add("container", c.Since, "started", "a container was started for it at this time")
+			return
+		}
+	}
+	add("container", time.Time{}, "", unknown)
+}
+
 // wakes says whether m woke g's agent and why (not), by the group's rules
 // as they are set now (the router's own test: internal/router late.go).
 // bridged has no sender allowlist: every member of a registered chat may
@@ -332,7 +378,12 @@ func round(d time.Duration) string {
 // getStory answers GET /v1/messages/{id}/story[?chat=CHAT]: id is a message
 // id or "last".
 func (s *Server) getStory(w http.ResponseWriter, r *http.Request) {
-	st, err := s.opts.Admin.Story(r.Context(), r.PathValue("id"), r.URL.Query().Get("chat"))
+	var live *Live
+	if s.opts.Status != nil {
+		l := s.opts.Status.Live()
+		live = &l
+	}
+	st, err := s.opts.Admin.storyLive(r.Context(), r.PathValue("id"), r.URL.Query().Get("chat"), live)
 	if err != nil {
 		s.fail(w, r, err)
 		return
