@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,25 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 		}
 		if err := e.api("GET", "/v1/messages/nope/story", nil, &s); err == nil || !strings.Contains(err.Error(), "want a message id") {
 			t.Errorf("GET /v1/messages/nope/story: %v; want a clear refusal", err)
+		}
+
+		// The metrics carry each group's figures of today and the
+		// runtime's own.
+		resp, err := e.http.Get("http://bridged/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`bridged_group_budget_paused{group="paid"} 1`, `bridged_group_messages_today{group="fam",direction="in"} 3`,
+			`bridged_group_messages_today{group="fam",direction="out"} 2`, `bridged_group_budget_usd_daily{group="paid"} 0.0001`,
+			"\ngo_goroutines ", "\nprocess_open_fds ", "\ngo_gc_cycles_total "} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %q:\n%s", want, body)
+			}
+		}
+		if !strings.Contains(string(body), `bridged_group_cost_usd_today{group="paid"} 0.`) {
+			t.Errorf("/metrics lacks paid's cost today:\n%s", body)
 		}
 	})
 	d.stop(t)
