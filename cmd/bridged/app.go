@@ -57,6 +57,7 @@ func commands() []command {
 		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
 		{"tasks", "list, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
 		{"status", "connection, containers, queue, recent failures, cost today", (*app).cmdStatus},
+		{"why", "one message's life: trigger, turn, attempts, cost, replies (why it got no answer)", (*app).cmdWhy},
 		{"doctor", "check Docker, the image, credentials, pairing, allowlist, permissions, clock", (*app).cmdDoctor},
 		{"config", "print the effective configuration (secrets masked)", (*app).cmdConfig},
 		{"install-service", "write the systemd unit, the env file and the home (--user for a user unit)", (*app).cmdInstallService},

@@ -364,6 +364,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 
 	turnEnds := turns.New(time.Now)
+	turnLog := startTurnRecorder(db, log)
+	defer turnLog.stop()
+	turnEnds.OnEnd(turnLog.add)
 	// Owner alerts and budgets: built before the router, which consults
 	// them; they post through the router once it exists.
 	al, err := alerts.New(alerts.Config{

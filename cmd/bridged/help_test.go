@@ -28,6 +28,7 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 		{[]string{"tasks", "pause"}, nil},
 		{[]string{"tasks", "runs"}, []string{"--limit", "--json"}},
 		{[]string{"status"}, []string{"--json"}},
+		{[]string{"why"}, []string{"--chat", "--json"}},
 		{[]string{"doctor"}, []string{"--json"}},
 		{[]string{"config"}, []string{"--json"}},
 		{[]string{"install-service"}, []string{"--user", "--dry-run", "--force"}},

@@ -2,10 +2,14 @@ package control
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
 // StateMetricer is a channel that reports its own state gauge (the WhatsApp
@@ -81,6 +85,49 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.single("bridged_cost_usd_today", "gauge", "Cost of agent turns since midnight in the configured timezone, in USD.", st.CostToday)
+	if err := s.groupMetrics(ctx, &m); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeRuntime(&m)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(m.b.Bytes())
+}
+
+// groupMetrics writes each registered group's figures of today (the
+// configured timezone's day), labelled with its folder.
+func (s *Server) groupMetrics(ctx context.Context, m *metricWriter) error {
+	a := s.opts.Admin
+	groups, err := a.Groups(ctx)
+	if err != nil {
+		return err
+	}
+	start, _ := rules.BudgetDay(a.now(), a.loc())
+	type counts struct{ in, out int64 }
+	msgs := make([]counts, len(groups))
+	for i, g := range groups {
+		if msgs[i].in, msgs[i].out, err = a.DB.MessagesSince(ctx, store.ChatID(g.Chat), start); err != nil {
+			return err
+		}
+	}
+	m.head("bridged_group_cost_usd_today", "gauge", "Cost of each group's agent today (the usage ledger: the proxy's meter), in USD.")
+	for _, g := range groups {
+		m.value("bridged_group_cost_usd_today", label("group", g.Folder), g.CostTodayUSD)
+	}
+	m.head("bridged_group_budget_usd_daily", "gauge", "Each group's daily budget in USD; groups without a budget are left out.")
+	for _, g := range groups {
+		if g.BudgetDailyUSD > 0 {
+			m.value("bridged_group_budget_usd_daily", label("group", g.Folder), g.BudgetDailyUSD)
+		}
+	}
+	m.head("bridged_group_budget_paused", "gauge", "Whether each group's agent is paused because its daily budget is used up.")
+	for _, g := range groups {
+		m.value("bridged_group_budget_paused", label("group", g.Folder), b2f(g.BudgetPaused))
+	}
+	m.head("bridged_group_messages_today", "gauge", "Messages of each group's chat sent today: in from people, out from bridged.")
+	for i, g := range groups {
+		m.value("bridged_group_messages_today", label("group", g.Folder)+","+label("direction", "in"), float64(msgs[i].in))
+		m.value("bridged_group_messages_today", label("group", g.Folder)+","+label("direction", "out"), float64(msgs[i].out))
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chats/{chat}/messages", s.postMessage)
 	mux.HandleFunc("GET /v1/chats/{chat}/messages", s.getMessages)
 	mux.HandleFunc("GET /v1/chats/{chat}/turn", s.getTurn)
+	mux.HandleFunc("GET /v1/messages/{id}/story", s.getStory)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

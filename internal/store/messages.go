@@ -162,9 +162,9 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 		}
 		m.IsBot = own
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late))
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, stored_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late), toMS(tx.now()))
 	if err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}

@@ -67,6 +67,10 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 			return fmt.Errorf("prune task runs: %w", err)
 		}
 		p.TaskRuns = affected(res)
+		if _, err = q.ExecContext(ctx, `DELETE FROM turn_ends WHERE id IN (
+			SELECT id FROM turn_ends WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
+			return fmt.Errorf("prune turn ends: %w", err)
+		}
 
 		// Fold the batch of usage rows into their days, then remove them.
 		if _, err := q.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_usage (id INTEGER PRIMARY KEY)`); err != nil {

@@ -57,7 +57,13 @@ type Hub struct {
 	ends    map[string][]End
 	changed chan struct{}
 	now     func() time.Time
+	onEnd   func(End)
 }
+
+// OnEnd has fn called with every end Ended records (with its Seq and At),
+// outside the Hub's lock; fn must not block. Call it before the Hub is
+// used.
+func (h *Hub) OnEnd(fn func(End)) { h.onEnd = fn }
 
 // New returns an empty Hub. now is nil for time.Now.
 func New(now func() time.Time) *Hub {
@@ -73,6 +79,9 @@ func New(now func() time.Time) *Hub {
 func (h *Hub) Ended(e End) {
 	if h == nil || e.Chat == "" {
 		return
+	}
+	if h.onEnd != nil {
+		defer func() { h.onEnd(e) }() // after the lock is released
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,0 +1,406 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Story is one message's life, as `bridged why` tells it: told from what is
+// stored, so it reads the same from a running daemon and from the files.
+type Story struct {
+	Message StoryMessage `json:"message"`
+	Group   string       `json:"group,omitempty"` // its folder; empty: no group now
+	// Woke says whether the message woke the agent; Why says why (not).
+	Woke bool   `json:"woke"`
+	Why  string `json:"why"`
+	// Steps in order; a step whose time is not recorded has no At.
+	Steps []StoryStep `json:"steps"`
+}
+
+// StoryMessage is the message a Story tells.
+type StoryMessage struct {
+	ID         int64      `json:"id"`
+	Chat       string     `json:"chat"`
+	Channel    string     `json:"channel,omitempty"`
+	ExternalID string     `json:"external_id"`
+	Sender     string     `json:"sender"`
+	SenderName string     `json:"sender_name,omitempty"`
+	Text       string     `json:"text"`
+	SentAt     time.Time  `json:"sent_at"`
+	StoredAt   *time.Time `json:"stored_at,omitempty"` // nil: not recorded
+	Late       bool       `json:"late,omitempty"`
+	Mentioned  bool       `json:"mentioned,omitempty"`
+}
+
+// StoryStep is one step of a message's life.
+type StoryStep struct {
+	// Step: received, stored, trigger, budget, handed, turn, cost, reply,
+	// notice.
+	Step string     `json:"step"`
+	At   *time.Time `json:"at,omitempty"` // nil: not recorded
+	// SinceMS is the time from the message's arrival (stored, else sent) to
+	// At, in milliseconds.
+	SinceMS int64  `json:"since_ms,omitempty"`
+	Detail  string `json:"detail"`
+	// State is the outcome where a step has one: matched, not_matched,
+	// paused, waiting, done, failed, gave_up, sent, pending.
+	State string `json:"state,omitempty"`
+}
+
+// storyRows caps the turn ends and outbox rows one story reads.
+const storyRows = 50
+
+// storyLive tells message ref's life: ref is a message id, or "last" (or
+// empty) for the newest message not sent by bridged, of chat when chat is
+// set (a chat id or a group's folder), else of any chat. live is the
+// daemon's live state (nil: stopped).
+func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (Story, error) {
+	var chatID store.ChatID
+	if chat != "" {
+		if g, err := a.DB.GetGroupByFolder(ctx, store.Folder(chat)); err == nil {
+			chatID = g.Chat
+		} else if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrInvalidFolder) {
+			return Story{}, err
+		} else {
+			chatID = store.ChatID(chat)
+		}
+	}
+	var m store.StoredMessage
+	var err error
+	switch ref = strings.TrimSpace(ref); ref {
+	case "", "last":
+		m, err = a.DB.LastMessageFrom(ctx, chatID)
+		if errors.Is(err, store.ErrNotFound) {
+			if chat != "" {
+				return Story{}, fmt.Errorf("no message from anyone is stored for chat %s: %w", chat, store.ErrNotFound)
+			}
+			return Story{}, fmt.Errorf("no message from anyone is stored: %w", store.ErrNotFound)
+		}
+	default:
+		id, perr := strconv.ParseInt(ref, 10, 64)
+		if perr != nil || id <= 0 {
+			return Story{}, invalid("message %q: want a message id (a whole number) or last", ref)
+		}
+		m, err = a.DB.GetStoredMessage(ctx, store.MessageID(id))
+		if errors.Is(err, store.ErrNotFound) {
+			return Story{}, fmt.Errorf("message %d is not stored (never, or pruned by the retention): %w", id, store.ErrNotFound)
+		}
+		if err == nil && chatID != "" && m.Chat != chatID {
+			return Story{}, invalid("message %d is of chat %s, not %s", id, m.Chat, chat)
+		}
+	}
+	if err != nil {
+		return Story{}, err
+	}
+	return a.story(ctx, m, live)
+}
+
+// Story tells message ref's life (see storyLive) from the store alone.
+func (a *Admin) Story(ctx context.Context, ref, chat string) (Story, error) {
+	return a.storyLive(ctx, ref, chat, nil)
+}
+
+// story tells m's life; live, when the daemon runs, is what it runs now:
+// the container of m's group, if up, tells when it started.
+func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (Story, error) {
+	st := Story{Message: StoryMessage{ID: int64(m.ID), Chat: string(m.Chat), Channel: m.Channel, ExternalID: m.ExternalID,
+		Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt, Late: m.Late, Mentioned: m.Mentioned}}
+	arrived := m.SentAt
+	if !m.StoredAt.IsZero() {
+		t := m.StoredAt
+		st.Message.StoredAt = &t
+		arrived = t
+	}
+	add := func(step string, at time.Time, state, detail string) {
+		s := StoryStep{Step: step, State: state, Detail: detail}
+		if !at.IsZero() {
+			t := at
+			s.At = &t
+			s.SinceMS = at.Sub(arrived).Milliseconds()
+		}
+		st.Steps = append(st.Steps, s)
+	}
+
+	from := m.Sender
+	if m.SenderName != "" && m.SenderName != m.Sender {
+		from = fmt.Sprintf("%s (%s)", m.SenderName, m.Sender)
+	}
+	switch {
+	case m.IsBot:
+		from = "bridged itself"
+	case m.FromMe:
+		from += ", the account bridged is logged in as"
+	}
+	channel := m.Channel
+	if channel == "" {
+		channel = "a channel not recorded"
+	}
+	add("received", m.SentAt, "", fmt.Sprintf("on %s from %s (the channel's time)", channel, from))
+	if m.StoredAt.IsZero() {
+		add("stored", time.Time{}, "", fmt.Sprintf("as message %d; when: not recorded (stored before bridged kept it)", m.ID))
+	} else {
+		d := fmt.Sprintf("as message %d, %s after it was sent", m.ID, round(m.StoredAt.Sub(m.SentAt)))
+		add("stored", m.StoredAt, "", d)
+	}
+
+	g, err := a.DB.GetGroupByChat(ctx, m.Chat)
+	if errors.Is(err, store.ErrNotFound) {
+		st.Why = "the chat is no longer a registered group"
+		add("trigger", time.Time{}, "not_matched", st.Why+": nothing more is known")
+		return st, nil
+	}
+	if err != nil {
+		return Story{}, err
+	}
+	st.Group = string(g.Folder)
+	st.Woke, st.Why = a.wakes(g, m.Message)
+	state := "not_matched"
+	if st.Woke {
+		state = "matched"
+	}
+	add("trigger", arrived, state, st.Why)
+
+	if st.Woke && g.ContainerConfig.BudgetDailyUSD > 0 {
+		start, _ := rules.BudgetDay(arrived, a.loc())
+		_, cost, _, _, err := a.DB.APIUsageBetween(ctx, g.Folder, start, arrived)
+		if err != nil {
+			return Story{}, err
+		}
+		budget := g.ContainerConfig.BudgetDailyUSD
+		if rules.OverBudget(budget, cost) {
+			add("budget", arrived, "paused", fmt.Sprintf("group paused by its daily budget: $%.4f of $%s spent that day when it arrived; messages wait until midnight or a raised budget", cost, usd(budget)))
+		} else {
+			add("budget", arrived, "", fmt.Sprintf("within the daily budget: $%.4f of $%s spent that day when it arrived", cost, usd(budget)))
+		}
+	}
+
+	cursor, err := a.DB.GetCursor(ctx, g.Folder)
+	if err != nil {
+		return Story{}, err
+	}
+	ends, err := a.DB.TurnEndsFrom(ctx, m.Chat, m.ID, storyRows)
+	if err != nil {
+		return Story{}, err
+	}
+	handed := cursor >= m.ID || len(ends) > 0
+	switch {
+	case cursor >= m.ID:
+		add("handed", time.Time{}, "", "handed to the agent (the group's cursor is at message "+strconv.FormatInt(int64(cursor), 10)+"); when, and the queue's wait: not recorded")
+	case handed:
+		add("handed", time.Time{}, "", "handed to the agent, but no turn committed an answer to it: it stays pending and goes again with the next message that wakes the agent")
+	default:
+		add("handed", time.Time{}, "waiting", "not handed to the agent yet: it waits in the chat for the next message that wakes the agent")
+	}
+	var final time.Time
+	failed := 0
+	for _, e := range ends {
+		switch e.Result {
+		case "failed":
+			failed++
+			add("turn", e.At, "failed", fmt.Sprintf("attempt %d of %d failed, retried: %s", e.Attempt, e.Attempts, orNone(e.Reason)))
+			continue
+		case "gave_up":
+			add("turn", e.At, "gave_up", fmt.Sprintf("failed for good after %d attempts: %s", e.Attempt, orNone(e.Reason)))
+		default:
+			d := "ended: answered"
+			if failed > 0 {
+				d += fmt.Sprintf(" (after %d failed attempts)", failed)
+			}
+			add("turn", e.At, "done", d)
+		}
+		final = e.At
+		break
+	}
+	if len(ends) == 0 {
+		add("turn", time.Time{}, "", "no turn's end is recorded for it")
+	}
+
+	a.containerStep(add, string(g.Folder), handed, arrived, final, live)
+
+	if st.Woke || !final.IsZero() {
+		requests, cost, first, _, err := a.DB.APIUsageBetween(ctx, g.Folder, arrived, final)
+		if err != nil {
+			return Story{}, err
+		}
+		if requests == 0 {
+			add("cost", time.Time{}, "", "no Claude API request metered by the proxy")
+		} else {
+			add("cost", first, "", fmt.Sprintf("$%.4f over %d Claude API requests (the proxy's meter; the first at this time)", cost, requests))
+		}
+	}
+
+	// Replies: what bridged sent to the chat from the message's arrival to
+	// the next message that could wake the agent (or the end of its turn,
+	// if later).
+	_, next, err := a.DB.NextMessageAfter(ctx, m.Chat, m.ID)
+	if err != nil {
+		return Story{}, err
+	}
+	if !next.IsZero() && !final.IsZero() && final.After(next) {
+		next = final.Add(time.Second)
+	}
+	out, err := a.DB.OutboxBetween(ctx, m.Chat, g.Folder, arrived, next, storyRows)
+	if err != nil {
+		return Story{}, err
+	}
+	for _, it := range out {
+		step := "reply"
+		if it.Origin == store.OriginNotice {
+			step = "notice"
+		}
+		text := prompt.Clip(prompt.OneLine(it.Text), 200)
+		if it.Chat != m.Chat {
+			text = "to " + string(it.Chat) + ": " + text
+		}
+		switch it.State {
+		case store.OutboxSent:
+			at := it.CreatedAt
+			if it.SentAt != nil {
+				at = *it.SentAt
+			}
+			d := fmt.Sprintf("outbox %d (%s) sent %s after it was queued", it.ID, it.Origin, round(at.Sub(it.CreatedAt)))
+			if it.Attempts > 0 {
+				d += fmt.Sprintf(", after %d failed attempt(s) (last error: %s)", it.Attempts, orNone(it.LastError))
+			}
+			add(step, at, "sent", d+": "+text)
+		case store.OutboxFailed:
+			at := it.CreatedAt
+			if it.FailedAt != nil {
+				at = *it.FailedAt
+			}
+			add(step, at, "failed", fmt.Sprintf("outbox %d (%s) not sent, for good, after %d attempt(s): %s; text: %s", it.ID, it.Origin, it.Attempts, orNone(it.LastError), text))
+		default:
+			d := fmt.Sprintf("outbox %d (%s) waiting to be sent", it.ID, it.Origin)
+			if it.Attempts > 0 {
+				d += fmt.Sprintf(" (%d attempt(s), last error: %s)", it.Attempts, orNone(it.LastError))
+			}
+			add(step, it.CreatedAt, "pending", d+": "+text)
+		}
+	}
+	if len(out) == 0 {
+		add("reply", time.Time{}, "", "nothing was sent to the chat after it")
+	}
+	return st, nil
+}
+
+// containerStep adds the container step: which container took the
+// message, known only while it runs (bridged keeps no record of
+// containers). A message run container of the group that started before
+// the message arrived was reused; one that started after it, and before
+// its turn ended, was started for it.
+func (a *Admin) containerStep(add func(step string, at time.Time, state, detail string), folder string, handed bool, arrived, final time.Time, live *Live) {
+	const unknown = "reused or started, and when: not recorded (known only while its container runs)"
+	if !handed {
+		add("container", time.Time{}, "", "none: the message was not handed to an agent")
+		return
+	}
+	if live == nil {
+		add("container", time.Time{}, "", unknown)
+		return
+	}
+	for _, c := range live.Containers {
+		if c.Group != folder || c.Kind != "messages" || c.Since.IsZero() {
+			continue
+		}
+		switch {
+		case !final.IsZero() && c.Since.After(final):
+			// Started after its turn ended: a later message's.
+		case c.Since.Before(arrived):
+			add("container", c.Since, "reused", "the group's container, running since this time, took it")
+			return
+		default:
+			add("container", c.Since, "started", "a container was started for it at this time")
+			return
+		}
+	}
+	add("container", time.Time{}, "", unknown)
+}
+
+// wakes says whether m woke g's agent and why (not), by the group's rules
+// as they are set now (the router's own test: internal/router late.go).
+// bridged has no sender allowlist: every member of a registered chat may
+// wake its agent.
+func (a *Admin) wakes(g store.Group, m store.Message) (bool, string) {
+	trig := g.Trigger
+	if strings.TrimSpace(trig) == "" {
+		trig = "@" + a.AssistantName
+	}
+	switch {
+	case m.IsBot:
+		return false, "sent by bridged: its own messages never wake the agent"
+	case m.Late:
+		return false, "late backlog: it reached bridged long after it was sent, so it is kept as context and wakes no agent"
+	case g.IsMain:
+		return true, "the main group needs no trigger"
+	case !g.RequiresTrigger:
+		return true, "the group needs no trigger"
+	case m.Mentioned:
+		return true, "it mentions the assistant"
+	case prompt.MatchTrigger(trig, m.Text):
+		return true, fmt.Sprintf("it starts with the trigger %s", trig)
+	}
+	return false, fmt.Sprintf("no trigger word: it neither starts with %s nor mentions the assistant, so it waits as context for the next message that does", trig)
+}
+
+func orNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "no error text"
+	}
+	return prompt.Clip(prompt.OneLine(s), 300)
+}
+
+// usd writes a budget as the owner set it.
+func usd(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// round shortens d for a person.
+func round(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// getStory answers GET /v1/messages/{id}/story[?chat=CHAT]: id is a message
+// id or "last".
+func (s *Server) getStory(w http.ResponseWriter, r *http.Request) {
+	var live *Live
+	if s.opts.Status != nil {
+		l := s.opts.Status.Live()
+		live = &l
+	}
+	st, err := s.opts.Admin.storyLive(r.Context(), r.PathValue("id"), r.URL.Query().Get("chat"), live)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// Story asks the daemon for message ref's story (see Admin.Story).
+func (c *Client) Story(ctx context.Context, ref, chat string) (Story, error) {
+	if ref == "" {
+		ref = "last"
+	}
+	path := "/v1/messages/" + url.PathEscape(ref) + "/story"
+	if chat != "" {
+		path += "?" + url.Values{"chat": {chat}}.Encode()
+	}
+	var st Story
+	err := c.do(ctx, http.MethodGet, path, nil, &st)
+	return st, err
+}
