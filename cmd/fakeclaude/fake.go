@@ -728,7 +728,7 @@ func (f *fake) apiErrorStatus(text string, status int, start time.Time, calls in
 	f.out.emit(map[string]any{
 		"type": "assistant", "message": msg, "parent_tool_use_id": nil, "session_id": f.sess.id,
 		"uuid": u, "timestamp": timestamp(), "error": "server_error", "request_id": "req_" + shortID(),
-		"is_api_error_message": true, "api_error_status": status, "api_error_type": "overloaded_error",
+		"is_api_error_message": true, "api_error_status": status, "api_error_type": apiErrorType(status),
 	})
 	f.sess.append(f.entry("assistant", u, msg))
 	f.result(resultFields{
@@ -832,7 +832,7 @@ func (f *fake) result(r resultFields) {
 	}
 	if r.apiErrorStatus != 0 {
 		line["api_error_status"] = r.apiErrorStatus
-		line["api_error_type"] = "overloaded_error"
+		line["api_error_type"] = apiErrorType(r.apiErrorStatus)
 	}
 	if r.errors != nil {
 		line["errors"] = r.errors

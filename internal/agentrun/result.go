@@ -35,7 +35,10 @@ type Outcome struct {
 	// run, a runner error while a turn was in flight or an is_error result,
 	// cleared when a later result commits (the runner re-sent the turn and
 	// it finished); for a task, such an error before any reply.
-	AgentErr  string
+	AgentErr string
+	// Refusal is set with AgentErr when the failing turn ended on an API
+	// error that waiting cannot heal (Failure then wraps it).
+	Refusal   *APIRefusal
 	CommitErr error  // a result that could not be committed
 	LastText  string // last reply text (a task's result)
 	Cost      float64
@@ -51,6 +54,8 @@ func (o Outcome) Failure() error {
 		return o.Err
 	case o.CommitErr != nil:
 		return fmt.Errorf("%w: %w", errNoCommit, o.CommitErr)
+	case o.AgentErr != "" && o.Refusal != nil:
+		return fmt.Errorf("%w: %w", errAgentError, o.Refusal)
 	case o.AgentErr != "":
 		return fmt.Errorf("%w: %s", errAgentError, prompt.Clip(prompt.OneLine(o.AgentErr), 300))
 	case o.Stopped:
@@ -238,11 +243,12 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 			if o.AgentErr == "" {
 				o.AgentErr = "error result without text"
 			}
+			o.Refusal = classifyAPIError(ev.APIErrorStatus, ev.APIErrorType, ev.Text)
 		}
 	case origin == store.OriginReply:
 		// The turn finished: an earlier runner error (claude died, and the
 		// runner re-sent the turn in flight) is recovered.
-		o.AgentErr = ""
+		o.AgentErr, o.Refusal = "", nil
 		x.Turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
 	}
 }
