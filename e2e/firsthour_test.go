@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +109,71 @@ func TestE2EAPIKeyRefusedFailsAtOnce(t *testing.T) {
 	}
 	if took > 45*time.Second {
 		t.Errorf("the refused turn was told after %s; want it at once, not after back-off", took.Round(time.Second))
+	}
+	d.stop(t)
+}
+
+// chatM runs `bridged chat -m text group` and returns its output, exit
+// code and how long it took.
+func (e *env) chatM(group, text string, extra ...string) (stdout, stderr string, code int, took time.Duration) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := append([]string{"chat", "-m", text, "--home", e.home}, extra...)
+	cmd := exec.CommandContext(ctx, bridgedBin, append(args, group)...)
+	cmd.Env = e.environ()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	began := time.Now()
+	err := cmd.Run()
+	took = time.Since(began)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		e.t.Fatalf("chat -m: %v", err)
+	}
+	return out.String(), errb.String(), code, took
+}
+
+// A message that will not start a turn is said at once: `chat -m` to a
+// group that needs its trigger, and to a group paused by its budget,
+// prints why and exits with its documented status (3, 4) instead of
+// waiting out --timeout.
+func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "club", "local:club") // needs @Andy
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	// One fake turn costs more than this.
+	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "fam")
+	d := e.start()
+
+	out, errs, code, took := e.chatM("club", "hello", "--timeout", "60s")
+	if code != 3 || !strings.Contains(errs, "not triggered (needs @Andy)") || out != "" {
+		t.Errorf("chat -m hello to a group needing @Andy: exit %d, stdout %q, stderr %q; want exit 3 and the reason", code, out, errs)
+	}
+	if took > 15*time.Second {
+		t.Errorf("chat -m to an untriggered group took %s; want it at once", took.Round(time.Millisecond))
+	}
+	// The kept message is context for the next one with the trigger.
+	if out, _, code, _ := e.chatM("club", "@Andy fake:reply triggered"); code != 0 || out != "triggered\n" {
+		t.Errorf("chat -m with the trigger: exit %d, %q; want the reply", code, out)
+	}
+
+	// Spend the budget, then the next message is paused.
+	if out, _, code, _ := e.chatM("fam", "fake:reply first"); code != 0 || !strings.Contains(out, "first") {
+		t.Fatalf("first message to fam: exit %d, %q; want the reply", code, out)
+	}
+	out, errs, code, took = e.chatM("fam", "fake:reply second", "--timeout", "60s")
+	if code != 4 || !strings.Contains(errs, "paused by its budget until") {
+		t.Errorf("chat -m to a group paused by its budget: exit %d, stdout %q, stderr %q; want exit 4 and the reason", code, out, errs)
+	}
+	if took > 15*time.Second {
+		t.Errorf("chat -m to a paused group took %s; want it at once", took.Round(time.Millisecond))
 	}
 	d.stop(t)
 }

@@ -393,6 +393,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Admin:     &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
 		Local:     loc,
 		Turns:     turnEnds,
+		Holds:     rt,
 		Status:    liveStatus{rt, proxy},
 		Channels:  channels,
 		Groups:    groupsChanged{host, rt},
