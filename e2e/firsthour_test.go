@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -174,6 +175,38 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 	}
 	if took > 15*time.Second {
 		t.Errorf("chat -m to a paused group took %s; want it at once", took.Round(time.Millisecond))
+	}
+	d.stop(t)
+}
+
+// A post with several files is one turn: `chat -m … --attach a --attach b
+// --attach c` is answered once, by a turn whose prompt has the caption and
+// every file, and chat -m prints that turn's reply. Repeated, since a post
+// split into turns showed only now and then.
+func TestE2EAttachmentsOneTurn(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	names := []string{"alpha-notes.txt", "beta-chart.png", "gamma-memo.txt"}
+	for i := range 5 {
+		from := lastID(e, "local:main")
+		args := []string{"chat", "-m", fmt.Sprintf("fake:prompt summarise these, round %d", i)}
+		for _, n := range names {
+			args = append(args, "--attach", attachFile(t, n, []byte("content of "+n)))
+		}
+		out := e.mustCLI(append(args, "main")...)
+		for _, want := range append([]string{fmt.Sprintf("summarise these, round %d", i)}, names...) {
+			if !strings.Contains(out, want) {
+				t.Errorf("round %d: chat -m printed %q; want one reply whose prompt has %q", i, out, want)
+			}
+		}
+		// Every reply of the post is in: exactly one, and only after the
+		// turn took all three files.
+		e.waitOut("local:main", from, 1, 30*time.Second)
+		if n := len(e.outSince("local:main", from)); n != 1 {
+			t.Errorf("round %d: %d replies %+v; want one turn, one reply", i, n, e.outSince("local:main", from))
+		}
 	}
 	d.stop(t)
 }

@@ -640,6 +640,9 @@ func (f *fake) runTurn(m userMsg) {
 			replies = append(replies, d.arg)
 		case "pid":
 			replies = append(replies, fmt.Sprintf("pid=%d session=%s", f.pid, f.sess.id))
+		case "prompt":
+			// The turn's whole prompt, as it was given.
+			replies = append(replies, m.text)
 		case "sleep":
 			dur, err := time.ParseDuration(d.arg)
 			if err != nil {
