@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -209,4 +212,127 @@ func TestE2EAttachmentsOneTurn(t *testing.T) {
 		}
 	}
 	d.stop(t)
+}
+
+// A daemon whose output goes to a pipe (`make run | tee log`) is not killed
+// by SIGPIPE when the pipe's reader is gone: Ctrl-C (SIGINT) still drains,
+// stops its containers and exits 0.
+func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "5m")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bridgedBin, append([]string{"run", "--home", e.home, "--image", testImage}, e.args...)...)
+	cmd.Env = e.environ()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	// Read the log (as tee would) until the daemon runs, then keep reading
+	// until the pipe is closed by the test.
+	var mu sync.Mutex
+	var logs strings.Builder
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "bridged running") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-exited:
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("daemon exited during start-up: %v\n%s", waitErr, logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the daemon did not say it runs within 60 s")
+	}
+	if got := e.ask("local:main", "fake:reply up", 90*time.Second); got != "up" {
+		t.Fatalf("reply %q; want up", got)
+	}
+	ctx := context.Background()
+	if n := len(e.containers(ctx)); n != 1 {
+		t.Fatalf("%d containers; want the main agent's one", n)
+	}
+
+	r.Close() // the reader is gone: the daemon's next log write hits a broken pipe
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("daemon exit after SIGINT with its output pipe closed: %v; want exit 0", waitErr)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("daemon did not stop within 90 s after SIGINT")
+	}
+	if left := e.containers(ctx); len(left) != 0 {
+		t.Errorf("containers left after the piped daemon stopped: %+v", left)
+	}
+}
+
+// `chat -m` waiting for a turn while the daemon drains on SIGTERM gets the
+// turn's reply: the control socket answers until the drain ends, and the
+// log says how many turns it drains.
+func TestE2EChatDuringDrainGetsReply(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "5m")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	if got := e.ask("local:main", "fake:reply warm", 90*time.Second); got != "warm" {
+		t.Fatalf("reply %q; want warm", got)
+	}
+	type result struct {
+		out, errs string
+		code      int
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, errs, code, _ := e.chatM("main", "fake:sleep 4s\nfake:reply finished in the drain")
+		res <- result{out, errs, code}
+	}()
+	// The turn is under way (piped into the live container), then SIGTERM.
+	if !d.waitLog("messages piped into the live container", 60*time.Second) {
+		t.Fatal("the message did not reach the agent")
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if !d.waitLog("draining 1 turns", 30*time.Second) {
+		t.Error("no log line says the daemon drains 1 turn")
+	}
+	select {
+	case r := <-res:
+		if r.code != 0 || r.out != "finished in the drain\n" {
+			t.Errorf("chat -m during the drain: exit %d, stdout %q, stderr %q; want the turn's reply", r.code, r.out, r.errs)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("chat -m did not end within 2 minutes")
+	}
+	select {
+	case <-d.done:
+		if d.err != nil {
+			t.Errorf("daemon exit after the drain: %v", d.err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("daemon did not stop after the drain")
+	}
 }

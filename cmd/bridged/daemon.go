@@ -6,9 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,7 +50,43 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runDaemon(ctx, cfg, newLogger(cfg, a.stderr))
+	// A daemon whose output goes to a pipe (`make run | tee log`) outlives
+	// the pipe's reader: with SIGPIPE notified, a write to a broken stdout
+	// or stderr fails with EPIPE instead of killing the process (the Go
+	// runtime kills on a broken fd 1 or 2 otherwise), and the log writer
+	// drops what it can no longer write, so the drain still stops every
+	// container.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	go func() {
+		for range pipes {
+		}
+	}()
+	w := a.stderr
+	if !isTerminal(w) {
+		w = &pipeSafe{w: w}
+	}
+	return runDaemon(ctx, cfg, newLogger(cfg, w))
+}
+
+// pipeSafe writes to w until a write fails with EPIPE (the reader is gone),
+// then drops every later write as written.
+type pipeSafe struct {
+	w      io.Writer
+	broken atomic.Bool
+}
+
+func (p *pipeSafe) Write(b []byte) (int, error) {
+	if p.broken.Load() {
+		return len(b), nil
+	}
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.broken.Store(true)
+		return len(b), nil
+	}
+	return n, err
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md
@@ -417,8 +457,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	debug.FreeOSMemory()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return rt.Run(gctx) })
+	// The control API outlives the router's drain: a `chat -m` waiting for
+	// a turn the drain finishes gets its reply.
+	srvCtx, srvStop := context.WithCancel(context.WithoutCancel(gctx))
+	defer srvStop()
+	g.Go(func() error { return srv.Run(srvCtx) })
+	g.Go(func() error {
+		defer srvStop()
+		return rt.Run(gctx)
+	})
 	g.Go(func() error { return mediaPool.Run(gctx) })
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })

@@ -377,6 +377,13 @@ func (r *Router) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	r.stopping.Store(true)
+	busy := 0
+	for _, gs := range r.queue.Status().Groups {
+		if gs.Run != "" && !gs.Idle {
+			busy++
+		}
+	}
+	r.log.Info().Int("turns", busy).Dur("timeout", r.cfg.ShutdownTimeout).Msgf("draining %d turns", busy)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := r.queue.Shutdown(dctx); err != nil {
