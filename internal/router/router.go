@@ -370,9 +370,11 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 	}()
 	goOwned("outbox sender", func() { r.out.Run(bg) })
-	goOwned("message loop", func() { r.loop(ctx) })
-
+	// Every group is looked at in the loop's first pass: marked before the
+	// loop starts, so a message stored before Run is not considered in a
+	// pass of its own first, and then again with every group.
 	r.markAllDirty()
+	goOwned("message loop", func() { r.loop(ctx) })
 	r.log.Info().Msg("router running")
 
 	<-ctx.Done()
