@@ -336,3 +336,63 @@ func TestE2EChatDuringDrainGetsReply(t *testing.T) {
 		t.Fatal("daemon did not stop after the drain")
 	}
 }
+
+// `tasks runs` shows how long the task itself took, not the container's
+// close delay after its result (10 s).
+func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "3s")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
+	id := e.post("local:main", "fake:tool schedule_task "+args)
+	first := e.waitOut("local:main", id, 1, 60*time.Second)[0].Text
+	task := taskIDRE.FindString(first)
+	if task == "" {
+		t.Fatalf("schedule_task answer %q; want a task id", first)
+	}
+	got := e.waitOut("local:main", id, 2, 90*time.Second)
+	if got[1].Text != "the task ran" {
+		t.Fatalf("task output %q; want the task's reply", got[1].Text)
+	}
+	replied, err := time.Parse(time.RFC3339Nano, got[1].Time)
+	if err != nil {
+		t.Fatalf("reply time %q: %v", got[1].Time, err)
+	}
+	// The run is recorded when its container is gone, after the close
+	// delay.
+	var runs struct {
+		Runs []struct {
+			StartedAt time.Time `json:"started_at"`
+			Duration  string    `json:"duration"`
+			Status    string    `json:"status"`
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(90 * time.Second)
+	for len(runs.Runs) == 0 || runs.Runs[0].Status == "running" {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("no finished run of %s within 90 s: %+v", task, runs.Runs)
+		}
+		if err := e.api("GET", "/v1/tasks/"+task+"/runs", nil, &runs.Runs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(runs.Runs) != 1 {
+		t.Fatalf("task runs %+v; want one", runs.Runs)
+	}
+	dur, err := time.ParseDuration(runs.Runs[0].Duration)
+	if err != nil {
+		t.Fatalf("duration %q: %v", runs.Runs[0].Duration, err)
+	}
+	// The run ends with its result, which is committed before its reply
+	// is sent; the container closes 10 s later.
+	if end := runs.Runs[0].StartedAt.Add(dur); end.After(replied.Add(2 * time.Second)) {
+		t.Errorf("the task's run took %s by `tasks runs`, ending %s after its reply was sent; want it to end with its result, without the 10 s close delay",
+			dur, end.Sub(replied).Round(time.Millisecond))
+	}
+	d.stop(t)
+}

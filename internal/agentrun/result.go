@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -41,7 +42,10 @@ type Outcome struct {
 	Refusal   *APIRefusal
 	CommitErr error  // a result that could not be committed
 	LastText  string // last reply text (a task's result)
-	Cost      float64
+	// LastResultAt is when the last result was committed: a task's run
+	// ends there, not when its container closes later.
+	LastResultAt time.Time
+	Cost         float64
 }
 
 // Failure returns the error of a run that did not end well, nil if it did:
@@ -222,6 +226,7 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		return
 	}
 	o.Results++
+	o.LastResultAt = x.Now()
 	o.Cost += ev.CostUSD
 	x.Owner.Spent(ctx, g)
 	switch {

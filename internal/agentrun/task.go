@@ -62,12 +62,17 @@ func (x *Runner) NotRun(t store.Task, started time.Time, err error) {
 	x.finishTask(log, t, started, Outcome{Ended: container.Ended{Err: err}}, err)
 }
 
-// finishTask records a task run in its log.
+// finishTask records a task run in its log. Its duration ends with its
+// last result: the container's close delay after it is not the task's.
 func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time, o Outcome, fail error) {
+	end := x.Now()
+	if !o.LastResultAt.IsZero() {
+		end = o.LastResultAt
+	}
 	run := store.TaskRun{
 		TaskID:    t.ID,
 		StartedAt: started,
-		Duration:  x.Now().Sub(started),
+		Duration:  end.Sub(started),
 		Status:    store.RunOK,
 		Result:    prompt.Clip(o.LastText, 2000),
 		CostUSD:   o.Cost,
