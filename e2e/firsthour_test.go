@@ -163,7 +163,23 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 	if took > 15*time.Second {
 		t.Errorf("chat -m to an untriggered group took %s; want it at once", took.Round(time.Millisecond))
 	}
-	// The kept message is context for the next one with the trigger.
+	// The interactive chat says it too, and its end of input ends it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "--home", e.home, "--timeout", "60s", "club")
+	cmd.Env = e.environ()
+	cmd.Stdin = strings.NewReader("hello again\n")
+	var iout, ierr strings.Builder
+	cmd.Stdout, cmd.Stderr = &iout, &ierr
+	began := time.Now()
+	if err := cmd.Run(); err != nil || !strings.Contains(ierr.String(), "not triggered (needs @Andy)") {
+		t.Errorf("interactive chat to a group needing @Andy: %v, stdout %q, stderr %q; want it to say the message was not triggered", err, iout.String(), ierr.String())
+	}
+	if took := time.Since(began); took > 15*time.Second {
+		t.Errorf("interactive chat with an untriggered message took %s; want it to end at once", took.Round(time.Millisecond))
+	}
+
+	// The kept messages are context for the next one with the trigger.
 	if out, _, code, _ := e.chatM("club", "@Andy fake:reply triggered"); code != 0 || out != "triggered\n" {
 		t.Errorf("chat -m with the trigger: exit %d, %q; want the reply", code, out)
 	}
