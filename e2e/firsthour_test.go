@@ -412,3 +412,26 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// A message whose group waits for a container slot is said to be queued at
+// once, and `chat -m` then waits for its turn and prints the reply.
+func TestE2EChatSaysQueued(t *testing.T) {
+	e := newEnv(t, "--max-containers", "1", "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	d := e.start()
+	busy := e.post("local:main", "fake:sleep 8s\nfake:reply main done")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.watchContainers(ctx).waitRunning(t, 1, 60*time.Second)
+	if !d.waitLog(`"message":"session changed"`, 60*time.Second) {
+		t.Fatal("main's agent did not begin its turn")
+	}
+	out, errs, code, _ := e.chatM("fam", "fake:reply fam done")
+	if code != 0 || out != "fam done\n" || !strings.Contains(errs, "queued behind 1: all 1 container slots are busy") {
+		t.Errorf("chat -m to a queued group: exit %d, stdout %q, stderr %q; want it told queued, then the reply", code, out, errs)
+	}
+	e.waitOut("local:main", busy, 1, 60*time.Second)
+	d.stop(t)
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -58,8 +59,18 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 		return turns.Hold{Kind: turns.HoldBudgetPaused, Until: end,
 			Reason: fmt.Sprintf("paused by its budget until %s (or until the owner raises it)", end.Format("2006-01-02 15:04 MST"))}, true, nil
 	}
-	if i := slices.Index(r.queue.Status().Waiting, string(g.Folder)); i >= 0 {
-		return turns.Hold{Kind: turns.HoldQueued, Behind: i, Reason: fmt.Sprintf("queued behind %d other groups: every container slot is busy", i)}, true, nil
+	// Queued: waiting for a slot, or about to (the message loop has not
+	// enqueued it yet, and every slot is taken by other groups).
+	st := r.queue.Status()
+	i := slices.Index(st.Waiting, string(g.Folder))
+	if i < 0 && st.Running >= st.MaxConcurrent && !slices.ContainsFunc(st.Groups, func(gs groupqueue.GroupStatus) bool {
+		return gs.Group == string(g.Folder) && gs.Run != ""
+	}) {
+		i = len(st.Waiting)
+	}
+	if i >= 0 {
+		return turns.Hold{Kind: turns.HoldQueued, Behind: i,
+			Reason: fmt.Sprintf("queued behind %d: all %d container slots are busy, %d other groups wait before it", st.Running+i, st.MaxConcurrent, i)}, true, nil
 	}
 	return turns.Hold{}, false, nil
 }
