@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // refusingUpstream is a Messages API that refuses every request with one
@@ -434,4 +436,113 @@ func TestE2EChatSaysQueued(t *testing.T) {
 	}
 	e.waitOut("local:main", busy, 1, 60*time.Second)
 	d.stop(t)
+}
+
+// openPTY opens a pseudo-terminal and returns its controlling side and the
+// terminal a command reads.
+func openPTY(t *testing.T) (ctl, tty *os.File) {
+	t.Helper()
+	ctl, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	if err := unix.IoctlSetPointerInt(int(ctl.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ctl.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	return ctl, tty
+}
+
+// Ctrl-D ends the interactive chat on a terminal at once, even while a turn
+// runs (`thinking…`).
+func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	d := e.start()
+	ctl, tty := openPTY(t)
+	cmd := exec.Command(bridgedBin, "chat", "--home", e.home, "main")
+	cmd.Env = e.environ()
+	cmd.Stdin = tty
+	var out, errs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	if _, err := ctl.Write([]byte("fake:sleep 30s\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !d.waitLog(`"message":"session changed"`, 60*time.Second) {
+		t.Fatal("the agent did not begin the turn")
+	}
+	if !errs.waitFor("thinking…", 30*time.Second) {
+		t.Fatalf("the chat did not show thinking…: %q", errs.String())
+	}
+	began := time.Now()
+	if _, err := ctl.Write([]byte{4}); err != nil { // Ctrl-D
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("chat after Ctrl-D: %v; want exit 0 (stderr %q)", waitErr, errs.String())
+		}
+		t.Logf("Ctrl-D ended the chat in %s", time.Since(began).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Errorf("Ctrl-D did not end the chat within 10 s while the turn ran")
+	}
+	d.stop(t)
+}
+
+// lockedBuffer is a buffer a command writes and a test reads at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor reports whether s was written within d, checking every 50 ms.
+func (l *lockedBuffer) waitFor(s string, d time.Duration) bool {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for !strings.Contains(l.String(), s) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return strings.Contains(l.String(), s)
+		}
+	}
+	return true
 }
