@@ -39,7 +39,10 @@ func (e *env) waitRequestFile(folder string, within time.Duration) string {
 // killMidToolCall posts text, which makes the agent sleep and then call a
 // tool, kills the daemon with -9 during the sleep, and waits until the dead
 // daemon's container, still running, has written its tool request. It
-// returns the posted message's id and the request file's name.
+// returns the posted message's id and the request file's name. The kill
+// waits until the agent began the turn (the runner reported claude's
+// session): a container that runs has not necessarily been given its input
+// yet, and one killed before that never calls the tool.
 func killMidToolCall(t *testing.T, e *env, d *daemon, text string) (int64, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,6 +50,9 @@ func killMidToolCall(t *testing.T, e *env, d *daemon, text string) (int64, strin
 	w := e.watchContainers(ctx)
 	id := e.post("local:main", text)
 	w.waitRunning(t, 1, 60*time.Second)
+	if !d.waitLog(`"message":"session changed"`, 90*time.Second) {
+		t.Fatal("the agent did not begin its turn within 90 s")
+	}
 	if out := e.outSince("local:main", id); len(out) != 0 {
 		t.Fatalf("messages went out before the kill; the test did not kill mid-turn: %+v", out)
 	}
@@ -62,7 +68,7 @@ func TestE2EKill9SendMessageOnce(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
-	id, reqFile := killMidToolCall(t, e, d, "fake:sleep 2s\nfake:tool send_message {\"text\":\"hello\"}")
+	id, reqFile := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool send_message {\"text\":\"hello\"}")
 
 	d2 := e.start()
 	// The re-run's turn calls the tool, then replies: once its reply (the
@@ -107,7 +113,7 @@ func TestE2EKill9ScheduleTaskOnce(t *testing.T) {
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
 	args := `{"prompt":"fake\u003areply good morning","schedule_type":"cron","schedule_value":"0 9 * * *","context_mode":"isolated"}`
-	id, _ := killMidToolCall(t, e, d, "fake:sleep 2s\nfake:tool schedule_task "+args)
+	id, _ := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool schedule_task "+args)
 
 	d2 := e.start()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -148,7 +148,7 @@ func (t *tools) register(srv *mcp.Server) {
 
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "list_groups",
-		Description: t.mainOnly("List the chats the assistant is in, which of them are registered, and their folders. " +
+		Description: t.mainOnly("List the chats the assistant is in: whether each is a group or a person (a direct chat), which of them are registered, and their folders. " +
 			"Use refresh to update chat names from WhatsApp first."),
 		InputSchema: mustSchema[listGroupsIn](nil),
 	}, t.listGroups)
@@ -453,7 +453,16 @@ func (t *tools) listGroups(ctx context.Context, _ *mcp.CallToolRequest, in listG
 	}
 	var b strings.Builder
 	for _, g := range list {
-		fmt.Fprintf(&b, "- %q chat %s: ", g.Name, g.Chat)
+		fmt.Fprintf(&b, "- %q chat %s", g.Name, g.Chat)
+		switch g.Kind {
+		case ipc.ChatGroup:
+			b.WriteString(" (a group)")
+		case ipc.ChatPerson:
+			b.WriteString(" (a person, direct chat)")
+		case ipc.ChatLocal:
+			b.WriteString(" (a local terminal chat)")
+		}
+		b.WriteString(": ")
 		switch {
 		case g.Registered && g.IsMain:
 			fmt.Fprintf(&b, "registered, folder %s (main)\n", g.Folder)

@@ -600,8 +600,10 @@ func (r *run) handle(m claudecli.Message) {
 				CacheCreationInputTokens: res.Usage.CacheCreationInputTokens,
 				CacheReadInputTokens:     res.Usage.CacheReadInputTokens,
 			},
-			DurationMS: res.DurationMS,
-			NumTurns:   res.NumTurns,
+			DurationMS:     res.DurationMS,
+			NumTurns:       res.NumTurns,
+			APIErrorStatus: res.APIErrorStatus,
+			APIErrorType:   res.APIErrorType,
 		})
 		r.log.Info().Bool("is_error", res.IsError).Int("turns", res.NumTurns).
 			Int64("duration_ms", res.DurationMS).Float64("cost_usd", cost).Msg("turn finished")

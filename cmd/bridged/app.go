@@ -29,6 +29,10 @@ func exitCode(err error) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errNotTriggered):
+		return exitNotTriggered
+	case errors.Is(err, errBudgetPaused):
+		return exitBudgetPaused
 	}
 	return 1
 }

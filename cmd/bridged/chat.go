@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
@@ -185,17 +188,26 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 		}
 	}
 	var since uint64
+	queued := false
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return fmt.Errorf("no reply from %s within %s", o.name, o.timeout)
 		}
-		t, err := o.client.Turn(ctx, o.chat, id, since, min(pollWait, remaining))
+		t, err := o.client.TurnSeen(ctx, o.chat, id, since, min(pollWait, remaining), queued)
 		if err != nil {
 			return err
 		}
 		show(t.Replies)
 		switch t.State {
+		case control.TurnNotTriggered:
+			return fmt.Errorf("%w: %s: %s; the message is kept as context for the next one that has it", errNotTriggered, o.name, t.Reason)
+		case control.TurnBudgetPaused:
+			return fmt.Errorf("%w: %s: %s; the message waits", errBudgetPaused, o.name, t.Reason)
+		case control.TurnQueued:
+			fmt.Fprintf(a.stderr, "bridged chat: %s is %s; waiting\n", o.name, t.Reason)
+			queued = true
+			continue
 		case control.TurnFailed:
 			fmt.Fprintf(a.stderr, "bridged chat: attempt %d of %d failed (%s); bridged tries again\n", t.Attempt, t.Attempts, t.Error)
 			since = t.Seq
@@ -230,6 +242,20 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 // errTurnFailed is the error of a turn bridged gave up on.
 var errTurnFailed = errors.New("the agent's turn failed")
 
+// Errors (and exit statuses) of `chat -m` for a message that will not start
+// a turn: the group needs its trigger, or is paused by its budget.
+var (
+	errNotTriggered = errors.New("no turn")
+	errBudgetPaused = errors.New("no turn")
+)
+
+// Exit statuses of `chat -m` besides 0 (answered), 1 (failed, no reply in
+// time, or another error) and 2 (usage).
+const (
+	exitNotTriggered = 3
+	exitBudgetPaused = 4
+)
+
 type pollResult struct {
 	msgs []control.ChatMessage
 	err  error
@@ -247,8 +273,9 @@ type turnResult struct {
 // (failed attempts too) until one is final, an error happens, or ctx ends.
 func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult) {
 	var since uint64
+	queued := false
 	for {
-		t, err := o.client.Turn(ctx, o.chat, id, since, pollWait)
+		t, err := o.client.TurnSeen(ctx, o.chat, id, since, pollWait, queued)
 		if ctx.Err() != nil {
 			return
 		}
@@ -260,8 +287,12 @@ func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult
 		case <-ctx.Done():
 			return
 		}
-		if err != nil || t.Ended() {
+		if err != nil || t.Ended() || t.WillNotStart() {
 			return
+		}
+		if t.State == control.TurnQueued {
+			queued = true
+			continue
 		}
 		since = t.Seq
 	}
@@ -400,7 +431,9 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			if !ok {
 				lines = nil
 				eof = true
-				if lastPost == 0 {
+				if lastPost == 0 || a.stdinTerminal() {
+					// Ctrl-D on a terminal ends the chat at once, even
+					// while a turn runs: its replies stay in the chat.
 					return nil
 				}
 				deadline := time.NewTimer(o.timeout)
@@ -475,6 +508,16 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				think.show()
 				continue
 			}
+			if e.turn.State == control.TurnQueued {
+				think.clear()
+				fmt.Fprintf(a.stderr, "(%s)\n", e.turn.Reason)
+				think.show()
+				continue
+			}
+			if e.turn.WillNotStart() {
+				think.clear()
+				fmt.Fprintf(a.stderr, "(no answer: %s; the message is kept)\n", e.turn.Reason)
+			}
 			delete(running, e.id)
 			if len(running) == 0 {
 				think.clear()
@@ -512,4 +555,10 @@ func latestID(ctx context.Context, o chatOpts) (int64, error) {
 		}
 		after = msgs[len(msgs)-1].ID
 	}
+}
+
+// stdinTerminal reports whether the chat reads a terminal.
+func (a *app) stdinTerminal() bool {
+	f, ok := a.stdin.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

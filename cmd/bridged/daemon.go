@@ -6,9 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,11 +50,47 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, a.stderr)
+	// A daemon whose output goes to a pipe (`make run | tee log`) outlives
+	// the pipe's reader: with SIGPIPE notified, a write to a broken stdout
+	// or stderr fails with EPIPE instead of killing the process (the Go
+	// runtime kills on a broken fd 1 or 2 otherwise), and the log writer
+	// drops what it can no longer write, so the drain still stops every
+	// container.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	go func() {
+		for range pipes {
+		}
+	}()
+	w := a.stderr
+	if !isTerminal(w) {
+		w = &pipeSafe{w: w}
+	}
+	log := newLogger(cfg, w)
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
 	return runDaemon(ctx, cfg, log)
+}
+
+// pipeSafe writes to w until a write fails with EPIPE (the reader is gone),
+// then drops every later write as written.
+type pipeSafe struct {
+	w      io.Writer
+	broken atomic.Bool
+}
+
+func (p *pipeSafe) Write(b []byte) (int, error) {
+	if p.broken.Load() {
+		return len(b), nil
+	}
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.broken.Store(true)
+		return len(b), nil
+	}
+	return n, err
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md
@@ -428,6 +468,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Admin:     &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
 		Local:     loc,
 		Turns:     turnEnds,
+		Holds:     rt,
 		Status:    liveStatus{rt, proxy},
 		Channels:  channels,
 		Groups:    groupsChanged{host, rt},
@@ -464,8 +505,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	serving = true
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return rt.Run(gctx) })
+	// The control API outlives the router's drain: a `chat -m` waiting for
+	// a turn the drain finishes gets its reply.
+	srvCtx, srvStop := context.WithCancel(context.WithoutCancel(gctx))
+	defer srvStop()
+	g.Go(func() error { return srv.Run(srvCtx) })
+	g.Go(func() error {
+		defer srvStop()
+		return rt.Run(gctx)
+	})
 	g.Go(func() error { return mediaPool.Run(gctx) })
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })

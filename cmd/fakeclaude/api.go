@@ -124,3 +124,27 @@ func (f *fake) apiDirective(ctx context.Context, arg string) apiResult {
 	}
 	return apiResult{text: b.String()}
 }
+
+// apiErrorType is the error type the API gives with an HTTP status, as the
+// CLI reports it in api_error_type.
+func apiErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 0, http.StatusInternalServerError:
+		return "overloaded_error"
+	}
+	return "api_error"
+}

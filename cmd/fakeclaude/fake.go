@@ -640,6 +640,9 @@ func (f *fake) runTurn(m userMsg) {
 			replies = append(replies, d.arg)
 		case "pid":
 			replies = append(replies, fmt.Sprintf("pid=%d session=%s", f.pid, f.sess.id))
+		case "prompt":
+			// The turn's whole prompt, as it was given.
+			replies = append(replies, m.text)
 		case "sleep":
 			dur, err := time.ParseDuration(d.arg)
 			if err != nil {
@@ -734,7 +737,7 @@ func (f *fake) apiErrorStatus(text string, status int, start time.Time, calls in
 	f.out.emit(map[string]any{
 		"type": "assistant", "message": msg, "parent_tool_use_id": nil, "session_id": f.sess.id,
 		"uuid": u, "timestamp": timestamp(), "error": "server_error", "request_id": "req_" + shortID(),
-		"is_api_error_message": true, "api_error_status": status, "api_error_type": "overloaded_error",
+		"is_api_error_message": true, "api_error_status": status, "api_error_type": apiErrorType(status),
 	})
 	f.sess.append(f.entry("assistant", u, msg))
 	f.result(resultFields{
@@ -838,7 +841,7 @@ func (f *fake) result(r resultFields) {
 	}
 	if r.apiErrorStatus != 0 {
 		line["api_error_status"] = r.apiErrorStatus
-		line["api_error_type"] = "overloaded_error"
+		line["api_error_type"] = apiErrorType(r.apiErrorStatus)
 	}
 	if r.errors != nil {
 		line["errors"] = r.errors

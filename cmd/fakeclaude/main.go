@@ -31,6 +31,7 @@
 //	                        response's text (streaming: the text deltas, each event logged on
 //	                        stderr as "fakeclaude: api event <n> <type>"); an HTTP error ends the
 //	                        turn with an API-error result carrying the status
+//	fake:prompt             reply with the turn's whole prompt, as given
 //
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -36,10 +37,16 @@ type Outcome struct {
 	// run, a runner error while a turn was in flight or an is_error result,
 	// cleared when a later result commits (the runner re-sent the turn and
 	// it finished); for a task, such an error before any reply.
-	AgentErr  string
+	AgentErr string
+	// Refusal is set with AgentErr when the failing turn ended on an API
+	// error that waiting cannot heal (Failure then wraps it).
+	Refusal   *APIRefusal
 	CommitErr error  // a result that could not be committed
 	LastText  string // last reply text (a task's result)
-	Cost      float64
+	// LastResultAt is when the last result was committed: a task's run
+	// ends there, not when its container closes later.
+	LastResultAt time.Time
+	Cost         float64
 }
 
 // Failure returns the error of a run that did not end well, nil if it did:
@@ -52,6 +59,8 @@ func (o Outcome) Failure() error {
 		return o.Err
 	case o.CommitErr != nil:
 		return fmt.Errorf("%w: %w", errNoCommit, o.CommitErr)
+	case o.AgentErr != "" && o.Refusal != nil:
+		return fmt.Errorf("%w: %w", errAgentError, o.Refusal)
 	case o.AgentErr != "":
 		return fmt.Errorf("%w: %s", errAgentError, prompt.Clip(prompt.OneLine(o.AgentErr), 300))
 	case o.Stopped:
@@ -225,6 +234,7 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		return
 	}
 	o.Results++
+	o.LastResultAt = x.Now()
 	o.Cost += cost
 	x.Owner.Spent(ctx, g)
 	switch {
@@ -246,11 +256,12 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 			if o.AgentErr == "" {
 				o.AgentErr = "error result without text"
 			}
+			o.Refusal = classifyAPIError(ev.APIErrorStatus, ev.APIErrorType, ev.Text)
 		}
 	case origin == store.OriginReply:
 		// The turn finished: an earlier runner error (claude died, and the
 		// runner re-sent the turn in flight) is recovered.
-		o.AgentErr = ""
+		o.AgentErr, o.Refusal = "", nil
 		x.Turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
 	}
 }

@@ -235,7 +235,9 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 // and returns the failure (a hang wraps groupqueue.ErrHang), so the queue
 // retries them; input files the agent never read are removed and their
 // messages run again. A turn that failed after the agent acted is told in
-// the chat instead of run again.
+// the chat instead of run again. A turn the API refused for good (an
+// APIRefusal) stores its messages as handled and returns the refusal, which
+// the queue does not retry.
 func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *Run, text string) error {
 	folder := g.Folder
 	log := x.Log.With().Str("group", string(folder)).Logger()
@@ -269,7 +271,14 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	}
 	rollback, unread := x.unread(log, folder, run)
 	again := false
+	// A turn the API refused for good (a refused key, no credit, an
+	// invalid request) is not run again: its messages are stored as
+	// handled, the queue does not retry (the error wraps ErrNoRetry) and
+	// the router tells the chat the fix.
+	refused := fail != nil && o.Refusal != nil
 	switch {
+	case refused:
+		log.Warn().Err(fail).Msg("the API refused the turn for good; its messages are not run again")
 	case fail != nil:
 		// A turn failed (or the run ended under one): back to the last
 		// committed reply; the queue's retry hands the rest over again.
@@ -278,7 +287,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 		grp.handed = rollback
 		again = true
 	}
-	if fail == nil && grp.handed != grp.persisted {
+	if (fail == nil || refused) && grp.handed != grp.persisted {
 		if err := x.Store.SetCursor(context.WithoutCancel(ctx), folder, grp.handed); err != nil {
 			log.Error().Err(err).Msg("cannot store cursor")
 		} else {

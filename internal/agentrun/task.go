@@ -65,11 +65,17 @@ func (x *Runner) NotRun(t store.Task, started time.Time, err error) {
 
 // finishTask records a task run in its log. A failed run that counts adds
 // one to the task's failures in a row, which pause it at TaskMaxFailures.
+// Its duration ends with its last result: the container's close delay
+// after it is not the task's.
 func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time, o Outcome, fail error, counts bool) {
+	end := x.Now()
+	if !o.LastResultAt.IsZero() {
+		end = o.LastResultAt
+	}
 	run := store.TaskRun{
 		TaskID:     t.ID,
 		StartedAt:  started,
-		Duration:   x.Now().Sub(started),
+		Duration:   end.Sub(started),
 		Status:     store.RunOK,
 		Result:     prompt.Clip(o.LastText, 2000),
 		CostUSD:    o.Cost,

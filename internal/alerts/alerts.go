@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +62,11 @@ func budgetPauseKey(f store.Folder) string  { return "budget-paused/" + string(f
 func gaveUpKey(f store.Folder) string       { return "gave-up/" + string(f) }
 func outboxFailedKey(c store.ChatID) string { return "outbox-failed/" + string(c) }
 func taskPausedKey(id store.TaskID) string  { return "task-paused/" + string(id) }
+
+// apiRefusedPrefix starts the keys of the API's refusals, one per kind.
+const apiRefusedPrefix = "api-refused/"
+
+func apiRefusedKey(kind string) string { return apiRefusedPrefix + kind }
 
 // Poster posts bridged's own messages and wakes the router; the router is
 // one. Neither method blocks for long.
@@ -185,9 +191,30 @@ func (a *Alerts) GaveUp(ctx context.Context, folder store.Folder, attempts int, 
 	a.Raise(ctx, gaveUpKey(folder), fmt.Sprintf("The agent of group %s failed %d times in a row and gave up until the next message (%s). See `bridged status` and the logs.", folder, attempts, why))
 }
 
-// Recovered tells that group folder's agent ran well again.
+// Recovered tells that group folder's agent ran well again; the API
+// accepted its requests, so refusals told by APIRefused are over too.
 func (a *Alerts) Recovered(ctx context.Context, folder store.Folder) {
 	a.Clear(ctx, gaveUpKey(folder))
+	a.mu.Lock()
+	var refused []string
+	for k := range a.raised {
+		if strings.HasPrefix(k, apiRefusedPrefix) {
+			refused = append(refused, k)
+		}
+	}
+	a.mu.Unlock()
+	for _, k := range refused {
+		a.Clear(ctx, k)
+	}
+}
+
+// APIRefused tells the owner that the Claude API refused a turn of group
+// folder for a reason waiting cannot heal; label names the kind and status
+// ("authentication, 401"), fix what to do. It is told once per kind, for
+// all groups, until a group's agent runs well again.
+func (a *Alerts) APIRefused(ctx context.Context, folder store.Folder, label, fix string) {
+	kind, _, _ := strings.Cut(label, ",")
+	a.Raise(ctx, apiRefusedKey(kind), fmt.Sprintf("The Claude API refused a turn of group %s (%s) and bridged does not retry it: %s.", folder, label, fix))
 }
 
 // SendFailed tells the owner that a message to chat (from group folder,

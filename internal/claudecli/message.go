@@ -239,7 +239,12 @@ type Result struct {
 	NumTurns       int      `json:"num_turns"`
 	TerminalReason string   `json:"terminal_reason,omitempty"`
 	LocalCommand   string   `json:"local_command,omitempty"`
-	ResultIndex    int      `json:"result_index"`
+	// APIErrorStatus and APIErrorType are the API's answer when the turn
+	// ended on an API error (terminal_reason "api_error"): the HTTP status
+	// (0 when none) and the error's type ("authentication_error" …).
+	APIErrorStatus int    `json:"api_error_status,omitempty"`
+	APIErrorType   string `json:"api_error_type,omitempty"`
+	ResultIndex    int    `json:"result_index"`
 	// TotalCostUSD adds up across the turns of one process.
 	TotalCostUSD float64 `json:"total_cost_usd"`
 	Usage        Usage   `json:"usage"`

@@ -60,6 +60,7 @@ type Options struct {
 	Admin    *Admin
 	Local    Local             // nil: the chat endpoints answer 503
 	Turns    Turns             // nil: the turn endpoint answers 503
+	Holds    Holds             // nil: a held turn is not told before the wait ends
 	Status   StatusSource      // nil: no live part in /v1/status
 	Channels []channel.Channel // for status and metrics
 	Groups   GroupSyncer       // nil: nobody to tell

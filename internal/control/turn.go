@@ -20,6 +20,14 @@ type Turns interface {
 	Wait(ctx context.Context, chat string, after int64, since uint64) (turns.End, bool)
 }
 
+// Holds tells why a message of a chat does not start a turn now (the
+// router is one).
+type Holds interface {
+	// Held reports why message after of chat does not start a turn now,
+	// false when nothing holds it.
+	Held(ctx context.Context, chat string, after int64) (turns.Hold, bool, error)
+}
+
 // TurnState says where the turn that took a message is.
 type TurnState string
 
@@ -30,24 +38,45 @@ const (
 	TurnDone    TurnState = TurnState(turns.Done)
 	TurnFailed  TurnState = TurnState(turns.Failed) // retried: another end follows
 	TurnGaveUp  TurnState = TurnState(turns.GaveUp)
+	// TurnNotTriggered: the group needs its trigger and no waiting message
+	// has it; the message is kept as context. Answered at once.
+	TurnNotTriggered TurnState = turns.HoldNotTriggered
+	// TurnBudgetPaused: the group's agent is paused by its daily budget
+	// until Until; the message waits. Answered at once.
+	TurnBudgetPaused TurnState = turns.HoldBudgetPaused
+	// TurnQueued: the group waits for a container slot behind Behind
+	// others; the turn will come. Answered at once unless the request
+	// says queued=seen.
+	TurnQueued TurnState = turns.HoldQueued
 )
 
 // Turn is the answer to GET /v1/chats/{chat}/turn: how the turn that took
 // message After ended, and the assistant's messages in the chat after it
 // (the turn's replies, and notices), every one the turn committed delivered.
 type Turn struct {
-	State    TurnState     `json:"state"`
-	Seq      uint64        `json:"seq,omitempty"`      // pass as since= to wait for the next end
-	Upto     int64         `json:"upto,omitempty"`     // the newest message the turn took
-	Error    string        `json:"error,omitempty"`    // why it failed
-	Attempt  int           `json:"attempt,omitempty"`  // failed: this attempt
-	Attempts int           `json:"attempts,omitempty"` // of this many
-	Replies  []ChatMessage `json:"replies"`
+	State    TurnState `json:"state"`
+	Seq      uint64    `json:"seq,omitempty"`      // pass as since= to wait for the next end
+	Upto     int64     `json:"upto,omitempty"`     // the newest message the turn took
+	Error    string    `json:"error,omitempty"`    // why it failed
+	Attempt  int       `json:"attempt,omitempty"`  // failed: this attempt
+	Attempts int       `json:"attempts,omitempty"` // of this many
+	// Reason says why a held turn does not start (not_triggered,
+	// budget_paused, queued), e.g. "not triggered (needs @Andy)".
+	Reason  string        `json:"reason,omitempty"`
+	Until   *time.Time    `json:"until,omitempty"`  // budget_paused: the pause's end
+	Behind  int           `json:"behind,omitempty"` // queued: groups ahead
+	Replies []ChatMessage `json:"replies"`
 }
 
 // Ended reports whether no further end of this turn will come: it was
 // answered or bridged gave up on it.
 func (t Turn) Ended() bool { return t.State == TurnDone || t.State == TurnGaveUp }
+
+// WillNotStart reports whether the turn will not start unless something
+// changes (a message with the trigger, a raised budget).
+func (t Turn) WillNotStart() bool {
+	return t.State == TurnNotTriggered || t.State == TurnBudgetPaused
+}
 
 // getTurn answers when the turn of the chat that took message ?after=ID
 // ends later than the end ?since=SEQ, or ?wait=D (at most MaxWait) passes,
@@ -95,11 +124,34 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	t := Turn{State: TurnRunning}
-	if e, ok := s.opts.Turns.Wait(wctx, chat, after, since); ok {
-		t = Turn{State: TurnState(e.Result), Seq: e.Seq, Upto: e.Upto, Error: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts}
-		if err := s.delivered(wctx, chat, after); err != nil && ctx.Err() == nil && wctx.Err() == nil {
-			s.fail(w, r, err)
-			return
+	held := false
+	if s.opts.Holds != nil {
+		// A turn that ended already is told; one that will not start now
+		// is told at once instead of after the wait.
+		done, stop := context.WithCancel(ctx)
+		stop()
+		if _, ended := s.opts.Turns.Wait(done, chat, after, since); !ended {
+			h, ok, err := s.opts.Holds.Held(ctx, chat, after)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if ok && (h.Kind != turns.HoldQueued || q.Get("queued") != "seen") {
+				held = true
+				t = Turn{State: TurnState(h.Kind), Reason: h.Reason, Behind: h.Behind}
+				if !h.Until.IsZero() {
+					t.Until = &h.Until
+				}
+			}
+		}
+	}
+	if !held {
+		if e, ok := s.opts.Turns.Wait(wctx, chat, after, since); ok {
+			t = Turn{State: TurnState(e.Result), Seq: e.Seq, Upto: e.Upto, Error: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts}
+			if err := s.delivered(wctx, chat, after); err != nil && ctx.Err() == nil && wctx.Err() == nil {
+				s.fail(w, r, err)
+				return
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -171,7 +223,18 @@ func (s *Server) outboxDelivered(ctx context.Context, chat string, after int64) 
 // since (0: the first), and returns it with the assistant's messages after
 // the id. A Turn in state TurnRunning means the wait passed first.
 func (c *Client) Turn(ctx context.Context, chat string, after int64, since uint64, wait time.Duration) (Turn, error) {
+	return c.TurnSeen(ctx, chat, after, since, wait, false)
+}
+
+// TurnSeen is Turn for a caller that was told the turn is queued
+// (queuedSeen): it waits for the turn's end instead of being told again.
+// A turn that will not start (not triggered, paused by its budget) is
+// answered at once either way.
+func (c *Client) TurnSeen(ctx context.Context, chat string, after int64, since uint64, wait time.Duration, queuedSeen bool) (Turn, error) {
 	q := url.Values{}
+	if queuedSeen {
+		q.Set("queued", "seen")
+	}
 	q.Set("after", strconv.FormatInt(after, 10))
 	if since > 0 {
 		q.Set("since", strconv.FormatUint(since, 10))

@@ -63,12 +63,20 @@ func (s *Server) postFiles(w http.ResponseWriter, r *http.Request, chat, ct stri
 	if err == nil {
 		err = checkText(req.Text, len(ups) > 0)
 	}
+	post := ""
+	if len(ups) > 1 {
+		post = home.UploadKey() // the post's files wait for one another: one turn takes them all
+	}
 	for i := range ups {
 		if err != nil {
 			break
 		}
 		ups[i].key = home.UploadKey()
-		ups[i].media.Ref, _ = json.Marshal(media.UploadRef{Key: ups[i].key})
+		ref := media.UploadRef{Key: ups[i].key}
+		if post != "" {
+			ref.Post, ref.Of = post, len(ups)
+		}
+		ups[i].media.Ref, _ = json.Marshal(ref)
 		err = ups[i].staged.Keep(ups[i].key)
 	}
 	var ids []store.MessageID

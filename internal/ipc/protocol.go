@@ -90,7 +90,8 @@ type Usage struct {
 // Event is one line of the runner's stdout. Which fields are set depends on
 // Type: session → SessionID (and Fresh when an unknown session was replaced);
 // result → Text, IsError, SessionID, LastUUID, CostUSD, Usage, DurationMS,
-// NumTurns; error → Message, Retryable.
+// NumTurns (and for a turn that ended on an API error, APIErrorStatus and
+// APIErrorType); error → Message, Retryable.
 type Event struct {
 	Type       EventType `json:"type"`
 	SessionID  string    `json:"session_id,omitempty"`
@@ -104,6 +105,10 @@ type Event struct {
 	NumTurns   int       `json:"num_turns,omitempty"`
 	Message    string    `json:"message,omitempty"`
 	Retryable  bool      `json:"retryable,omitempty"`
+	// APIErrorStatus is the HTTP status of the API error that ended a
+	// failed turn (0: none or unknown); APIErrorType its error type.
+	APIErrorStatus int    `json:"api_error_status,omitempty"`
+	APIErrorType   string `json:"api_error_type,omitempty"`
 }
 
 // DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the

@@ -74,7 +74,18 @@ type GroupInfo struct {
 	Folder     string `json:"folder,omitempty"` // empty when not registered
 	Registered bool   `json:"registered"`
 	IsMain     bool   `json:"is_main,omitempty"`
+	// Kind says who is on the other side: "group" (a WhatsApp group),
+	// "person" (a direct chat with one person) or "local" (a terminal
+	// chat of `bridged chat`).
+	Kind string `json:"kind,omitempty"`
 }
+
+// Chat kinds of GroupInfo.
+const (
+	ChatGroup  = "group"
+	ChatPerson = "person"
+	ChatLocal  = "local"
+)
 
 // SendResult answers send_message.
 type SendResult struct {

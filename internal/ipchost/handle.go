@@ -550,7 +550,7 @@ func (h *Host) listGroups(ctx context.Context, g store.Group, a ipc.ListGroupsAr
 	seen := make(map[store.ChatID]bool, len(chats))
 	for _, c := range chats {
 		seen[c.ID] = true
-		info := ipc.GroupInfo{Chat: string(c.ID), Name: c.Name}
+		info := ipc.GroupInfo{Chat: string(c.ID), Name: c.Name, Kind: chatKind(c.ID, c.IsGroup)}
 		if gr, ok := byChat[c.ID]; ok {
 			info.Folder, info.Registered, info.IsMain = string(gr.Folder), true, gr.IsMain
 			if info.Name == "" {
@@ -561,8 +561,22 @@ func (h *Host) listGroups(ctx context.Context, g store.Group, a ipc.ListGroupsAr
 	}
 	for _, gr := range groups {
 		if !seen[gr.Chat] {
-			out = append(out, ipc.GroupInfo{Chat: string(gr.Chat), Name: gr.Name, Folder: string(gr.Folder), Registered: true, IsMain: gr.IsMain})
+			out = append(out, ipc.GroupInfo{Chat: string(gr.Chat), Name: gr.Name, Folder: string(gr.Folder), Registered: true, IsMain: gr.IsMain,
+				Kind: chatKind(gr.Chat, false)})
 		}
 	}
 	return out, nil
+}
+
+// chatKind says whether chat is a group, a person or a local chat; isGroup
+// is what the channel said of it, the id's form decides otherwise (a
+// WhatsApp group id ends in @g.us).
+func chatKind(chat store.ChatID, isGroup bool) string {
+	switch {
+	case strings.HasPrefix(string(chat), "local:"):
+		return ipc.ChatLocal
+	case isGroup || strings.HasSuffix(string(chat), "@g.us"):
+		return ipc.ChatGroup
+	}
+	return ipc.ChatPerson
 }

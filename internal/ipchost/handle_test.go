@@ -339,8 +339,14 @@ func TestAuthorization(t *testing.T) {
 				for _, g := range list {
 					byChat[g.Chat] = g
 				}
-				if g := byChat[strangerChat]; g.Registered || g.Name != "Book club" {
-					t.Errorf("stranger chat %+v; want unregistered, named Book club", g)
+				if g := byChat[strangerChat]; g.Registered || g.Name != "Book club" || g.Kind != ipc.ChatGroup {
+					t.Errorf("stranger chat %+v; want an unregistered group, named Book club", g)
+				}
+				if g := byChat["local:main"]; g.Kind != ipc.ChatLocal {
+					t.Errorf("main chat %+v; want kind local", g)
+				}
+				if k := chatKind("4915112345678@s.whatsapp.net", false); k != ipc.ChatPerson {
+					t.Errorf("a direct chat's kind %q; want person", k)
 				}
 				if g := byChat["local:main"]; !g.Registered || !g.IsMain || g.Folder != "main" {
 					t.Errorf("main chat %+v; want registered main", g)

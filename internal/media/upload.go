@@ -22,6 +22,11 @@ const SourceUpload = "upload"
 // UploadRef is the Ref of an uploaded file.
 type UploadRef struct {
 	Key string `json:"key"`
+	// Post and Of mark a file of a post of Of > 1 files (Post is the
+	// post's key): the post's messages wait for one another and are
+	// handed to the agent in one turn (store.PendingMessages).
+	Post string `json:"post,omitempty"`
+	Of   int    `json:"of,omitempty"`
 }
 
 // Uploads fetches posted files from the uploads spool and removes each once

@@ -27,6 +27,9 @@ type Alerts interface {
 	// GaveUp: group folder's agent failed attempts times in a row and
 	// gave up until the next message; why is one short line.
 	GaveUp(ctx context.Context, folder store.Folder, attempts int, why string)
+	// APIRefused: the Claude API refused a turn of folder for a reason
+	// waiting cannot heal; label is its kind and status, fix what to do.
+	APIRefused(ctx context.Context, folder store.Folder, label, fix string)
 	// Recovered: folder's agent ran well again.
 	Recovered(ctx context.Context, folder store.Folder)
 	// SendFailed: a message to chat (from group folder, empty for

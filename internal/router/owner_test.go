@@ -39,6 +39,10 @@ func (a *fakeAlerts) GaveUp(ctx context.Context, folder store.Folder, attempts i
 
 func (a *fakeAlerts) Recovered(ctx context.Context, folder store.Folder) { a.clear(gaveUpKey(folder)) }
 
+func (a *fakeAlerts) APIRefused(ctx context.Context, folder store.Folder, label, fix string) {
+	a.raise("api-refused/"+label, fmt.Sprintf("folder=%s fix=%s", folder, fix))
+}
+
 func (a *fakeAlerts) SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string) {
 	a.raise(outboxFailedKey(chat), fmt.Sprintf("folder=%s why=%s", folder, why))
 }

@@ -384,13 +384,22 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 	}()
 	goOwned("outbox sender", func() { r.out.Run(bg) })
-	goOwned("message loop", func() { r.loop(ctx) })
-
+	// Every group is looked at in the loop's first pass: marked before the
+	// loop starts, so a message stored before Run is not considered in a
+	// pass of its own first, and then again with every group.
 	r.markAllDirty()
+	goOwned("message loop", func() { r.loop(ctx) })
 	r.log.Info().Msg("router running")
 
 	<-ctx.Done()
 	r.stopping.Store(true)
+	busy := 0
+	for _, gs := range r.queue.Status().Groups {
+		if gs.Run != "" && !gs.Idle {
+			busy++
+		}
+	}
+	r.log.Info().Int("turns", busy).Dur("timeout", r.cfg.ShutdownTimeout).Msgf("draining %d turns", busy)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := r.queue.Shutdown(dctx); err != nil {

@@ -114,6 +114,15 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 		r.log.Warn().Err(err).Str("group", name).Msg("cannot look up the group to tell its chat")
 		return
 	}
+	if refusal, ok := agentrun.AsAPIRefusal(o.Err); ok {
+		// Waiting cannot heal it: the chat is told the fix, the owner is
+		// alerted once (for every group: the credential is the daemon's).
+		r.notice(g.Chat, folder, refusal.Notice())
+		if !g.IsMain {
+			r.alert(func(ctx context.Context, a Alerts) { a.APIRefused(ctx, folder, refusal.Label(), refusal.Fix()) })
+		}
+		return
+	}
 	r.notice(g.Chat, folder, prompt.GaveUpNotice(o.Attempt, why))
 	if g.IsMain {
 		// The owner reads the main chat: the notice above already told them.

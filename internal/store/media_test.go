@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // insertWithMedia stores a message of chat and, when label is not empty, its
@@ -127,5 +129,72 @@ func TestMediaGoesWithItsMessage(t *testing.T) {
 	}
 	if n := count(t, db, "media", ""); n != 0 {
 		t.Fatalf("media rows after their message went = %d; want 0", n)
+	}
+}
+
+// insertPostFile stores a message of chat with the pending media of file
+// n of a post of `of` files.
+func insertPostFile(t *testing.T, db *DB, chat ChatID, ext, post string, of int) MessageID {
+	t.Helper()
+	ctx := context.Background()
+	var id MessageID
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var err error
+		id, _, err = tx.InsertMessage(ctx, Message{Chat: chat, ExternalID: ext, Sender: "u", Text: "[document: downloading]"})
+		if err != nil {
+			return err
+		}
+		return tx.InsertMedia(ctx, Media{MessageID: id, Chat: chat, Source: "upload",
+			Ref:   []byte(fmt.Sprintf(`{"key":"up-%s","post":%q,"of":%d}`, ext, post, of)),
+			Label: "document", Name: ext + ".txt"})
+	})
+	if err != nil {
+		t.Fatalf("insert %s: %v", ext, err)
+	}
+	return id
+}
+
+// The files of one post wait for one another: none is pending until every
+// file of the post is stored and settled, whatever order they settle in; a
+// post whose other files were never stored lets its files go after
+// PostWait.
+func TestPostFilesHoldTogether(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	addGroup(t, db, "c1", "one")
+	a := insertPostFile(t, db, "c1", "a", "p1", 3)
+	b := insertPostFile(t, db, "c1", "b", "p1", 3)
+	settle := func(id MessageID) {
+		t.Helper()
+		if ok, err := db.SettleMedia(ctx, id, MediaSaved, fmt.Sprintf("[document: inbox/%d.txt]", id)); err != nil || !ok {
+			t.Fatalf("SettleMedia(%d) = %v, %v", id, ok, err)
+		}
+	}
+	settle(a)
+	settle(b)
+	if got := pendingTexts(t, db, "c1"); len(got) != 0 {
+		t.Fatalf("pending with the post's third file not stored = %q; want nothing", got)
+	}
+	c := insertPostFile(t, db, "c1", "c", "p1", 3)
+	if got := pendingTexts(t, db, "c1"); len(got) != 0 {
+		t.Fatalf("pending with the third file being fetched = %q; want nothing", got)
+	}
+	settle(c)
+	if got := pendingTexts(t, db, "c1"); len(got) != 3 {
+		t.Fatalf("pending with the whole post settled = %q; want its three files", got)
+	}
+
+	// A post that failed half-way: its stored file holds the chat for
+	// PostWait, then goes.
+	addGroup(t, db, "c2", "two")
+	d := insertPostFile(t, db, "c2", "d", "p2", 2)
+	settle(d)
+	insertWithMedia(t, db, "c2", "e", "later", "")
+	if got := pendingTexts(t, db, "c2"); len(got) != 0 {
+		t.Fatalf("pending of a half-stored post = %q; want nothing yet", got)
+	}
+	db.now = func() time.Time { return t0.Add(PostWait + time.Second) }
+	if got := pendingTexts(t, db, "c2"); len(got) != 2 {
+		t.Fatalf("pending of a half-stored post after PostWait = %q; want its file and the later message", got)
 	}
 }

@@ -216,29 +216,44 @@ func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, l
 
 // pendingWhere selects the messages of a chat (?) after a cursor (?) that
 // people sent, up to the first whose media is still being fetched (chat and
-// cursor again): that one holds back itself and every later message, which
-// wait for it, in order.
+// cursor again), or that belongs to a post of several files not all stored
+// and settled yet (cursor again, then the time before which an incomplete
+// post is let go): that one holds back itself and every later message,
+// which wait for it, in order. A post's files carry the post's key and
+// their count in their media's ref ({"post", "of"}): its turn takes them
+// all at once.
 const pendingWhere = `chat = ? AND id > ? AND is_bot = 0
-	AND id < COALESCE((SELECT MIN(message_id) FROM media WHERE chat = ? AND state = 'pending' AND message_id > ?), 9223372036854775807)`
+	AND id < COALESCE((SELECT MIN(m.message_id) FROM media m WHERE m.chat = ? AND m.message_id > ? AND (m.state = 'pending'
+		OR (json_valid(m.ref) AND json_extract(m.ref, '$.of') > 1
+			AND (SELECT COUNT(*) FROM media p WHERE p.chat = m.chat AND p.message_id > ? AND p.state != 'pending'
+				AND json_valid(p.ref) AND json_extract(p.ref, '$.post') = json_extract(m.ref, '$.post')) < json_extract(m.ref, '$.of')
+			AND (m.created_at > ? OR (SELECT COUNT(*) FROM media p WHERE p.chat = m.chat AND p.message_id > ?
+				AND json_valid(p.ref) AND json_extract(p.ref, '$.post') = json_extract(m.ref, '$.post')) >= json_extract(m.ref, '$.of'))))), 9223372036854775807)`
+
+// PostWait is how long the stored files of a post whose other files were
+// never stored (the post failed half-way) hold the chat's later messages.
+const PostWait = 2 * time.Minute
 
 // PendingMessages returns the messages people sent to chat after the cursor
 // after (IsBot messages are skipped): the newest limit of them, in arrival
 // order, and how many older ones were left out. It stops before the first
-// message whose media is pending: that one and every later one wait until
-// it settled (SettleMedia). A limit of 0 or less means
+// message whose media is pending, or whose post of several files is not
+// all stored and settled: that one and every later one wait until it
+// settled (SettleMedia). A limit of 0 or less means
 // no limit.
 func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID, limit int) (msgs []Message, omitted int, err error) {
 	if limit <= 0 {
 		limit = -1
 	}
+	cutoff := toMS(db.now().Add(-PostWait))
 	err = db.readTx(ctx, func(q querier) error {
 		var total int
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE `+pendingWhere,
-			chat, after, chat, after).Scan(&total); err != nil {
+			chat, after, chat, after, after, cutoff, after).Scan(&total); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-			WHERE `+pendingWhere+` ORDER BY id DESC LIMIT ?`, chat, after, chat, after, limit)
+			WHERE `+pendingWhere+` ORDER BY id DESC LIMIT ?`, chat, after, chat, after, after, cutoff, after, limit)
 		if err != nil {
 			return err
 		}

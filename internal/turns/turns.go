@@ -133,3 +133,24 @@ func (h *Hub) Wait(ctx context.Context, chat string, after int64, since uint64) 
 		}
 	}
 }
+
+// Hold kinds: why a message does not start a turn now.
+const (
+	// HoldNotTriggered: the group needs its trigger and no waiting message
+	// has it; the message waits as context for the next one that does.
+	HoldNotTriggered = "not_triggered"
+	// HoldBudgetPaused: the group's agent is paused by its daily budget
+	// until Until (or until the owner raises the budget).
+	HoldBudgetPaused = "budget_paused"
+	// HoldQueued: the group waits for a container slot behind Behind
+	// other groups; its turn comes.
+	HoldQueued = "queued"
+)
+
+// Hold says why a message of a chat does not start a turn now.
+type Hold struct {
+	Kind   string
+	Reason string    // one line, e.g. "not triggered (needs @Andy)"
+	Until  time.Time // HoldBudgetPaused: when the pause ends
+	Behind int       // HoldQueued: groups ahead in the queue
+}

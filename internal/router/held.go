@@ -1,0 +1,76 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bridged-app/bridged/internal/groupqueue"
+	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
+)
+
+// Held reports why message after of chat does not start a turn now, and
+// false when nothing holds it (its turn runs, will start, or is over).
+func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold, bool, error) {
+	g, err := r.db.GetGroupByChat(ctx, store.ChatID(chat))
+	if errors.Is(err, store.ErrNotFound) {
+		return turns.Hold{}, false, nil
+	}
+	if err != nil {
+		return turns.Hold{}, false, err
+	}
+	gs := r.state(g.Folder)
+	gs.Lock()
+	err = gs.Load(ctx, r.db, g.Folder)
+	handed := gs.Handed()
+	gs.Unlock()
+	if err != nil {
+		return turns.Hold{}, false, err
+	}
+	if store.MessageID(after) <= handed {
+		return turns.Hold{}, false, nil // handed to the agent already
+	}
+	msgs, _, err := r.db.PendingMessages(ctx, g.Chat, handed, r.cfg.PromptCap)
+	if err != nil {
+		return turns.Hold{}, false, err
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].ID < store.MessageID(after) {
+		// The message is a bot's, or waits for its media: not judged yet.
+		return turns.Hold{}, false, nil
+	}
+	if !r.triggered(g, msgs) {
+		trig := g.Trigger
+		if strings.TrimSpace(trig) == "" {
+			trig = "@" + r.cfg.AssistantName
+		}
+		return turns.Hold{Kind: turns.HoldNotTriggered, Reason: fmt.Sprintf("not triggered (needs %s)", trig)}, true, nil
+	}
+	if r.paused(ctx, g) {
+		loc := r.cfg.Timezone
+		if loc == nil {
+			loc = time.UTC
+		}
+		_, end := rules.BudgetDay(r.now(), loc)
+		return turns.Hold{Kind: turns.HoldBudgetPaused, Until: end,
+			Reason: fmt.Sprintf("paused by its budget until %s (or until the owner raises it)", end.Format("2006-01-02 15:04 MST"))}, true, nil
+	}
+	// Queued: waiting for a slot, or about to (the message loop has not
+	// enqueued it yet, and every slot is taken by other groups).
+	st := r.queue.Status()
+	i := slices.Index(st.Waiting, string(g.Folder))
+	if i < 0 && st.Running >= st.MaxConcurrent && !slices.ContainsFunc(st.Groups, func(gs groupqueue.GroupStatus) bool {
+		return gs.Group == string(g.Folder) && gs.Run != ""
+	}) {
+		i = len(st.Waiting)
+	}
+	if i >= 0 {
+		return turns.Hold{Kind: turns.HoldQueued, Behind: i,
+			Reason: fmt.Sprintf("queued behind %d: all %d container slots are busy, %d other groups wait before it", st.Running+i, st.MaxConcurrent, i)}, true, nil
+	}
+	return turns.Hold{}, false, nil
+}
