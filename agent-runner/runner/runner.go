@@ -146,41 +146,16 @@ type run struct {
 	addDirs []string
 	hooks   []claudecli.Hook
 
-	// State below is owned by loop's goroutine.
+	// State below is owned by loop's goroutine: the claude process and
+	// how it is supervised; what its turns saw and settled is in turns.
 	proc        *claudecli.Process
 	msgs        <-chan claudecli.Message
 	resume      string
 	resumeAt    string
-	reported    string // last session id reported
-	freshReport bool   // the next session report is a fresh replacement
-	sawInit     bool   // the current process started a turn
-	unconfirmed []string
-	// outstanding are the messages written to claude that no result is
-	// known to have answered: a result settles those written before its
-	// turn began (its system/init); one written during a turn may be
-	// queued or folded into it, so it stays until a later turn's result.
-	outstanding []written
-	unknownSes  bool
 	restarts    int
-	lastUUID    string // the last assistant message to resume at ("" after compaction)
-	procUUID    string // the current process's last assistant uuid, as last seen
 	closing     bool
 	inputClosed bool
-	lastCost    float64 // total_cost_usd of the current process so far
-
-	seq        uint64
-	lastWrite  uint64
-	lastResult uint64
-	lastInit   uint64
-	resultAt   time.Time
-	state      string
-}
-
-// written is a message written to claude and the sequence number of the
-// write.
-type written struct {
-	text string
-	seq  uint64
+	turns       *ledger
 }
 
 // newRun prepares a run; api holds claude's API variables (base URL and
@@ -207,7 +182,7 @@ func newRun(cfg Config, api map[string]string) (*run, error) {
 	r.prefix = unsetPrefix(nil)
 	r.resume = cfg.Input.SessionID
 	r.resumeAt = cfg.Input.ResumeAt
-	r.lastUUID = cfg.Input.ResumeAt
+	r.turns = newLedger(cfg.Input.ResumeAt)
 
 	if !cfg.Input.IsMain && cfg.GlobalDir != "" {
 		data, err := os.ReadFile(filepath.Join(cfg.GlobalDir, "CLAUDE.md"))
@@ -319,19 +294,14 @@ func (r *run) start(msgs []string) error {
 		return err
 	}
 	r.proc, r.msgs = p, p.Messages()
-	r.sawInit, r.unconfirmed, r.unknownSes, r.lastCost, r.state, r.procUUID = false, nil, false, 0, "", ""
-	r.lastWrite, r.lastResult, r.lastInit = r.seq, r.seq, r.seq
+	r.turns.started()
 	r.log.Info().Int("pid", p.Pid()).Bool("resume", r.resume != "").Msg("claude started")
-	r.outstanding = nil
 	for i, m := range msgs {
 		if err := r.send(m); err != nil {
 			// It died at once; its exit is handled like any other, and these
 			// messages go to the next process.
 			r.log.Warn().Err(err).Msg("claude did not take its first messages")
-			r.unconfirmed = append(r.unconfirmed, msgs[i:]...)
-			for _, m := range msgs[i:] {
-				r.outstanding = append(r.outstanding, written{text: m, seq: r.seq})
-			}
+			r.turns.undelivered(msgs[i:])
 			break
 		}
 	}
@@ -343,29 +313,8 @@ func (r *run) send(text string) error {
 	if err := r.proc.SendUser(text); err != nil {
 		return err
 	}
-	r.seq++
-	r.lastWrite = r.seq
-	r.outstanding = append(r.outstanding, written{text: text, seq: r.seq})
-	if !r.sawInit {
-		r.unconfirmed = append(r.unconfirmed, text)
-	}
+	r.turns.wrote(text)
 	return nil
-}
-
-// settle forgets the outstanding messages written before the turn that just
-// ended began.
-func (r *run) settle() {
-	i := 0
-	for i < len(r.outstanding) && r.outstanding[i].seq < r.lastInit {
-		i++
-	}
-	r.outstanding = r.outstanding[i:]
-}
-
-// inFlight reports whether claude may be working or about to work on a turn.
-func (r *run) inFlight() bool {
-	busy := r.state != "" && r.state != claudecli.StateIdle
-	return r.lastWrite > r.lastResult || r.lastInit > r.lastResult || busy
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -450,10 +399,10 @@ func (r *run) loop(ctx context.Context) error {
 // is idle, waiting CloseGrace after a result for a queued turn to begin. It
 // returns the timer to wait on, if any.
 func (r *run) closeWhenIdle(timer <-chan time.Time) <-chan time.Time {
-	if !r.closing || r.inputClosed || r.inFlight() {
+	if !r.closing || r.inputClosed || r.turns.inFlight() {
 		return timer
 	}
-	if wait := r.cfg.CloseGrace - r.now().Sub(r.resultAt); !r.resultAt.IsZero() && wait > 0 {
+	if wait := r.cfg.CloseGrace - r.now().Sub(r.turns.resultAt); !r.turns.resultAt.IsZero() && wait > 0 {
 		if timer == nil {
 			timer = time.After(wait)
 		}
@@ -535,14 +484,11 @@ func (r *run) reject(path, name string, why error) {
 	}
 }
 
+// reportSession tells the host of a session id it has not been told of.
 func (r *run) reportSession(id string) {
-	if id == "" || id == r.reported {
-		return
+	if ev, ok := r.turns.report(id); ok {
+		r.emit(ev)
 	}
-	r.reported = id
-	ev := ipc.Event{Type: ipc.EventSession, SessionID: id, Fresh: r.freshReport}
-	r.freshReport = false
-	r.emit(ev)
 }
 
 func (r *run) handle(m claudecli.Message) {
@@ -550,63 +496,29 @@ func (r *run) handle(m claudecli.Message) {
 	case m.System != nil:
 		switch m.System.Subtype {
 		case claudecli.SystemInit:
-			r.sawInit = true
-			r.unconfirmed = nil
-			r.seq++
-			r.lastInit = r.seq
+			r.turns.turnStarted()
 			r.reportSession(m.System.SessionID)
 		case claudecli.SystemSessionStateChanged:
-			r.state = m.System.State
+			r.turns.stateChanged(m.System.State)
 		case claudecli.SystemAPIRetry:
 			r.log.Info().Int("attempt", m.System.Attempt).Int("max", m.System.MaxRetries).
 				Int("status", m.System.ErrorStatus).Str("error", m.System.Error).Msg("claude retrying the API")
 		case claudecli.SystemCompactBoundary:
-			// Resuming at a message from before the compaction would undo it.
-			r.lastUUID = ""
+			r.turns.compacted()
 			r.log.Info().Msg("conversation compacted")
 		}
 	case m.Result != nil:
 		res := m.Result
-		if !r.sawInit && res.UnknownSession() {
-			r.unknownSes = true
+		if r.turns.unknownSession(res) {
 			r.log.Warn().Str("session", res.SessionID).Msg("claude does not know the session; starting a fresh one")
 			_ = r.proc.CloseInput()
 			return
 		}
-		r.seq++
-		r.lastResult = r.seq
-		r.resultAt = r.now()
-		r.settle()
-		r.state = "" // a later session_state_changed says whether a queued turn runs
+		ev := r.turns.result(res, r.now(), r.proc.LastAssistantUUID())
 		r.reportSession(res.SessionID)
-		cost, ok := res.TurnCostUSD()
-		if !ok {
-			cost = res.TotalCostUSD - r.lastCost
-		}
-		r.lastCost = res.TotalCostUSD
-		if u := r.proc.LastAssistantUUID(); u != r.procUUID {
-			r.lastUUID, r.procUUID = u, u
-		}
-		r.emit(ipc.Event{
-			Type:      ipc.EventResult,
-			Text:      res.Text(),
-			IsError:   res.IsError,
-			SessionID: res.SessionID,
-			LastUUID:  r.lastUUID,
-			CostUSD:   cost,
-			Usage: &ipc.Usage{
-				InputTokens:              res.Usage.InputTokens,
-				OutputTokens:             res.Usage.OutputTokens,
-				CacheCreationInputTokens: res.Usage.CacheCreationInputTokens,
-				CacheReadInputTokens:     res.Usage.CacheReadInputTokens,
-			},
-			DurationMS:     res.DurationMS,
-			NumTurns:       res.NumTurns,
-			APIErrorStatus: res.APIErrorStatus,
-			APIErrorType:   res.APIErrorType,
-		})
+		r.emit(ev)
 		r.log.Info().Bool("is_error", res.IsError).Int("turns", res.NumTurns).
-			Int64("duration_ms", res.DurationMS).Float64("cost_usd", cost).Msg("turn finished")
+			Int64("duration_ms", res.DurationMS).Float64("cost_usd", ev.CostUSD).Msg("turn finished")
 	case m.Assistant != nil:
 		if m.Assistant.Error != "" {
 			r.log.Warn().Str("error", m.Assistant.Error).Msg("claude reported an API error")
@@ -624,12 +536,12 @@ func (r *run) exited() (bool, error) {
 		r.log.Info().Int("exit_code", code).Msg("claude finished after input closed")
 		return true, nil
 	}
-	if r.unknownSes {
+	if r.turns.unknownSes {
 		// The CLI dropped everything written to it: start fresh and send it
 		// all again.
-		msgs := r.unconfirmed
-		r.resume, r.resumeAt, r.lastUUID = "", "", ""
-		r.freshReport = true
+		msgs := r.turns.unconfirmed
+		r.resume, r.resumeAt = "", ""
+		r.turns.freshSession()
 		if err := r.start(msgs); err != nil {
 			r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("start fresh session: %v", err), Retryable: true})
 			return true, fmt.Errorf("start fresh session: %w", err)
@@ -655,18 +567,15 @@ func (r *run) exited() (bool, error) {
 	// settled), to a claude resumed at the last finished turn, so the
 	// transcript holds the message once. If that turn is what killed it,
 	// the second exit ends the run and the host retries it.
-	msgs := make([]string, 0, len(r.outstanding))
-	for _, w := range r.outstanding {
-		msgs = append(msgs, w.text)
-	}
+	msgs := r.turns.unanswered()
 	session := p.SessionID()
 	if session == "" {
-		session = r.reported
+		session = r.turns.reported
 	}
 	if session == "" {
 		session = r.resume
 	}
-	r.resume, r.resumeAt = session, r.lastUUID
+	r.resume, r.resumeAt = session, r.turns.lastUUID
 	if session == "" {
 		r.resumeAt = ""
 	}
