@@ -149,12 +149,15 @@ func (e *env) chatM(group, text string, extra ...string) (stdout, stderr string,
 // prints why and exits with its documented status (3, 4) instead of
 // waiting out --timeout.
 func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
+	// The budget counts what the proxy meters: the fake upstream prices
+	// each call.
+	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
+	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0", "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "club", "local:club") // needs @Andy
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
-	// One fake turn costs more than this.
+	// One metered API call costs more than this.
 	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "fam")
 	d := e.start()
 
@@ -187,7 +190,7 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 	}
 
 	// Spend the budget, then the next message is paused.
-	if out, _, code, _ := e.chatM("fam", "fake:reply first"); code != 0 || !strings.Contains(out, "first") {
+	if out, _, code, _ := e.chatM("fam", "fake:api first"); code != 0 || !strings.Contains(out, "ok") {
 		t.Fatalf("first message to fam: exit %d, %q; want the reply", code, out)
 	}
 	out, errs, code, took = e.chatM("fam", "fake:reply second", "--timeout", "60s")
