@@ -203,7 +203,7 @@ func (r waRefresher) RefreshGroups(ctx context.Context) error {
 // credential. Its per-container sockets live in data/proxy (daemon-owned,
 // never agent-writable); what a previous daemon left there is removed. With
 // no credential it warns once: the agents' API requests are answered 401.
-func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credproxy.Proxy, error) {
+func newAPIProxy(cfg *config.Config, l home.Layout, ledger credproxy.Ledger, log zerolog.Logger) (*credproxy.Proxy, error) {
 	dir := filepath.Join(l.DataDir(), "proxy")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("clear the proxy socket directory: %w", err)
@@ -215,6 +215,7 @@ func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credpr
 		Dir:        dir,
 		Log:        log,
 		Limits:     proxyLimits(cfg),
+		Ledger:     ledger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGED_ANTHROPIC_URL: %w", err)
@@ -364,11 +365,6 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		allow = allow.WithMasks(hm.Layout()) // hide .ssh, .env, … inside allowed mounts
 	}
 
-	proxy, err := newAPIProxy(cfg, hm.Layout(), log)
-	if err != nil {
-		return err
-	}
-
 	instance := newInstanceID()
 	loc := local.New(db, cfg.AssistantName, log).KeepFiles(hm.Layout().LocalFilesDir())
 	// Below the free-space floor no file is taken in: outgoing files are
@@ -416,6 +412,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	// The proxy is the meter: its responses go to the usage ledger, and a
+	// group at its budget is refused there.
+	proxy, err := newAPIProxy(cfg, hm.Layout(), &meterLedger{db: db, al: al, log: log}, log)
+	if err != nil {
+		return err
+	}
 
 	rt, err := router.New(router.Config{
 		AssistantName:    cfg.AssistantName,
@@ -445,9 +447,6 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	wa.SetSink(waSink{rt: rt, db: db})
 	al.SetPoster(rt)
-	// The proxy is the meter: its responses go to the usage ledger, and a
-	// group at its budget is refused there.
-	proxy.SetLedger(&meterLedger{db: db, al: al, log: log})
 	mediaPool.SetSettled(rt.MediaSettled)
 	loc.SetInbound(rt.Inbound)
 
