@@ -91,6 +91,7 @@ var tiers = map[string]tier{
 	"internal/retention":        middle,
 	"internal/transcribe":       middle,
 	"internal/media":            middle,
+	"internal/ingest":           middle, // stores inbound messages and wakes the router; built first
 	"internal/agentrun":         runTier,
 	"internal/router":           upper,
 	"internal/scheduler":        upper,

@@ -28,6 +28,7 @@ import (
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/retention"
@@ -203,7 +204,7 @@ func (r waRefresher) RefreshGroups(ctx context.Context) error {
 // credential. Its per-container sockets live in data/proxy (daemon-owned,
 // never agent-writable); what a previous daemon left there is removed. With
 // no credential it warns once: the agents' API requests are answered 401.
-func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credproxy.Proxy, error) {
+func newAPIProxy(cfg *config.Config, l home.Layout, ledger credproxy.Ledger, log zerolog.Logger) (*credproxy.Proxy, error) {
 	dir := filepath.Join(l.DataDir(), "proxy")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("clear the proxy socket directory: %w", err)
@@ -215,6 +216,7 @@ func newAPIProxy(cfg *config.Config, l home.Layout, log zerolog.Logger) (*credpr
 		Dir:        dir,
 		Log:        log,
 		Limits:     proxyLimits(cfg),
+		Ledger:     ledger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGED_ANTHROPIC_URL: %w", err)
@@ -258,18 +260,19 @@ func (l liveStatus) Live() control.Live {
 	return live
 }
 
-// waSink is what WhatsApp delivers to: messages to the router's Inbound
-// (which writes their chat in the same commit), chat metadata and lookups
-// to the store. Every call runs under the context of the event it serves.
+// waSink is what WhatsApp delivers to: messages to the ingest (which
+// writes their chat in the same commit and wakes the router), chat metadata
+// and lookups to the store. Every call runs under the context of the event
+// it serves.
 type waSink struct {
-	rt *router.Router
+	in *ingest.Ingest
 	db *store.DB
 }
 
 var _ whatsapp.Sink = waSink{}
 
 func (s waSink) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
-	return s.rt.Inbound(ctx, m)
+	return s.in.Inbound(ctx, m)
 }
 
 func (s waSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
@@ -295,6 +298,18 @@ func (s waSink) HasHistory(ctx context.Context, chat string) bool {
 func (s waSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
 	own, err := s.db.IsOwnMessage(ctx, store.ChatID(chat), id)
 	return err == nil && own
+}
+
+// channelOf names the channel that owns chat, as each channel's Owns
+// decides.
+func channelOf(chat string) string {
+	switch {
+	case local.IsLocal(chat):
+		return local.Name
+	case whatsapp.Owns(chat):
+		return whatsapp.ChannelName
+	}
+	return ""
 }
 
 // groupsChanged tells the IPC host and the router that groups changed: a
@@ -364,20 +379,30 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		allow = allow.WithMasks(hm.Layout()) // hide .ssh, .env, … inside allowed mounts
 	}
 
-	proxy, err := newAPIProxy(cfg, hm.Layout(), log)
+	instance := newInstanceID()
+	// Ingest is built first: it stores what the channels receive and wakes
+	// the router, so the channels, the media pool and the router all take
+	// it at construction.
+	mediaQueue := media.NewQueue()
+	lateWindow := cfg.LateWindow
+	if lateWindow <= 0 {
+		lateWindow = router.DefaultLateWindow
+	}
+	ing, err := ingest.New(ingest.Config{
+		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
+		Log: log.With().Str("component", "ingest").Logger(),
+	})
 	if err != nil {
 		return err
 	}
-
-	instance := newInstanceID()
-	loc := local.New(db, cfg.AssistantName, log).KeepFiles(hm.Layout().LocalFilesDir())
+	loc := local.New(db, cfg.AssistantName, ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir())
 	// Below the free-space floor no file is taken in: outgoing files are
 	// not staged, media are not downloaded; the owner's alert says why.
 	floor := home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
 
-	// WhatsApp receives nothing until its sink is set below, once the
-	// router it delivers to exists; nothing connects before that.
+	// WhatsApp delivers to the ingest; nothing connects before Run.
 	wa, err := whatsapp.New(ctx, whatsapp.Options{
+		Sink:          waSink{in: ing, db: db},
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
@@ -390,13 +415,14 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	channels := []channel.Channel{loc, wa}
 
 	// Media of inbound messages are fetched after the message is stored,
-	// by a pool that reports to the router once it exists.
+	// by a pool that takes them from the ingest's queue and tells the
+	// ingest when a chat's media settled.
 	var transcriber media.Transcriber
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
 	mediaPool, err := media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: floor}, media.Deps{
-		Store: db, Home: hm, Transcriber: transcriber, Log: log,
+		Store: db, Home: hm, Transcriber: transcriber, Log: log, Queue: mediaQueue, Settled: ing.MediaSettled,
 		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
 	})
 	if err != nil {
@@ -413,6 +439,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
 	})
+	if err != nil {
+		return err
+	}
+	// The proxy is the meter: its responses go to the usage ledger, and a
+	// group at its budget is refused there.
+	proxy, err := newAPIProxy(cfg, hm.Layout(), &meterLedger{db: db, al: al, log: log}, log)
 	if err != nil {
 		return err
 	}
@@ -439,17 +471,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Media: mediaPool})
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing})
 	if err != nil {
 		return err
 	}
-	wa.SetSink(waSink{rt: rt, db: db})
 	al.SetPoster(rt)
-	// The proxy is the meter: its responses go to the usage ledger, and a
-	// group at its budget is refused there.
-	proxy.SetLedger(&meterLedger{db: db, al: al, log: log})
-	mediaPool.SetSettled(rt.MediaSettled)
-	loc.SetInbound(rt.Inbound)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{

@@ -210,8 +210,7 @@ func startDaemon(t *testing.T, home string, reply func(text string) []string) *f
 func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []string, live control.StatusSource) *fakeDaemon {
 	t.Helper()
 	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil)}
-	d.loc = local.New(d.db, "Andy", zerolog.Nop())
-	d.loc.SetInbound(func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	d.loc = local.New(d.db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
 		id, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
 		if err != nil {
@@ -243,7 +242,7 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 			d.turns.Ended(turns.End{Chat: m.Chat, Result: turns.Done, Upto: int64(id)})
 		}()
 		return id, nil
-	})
+	}, zerolog.Nop())
 	hm, err := bhome.New(home, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 	}
 	budget := &wedgingBudget{entered: make(chan struct{}), release: make(chan struct{})}
 	rt, err := router.New(router.Config{AssistantName: "Andy", Home: hm, ContainerUID: 1000, ContainerGID: 1000, Image: "none"},
-		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", zerolog.Nop())},
+		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", func(context.Context, channel.Message) (store.MessageID, error) { return 0, store.ErrInvalid }, zerolog.Nop())},
 			Log: zerolog.Nop(), Budget: budget})
 	if err != nil {
 		t.Fatal(err)

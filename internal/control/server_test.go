@@ -89,13 +89,16 @@ type harness struct {
 	posted chan channel.Message // every message posted, as the router got it
 	db     *store.DB
 	local  *waitingLocal
-	client *Client
-	socket string
-	sync   *countSync
-	wake   *countWake
-	turns  *turns.Hub
-	stop   func()
-	done   chan error
+	// inbound is what the local channel stores posts with (a
+	// local.Inbound); a test swaps it to make posting fail.
+	inbound *atomic.Value
+	client  *Client
+	socket  string
+	sync    *countSync
+	wake    *countWake
+	turns   *turns.Hub
+	stop    func()
+	done    chan error
 }
 
 // storeInbound stores a message the way the router does.
@@ -110,22 +113,22 @@ func storeInbound(db *store.DB) local.Inbound {
 func start(t *testing.T, live Live) *harness {
 	t.Helper()
 	db := openStore(t)
-	loc := &waitingLocal{Channel: local.New(db, "Andy", zerolog.Nop()), waiting: make(chan struct{}, 1)}
 	hm, err := home.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	uploads := hm.Uploads()
 	posted := make(chan channel.Message, 100)
-	stored := storeInbound(db)
-	loc.SetInbound(func(ctx context.Context, m channel.Message) (store.MessageID, error) {
-		id, err := stored(ctx, m)
+	inbound := &atomic.Value{}
+	inbound.Store(storeInbound(db))
+	loc := &waitingLocal{Channel: local.New(db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+		id, err := inbound.Load().(local.Inbound)(ctx, m)
 		if err == nil {
 			posted <- m
 		}
 		return id, err
-	})
-	h := &harness{home: hm, posted: posted, db: db, local: loc, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
+	}, zerolog.Nop()), waiting: make(chan struct{}, 1)}
+	h := &harness{home: hm, posted: posted, db: db, local: loc, inbound: inbound, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
 	srv, err := Listen(Options{
 		Socket:    h.socket,
 		Admin:     &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},

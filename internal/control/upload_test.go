@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -234,10 +235,10 @@ func TestPostFilesRefused(t *testing.T) {
 		})
 	}
 	t.Run("posting fails", func(t *testing.T) {
-		h.local.SetInbound(func(context.Context, channel.Message) (store.MessageID, error) {
+		h.inbound.Store(local.Inbound(func(context.Context, channel.Message) (store.MessageID, error) {
 			return 0, errors.New("disk full")
-		})
-		defer h.local.SetInbound(storeInbound(h.db))
+		}))
+		defer h.inbound.Store(storeInbound(h.db))
 		paths := writeFiles(t, []string{"a.png"}, map[string]string{"a.png": "png"})
 		if _, err := h.client.PostMessage(ctx, "local:main", "alice", "x", paths...); code(err) != http.StatusInternalServerError {
 			t.Errorf("got %v; want a 500", err)

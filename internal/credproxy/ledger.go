@@ -38,19 +38,6 @@ type Ledger interface {
 	Commit(ctx context.Context, group string, m Metered) error
 }
 
-// ledgerBox holds a Ledger in an atomic.Value (which wants one concrete
-// type).
-type ledgerBox struct{ l Ledger }
-
-// SetLedger sets where the metered usage goes and who admits requests (nil:
-// nowhere, everyone). It may be called while requests are served.
-func (p *Proxy) SetLedger(l Ledger) { p.ledger.Store(ledgerBox{l}) }
-
-func (p *Proxy) getLedger() Ledger {
-	b, _ := p.ledger.Load().(ledgerBox)
-	return b.l
-}
-
 // commitTimeout bounds one ledger commit; the response has been served by
 // then, so a caller that went away does not cancel it.
 const commitTimeout = 30 * time.Second
@@ -58,7 +45,7 @@ const commitTimeout = 30 * time.Second
 // admit asks the ledger whether group may send a Messages API request; it
 // answers the refusal itself and reports false.
 func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, group string) bool {
-	l := p.getLedger()
+	l := p.ledger
 	if l == nil || r.URL.Path != "/v1/messages" {
 		return true // count_tokens is free
 	}
@@ -274,7 +261,7 @@ func (m *meter) finish() {
 		}
 		cost := fam.Cost(m.tok)
 		m.tally(cost)
-		l := m.p.getLedger()
+		l := m.p.ledger
 		if l == nil {
 			return
 		}

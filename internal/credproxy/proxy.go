@@ -44,7 +44,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -99,7 +98,8 @@ type Config struct {
 	// Transport reaches the upstream (a clone of http.DefaultTransport if
 	// nil).
 	Transport http.RoundTripper
-	// Ledger records the metered usage and admits requests (see SetLedger).
+	// Ledger records the metered usage and admits requests (nil: nowhere,
+	// everyone).
 	Ledger Ledger
 	Log    zerolog.Logger
 }
@@ -115,7 +115,7 @@ type Proxy struct {
 	log      zerolog.Logger
 	lim      *limiter
 
-	ledger atomic.Value // ledgerBox
+	ledger Ledger // nil: no meter, every request admitted
 
 	mu       sync.Mutex
 	usage    map[string]*Usage
@@ -154,7 +154,7 @@ func New(cfg Config) (*Proxy, error) {
 	default:
 		p.mode = ModeNone
 	}
-	p.SetLedger(cfg.Ledger)
+	p.ledger = cfg.Ledger
 	tr := cfg.Transport
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

@@ -101,8 +101,11 @@ type Deps struct {
 	Fetchers map[string]Fetcher // by store.Media.Source
 	// Transcriber, when set, transcribes voice notes.
 	Transcriber Transcriber
-	// Settled is called once a chat's media settled (the router's
-	// MediaSettled).
+	// Queue is where the media to fetch are added (NewQueue); nil: a
+	// queue of the Pool's own, fed by Add.
+	Queue *Queue
+	// Settled is called once a chat's media settled (the Ingest's
+	// MediaSettled, which wakes the router).
 	Settled func(chat store.ChatID)
 	Log     zerolog.Logger
 }
@@ -143,12 +146,11 @@ func New(cfg Config, d Deps) (*Pool, error) {
 	if d.Settled == nil {
 		d.Settled = func(store.ChatID) {}
 	}
-	return &Pool{cfg: cfg, d: d, log: d.Log.With().Str("component", "media").Logger(), sch: newScheduler(), wait: sleep}, nil
+	if d.Queue == nil {
+		d.Queue = NewQueue()
+	}
+	return &Pool{cfg: cfg, d: d, log: d.Log.With().Str("component", "media").Logger(), sch: d.Queue.s, wait: sleep}, nil
 }
-
-// SetSettled sets Deps.Settled, for a pool built before the router it
-// reports to. Call it before Run.
-func (p *Pool) SetSettled(fn func(chat store.ChatID)) { p.d.Settled = fn }
 
 // Add queues m, whose message is committed. It never blocks.
 func (p *Pool) Add(m store.Media) { p.sch.add(m) }

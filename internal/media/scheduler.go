@@ -28,6 +28,19 @@ func newScheduler() *scheduler {
 	}
 }
 
+// Queue holds the media waiting to be fetched. It is built before the
+// Pool that fetches them (Deps.Queue), so that what stores the messages
+// can take it at construction while the Pool takes the channels that
+// fetch. Add never blocks; nothing is fetched until the Pool runs.
+type Queue struct{ s *scheduler }
+
+// NewQueue returns an empty queue.
+func NewQueue() *Queue { return &Queue{s: newScheduler()} }
+
+// Add queues m, whose message is committed, unless it is queued or in
+// flight already. It never blocks.
+func (q *Queue) Add(m store.Media) { q.s.add(m) }
+
 // add queues m unless it is queued or in flight already.
 func (s *scheduler) add(m store.Media) {
 	s.mu.Lock()

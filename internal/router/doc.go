@@ -1,5 +1,4 @@
-// Package router is the heart of the bridged daemon: it stores inbound
-// messages, decides which of them wake a group's agent, hands them to the
+// Package router is the heart of the bridged daemon: it decides which of them wake a group's agent, hands them to the
 // agent (a new run through the group queue, or piped into the live
 // container), turns how each run ended into status, notices and alerts, and
 // sends the outbox through the channels (DESIGN §6, §7, §11).
@@ -18,8 +17,10 @@
 // roll-back of a failed turn) is internal/agentrun's, which asks the router
 // only for what agentrun.Owner names. The router keeps what is its own: the
 // triggers, the prompts' contents, when messages are handed over (a new run
-// or a pipe) and the message loop. Its one entry for inbound messages is
-// Inbound. The rules for groups and tasks that every entry point shares
+// or a pipe) and the message loop. Inbound messages are stored by
+// internal/ingest, built before the channels and the router: the loop
+// wakes on its Wake and takes the chats it marked changed (the router's
+// Inbound and MediaSettled only forward to it). The rules for groups and tasks that every entry point shares
 // are internal/rules'; the agents' requests that apply them reach the
 // router only through AgentAction, which keeps the cursor in step. Owner
 // alerts (their keys and texts) and budgets are internal/alerts'. The

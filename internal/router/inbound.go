@@ -3,11 +3,7 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/groupqueue"
@@ -20,76 +16,14 @@ import (
 // handed messages to a container yet, or has ended.
 var errNoRun = errors.New("no live container to pipe into")
 
-// Inbound stores one inbound message and its chat's metadata in one
-// transaction (one write of the chat's row) and returns the message's stored id after the commit: the id
-// already stored for a redelivery, 0 when the chat is not a registered group
-// (only its metadata is recorded). A new message of a registered chat wakes
-// the message loop at once. A non-nil error means nothing was stored.
+// Inbound stores one inbound message through the router's Ingest (see
+// ingest.Ingest.Inbound): a new message of a registered chat wakes the
+// message loop at once. A non-nil error means nothing was stored.
 func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
-	if strings.TrimSpace(m.Chat) == "" {
-		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
-	}
-	if m.ExternalID == "" {
-		// Without the network's id a redelivery cannot be recognised;
-		// store it under an id of our own rather than lose it.
-		m.ExternalID = "bridged-in-" + uuid.NewString()
-	}
-	chat := store.ChatID(m.Chat)
-	last := m.SentAt
-	if last.IsZero() {
-		last = r.now()
-	}
-	var chName string
-	if c := r.channelFor(m.Chat); c != nil {
-		chName = c.Name()
-	}
-	var media *store.Media
-	if m.Media != nil {
-		if r.media != nil {
-			m.Text = m.Media.Text(m.Media.Pending())
-		} else {
-			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
-		}
-	}
-	var id store.MessageID
-	var inserted bool
-	err := r.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
-			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
-			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
-			Late: r.isLate(m.SentAt),
-		})
-		if err != nil || !inserted || id == 0 || m.Media == nil || r.media == nil {
-			return err
-		}
-		media = mediaOf(id, chat, m.Media)
-		return tx.InsertMedia(ctx, *media)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store inbound message: %w", err)
-	}
-	if media != nil {
-		r.media.Add(*media)
-	}
-	if !inserted || id == 0 || m.IsBot {
-		return id, nil
-	}
-	r.mu.Lock()
-	r.dirty[chat] = struct{}{}
-	r.newest[chat] = max(r.newest[chat], id)
-	r.mu.Unlock()
-	signal(r.wake)
-	r.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
-	return id, nil
+	return r.in.Inbound(ctx, m)
 }
 
-func (r *Router) markAllDirty() {
-	r.mu.Lock()
-	r.dirtyAll = true
-	r.mu.Unlock()
-	signal(r.wake)
-}
+func (r *Router) markAllDirty() { r.in.Rescan() }
 
 // loop is the message loop: woken by Inbound (or at start for every group),
 // it hands each changed group's pending messages to its agent.
@@ -101,12 +35,9 @@ func (r *Router) loop(ctx context.Context) {
 		case done := <-r.pings:
 			close(done)
 			continue
-		case <-r.wake:
+		case <-r.in.Wake():
 		}
-		r.mu.Lock()
-		dirty, all := r.dirty, r.dirtyAll
-		r.dirty, r.dirtyAll = make(map[store.ChatID]struct{}), false
-		r.mu.Unlock()
+		dirty, all := r.in.Take()
 
 		if all {
 			groups, err := r.db.ListGroups(ctx)

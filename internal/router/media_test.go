@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -33,7 +34,11 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil)
 		fm := &fakeMedia{}
-		h.r.media = fm
+		in, err := ingest.New(ingest.Config{DB: h.r.db, Media: fm, LateWindow: h.r.cfg.LateWindow, Log: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.in = in
 		h.start()
 		ctx := context.Background()
 		h.post(mainChat, "before")

@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
@@ -104,9 +105,14 @@ type Deps struct {
 	// Alerts, when set, hears of groups that gave up and messages that
 	// could not be sent, for the owner.
 	Alerts Alerts
-	// Media, when set, fetches the media of inbound messages after their
-	// commit (see Router.MediaSettled); nil: a message's media is not
-	// fetched and its placeholder says so.
+	// Ingest stores inbound messages and wakes the message loop (the
+	// daemon builds it first, for the channels and the media pool). Nil:
+	// the router builds its own over Store, Channels, Media and
+	// Config.LateWindow.
+	Ingest *ingest.Ingest
+	// Media, when set and Ingest is nil, fetches the media of inbound
+	// messages after their commit (see Router.MediaSettled); nil: a
+	// message's media is not fetched and its placeholder says so.
 	Media MediaQueue
 }
 
@@ -155,9 +161,8 @@ type Router struct {
 	turns    *turns.Hub
 	budget   Budget // nil: no budgets
 	alerts   Alerts // nil: no owner alerts
-	media    MediaQueue
+	in       *ingest.Ingest
 
-	wake  chan struct{} // message loop
 	out   *outbox.Sender
 	pings chan chan struct{} // Ping's round trips through the message loop
 
@@ -168,16 +173,8 @@ type Router struct {
 
 	// mu guards the maps below. It is held only while they are read or
 	// changed: never across the store, a channel or a group's lock.
-	mu     sync.Mutex
-	groups map[store.Folder]*groupState
-	dirty  map[store.ChatID]struct{}
-	// newest is, per chat, the last message Inbound stored: a read of the
-	// pending messages made before it changed is out of date.
-	newest map[store.ChatID]store.MessageID
-	// settled counts, per chat, the media that settled: each may release
-	// messages a read held back, so it makes that read stale too.
-	settled  map[store.ChatID]int
-	dirtyAll bool
+	mu       sync.Mutex
+	groups   map[store.Folder]*groupState
 	failures []Failure
 	// retrying holds, per group, the last failed message run the queue
 	// will retry; it shows in Status until the group's next good run.
@@ -221,9 +218,7 @@ type pendingRead struct {
 // cursor is used once instead when no message came since. gs's lock must
 // be held.
 func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
-	r.mu.Lock()
-	newest, settled := r.newest[g.Chat], r.settled[g.Chat]
-	r.mu.Unlock()
+	newest, settled := r.in.Seen(g.Chat)
 	if rd := gs.read; rd != nil {
 		gs.read = nil
 		if rd.after == gs.Handed() && rd.newest == newest && rd.settled == settled {
@@ -295,15 +290,26 @@ func New(cfg Config, d Deps) (*Router, error) {
 		turns:    d.Turns,
 		budget:   d.Budget,
 		alerts:   d.Alerts,
-		media:    d.Media,
+		in:       d.Ingest,
 		home:     cfg.Home,
-		wake:     make(chan struct{}, 1),
 		pings:    make(chan chan struct{}),
 		groups:   make(map[store.Folder]*groupState),
-		dirty:    make(map[store.ChatID]struct{}),
-		newest:   make(map[store.ChatID]store.MessageID),
-		settled:  make(map[store.ChatID]int),
 		retrying: make(map[store.Folder]Failure),
+	}
+	if r.in == nil {
+		in, err := ingest.New(ingest.Config{
+			DB: d.Store, Media: d.Media, LateWindow: cfg.LateWindow, Now: d.Now, Log: r.log,
+			ChannelOf: func(chat string) string {
+				if c := r.channelFor(chat); c != nil {
+					return c.Name()
+				}
+				return ""
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("new router: %w", err)
+		}
+		r.in = in
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
 	q, err := groupqueue.New(groupqueue.Config{
@@ -508,11 +514,4 @@ func (r *Router) channelFor(chat string) channel.Channel {
 		}
 	}
 	return nil
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }

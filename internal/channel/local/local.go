@@ -3,8 +3,8 @@
 // Wait to long-poll for what was stored), which is how `bridged chat` and the
 // end-to-end tests talk to agents without WhatsApp.
 //
-// An inbound message goes through an Inbound callback (the router's Inbound
-// stores it) that returns the stored id, so Post answers with that id and
+// An inbound message goes through the Inbound given to New (the ingest's
+// Inbound stores it and wakes the router) that returns the stored id, so Post answers with that id and
 // never reads back what it just posted. An outbound message is "delivered" by storing it in
 // the messages table (IsBot, FromMe, the outbox's id as external id, the
 // assistant's name as sender); the outbox's MarkSent then finds the row under
@@ -51,8 +51,6 @@ var (
 	ErrNotRegistered = errors.New("chat is not a registered group")
 	// ErrEmpty means the text is blank.
 	ErrEmpty = errors.New("empty message")
-	// ErrNoInbound means SetInbound was not called.
-	ErrNoInbound = errors.New("local channel has no inbound handler")
 )
 
 // Inbound stores m and returns its id only after the commit; id 0 means the
@@ -68,8 +66,9 @@ type Channel struct {
 	now       func() time.Time
 	since     time.Time
 
+	in Inbound
+
 	mu      sync.Mutex
-	in      Inbound
 	changed chan struct{} // closed and replaced whenever a local message is stored
 	typing  map[string]bool
 
@@ -133,10 +132,11 @@ func copyFile(src, dst string) error {
 var _ channel.Channel = (*Channel)(nil)
 
 // New returns the local channel over db. assistantName is the sender of
-// outbound messages.
-func New(db *store.DB, assistantName string, log zerolog.Logger) *Channel {
+// outbound messages; in stores what is posted (it must not be nil).
+func New(db *store.DB, assistantName string, in Inbound, log zerolog.Logger) *Channel {
 	return &Channel{
 		db:        db,
+		in:        in,
 		assistant: assistantName,
 		log:       log.With().Str("component", "local").Logger(),
 		now:       time.Now,
@@ -149,14 +149,6 @@ func New(db *store.DB, assistantName string, log zerolog.Logger) *Channel {
 // IsLocal reports whether chat is a local chat id.
 func IsLocal(chat string) bool {
 	return strings.HasPrefix(chat, Prefix) && len(chat) > len(Prefix)
-}
-
-// SetInbound sets the callback that stores inbound messages. Call it before
-// the first Post.
-func (c *Channel) SetInbound(in Inbound) {
-	c.mu.Lock()
-	c.in = in
-	c.mu.Unlock()
 }
 
 // Name returns "local".
@@ -260,12 +252,6 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 	if strings.TrimSpace(sender) == "" {
 		sender = "you"
 	}
-	c.mu.Lock()
-	in := c.in
-	c.mu.Unlock()
-	if in == nil {
-		return nil, fmt.Errorf("post to %s: %w", chat, ErrNoInbound)
-	}
 	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 	} else if err != nil {
@@ -295,7 +281,7 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 		m.ExternalID = "local-" + uuid.NewString()
 		m.Sender, m.SenderName = sender, sender
 		m.SentAt = c.now()
-		id, err := in(ctx, m)
+		id, err := c.in(ctx, m)
 		if err != nil {
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}

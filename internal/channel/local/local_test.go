@@ -56,8 +56,7 @@ func TestPostStoresAndWakes(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
-	c.SetInbound(storeInbound(db))
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 
 	w := c.Wait(ctx)
 	if closed(w) {
@@ -92,12 +91,11 @@ func TestPostReturnsTheInboundID(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
 	var got channel.Message
-	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
 		got = m
 		return 4711, nil
-	})
+	}, zerolog.Nop())
 	ids, err := c.Post(ctx, "local:main", "alice", "hello there")
 	if err != nil || len(ids) != 1 || ids[0] != 4711 {
 		t.Fatalf("Post: got ids %v, %v; want [4711], nil", ids, err)
@@ -123,16 +121,12 @@ func TestPostRejects(t *testing.T) {
 		{"bare prefix", storeInbound(db), "local:", "hi", ErrNotLocal},
 		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
-		{"no inbound", nil, "local:main", "hi", ErrNoInbound},
 		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
 		{"unregistered before the commit", func(context.Context, channel.Message) (store.MessageID, error) { return 0, nil }, "local:main", "hi", ErrNotRegistered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New(db, "Andy", zerolog.Nop())
-			if tt.inbound != nil {
-				c.SetInbound(tt.inbound)
-			}
+			c := New(db, "Andy", tt.inbound, zerolog.Nop())
 			w := c.Wait(ctx)
 			_, err := c.Post(ctx, tt.chat, "alice", tt.text)
 			if !errors.Is(err, tt.want) {
@@ -155,7 +149,7 @@ func TestSendThroughOutbox(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 
 	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "the answer", Origin: store.OriginReply})
 	if err != nil {
@@ -199,7 +193,7 @@ func TestSendPermanentFailures(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 	tests := []struct {
 		name string
 		m    channel.Outgoing
@@ -218,7 +212,8 @@ func TestSendPermanentFailures(t *testing.T) {
 }
 
 func TestTypingAndStatus(t *testing.T) {
-	c := New(openStore(t), "Andy", zerolog.Nop())
+	db := openStore(t)
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 	if got := c.Status().State; got != channel.StateConnected {
 		t.Errorf("got state %s; want %s", got, channel.StateConnected)
 	}
@@ -244,7 +239,7 @@ func TestSendWithFile(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 	a := &channel.Attachment{Path: "/home/bridged/data/outbox/7-3EB0AB/chart.png", Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 3072}
 	if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: "the chart\n", ID: "3EB0AB", Attachment: a}); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -267,7 +262,7 @@ func TestSendWithFileKept(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	dir := t.TempDir()
-	c := New(db, "Andy", zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
 	src := filepath.Join(dir, "outbox", "7-3EB0AB", "chart.png")
 	if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
 		t.Fatal(err)
@@ -304,12 +299,12 @@ func TestPostMedia(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
-	c := New(db, "Andy", zerolog.Nop())
 	var got []channel.Message
-	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	inbound := func(_ context.Context, m channel.Message) (store.MessageID, error) {
 		got = append(got, m)
 		return store.MessageID(100 + len(got)), nil
-	})
+	}
+	c := New(db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) { return inbound(ctx, m) }, zerolog.Nop())
 	img := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-1"}`), Label: "image", Name: "a.png", MIME: "image/png", Head: "stale", Tail: "stale"}
 	doc := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-2"}`), Label: `document "b.pdf"`, Name: "b.pdf"}
 	w := c.Wait(ctx)
@@ -344,13 +339,13 @@ func TestPostMedia(t *testing.T) {
 	// reports what was committed.
 	got = nil
 	failing := errors.New("disk full")
-	c.SetInbound(func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	inbound = func(_ context.Context, m channel.Message) (store.MessageID, error) {
 		if len(got) == 1 {
 			return 0, failing
 		}
 		got = append(got, m)
 		return 7, nil
-	})
+	}
 	ids, err = c.Post(ctx, "local:main", "alice", "", img, doc, img)
 	if !errors.Is(err, failing) || len(ids) != 1 || ids[0] != 7 {
 		t.Errorf("Post with a failing second message: ids %v, err %v; want [7], %v", ids, err, failing)

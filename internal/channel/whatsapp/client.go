@@ -42,11 +42,10 @@ type Sink interface {
 	IsOwnMessage(ctx context.Context, chat, id string) bool
 }
 
-// errNoSink is returned by Connect and RefreshGroups before SetSink.
-var errNoSink = errors.New("whatsapp: no sink set; call SetSink before Connect")
-
-// Options configures a Client. All fields are optional.
+// Options configures a Client. All fields but Sink are optional.
 type Options struct {
+	// Sink is where received messages and chats go (required).
+	Sink Sink
 	// StorePath is whatsmeow's device store, <home>/store/whatsapp.db.
 	StorePath string
 	// AssistantName is the assistant's display name ("Andy").
@@ -85,7 +84,7 @@ type Client struct {
 	wg         sync.WaitGroup
 
 	mu          sync.Mutex
-	sink        Sink // set once by SetSink, before Connect
+	sink        Sink // Options.Sink; never changes
 	status      channel.Status
 	changed     chan struct{} // closed and replaced on every status change
 	started     bool
@@ -114,6 +113,9 @@ var _ channel.Channel = (*Client)(nil)
 // never waits for a QR code or the network: an unpaired store gives a client
 // whose Connect returns at once with Status not-paired.
 func New(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Sink == nil {
+		return nil, errors.New("whatsapp: no sink")
+	}
 	opts.validate()
 	log := opts.Log.With().Str("component", "whatsapp").Logger()
 	ds, err := openStore(ctx, opts.StorePath, opts.Log)
@@ -155,6 +157,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 	c := &Client{
 		opts:       opts,
 		log:        opts.Log.With().Str("component", "whatsapp").Logger(),
+		sink:       opts.Sink,
 		wa:         wa,
 		ver:        ver,
 		base:       base,
@@ -176,27 +179,16 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 	return c
 }
 
-// SetSink sets where received messages and chats go. Call it once, before
-// Connect: nothing is received before it, and Connect fails without it.
-func (c *Client) SetSink(s Sink) {
-	c.mu.Lock()
-	c.sink = s
-	c.mu.Unlock()
-}
-
-// sinkOf returns the sink, nil before SetSink.
-func (c *Client) sinkOf() Sink {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sink
-}
-
 // Name returns "whatsapp".
 func (c *Client) Name() string { return ChannelName }
 
 // Owns reports whether chat is a WhatsApp chat id (group, phone number or
 // LID). It does not block.
-func (c *Client) Owns(chat string) bool {
+func (c *Client) Owns(chat string) bool { return Owns(chat) }
+
+// Owns reports whether chat is a WhatsApp chat id (group, phone number or
+// LID).
+func Owns(chat string) bool {
 	for _, suffix := range []string{"@g.us", "@s.whatsapp.net", "@lid"} {
 		if strings.HasSuffix(chat, suffix) && len(chat) > len(suffix) {
 			return true
@@ -256,9 +248,6 @@ func stateCode(s channel.ConnState) int {
 // ctx.Err() when ctx ends first. Reconnection keeps running in the background
 // until ctx ends or Close is called.
 func (c *Client) Connect(ctx context.Context) error {
-	if c.sinkOf() == nil {
-		return errNoSink
-	}
 	if !c.wa.Paired() {
 		c.setState(channel.StateNotPaired, detailNotPaired)
 		return nil

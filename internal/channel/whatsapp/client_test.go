@@ -25,12 +25,12 @@ func TestNewUnpairedConnectsAtOnceAndSaysWhatToDo(t *testing.T) {
 	c, err := New(ctx, Options{
 		StorePath: filepath.Join(home, "store", "whatsapp.db"),
 		Log:       zerolog.New(logs),
+		Sink:      rec,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	c.SetSink(rec)
 
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -70,22 +70,15 @@ func TestNewUnpairedConnectsAtOnceAndSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// Without a sink nothing is received: Connect refuses to start, and an event
-// is not acknowledged, so WhatsApp delivers it again later.
-func TestNoSinkReceivesNothing(t *testing.T) {
-	c, err := New(context.Background(), Options{StorePath: filepath.Join(t.TempDir(), "wa.db")})
-	if err != nil {
-		t.Fatalf("New: %v", err)
+// A client is not built without a sink: nothing could receive.
+func TestNewRefusesNoSink(t *testing.T) {
+	dir := t.TempDir()
+	if c, err := New(context.Background(), Options{StorePath: filepath.Join(dir, "wa.db")}); err == nil {
+		c.Close()
+		t.Fatal("New without a sink succeeded")
 	}
-	defer c.Close()
-	if err := c.Connect(context.Background()); !errors.Is(err, errNoSink) {
-		t.Errorf("Connect without a sink: err = %v; want %v", err, errNoSink)
-	}
-	if c.handleEvent(msgEvent(groupInfo("N1", alicePN), &waE2E.Message{Conversation: proto.String("@Andy hi")})) {
-		t.Error("handleEvent without a sink = true; want false (no ack)")
-	}
-	if _, err := c.RefreshGroups(context.Background()); !errors.Is(err, errNoSink) {
-		t.Errorf("RefreshGroups without a sink: err = %v; want %v", err, errNoSink)
+	if _, err := os.Stat(filepath.Join(dir, "wa.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("New without a sink left a store: %v", err)
 	}
 }
 
@@ -159,12 +152,12 @@ func TestRealClientWithholdsAck(t *testing.T) {
 	c, err := New(context.Background(), Options{
 		StorePath: filepath.Join(t.TempDir(), "whatsapp.db"),
 		Log:       zerolog.Nop(),
+		Sink:      rec,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetSink(rec)
 	wc := c.wa.(realClient).Client
 	if !wc.SynchronousAck || !wc.EnableDecryptedEventBuffer || wc.EnableAutoReconnect {
 		t.Errorf("SynchronousAck, EnableDecryptedEventBuffer, EnableAutoReconnect = %v, %v, %v; want true, true, false",

@@ -5,8 +5,8 @@
 // connection. Deleting the file logs the daemon out.
 //
 // Inbound: the client delivers to a Sink, a small interface defined here and
-// set with SetSink once the router exists (Connect refuses to start without
-// one, and an event before it is not acknowledged). Every method takes the
+// given in Options at construction (New refuses to build a client without
+// one). Every method takes the
 // context of the event it serves; the client's own context, cancelled by
 // Close, bounds them, and the sink adds no timeouts of its own. whatsmeow
 // runs with synchronous acks and its decrypted-event buffer, and the event

@@ -363,6 +363,7 @@ func newTestClient(t *testing.T, edit func(*Options)) *testClient {
 	rec := newRecorder()
 	logs := &syncBuffer{}
 	opts := Options{
+		Sink:          rec,
 		AssistantName: "Andy",
 		Log:           zerolog.New(logs).Level(zerolog.DebugLevel),
 	}
@@ -372,7 +373,6 @@ func newTestClient(t *testing.T, edit func(*Options)) *testClient {
 	opts.validate()
 	fv := &fakeVersion{current: store.WAVersionContainer{2, 3000, 1}}
 	c := newClient(opts, wa, fv.versioner())
-	c.SetSink(rec)
 	t.Cleanup(func() { _ = c.Close() })
 	return &testClient{Client: c, wa: wa, rec: rec, logs: logs, ver: fv}
 }

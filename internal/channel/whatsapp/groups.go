@@ -38,10 +38,7 @@ func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 // through the sink's ChatSeen. It returns how many groups were recorded. It
 // runs on every connection, daily, and on request (list_groups refresh).
 func (c *Client) RefreshGroups(ctx context.Context) (int, error) {
-	sink := c.sinkOf()
-	if sink == nil {
-		return 0, errNoSink
-	}
+	sink := c.sink
 	groups, err := c.Groups(ctx)
 	if err != nil {
 		return 0, err

@@ -25,11 +25,7 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		}
 	}()
 	ctx := c.base
-	sink := c.sinkOf()
-	if sink == nil {
-		c.log.Error().Type("event", evt).Msg("whatsapp event before the sink was set; not acknowledging")
-		return false
-	}
+	sink := c.sink
 	c.handleLivenessEvent(evt)
 	switch e := evt.(type) {
 	case *events.Message:

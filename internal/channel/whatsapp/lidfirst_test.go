@@ -64,7 +64,7 @@ func newStoreClient(t *testing.T, chat types.JID) (*testClient, *bridgedstore.DB
 	}
 	tc := newTestClient(t, nil)
 	tc.Client.wa = lidFake{tc.wa}
-	tc.SetSink(dbSink{db})
+	tc.sink = dbSink{db}
 	tc.setState(channel.StateConnected, "")
 	return tc, db
 }

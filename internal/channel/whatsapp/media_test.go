@@ -103,7 +103,7 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.SetSink(&storeSink{recorder: tc.rec, db: db, pool: e.pool})
+	tc.sink = &storeSink{recorder: tc.rec, db: db, pool: e.pool}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = e.pool.Run(pctx); close(done) }()

@@ -129,7 +129,7 @@ func (c *Client) refuseRestricted(ctx context.Context, chat string, to types.JID
 // hasHistory asks the sink whether a direct chat wrote before, under its
 // phone number and its LID. A sink that cannot tell lets it through.
 func (c *Client) hasHistory(ctx context.Context, to types.JID) bool {
-	h, ok := c.sinkOf().(ContactHistory)
+	h, ok := c.sink.(ContactHistory)
 	if !ok {
 		return true
 	}

@@ -39,7 +39,7 @@ func restrictedClient(t *testing.T) *testClient {
 	tc := connectedClient(t, nil)
 	tc.now = func() time.Time { return restrictNow }
 	tc.rec.registered[newContact.String()] = true
-	tc.SetSink(historySink{tc.rec, map[string]bool{alicePN.String(): true}})
+	tc.sink = historySink{tc.rec, map[string]bool{alicePN.String(): true}}
 	return tc
 }
 

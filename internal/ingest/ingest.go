@@ -1,0 +1,207 @@
+// Package ingest stores inbound messages and wakes the router's message
+// loop. It is built first, before the channels, the media pool and the
+// router: the channels hand it what they receive, the media pool tells it
+// when a chat's media settled, and the router takes it at construction and
+// reads from it which chats changed. Nothing is wired after construction.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// MediaQueue takes the media of stored messages for fetching
+// (internal/media). Add is called once the message and its media row are
+// committed, and must not block.
+type MediaQueue interface {
+	Add(m store.Media)
+}
+
+// Config configures an Ingest.
+type Config struct {
+	DB *store.DB
+	// ChannelOf names the channel that owns chat ("" when none does); nil:
+	// no chat has one.
+	ChannelOf func(chat string) string
+	// Media, when set, fetches the media of inbound messages; without it a
+	// media message says its file was not downloaded.
+	Media MediaQueue
+	// LateWindow: a message stored more than this after it was sent is
+	// marked late. It must be positive.
+	LateWindow time.Duration
+	Now        func() time.Time // nil: time.Now
+	Log        zerolog.Logger
+}
+
+// Ingest stores inbound messages and keeps which chats changed since the
+// message loop last looked. It is safe for concurrent use.
+type Ingest struct {
+	cfg  Config
+	log  zerolog.Logger
+	wake chan struct{}
+
+	// mu guards the fields below; it is never held across the store.
+	mu    sync.Mutex
+	dirty map[store.ChatID]struct{}
+	all   bool
+	// newest is, per chat, the last message Inbound stored: a read of the
+	// pending messages made before it changed is out of date.
+	newest map[store.ChatID]store.MessageID
+	// settled counts, per chat, the media that settled: each may release
+	// messages a read held back, so it makes that read stale too.
+	settled map[store.ChatID]int
+}
+
+// New builds an Ingest.
+func New(cfg Config) (*Ingest, error) {
+	switch {
+	case cfg.DB == nil:
+		return nil, errors.New("new ingest: no store")
+	case cfg.LateWindow <= 0:
+		return nil, errors.New("new ingest: late window is not positive")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ChannelOf == nil {
+		cfg.ChannelOf = func(string) string { return "" }
+	}
+	return &Ingest{
+		cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1),
+		dirty: map[store.ChatID]struct{}{}, newest: map[store.ChatID]store.MessageID{}, settled: map[store.ChatID]int{},
+	}, nil
+}
+
+// Inbound stores one inbound message and its chat's metadata in one
+// transaction (one write of the chat's row) and returns the message's stored id after the commit: the id
+// already stored for a redelivery, 0 when the chat is not a registered group
+// (only its metadata is recorded). A new message of a registered chat wakes
+// the message loop at once. A non-nil error means nothing was stored.
+func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	if strings.TrimSpace(m.Chat) == "" {
+		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
+	}
+	if m.ExternalID == "" {
+		// Without the network's id a redelivery cannot be recognised;
+		// store it under an id of our own rather than lose it.
+		m.ExternalID = "bridged-in-" + uuid.NewString()
+	}
+	chat := store.ChatID(m.Chat)
+	last := m.SentAt
+	if last.IsZero() {
+		last = in.cfg.Now()
+	}
+	chName := in.cfg.ChannelOf(m.Chat)
+	var media *store.Media
+	if m.Media != nil {
+		if in.cfg.Media != nil {
+			m.Text = m.Media.Text(m.Media.Pending())
+		} else {
+			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
+		}
+	}
+	var id store.MessageID
+	var inserted bool
+	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
+			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
+			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
+			Late: in.isLate(m.SentAt),
+		})
+		if err != nil || !inserted || id == 0 || m.Media == nil || in.cfg.Media == nil {
+			return err
+		}
+		media = mediaOf(id, chat, m.Media)
+		return tx.InsertMedia(ctx, *media)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store inbound message: %w", err)
+	}
+	if media != nil {
+		in.cfg.Media.Add(*media)
+	}
+	if !inserted || id == 0 || m.IsBot {
+		return id, nil
+	}
+	in.mu.Lock()
+	in.dirty[chat] = struct{}{}
+	in.newest[chat] = max(in.newest[chat], id)
+	in.mu.Unlock()
+	in.signal()
+	in.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
+	return id, nil
+}
+
+// isLate reports whether a message sent at sentAt arrives late: through a
+// backlog, more than Config.LateWindow after it was sent.
+func (in *Ingest) isLate(sentAt time.Time) bool {
+	return !sentAt.IsZero() && in.cfg.Now().Sub(sentAt) > in.cfg.LateWindow
+}
+
+// MediaSettled records that a media of chat settled (saved or failed, its
+// placeholder written into the message): the messages it held back are
+// pending now, so the message loop looks at the chat again.
+func (in *Ingest) MediaSettled(chat store.ChatID) {
+	in.mu.Lock()
+	in.dirty[chat] = struct{}{}
+	in.settled[chat]++
+	in.mu.Unlock()
+	in.signal()
+}
+
+// Rescan has every group looked at again.
+func (in *Ingest) Rescan() {
+	in.mu.Lock()
+	in.all = true
+	in.mu.Unlock()
+	in.signal()
+}
+
+// Wake receives a value after a chat changed (or Rescan); one value
+// stands for any number of changes since the last Take.
+func (in *Ingest) Wake() <-chan struct{} { return in.wake }
+
+// Take returns the chats changed since the last Take, and whether every
+// group is to be looked at, and starts a new set.
+func (in *Ingest) Take() (map[store.ChatID]struct{}, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	dirty, all := in.dirty, in.all
+	in.dirty, in.all = map[store.ChatID]struct{}{}, false
+	return dirty, all
+}
+
+// Seen returns chat's newest stored message and how many of its media
+// settled: a read of its pending messages made when either was different
+// is out of date.
+func (in *Ingest) Seen(chat store.ChatID) (store.MessageID, int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.newest[chat], in.settled[chat]
+}
+
+func (in *Ingest) signal() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// mediaOf is the media row of message id.
+func mediaOf(id store.MessageID, chat store.ChatID, m *channel.Media) *store.Media {
+	return &store.Media{
+		MessageID: id, Chat: chat, Source: m.Source, Ref: m.Ref, Label: m.Label, Name: m.Name, MIME: m.MIME,
+		Size: m.Size, Voice: m.Voice, Seconds: m.Seconds, Head: m.Head, Tail: m.Tail,
+	}
+}
