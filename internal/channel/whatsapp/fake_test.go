@@ -63,6 +63,9 @@ type fakeWA struct {
 	uploads     []upload
 	uploadErrs  []error // returned by successive Upload calls
 	download    func(msg whatsmeow.DownloadableMessage, f whatsmeow.File) error
+	// chatPresence, when set, runs first in every SendChatPresence, outside
+	// the lock, as a slow or failing network would.
+	chatPresence func(ctx context.Context, jid types.JID, state types.ChatPresence) error
 }
 
 func newFakeWA() *fakeWA {
@@ -170,7 +173,15 @@ func (f *fakeWA) SendPresence(_ context.Context, state types.Presence) error {
 	return nil
 }
 
-func (f *fakeWA) SendChatPresence(_ context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
+func (f *fakeWA) SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
+	f.mu.Lock()
+	hook := f.chatPresence
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, jid, state); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.presences = append(f.presences, string(state)+" "+jid.String())
