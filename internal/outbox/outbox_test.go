@@ -22,6 +22,10 @@ import (
 // testWait bounds every wait for an event in these tests.
 const testWait = 10 * time.Second
 
+// testTick is the sender's polling tick in these tests (channelDownWait in
+// the daemon), so a test waits for the event, not for the tick.
+const testTick = 5 * time.Millisecond
+
 const (
 	chatA = store.ChatID("fake:a")
 	chatB = store.ChatID("fake:b")
@@ -131,6 +135,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.s.downWait = testTick
 	return h
 }
 
@@ -374,6 +379,7 @@ func TestPanickingSendRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.s.downWait = testTick
 	it := h.commit(chatA, "after the panic")
 	h.start()
 	if got := h.nextSent(); got.ID != it.ID {
