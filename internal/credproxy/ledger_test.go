@@ -83,8 +83,8 @@ func TestPricingTable(t *testing.T) {
 			t.Errorf("%s %+v: $%v known %v; want $%v known %v", c.model, c.tok, got, known, c.want, c.known)
 		}
 	}
-	if Priciest.Name != "claude-opus-4-1" && Priciest.Price.Output != 75 {
-		t.Errorf("priciest family %+v", Priciest)
+	if priciest.Name != "claude-opus-4-1" && priciest.Price.Output != 75 {
+		t.Errorf("priciest family %+v", priciest)
 	}
 }
 
@@ -237,11 +237,11 @@ func TestUnknownModelLoggedOnce(t *testing.T) {
 	mu.Lock()
 	out := logs.String()
 	mu.Unlock()
-	if n := strings.Count(out, "claude-future-9"); n != 1 || !strings.Contains(out, `"priced_as":"`+Priciest.Name+`"`) {
-		t.Errorf("log %q: want one line naming the model priced as %s", out, Priciest.Name)
+	if n := strings.Count(out, "claude-future-9"); n != 1 || !strings.Contains(out, `"priced_as":"`+priciest.Name+`"`) {
+		t.Errorf("log %q: want one line naming the model priced as %s", out, priciest.Name)
 	}
-	if u := p.Usage()["fam"]; !near(u.CostUSD, 3*Priciest.Price.Input) {
-		t.Errorf("cost %v; want 3 × $%v", u.CostUSD, Priciest.Price.Input)
+	if u := p.Usage()["fam"]; !near(u.CostUSD, 3*priciest.Price.Input) {
+		t.Errorf("cost %v; want 3 × $%v", u.CostUSD, priciest.Price.Input)
 	}
 }
 
