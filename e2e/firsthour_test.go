@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // refusingUpstream is a Messages API that refuses every request with one
@@ -516,20 +518,7 @@ func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
 
 // lockedBuffer is a buffer a command writes and a test reads at once.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	testlog.Buffer
 }
 
 // waitFor reports whether s was written within d, checking every 50 ms.

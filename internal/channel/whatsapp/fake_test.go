@@ -19,6 +19,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // Identities used across the tests.
@@ -308,29 +309,11 @@ func (r *recorder) seen() []string {
 	return append([]string(nil), r.chats...)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testClient struct {
 	*Client
 	wa   *fakeWA
 	rec  *recorder
-	logs *syncBuffer
+	logs *testlog.Buffer
 	ver  *fakeVersion
 }
 
@@ -372,7 +355,7 @@ func newTestClient(t *testing.T, edit func(*Options)) *testClient {
 	t.Helper()
 	wa := newFakeWA()
 	rec := newRecorder()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	opts := Options{
 		AssistantName: "Andy",
 		Log:           zerolog.New(logs).Level(zerolog.DebugLevel),
