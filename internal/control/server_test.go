@@ -14,9 +14,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 	"github.com/bridged-app/bridged/internal/turns"
 )
 
@@ -30,16 +32,6 @@ func shortDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
-}
-
-func openStore(t *testing.T) *store.DB {
-	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // waitingLocal is the real local channel that also tells the test when a
@@ -70,19 +62,18 @@ type fakeLive struct{ live Live }
 
 func (f fakeLive) Live() Live { return f.live }
 
-// fakeChannel is a channel with a fixed status.
-type fakeChannel struct {
-	name  string
-	state channel.ConnState
-}
+// metricChannel is a fake channel that reports its own state gauge, as
+// WhatsApp does.
+type metricChannel struct{ *channeltest.Fake }
 
-func (f fakeChannel) Name() string                                           { return f.name }
-func (f fakeChannel) Owns(string) bool                                       { return false }
-func (f fakeChannel) Connect(context.Context) error                          { return nil }
-func (f fakeChannel) Send(context.Context, channel.Outgoing) (string, error) { return "", nil }
-func (f fakeChannel) SetTyping(context.Context, string, bool) error          { return nil }
-func (f fakeChannel) Status() channel.Status                                 { return channel.Status{State: f.state} }
-func (f fakeChannel) StateMetric() (string, int)                             { return "bridged_fake_state", 5 }
+func (metricChannel) StateMetric() (string, int) { return "bridged_fake_state", 5 }
+
+// newMetricChannel returns a metricChannel named name in state.
+func newMetricChannel(name string, state channel.ConnState) metricChannel {
+	f := channeltest.New(name)
+	f.SetStatus(state, "")
+	return metricChannel{f}
+}
 
 type harness struct {
 	home   *home.Home
@@ -109,7 +100,7 @@ func storeInbound(db *store.DB) local.Inbound {
 
 func start(t *testing.T, live Live) *harness {
 	t.Helper()
-	db := openStore(t)
+	db := storetest.Open(t)
 	loc := &waitingLocal{Channel: local.New(db, "Andy", zerolog.Nop()), waiting: make(chan struct{}, 1)}
 	hm, err := home.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -132,7 +123,7 @@ func start(t *testing.T, live Live) *harness {
 		Local:     loc,
 		Turns:     h.turns,
 		Status:    fakeLive{live},
-		Channels:  []channel.Channel{loc.Channel, fakeChannel{"whatsapp", channel.StateNotPaired}},
+		Channels:  []channel.Channel{loc.Channel, newMetricChannel("whatsapp", channel.StateNotPaired)},
 		Groups:    h.sync,
 		Tasks:     h.wake,
 		Version:   "test",
@@ -218,7 +209,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	if err := NewClient(sock).Health(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Health on a stale socket got %v; want ErrNotRunning", err)
 	}
-	srv, err := Listen(Options{Socket: sock, Admin: &Admin{DB: openStore(t)}, Log: zerolog.Nop()})
+	srv, err := Listen(Options{Socket: sock, Admin: &Admin{DB: storetest.Open(t)}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -239,7 +230,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 	if err := os.WriteFile(p, []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(Options{Socket: p, Admin: &Admin{DB: openStore(t)}, Log: zerolog.Nop()}); err == nil {
+	if _, err := Listen(Options{Socket: p, Admin: &Admin{DB: storetest.Open(t)}, Log: zerolog.Nop()}); err == nil {
 		t.Fatal("Listen over a regular file succeeded; want an error")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "keep me" {
