@@ -13,17 +13,8 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
-
-func openStore(t *testing.T) *store.DB {
-	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder) {
 	t.Helper()
@@ -54,7 +45,7 @@ func closed(ch <-chan struct{}) bool {
 
 func TestPostStoresAndWakes(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	c.SetInbound(storeInbound(db))
@@ -90,7 +81,7 @@ func TestPostStoresAndWakes(t *testing.T) {
 // under; it does not read the message back from the store.
 func TestPostReturnsTheInboundID(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	var got channel.Message
@@ -109,7 +100,7 @@ func TestPostReturnsTheInboundID(t *testing.T) {
 
 func TestPostRejects(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	failing := errors.New("disk full")
 	tests := []struct {
@@ -153,7 +144,7 @@ func TestPostRejects(t *testing.T) {
 // the assistant's, and waiters must be woken when it can be read.
 func TestSendThroughOutbox(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 
@@ -197,7 +188,7 @@ func TestSendThroughOutbox(t *testing.T) {
 
 func TestSendPermanentFailures(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	tests := []struct {
@@ -218,7 +209,7 @@ func TestSendPermanentFailures(t *testing.T) {
 }
 
 func TestTypingAndStatus(t *testing.T) {
-	c := New(openStore(t), "Andy", zerolog.Nop())
+	c := New(storetest.Open(t), "Andy", zerolog.Nop())
 	if got := c.Status().State; got != channel.StateConnected {
 		t.Errorf("got state %s; want %s", got, channel.StateConnected)
 	}
@@ -242,7 +233,7 @@ func TestTypingAndStatus(t *testing.T) {
 
 func TestSendWithFile(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	a := &channel.Attachment{Path: "/home/bridged/data/outbox/7-3EB0AB/chart.png", Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 3072}
@@ -264,7 +255,7 @@ func TestSendWithFile(t *testing.T) {
 // once the message is sent), and a retried send keeps it.
 func TestSendWithFileKept(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	dir := t.TempDir()
 	c := New(db, "Andy", zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
@@ -302,7 +293,7 @@ func TestSendWithFileKept(t *testing.T) {
 // media's pending placeholder.
 func TestPostMedia(t *testing.T) {
 	ctx := context.Background()
-	db := openStore(t)
+	db := storetest.Open(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	var got []channel.Message
