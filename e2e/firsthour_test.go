@@ -521,17 +521,10 @@ type lockedBuffer struct {
 	testlog.Buffer
 }
 
-// waitFor reports whether s was written within d, checking every 50 ms.
+// waitFor reports whether s was written within d, looking again after
+// every write.
 func (l *lockedBuffer) waitFor(s string, d time.Duration) bool {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !strings.Contains(l.String(), s) {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			return strings.Contains(l.String(), s)
-		}
-	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return l.WaitFor(ctx, func(written string) bool { return strings.Contains(written, s) }) == nil
 }
