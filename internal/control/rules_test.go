@@ -12,13 +12,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/store"
-	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // The cases where the command line and the agents' tools used to disagree
 // (issue 12): the command line now follows internal/rules, like the tools.
 func TestTaskRulesShared(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
@@ -48,7 +47,7 @@ func TestTaskRulesShared(t *testing.T) {
 }
 
 func TestGroupRulesShared(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	a := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC}
 	for _, req := range []GroupAdd{
@@ -87,7 +86,7 @@ func (f *fakeAllowlist) check(ms []store.MountRequest, isMain bool) error {
 }
 
 func TestGroupMounts(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	al := &fakeAllowlist{}
 	adm := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC, CheckMounts: al.check}

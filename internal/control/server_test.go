@@ -34,6 +34,11 @@ func shortDir(t *testing.T) string {
 	return d
 }
 
+func openStore(t *testing.T) *store.DB {
+	t.Helper()
+	return storetest.Open(t)
+}
+
 // waitingLocal is the real local channel that also tells the test when a
 // long-poll has registered as a waiter.
 type waitingLocal struct {
@@ -100,7 +105,7 @@ func storeInbound(db *store.DB) local.Inbound {
 
 func start(t *testing.T, live Live) *harness {
 	t.Helper()
-	db := storetest.Open(t)
+	db := openStore(t)
 	loc := &waitingLocal{Channel: local.New(db, "Andy", zerolog.Nop()), waiting: make(chan struct{}, 1)}
 	hm, err := home.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -209,7 +214,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	if err := NewClient(sock).Health(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Health on a stale socket got %v; want ErrNotRunning", err)
 	}
-	srv, err := Listen(Options{Socket: sock, Admin: &Admin{DB: storetest.Open(t)}, Log: zerolog.Nop()})
+	srv, err := Listen(Options{Socket: sock, Admin: &Admin{DB: openStore(t)}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -230,7 +235,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 	if err := os.WriteFile(p, []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(Options{Socket: p, Admin: &Admin{DB: storetest.Open(t)}, Log: zerolog.Nop()}); err == nil {
+	if _, err := Listen(Options{Socket: p, Admin: &Admin{DB: openStore(t)}, Log: zerolog.Nop()}); err == nil {
 		t.Fatal("Listen over a regular file succeeded; want an error")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "keep me" {

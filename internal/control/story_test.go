@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/store"
-	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // The trigger step says why a message did (not) wake the agent, for each
 // of the router's reasons, and a bad or unknown message is a clear error.
 func TestStoryTriggerReasons(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	a := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC}
 	for _, g := range []GroupAdd{{Chat: "local:main", Name: "main", IsMain: true}, {Chat: "local:fam", Name: "fam", Folder: "fam"}} {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/store"
-	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 func createTask(t *testing.T, db *store.DB, folder store.Folder, kind store.TaskKind, value string, next time.Time) store.Task {
@@ -73,7 +72,7 @@ func TestTasksThroughAPI(t *testing.T) {
 }
 
 func TestResumeSkipsMissedSlots(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
@@ -193,7 +192,7 @@ func TestStatusAndMetrics(t *testing.T) {
 }
 
 func TestStoreOnlyStatus(t *testing.T) {
-	db := storetest.Open(t)
+	db := openStore(t)
 	ctx := context.Background()
 	tz, _ := time.LoadLocation("Europe/Berlin")
 	// 00:30 in Berlin: a turn at 23:50 the day before is not "today".

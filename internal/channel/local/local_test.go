@@ -16,6 +16,11 @@ import (
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
+func openStore(t *testing.T) *store.DB {
+	t.Helper()
+	return storetest.Open(t)
+}
+
 func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder) {
 	t.Helper()
 	if _, err := db.AddGroup(context.Background(), store.Group{Chat: chat, Folder: folder, Trigger: "@Andy", RequiresTrigger: true}); err != nil {
@@ -45,7 +50,7 @@ func closed(ch <-chan struct{}) bool {
 
 func TestPostStoresAndWakes(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	c.SetInbound(storeInbound(db))
@@ -81,7 +86,7 @@ func TestPostStoresAndWakes(t *testing.T) {
 // under; it does not read the message back from the store.
 func TestPostReturnsTheInboundID(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	var got channel.Message
@@ -100,7 +105,7 @@ func TestPostReturnsTheInboundID(t *testing.T) {
 
 func TestPostRejects(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	failing := errors.New("disk full")
 	tests := []struct {
@@ -144,7 +149,7 @@ func TestPostRejects(t *testing.T) {
 // the assistant's, and waiters must be woken when it can be read.
 func TestSendThroughOutbox(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 
@@ -188,7 +193,7 @@ func TestSendThroughOutbox(t *testing.T) {
 
 func TestSendPermanentFailures(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	tests := []struct {
@@ -209,7 +214,7 @@ func TestSendPermanentFailures(t *testing.T) {
 }
 
 func TestTypingAndStatus(t *testing.T) {
-	c := New(storetest.Open(t), "Andy", zerolog.Nop())
+	c := New(openStore(t), "Andy", zerolog.Nop())
 	if got := c.Status().State; got != channel.StateConnected {
 		t.Errorf("got state %s; want %s", got, channel.StateConnected)
 	}
@@ -233,7 +238,7 @@ func TestTypingAndStatus(t *testing.T) {
 
 func TestSendWithFile(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	a := &channel.Attachment{Path: "/home/bridged/data/outbox/7-3EB0AB/chart.png", Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 3072}
@@ -255,7 +260,7 @@ func TestSendWithFile(t *testing.T) {
 // once the message is sent), and a retried send keeps it.
 func TestSendWithFileKept(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	dir := t.TempDir()
 	c := New(db, "Andy", zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
@@ -293,7 +298,7 @@ func TestSendWithFileKept(t *testing.T) {
 // media's pending placeholder.
 func TestPostMedia(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t)
+	db := openStore(t)
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", zerolog.Nop())
 	var got []channel.Message
