@@ -67,6 +67,11 @@ var tiers = map[string]tier{
 	"internal/ipc/ipctest":   program, // test support
 	"internal/testcover":     program, // test support
 
+	// test support shared by the packages' tests
+	"internal/testlog":             program,
+	"internal/store/storetest":     program,
+	"internal/channel/channeltest": program,
+
 	"groups":                    leaf,
 	"migrations":                leaf,
 	"internal/channel":          leaf, // the Channel interface only

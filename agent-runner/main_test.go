@@ -25,6 +25,7 @@ import (
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/testcover"
+	"github.com/bridged-app/bridged/internal/testlog"
 	"github.com/rs/zerolog"
 )
 
@@ -78,26 +79,9 @@ type agent struct {
 	cmd     *exec.Cmd
 	events  chan ipc.Event
 	badOut  chan string
-	stderr  *syncBuffer
+	stderr  *testlog.Buffer
 	exited  chan struct{}
 	exitErr error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type agentOpts struct {
@@ -130,7 +114,7 @@ func startAgent(t testing.TB, in ipc.RunInput, o agentOpts) *agent {
 		home:   filepath.Join(root, "home"),
 		events: make(chan ipc.Event, 256),
 		badOut: make(chan string, 16),
-		stderr: &syncBuffer{},
+		stderr: &testlog.Buffer{},
 		exited: make(chan struct{}),
 	}
 	for _, d := range []string{a.work, a.home, filepath.Join(root, "global"), filepath.Join(root, "extra")} {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // refusingUpstream is a Messages API that refuses every request with one
@@ -519,33 +521,13 @@ func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
 
 // lockedBuffer is a buffer a command writes and a test reads at once.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	testlog.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitFor reports whether s was written within d, checking every 50 ms.
+// waitFor reports whether s was written within d, looking again after
+// every write.
 func (l *lockedBuffer) waitFor(s string, d time.Duration) bool {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !strings.Contains(l.String(), s) {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			return strings.Contains(l.String(), s)
-		}
-	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return l.WaitFor(ctx, func(written string) bool { return strings.Contains(written, s) }) == nil
 }

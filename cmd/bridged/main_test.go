@@ -25,6 +25,7 @@ import (
 	"github.com/bridged-app/bridged/internal/control"
 	bhome "github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 	"github.com/bridged-app/bridged/internal/turns"
 )
 
@@ -179,12 +180,7 @@ func TestGroupsWithDaemonStopped(t *testing.T) {
 
 func openDB(t *testing.T, home string) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(home, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return storetest.OpenHome(t, home)
 }
 
 // fakeDaemon serves the control API on home's socket with a real store and

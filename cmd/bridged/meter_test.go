@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/alerts"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // cannedUpstream answers every request in memory: a streamed answer (SSE,
@@ -49,11 +50,7 @@ func meterFixture(tb testing.TB) (*store.DB, *meterLedger) {
 	tb.Helper()
 	dir := tb.TempDir()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(tb, dir)
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:fam", Folder: "fam", Trigger: "@Andy",
 		ContainerConfig: store.ContainerConfig{BudgetDailyUSD: 1e9}}); err != nil {
 		tb.Fatal(err)

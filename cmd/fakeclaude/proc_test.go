@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bridged-app/bridged/agent-runner/mcpserver"
 	"github.com/bridged-app/bridged/internal/testcover"
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // The test binary doubles as the fake (role "claude") and as the bridge MCP
@@ -49,26 +48,9 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan map[string]any
-	stderr *syncBuffer
+	stderr *testlog.Buffer
 	exited chan struct{}
 	code   int
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // baseEnv is a small environment for the fake: HOME, PATH and its role.
@@ -81,7 +63,7 @@ func startFake(t *testing.T, dir string, env []string, args ...string) *proc {
 	cmd := exec.Command(os.Args[0], append(append([]string{}, streamArgs...), args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(env, testcover.Env(t)...)
-	p := &proc{t: t, cmd: cmd, lines: make(chan map[string]any, 256), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, lines: make(chan map[string]any, 256), stderr: &testlog.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {

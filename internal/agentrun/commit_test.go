@@ -11,6 +11,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // fakeQueue answers Idle as told and records nothing else.
@@ -24,11 +25,7 @@ func (q *fakeQueue) EnqueueMessages(string) {}
 func newRunner(t *testing.T) (*Runner, *store.DB) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(context.Background(), filepath.Join(dir, "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenAt(t, filepath.Join(dir, "bridged.db"))
 	hm, err := home.New(filepath.Join(dir, "home"), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

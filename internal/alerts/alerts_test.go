@@ -10,10 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 const (
@@ -80,11 +80,7 @@ func newEnv(t *testing.T, budget float64) *env {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	if _, err := db.AddGroup(ctx, store.Group{Chat: mainChat, Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -207,16 +203,8 @@ func TestBudgetRaiseLiftsPause(t *testing.T) {
 	wantPosts(t, p.take())
 }
 
-// fakeChannel reports a state the test sets.
-type fakeChannel struct {
-	channel.Channel
-	state atomic.Value // channel.ConnState
-}
-
-func (c *fakeChannel) Name() string { return "whatsapp" }
-func (c *fakeChannel) Status() channel.Status {
-	return channel.Status{State: c.state.Load().(channel.ConnState), Detail: "run `bridged login`"}
-}
+// loginDetail is the detail the fake WhatsApp channel reports with its state.
+const loginDetail = "run `bridged login`"
 
 // Run tells each condition once while it lasts, also across a restart,
 // tells it again after it cleared and came back, and has the router look
@@ -224,8 +212,8 @@ func (c *fakeChannel) Status() channel.Status {
 func TestConditionsOnceUntilCleared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 0)
-		ch := &fakeChannel{}
-		ch.state.Store(channel.StateConnected)
+		ch := channeltest.New("whatsapp")
+		ch.SetStatus(channel.StateConnected, loginDetail)
 		var free atomic.Uint64
 		free.Store(5 << 30)
 		cfg := Config{
@@ -245,7 +233,7 @@ func TestConditionsOnceUntilCleared(t *testing.T) {
 
 		p, stop := run()
 		wantPosts(t, p.take())
-		ch.state.Store(channel.StateLoggedOut)
+		ch.SetStatus(channel.StateLoggedOut, loginDetail)
 		free.Store(512 << 20)
 		tick()
 		wantPosts(t, p.take(), "local:main whatsapp is logged out. run `bridged login`", "local:main Only 512 MB free")
@@ -260,10 +248,10 @@ func TestConditionsOnceUntilCleared(t *testing.T) {
 		wantPosts(t, p.take())
 
 		// Cleared (the disk 20 % above the limit), then back: told again.
-		ch.state.Store(channel.StateConnected)
+		ch.SetStatus(channel.StateConnected, loginDetail)
 		free.Store(1100 << 20) // above 1 GB, not 20 % above: still raised
 		tick()
-		ch.state.Store(channel.StateOutdated)
+		ch.SetStatus(channel.StateOutdated, loginDetail)
 		tick()
 		wantPosts(t, p.take(), "local:main whatsapp refuses this version")
 		free.Store(2 << 30)

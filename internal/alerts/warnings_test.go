@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 )
 
 // warnChannel is a connected channel reporting warnings (as WhatsApp's phone
 // liveness does).
 type warnChannel struct {
-	fakeChannel
+	*channeltest.Fake
 	mu   sync.Mutex
 	warn map[string]string
 }
@@ -32,8 +33,7 @@ func (c *warnChannel) set(w map[string]string) {
 // and again after it cleared and came back.
 func TestChannelWarningsOnceWhileTheyLast(t *testing.T) {
 	e := newEnv(t, 0)
-	ch := &warnChannel{}
-	ch.state.Store(channel.StateConnected)
+	ch := &warnChannel{Fake: channeltest.New("whatsapp")}
 	cfg := Config{Channels: []channel.Channel{ch}}
 	a, p := e.open(cfg)
 	ctx := context.Background()

@@ -24,33 +24,16 @@ import (
 
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/testimage"
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 const echoImage = "bridged-echoagent:test"
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newDocker returns a runtime logging into the returned buffer, or skips the
 // test (fails it under CI=true) when no Docker daemon answers.
-func newDocker(t *testing.T) (*Docker, *syncBuffer) {
+func newDocker(t *testing.T) (*Docker, *testlog.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	d, err := NewDocker(zerolog.New(logs).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatal(err)

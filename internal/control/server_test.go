@@ -14,9 +14,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 	"github.com/bridged-app/bridged/internal/turns"
 )
 
@@ -34,12 +36,7 @@ func shortDir(t *testing.T) string {
 
 func openStore(t *testing.T) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return storetest.Open(t)
 }
 
 // waitingLocal is the real local channel that also tells the test when a
@@ -70,19 +67,18 @@ type fakeLive struct{ live Live }
 
 func (f fakeLive) Live() Live { return f.live }
 
-// fakeChannel is a channel with a fixed status.
-type fakeChannel struct {
-	name  string
-	state channel.ConnState
-}
+// metricChannel is a fake channel that reports its own state gauge, as
+// WhatsApp does.
+type metricChannel struct{ *channeltest.Fake }
 
-func (f fakeChannel) Name() string                                           { return f.name }
-func (f fakeChannel) Owns(string) bool                                       { return false }
-func (f fakeChannel) Connect(context.Context) error                          { return nil }
-func (f fakeChannel) Send(context.Context, channel.Outgoing) (string, error) { return "", nil }
-func (f fakeChannel) SetTyping(context.Context, string, bool) error          { return nil }
-func (f fakeChannel) Status() channel.Status                                 { return channel.Status{State: f.state} }
-func (f fakeChannel) StateMetric() (string, int)                             { return "bridged_fake_state", 5 }
+func (metricChannel) StateMetric() (string, int) { return "bridged_fake_state", 5 }
+
+// newMetricChannel returns a metricChannel named name in state.
+func newMetricChannel(name string, state channel.ConnState) metricChannel {
+	f := channeltest.New(name)
+	f.SetStatus(state, "")
+	return metricChannel{f}
+}
 
 type harness struct {
 	home   *home.Home
@@ -135,7 +131,7 @@ func start(t *testing.T, live Live) *harness {
 		Local:     loc,
 		Turns:     h.turns,
 		Status:    fakeLive{live},
-		Channels:  []channel.Channel{loc.Channel, fakeChannel{"whatsapp", channel.StateNotPaired}},
+		Channels:  []channel.Channel{loc.Channel, newMetricChannel("whatsapp", channel.StateNotPaired)},
 		Groups:    h.sync,
 		Tasks:     h.wake,
 		Version:   "test",

@@ -12,7 +12,7 @@ import (
 
 // The proxy is the meter: every response that passes through it is read for
 // its usage (the JSON body's, or the SSE stream's message_start and
-// message_delta), priced from Pricing, and committed to the Ledger as the
+// message_delta), priced from pricing, and committed to the Ledger as the
 // response ends, one row per request. Before a Messages API request is
 // forwarded, the Ledger is asked whether the group may spend; a group at
 // its daily budget is answered 429 in the API's own shape, so the turn in

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // fakeLedger records commits and refuses what over says.
@@ -83,8 +85,8 @@ func TestPricingTable(t *testing.T) {
 			t.Errorf("%s %+v: $%v known %v; want $%v known %v", c.model, c.tok, got, known, c.want, c.known)
 		}
 	}
-	if Priciest.Name != "claude-opus-4-1" && Priciest.Price.Output != 75 {
-		t.Errorf("priciest family %+v", Priciest)
+	if priciest.Name != "claude-opus-4-1" && priciest.Price.Output != 75 {
+		t.Errorf("priciest family %+v", priciest)
 	}
 }
 
@@ -220,9 +222,8 @@ func BenchmarkMeterParse(b *testing.B) {
 // A model missing from the pricing table is priced as the priciest family
 // and logged once, however often it is seen.
 func TestUnknownModelLoggedOnce(t *testing.T) {
-	var logs strings.Builder
-	var mu sync.Mutex
-	p, err := New(Config{APIKey: "sk-test", Log: zerolog.New(syncWriter{&mu, &logs})})
+	var logs testlog.Buffer
+	p, err := New(Config{APIKey: "sk-test", Log: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,24 +235,11 @@ func TestUnknownModelLoggedOnce(t *testing.T) {
 		}
 		m.Close()
 	}
-	mu.Lock()
 	out := logs.String()
-	mu.Unlock()
-	if n := strings.Count(out, "claude-future-9"); n != 1 || !strings.Contains(out, `"priced_as":"`+Priciest.Name+`"`) {
-		t.Errorf("log %q: want one line naming the model priced as %s", out, Priciest.Name)
+	if n := strings.Count(out, "claude-future-9"); n != 1 || !strings.Contains(out, `"priced_as":"`+priciest.Name+`"`) {
+		t.Errorf("log %q: want one line naming the model priced as %s", out, priciest.Name)
 	}
-	if u := p.Usage()["fam"]; !near(u.CostUSD, 3*Priciest.Price.Input) {
-		t.Errorf("cost %v; want 3 × $%v", u.CostUSD, Priciest.Price.Input)
+	if u := p.Usage()["fam"]; !near(u.CostUSD, 3*priciest.Price.Input) {
+		t.Errorf("cost %v; want 3 × $%v", u.CostUSD, priciest.Price.Input)
 	}
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *strings.Builder
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }

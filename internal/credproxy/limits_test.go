@@ -3,6 +3,7 @@ package credproxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,50 +18,27 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // syncBuf is a log sink safe for the proxy's goroutines.
 type syncBuf struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // signalled (never blocking) after each write
+	testlog.Buffer
 }
 
-func newSyncBuf() *syncBuf { return &syncBuf{wrote: make(chan struct{}, 1)} }
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	n, err := s.b.Write(p)
-	s.mu.Unlock()
-	select {
-	case s.wrote <- struct{}{}:
-	default:
-	}
-	return n, err
-}
+func newSyncBuf() *syncBuf { return &syncBuf{} }
 
 // wait returns the lines whose message is msg once there is one, failing
 // the test if none comes within 30 s.
 func (s *syncBuf) wait(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	timer := time.NewTimer(30 * time.Second)
-	defer timer.Stop()
-	for {
-		if got := s.lines(msg); len(got) > 0 {
-			return got
-		}
-		select {
-		case <-s.wrote:
-		case <-timer.C:
-			t.Fatalf("no %q line within 30s:\n%s", msg, s)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitFor(ctx, func(string) bool { return len(s.lines(msg)) > 0 }); err != nil {
+		t.Fatalf("no %q line within 30s:\n%s", msg, s)
 	}
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return s.lines(msg)
 }
 
 // lines returns the log lines whose message is msg.

@@ -47,12 +47,12 @@ func withRead(p Price, read float64) Price { p.CacheRead = read; return p }
 // under-counted.
 const fastMultiplier = 6
 
-// Pricing is the one pricing table: every metered response is priced from
+// pricing is the one pricing table: every metered response is priced from
 // it. A model is found by its family name (the API's model id without its
 // date suffix, "-latest" or a "[…]" context marker, e.g.
 // claude-sonnet-4-5-20250929 → claude-sonnet-4-5); a model not in the table
-// is priced as the most expensive family (Priciest).
-var Pricing = []Family{
+// is priced as the most expensive family (priciest).
+var pricing = []Family{
 	{Name: "claude-fable-5-1", Price: withRead(price(10, 50), 0.25)},
 	{Name: "claude-mythos-5-1", Price: withRead(price(10, 50), 0.25)},
 	{Name: "claude-fable-5", Price: withRead(price(10, 50), 1)},
@@ -87,18 +87,18 @@ func ptr[T any](v T) *T { return &v }
 
 var (
 	families = func() map[string]*Family {
-		m := make(map[string]*Family, len(Pricing))
-		for i := range Pricing {
-			m[Pricing[i].Name] = &Pricing[i]
+		m := make(map[string]*Family, len(pricing))
+		for i := range pricing {
+			m[pricing[i].Name] = &pricing[i]
 		}
 		return m
 	}()
-	// Priciest is what a model missing from the table is priced as: the
+	// priciest is what a model missing from the table is priced as: the
 	// family with the highest output price (then input price), its
 	// long-context rate included.
-	Priciest = func() Family {
-		best := Pricing[0]
-		for _, f := range Pricing[1:] {
+	priciest = func() Family {
+		best := pricing[0]
+		for _, f := range pricing[1:] {
 			if f.Price.Output > best.Price.Output || (f.Price.Output == best.Price.Output && f.Price.Input > best.Price.Input) {
 				best = f
 			}
@@ -111,13 +111,13 @@ var (
 )
 
 // FamilyOf returns model's family and whether the table knows it; an unknown
-// model gets Priciest.
+// model gets priciest.
 func FamilyOf(model string) (Family, bool) {
 	m := modelSuffix.ReplaceAllString(strings.ToLower(strings.TrimSpace(model)), "")
 	if f, ok := families[m]; ok {
 		return *f, true
 	}
-	return Priciest, false
+	return priciest, false
 }
 
 // Tokens is one response's usage as the API reports it.

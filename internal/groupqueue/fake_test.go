@@ -1,7 +1,6 @@
 package groupqueue
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // fakeCall is one handler invocation.
@@ -191,37 +192,19 @@ func (f *fake) checkLimits(t *testing.T) {
 	}
 }
 
-// logBuf is a concurrency-safe log sink.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startQueue makes a queue over f and runs it until the test ends. It must
 // be called inside a synctest bubble. At cleanup the queue is shut down
 // (busy fake runs are cancelled after an hour of fake time).
-func startQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *logBuf) {
+func startQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *testlog.Buffer) {
 	t.Helper()
 	q, logs := newQueue(t, cfg, f)
 	runQueue(t, q)
 	return q, logs
 }
 
-func newQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *logBuf) {
+func newQueue(t *testing.T, cfg Config, f *fake) (*Queue[string], *testlog.Buffer) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	q, err := New(cfg, f.handlers(), zerolog.New(logs).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -21,9 +21,10 @@ const (
 	DefaultTaskCloseDelay = 10 * time.Second
 )
 
-// DefaultRetryDelays are the back-off delays of a failed message run.
-var DefaultRetryDelays = []time.Duration{
-	5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
+// DefaultRetryDelays returns the back-off delays of a failed message run,
+// a new slice on every call.
+func DefaultRetryDelays() []time.Duration {
+	return []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second}
 }
 
 // ErrPanic marks the error of a handler that panicked.
@@ -154,7 +155,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxHangs = DefaultMaxHangs
 	}
 	if c.RetryDelays == nil {
-		c.RetryDelays = DefaultRetryDelays
+		c.RetryDelays = DefaultRetryDelays()
 	}
 	c.RetryDelays = slices.Clone(c.RetryDelays)
 	for i, d := range c.RetryDelays {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // now is the fixed clock of the tests: 09:30 in Berlin.
@@ -83,11 +83,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	home := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(home, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, home)
 	loc, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatalf("load Europe/Berlin: %v", err)

@@ -47,8 +47,9 @@ const (
 	DefaultMaxStarts = 3
 )
 
-// DefaultRetryDelays are the waits between the attempts of one fetch.
-var DefaultRetryDelays = []time.Duration{2 * time.Second, 10 * time.Second}
+// DefaultRetryDelays returns the waits between the attempts of one fetch,
+// a new slice on every call.
+func DefaultRetryDelays() []time.Duration { return []time.Duration{2 * time.Second, 10 * time.Second} }
 
 // ErrTooLarge is wrapped by fetch errors of files over the size limit.
 var ErrTooLarge = errors.New("file is larger than the download limit")
@@ -141,7 +142,7 @@ func New(cfg Config, d Deps) (*Pool, error) {
 		cfg.MaxStarts = DefaultMaxStarts
 	}
 	if cfg.RetryDelays == nil {
-		cfg.RetryDelays = DefaultRetryDelays
+		cfg.RetryDelays = DefaultRetryDelays()
 	}
 	if d.Settled == nil {
 		d.Settled = func(store.ChatID) {}

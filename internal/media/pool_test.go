@@ -16,6 +16,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 const testWait = 10 * time.Second
@@ -84,11 +85,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, dir)
 	for _, g := range []store.Group{
 		{Chat: "c:one", Name: "One", Folder: "one", Trigger: "@Andy", IsMain: true},
 		{Chat: "c:two", Name: "Two", Folder: "two", Trigger: "@Andy"},

@@ -68,6 +68,19 @@ type Sender struct {
 	wake   chan struct{}
 	flushQ chan chan struct{}
 	typing chan typingReq
+
+	// downWait, when set, replaces channelDownWait (tests shorten it).
+	downWait time.Duration
+}
+
+// retryLater is when a chat whose channel is reconnecting, or whose pass
+// went wrong, is looked at again: channelDownWait from now, the sender's
+// polling tick.
+func (s *Sender) retryLater() time.Time {
+	if s.downWait > 0 {
+		return time.Now().Add(s.downWait)
+	}
+	return time.Now().Add(channelDownWait)
 }
 
 // New returns a Sender over cfg.
@@ -178,7 +191,7 @@ func (s *Sender) send(ctx context.Context) {
 				return
 			}
 			s.log.Error().Err(err).Msg("cannot read the outbox")
-			next = time.Now().Add(channelDownWait)
+			next = s.retryLater()
 		}
 		now := time.Now()
 		byChat := make(map[store.ChatID][]store.OutboxItem)
@@ -204,7 +217,7 @@ func (s *Sender) send(ctx context.Context) {
 			wg.Go(func() {
 				// A panic must still free the chat, or its rows would
 				// never go out again.
-				res := sendDone{retryAt: time.Now().Add(channelDownWait)}
+				res := sendDone{retryAt: s.retryLater()}
 				s.protect("outbox sender", func() { res = s.sendChat(ctx, chat, items) })
 				res.chat = chat
 				select {
@@ -257,7 +270,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		}
 		return true
 	}
-	later := sendDone{retryAt: time.Now().Add(channelDownWait)}
+	later := sendDone{retryAt: s.retryLater()}
 	for _, it := range items {
 		log := log.With().Int64("outbox", int64(it.ID)).Str("origin", string(it.Origin)).Logger()
 		if ch == nil {
@@ -272,7 +285,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		}
 		if st := ch.Status().State; st != channel.StateConnected && st.Recoverable() {
 			log.Debug().Str("state", string(st)).Msg("channel not connected; message waits")
-			return sendDone{retryAt: time.Now().Add(channelDownWait)}
+			return sendDone{retryAt: s.retryLater()}
 		}
 		out := channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID}
 		if s.cfg.Spool != nil {

@@ -15,112 +15,37 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // testWait bounds every wait for an event in these tests.
 const testWait = 10 * time.Second
+
+// testTick is the sender's polling tick in these tests (channelDownWait in
+// the daemon), so a test waits for the event, not for the tick.
+const testTick = 5 * time.Millisecond
 
 const (
 	chatA = store.ChatID("fake:a")
 	chatB = store.ChatID("fake:b")
 )
 
-type typed struct {
-	chat string
-	on   bool
-}
-
-// fakeChannel owns the chats "fake:…" and records every send.
-type fakeChannel struct {
-	mu    sync.Mutex
-	state channel.ConnState
-	tries []channel.Outgoing
-	sent  []channel.Outgoing
-	// fail, when set, decides the error of each attempt (nil: success).
-	fail   func(m channel.Outgoing) error
-	typing chan typed
-}
-
-func newFakeChannel() *fakeChannel {
-	return &fakeChannel{state: channel.StateConnected, typing: make(chan typed, 100)}
-}
-
-func (c *fakeChannel) Name() string                      { return "fake" }
-func (c *fakeChannel) Owns(chat string) bool             { return strings.HasPrefix(chat, "fake:") }
-func (c *fakeChannel) Connect(ctx context.Context) error { return nil }
-func (c *fakeChannel) Status() channel.Status {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return channel.Status{State: c.state}
-}
-
-func (c *fakeChannel) setState(s channel.ConnState) {
-	c.mu.Lock()
-	c.state = s
-	c.mu.Unlock()
-}
-
-func (c *fakeChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
-	c.mu.Lock()
-	c.tries = append(c.tries, m)
-	fail := c.fail
-	c.mu.Unlock()
-	if fail != nil {
-		if err := fail(m); err != nil {
-			return "", err
-		}
-	}
-	c.mu.Lock()
-	c.sent = append(c.sent, m)
-	c.mu.Unlock()
-	return "wa-" + m.ID, nil
-}
-
-func (c *fakeChannel) SetTyping(ctx context.Context, chat string, on bool) error {
-	c.typing <- typed{chat, on}
-	return nil
-}
-
-func (c *fakeChannel) sentTexts() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, m := range c.sent {
-		out = append(out, m.Text)
-	}
-	return out
-}
-
-func (c *fakeChannel) triesOf(text string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, m := range c.tries {
-		if m.Text == text {
-			n++
-		}
-	}
-	return n
-}
-
 type harness struct {
 	t    *testing.T
 	db   *store.DB
-	ch   *fakeChannel
+	ch   *channeltest.Fake
 	s    *Sender
 	sent chan store.OutboxItem
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	h := &harness{t: t, db: db, ch: newFakeChannel(), sent: make(chan store.OutboxItem, 100)}
+	db := storetest.Open(t)
+	h := &harness{t: t, db: db, ch: channeltest.New("fake"), sent: make(chan store.OutboxItem, 100)}
+	var err error
 	h.s, err = New(Config{
 		Store:    db,
 		Channels: []channel.Channel{h.ch},
@@ -131,6 +56,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.s.downWait = testTick
 	return h
 }
 
@@ -165,7 +91,7 @@ func (h *harness) nextSent() store.OutboxItem {
 	case it := <-h.sent:
 		return it
 	case <-time.After(testWait):
-		h.t.Fatalf("nothing marked sent within %s (sent so far: %q)", testWait, h.ch.sentTexts())
+		h.t.Fatalf("nothing marked sent within %s (sent so far: %q)", testWait, h.ch.SentTexts())
 		return store.OutboxItem{}
 	}
 }
@@ -196,25 +122,23 @@ func TestSentAtStart(t *testing.T) {
 	if got.ID != left.ID {
 		t.Fatalf("sent at start: got row %d; want %d", got.ID, left.ID)
 	}
-	h.ch.mu.Lock()
-	out := h.ch.sent[0]
-	h.ch.mu.Unlock()
+	out := h.ch.Sent()[0]
 	if out.Text != "left over" || out.ID != left.ExternalID || out.Chat != string(chatA) {
 		t.Fatalf("sent: got %+v; want %q to %s with id %s", out, "left over", chatA, left.ExternalID)
 	}
-	if row := h.row(left.ID); row.State != store.OutboxSent || row.SentID != "wa-"+left.ExternalID {
+	if row := h.row(left.ID); row.State != store.OutboxSent || row.SentID != channeltest.SentID(left.ExternalID) {
 		t.Fatalf("row after send: got %+v; want sent with the channel's id", row)
 	}
 }
 
 func TestFailures(t *testing.T) {
 	h := newHarness(t)
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		if strings.HasPrefix(m.Text, "bad") {
 			return fmt.Errorf("unknown chat: %w", channel.ErrPermanent)
 		}
 		return nil
-	}
+	})
 	bad := h.commit(chatA, "bad one")
 	orphan := h.commit("nowhere:1", "nobody owns this chat")
 	h.commit(chatA, "good one")
@@ -228,7 +152,7 @@ func TestFailures(t *testing.T) {
 			t.Fatalf("row %d: got %+v; want failed with its error", id, row)
 		}
 	}
-	if n := h.ch.triesOf("bad one"); n != 1 {
+	if n := h.ch.TriesOf("bad one"); n != 1 {
 		t.Fatalf("a permanent failure was tried %d times; want 1", n)
 	}
 }
@@ -237,7 +161,7 @@ func TestTransientErrorsRetriedInOrder(t *testing.T) {
 	h := newHarness(t)
 	var mu sync.Mutex
 	failing := 2
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if m.Text == "first" && failing > 0 {
@@ -245,7 +169,7 @@ func TestTransientErrorsRetriedInOrder(t *testing.T) {
 			return errors.New("timeout")
 		}
 		return nil
-	}
+	})
 	first := h.commit(chatA, "first")
 	h.commit(chatA, "second")
 	h.start()
@@ -255,10 +179,10 @@ func TestTransientErrorsRetriedInOrder(t *testing.T) {
 	if got := h.nextSent(); got.Text != "second" {
 		t.Fatalf("second sent: got %q", got.Text)
 	}
-	if got := h.ch.sentTexts(); !slices.Equal(got, []string{"first", "second"}) {
+	if got := h.ch.SentTexts(); !slices.Equal(got, []string{"first", "second"}) {
 		t.Fatalf("sent: got %q; want first then second, each once", got)
 	}
-	if n := h.ch.triesOf("second"); n != 1 {
+	if n := h.ch.TriesOf("second"); n != 1 {
 		t.Fatalf("second tried %d times; want 1 (it waited for the first)", n)
 	}
 	if row := h.row(first.ID); row.Attempts != 2 {
@@ -268,7 +192,7 @@ func TestTransientErrorsRetriedInOrder(t *testing.T) {
 
 func TestTooManyAttemptsFail(t *testing.T) {
 	h := newHarness(t)
-	h.ch.fail = func(m channel.Outgoing) error { return errors.New("timeout") }
+	h.ch.FailWith(func(m channel.Outgoing) error { return errors.New("timeout") })
 	it := h.commit(chatA, "never")
 	h.start()
 	deadline := time.Now().Add(testWait)
@@ -279,24 +203,24 @@ func TestTooManyAttemptsFail(t *testing.T) {
 		h.flush() // returns at each retry wait; the retries go on
 		h.s.Wake()
 	}
-	if n := h.ch.triesOf("never"); n != maxSendAttempts {
+	if n := h.ch.TriesOf("never"); n != maxSendAttempts {
 		t.Fatalf("tried %d times; want %d", n, maxSendAttempts)
 	}
 }
 
 func TestReconnectingChannelWaitsWithoutUsingAttempts(t *testing.T) {
 	h := newHarness(t)
-	h.ch.setState(channel.StateReconnecting)
+	h.ch.SetStatus(channel.StateReconnecting, "")
 	it := h.commit(chatA, "later")
 	h.start()
 	h.flush()
-	if n := h.ch.triesOf("later"); n != 0 {
+	if n := h.ch.TriesOf("later"); n != 0 {
 		t.Fatalf("tried %d times while the channel reconnects; want 0", n)
 	}
 	if row := h.row(it.ID); row.State != store.OutboxPending || row.Attempts != 0 {
 		t.Fatalf("row while the channel reconnects: got %+v; want pending, no attempts", row)
 	}
-	h.ch.setState(channel.StateConnected)
+	h.ch.SetStatus(channel.StateConnected, "")
 	if got := h.nextSent(); got.ID != it.ID {
 		t.Fatalf("sent after reconnect: got %q", got.Text)
 	}
@@ -305,12 +229,12 @@ func TestReconnectingChannelWaitsWithoutUsingAttempts(t *testing.T) {
 func TestChatsSendInParallel(t *testing.T) {
 	h := newHarness(t)
 	release := make(chan struct{})
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		if m.Chat == string(chatA) {
 			<-release
 		}
 		return nil
-	}
+	})
 	defer close(release)
 	h.commit(chatA, "stuck")
 	h.start()
@@ -335,9 +259,9 @@ func TestTypingInOrder(t *testing.T) {
 	h.s.SetTyping(string(chatA), true)
 	h.s.SetTyping(string(chatA), false)
 	h.start()
-	for _, want := range []typed{{string(chatA), true}, {string(chatA), false}} {
+	for _, want := range []channeltest.Typing{{Chat: string(chatA), On: true}, {Chat: string(chatA), On: false}} {
 		select {
-		case got := <-h.ch.typing:
+		case got := <-h.ch.Typings():
 			if got != want {
 				t.Fatalf("typing: got %+v; want %+v", got, want)
 			}
@@ -355,25 +279,26 @@ func TestNewRefusesNoStore(t *testing.T) {
 
 // panicChannel panics on its first send, then sends.
 type panicChannel struct {
-	*fakeChannel
+	*channeltest.Fake
 	once sync.Once
 }
 
 func (c *panicChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	c.once.Do(func() { panic("channel bug") })
-	return c.fakeChannel.Send(ctx, m)
+	return c.Fake.Send(ctx, m)
 }
 
 // A send that panics does not stop the sender: the chat is tried again.
 func TestPanickingSendRetried(t *testing.T) {
 	h := newHarness(t)
-	pc := &panicChannel{fakeChannel: h.ch}
+	pc := &panicChannel{Fake: h.ch}
 	var err error
 	h.s, err = New(Config{Store: h.db, Channels: []channel.Channel{pc}, Log: zerolog.New(io.Discard),
 		OnSent: func(it store.OutboxItem) { h.sent <- it }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.s.downWait = testTick
 	it := h.commit(chatA, "after the panic")
 	h.start()
 	if got := h.nextSent(); got.ID != it.ID {
@@ -411,18 +336,17 @@ func TestSendsSpooledFile(t *testing.T) {
 	h.start()
 	h.nextSent()
 	h.nextSent()
-	h.ch.mu.Lock()
-	defer h.ch.mu.Unlock()
-	if len(h.ch.sent) != 2 {
-		t.Fatalf("%d sent; want 2", len(h.ch.sent))
+	sent := h.ch.Sent()
+	if len(sent) != 2 {
+		t.Fatalf("%d sent; want 2", len(sent))
 	}
-	a := h.ch.sent[0].Attachment
+	a := sent[0].Attachment
 	if a == nil || a.Name != "chart.png" || a.Kind != channel.KindImage || a.MIME != "image/png" || a.Size != 9 ||
 		filepath.Dir(filepath.Dir(a.Path)) != hm.Layout().SpoolDir() {
 		t.Errorf("first message's attachment %+v; want the spooled chart.png", a)
 	}
-	if h.ch.sent[1].Attachment != nil {
-		t.Errorf("plain message sent with attachment %+v", h.ch.sent[1].Attachment)
+	if sent[1].Attachment != nil {
+		t.Errorf("plain message sent with attachment %+v", sent[1].Attachment)
 	}
 }
 
@@ -451,12 +375,12 @@ func TestSentFileCopyRemoved(t *testing.T) {
 	}
 	spool := hm.Spool()
 	h.s.cfg.Spool = &spool
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		if m.Text == "doomed" {
 			return fmt.Errorf("no such chat: %w", channel.ErrPermanent)
 		}
 		return nil
-	}
+	})
 	ctx := context.Background()
 	withFile := func(text, name, data string) (store.OutboxItem, string) {
 		var it store.OutboxItem

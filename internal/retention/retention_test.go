@@ -15,6 +15,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -24,11 +25,7 @@ var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 // prunes those too once the clock has moved past them.
 func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +155,7 @@ func TestRunSchedule(t *testing.T) {
 func TestPassPrunesSentFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.OpenHome(t, dir)
 	hm, err := home.New(dir, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -225,11 +218,7 @@ func TestPassPrunesSentFiles(t *testing.T) {
 func TestPassRemovesCopiesACrashLeft(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.OpenHome(t, dir)
 	hm, err := home.New(dir, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

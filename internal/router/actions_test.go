@@ -65,7 +65,7 @@ func TestActionDuringFailedTurnNotRepeated(t *testing.T) {
 	if n := countTasks(t, h); n != 1 {
 		t.Fatalf("%d tasks; want 1", n)
 	}
-	if texts := h.ch.sentTexts(); len(texts) != 1 {
+	if texts := h.ch.SentTexts(); len(texts) != 1 {
 		t.Fatalf("sent %q; want only the notice", texts)
 	}
 }
@@ -111,7 +111,7 @@ func TestActionThenReplyNoNotice(t *testing.T) {
 	run.emit(ipc.Event{Type: ipc.EventError, Message: "claude exited with status 2", Retryable: true})
 	run.exit(1)
 	h.waitIdle("main")
-	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"done: every morning at 9"}) {
+	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"done: every morning at 9"}) {
 		t.Fatalf("sent %q; want the reply only", texts)
 	}
 	if n := h.rt.starts(); n != 1 {
@@ -161,7 +161,7 @@ func TestBacklogLeftOutNotice(t *testing.T) {
 	}
 	retry.exit(0)
 	h.waitIdle("fam")
-	if texts := h.ch.sentTexts(); len(texts) != 2 {
+	if texts := h.ch.SentTexts(); len(texts) != 2 {
 		t.Fatalf("sent %q; want the notice once and the reply", texts)
 	}
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // testWait bounds every wait for an event in these tests.
@@ -147,64 +149,6 @@ func (r *fakeRun) exit(code int) {
 	close(r.exited)
 }
 
-// ---- fake channel ----
-
-type fakeChannel struct {
-	mu     sync.Mutex
-	sent   []channel.Outgoing
-	tries  []channel.Outgoing
-	typing []bool
-	sends  chan channel.Outgoing
-	// fail, when set, decides the error of each attempt (nil: success).
-	fail func(m channel.Outgoing) error
-}
-
-func newFakeChannel() *fakeChannel { return &fakeChannel{sends: make(chan channel.Outgoing, 100)} }
-
-func (c *fakeChannel) Name() string                      { return "fake" }
-func (c *fakeChannel) Owns(chat string) bool             { return strings.HasPrefix(chat, "fake:") }
-func (c *fakeChannel) Connect(ctx context.Context) error { return nil }
-func (c *fakeChannel) Status() channel.Status {
-	return channel.Status{State: channel.StateConnected}
-}
-
-func (c *fakeChannel) Send(ctx context.Context, m channel.Outgoing) (string, error) {
-	c.mu.Lock()
-	c.tries = append(c.tries, m)
-	fail := c.fail
-	c.mu.Unlock()
-	if fail != nil {
-		if err := fail(m); err != nil {
-			return "", err
-		}
-	}
-	c.mu.Lock()
-	c.sent = append(c.sent, m)
-	c.mu.Unlock()
-	select {
-	case c.sends <- m:
-	default: // nobody reads (benchmarks): the record above is enough
-	}
-	return m.ID, nil
-}
-
-func (c *fakeChannel) SetTyping(ctx context.Context, chat string, on bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.typing = append(c.typing, on)
-	return nil
-}
-
-func (c *fakeChannel) sentTexts() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, m := range c.sent {
-		out = append(out, m.Text)
-	}
-	return out
-}
-
 // ---- harness ----
 
 const (
@@ -218,7 +162,7 @@ type harness struct {
 	r    *Router
 	db   *store.DB
 	rt   *fakeRuntime
-	ch   *fakeChannel
+	ch   *channeltest.Fake
 	cfg  Config
 	home string
 	stop context.CancelFunc
@@ -231,11 +175,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, dir)
 	for _, g := range []store.Group{
 		{Chat: mainChat, Name: "Main", Folder: "main", Trigger: "@" + testName, IsMain: true},
 		{Chat: famChat, Name: "Family", Folder: "fam", Trigger: "@" + testName, RequiresTrigger: true},
@@ -266,7 +206,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	if mod != nil {
 		mod(&cfg)
 	}
-	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: newFakeChannel(), cfg: cfg, home: dir}
+	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: channeltest.New("fake"), cfg: cfg, home: dir}
 	h.r, err = New(cfg, Deps{Store: db, Runtime: h.rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t)})
 	if err != nil {
 		t.Fatalf("new router: %v", err)
@@ -344,10 +284,10 @@ func (h *harness) nextRun() *fakeRun {
 func (h *harness) nextSend() channel.Outgoing {
 	h.t.Helper()
 	select {
-	case m := <-h.ch.sends:
+	case m := <-h.ch.Sends():
 		return m
 	case <-time.After(testWait):
-		h.t.Fatalf("nothing sent within %s (sent so far: %q)", testWait, h.ch.sentTexts())
+		h.t.Fatalf("nothing sent within %s (sent so far: %q)", testWait, h.ch.SentTexts())
 		return channel.Outgoing{}
 	}
 }

@@ -123,12 +123,12 @@ func TestOutboxFailureAlert(t *testing.T) {
 	h.r.alerts = al
 	var fail atomic.Bool
 	fail.Store(true)
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		if fail.Load() {
 			return fmt.Errorf("no such chat: %w", channel.ErrPermanent)
 		}
 		return nil
-	}
+	})
 	h.start()
 	ctx := context.Background()
 	if _, err := h.r.SendMessage(ctx, string(famChat), "first", store.OriginTool, "fam"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -25,7 +26,7 @@ func TestReplyFlow(t *testing.T) {
 	h := newHarness(t, nil)
 	// The reply must be in the outbox, pending, before the channel sees it.
 	var committedFirst []bool
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		rows, err := h.db.PendingOutbox(context.Background(), 0)
 		if err != nil {
 			return err
@@ -37,7 +38,7 @@ func TestReplyFlow(t *testing.T) {
 			return errTransient // the first attempt fails; the retry reuses the id
 		}
 		return nil
-	}
+	})
 	h.start()
 	id := h.post(mainChat, `hi <there> & "you"`)
 	run := h.nextRun()
@@ -91,8 +92,8 @@ func TestReplyFlow(t *testing.T) {
 	if len(committedFirst) != 2 || !committedFirst[0] || !committedFirst[1] {
 		t.Fatalf("outbox row present at each send attempt: got %v; want [true true]", committedFirst)
 	}
-	if h.ch.tries[0].ID != h.ch.tries[1].ID || got.ID == "" {
-		t.Fatalf("retry ids: got %q and %q; want the same non-empty id", h.ch.tries[0].ID, h.ch.tries[1].ID)
+	if tries := h.ch.Tries(); tries[0].ID != tries[1].ID || got.ID == "" {
+		t.Fatalf("retry ids: got %q and %q; want the same non-empty id", tries[0].ID, tries[1].ID)
 	}
 	if c := h.cursor("main"); c != id {
 		t.Fatalf("cursor after reply: got %d; want %d", c, id)
@@ -112,7 +113,7 @@ func TestReplyFlow(t *testing.T) {
 	consume(t, h.inputDir("main"), inputs)
 	run.exit(0)
 	h.waitIdle("main")
-	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Hello Alice", "Second answer"}) {
+	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"Hello Alice", "Second answer"}) {
 		t.Fatalf("sent: got %q; want each reply exactly once", texts)
 	}
 	pollUntil(t, func() bool {
@@ -580,7 +581,7 @@ func TestRetriesExhaustedNoticeOnce(t *testing.T) {
 	if !st.GaveUp || h.rt.starts() != 3 {
 		t.Fatalf("gave up %v after %d starts; want true after 3", st.GaveUp, h.rt.starts())
 	}
-	if texts := h.ch.sentTexts(); len(texts) != 1 {
+	if texts := h.ch.SentTexts(); len(texts) != 1 {
 		t.Fatalf("sent: got %q; want exactly one notice", texts)
 	}
 	fs := h.r.Status().Failures
@@ -630,12 +631,12 @@ func TestOutboxSentAtStart(t *testing.T) {
 func TestOutboxFailures(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	h.ch.fail = func(m channel.Outgoing) error {
+	h.ch.FailWith(func(m channel.Outgoing) error {
 		if strings.HasPrefix(m.Text, "bad") {
 			return fmt.Errorf("unknown chat: %w", channel.ErrPermanent)
 		}
 		return nil
-	}
+	})
 	bad, err := h.r.SendMessage(ctx, string(mainChat), "bad one", store.OriginTool, "main")
 	if err != nil {
 		t.Fatal(err)
@@ -677,7 +678,7 @@ func TestSendMessageStripsInternal(t *testing.T) {
 		t.Fatalf("sent: got %q; want %q", got.Text, "Done.")
 	}
 	pollUntil(t, func() bool { rows, err := h.db.PendingOutbox(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
-	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"Done."}) {
+	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"Done."}) {
 		t.Fatalf("sent: got %q; want only %q (nothing committed for the empty message)", texts, "Done.")
 	}
 }
@@ -783,7 +784,7 @@ func TestTaskFailureNotice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(h.ch.sentTexts()); n != 1 || st.PendingOutbox != 0 {
+		if n := len(h.ch.SentTexts()); n != 1 || st.PendingOutbox != 0 {
 			t.Fatalf("notices: %d sent, %d pending; want 1 and 0", n, st.PendingOutbox)
 		}
 	})
@@ -844,16 +845,12 @@ func TestTypingWhileAgentWorks(t *testing.T) {
 	h.post(mainChat, "hello")
 	run := h.nextRun()
 	pollUntil(t, func() bool {
-		h.ch.mu.Lock()
-		defer h.ch.mu.Unlock()
-		return slices.Equal(h.ch.typing, []bool{true})
+		return slices.Equal(h.ch.Typing(), []channeltest.Typing{{Chat: string(mainChat), On: true}})
 	}, "typing on once the agent has the messages")
 	run.result("hi")
 	h.nextSend()
 	pollUntil(t, func() bool {
-		h.ch.mu.Lock()
-		defer h.ch.mu.Unlock()
-		return slices.Equal(h.ch.typing, []bool{true, false})
+		return slices.Equal(h.ch.Typing(), []channeltest.Typing{{Chat: string(mainChat), On: true}, {Chat: string(mainChat), On: false}})
 	}, "typing off once the reply is out")
 	run.exit(0)
 	h.waitIdle("main")

@@ -119,7 +119,7 @@ func TestTurnFailedAfterItsOwnMessageIsReported(t *testing.T) {
 	if e := waitEnd(t, hub, int64(id), 0); e.Result != turns.Done {
 		t.Fatalf("turn ended %+v; want done", e)
 	}
-	if sent := h.ch.sentTexts(); len(sent) != 1 {
+	if sent := h.ch.SentTexts(); len(sent) != 1 {
 		t.Fatalf("sent %q; want only the answer", sent)
 	}
 }

@@ -90,7 +90,7 @@ func TestLaterTurnRunnerErrorRetried(t *testing.T) {
 	if _, ok := retryingFailure(h); ok {
 		t.Fatalf("status failures %+v; want the retrying entry gone after the good run", h.r.Status().Failures)
 	}
-	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"answer one", "answer two"}) {
+	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"answer one", "answer two"}) {
 		t.Fatalf("sent %q; want each answer once", texts)
 	}
 }
@@ -181,7 +181,7 @@ func TestLaterTurnErrorResultRetried(t *testing.T) {
 	}
 	retry.exit(0)
 	h.waitIdle("main")
-	if texts := h.ch.sentTexts(); !slices.Equal(texts, []string{"answer one", "answer two"}) {
+	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"answer one", "answer two"}) {
 		t.Fatalf("sent %q; want the two answers only", texts)
 	}
 	if c := h.cursor("main"); c != second {
@@ -266,7 +266,7 @@ func TestReplyNotCommittedFailsTurn(t *testing.T) {
 	if c := h.cursor("main"); c != third {
 		t.Fatalf("cursor: got %d; want %d", c, third)
 	}
-	if texts := h.ch.sentTexts(); slices.Contains(texts, "answer two") || slices.Contains(texts, "answer two again") {
+	if texts := h.ch.SentTexts(); slices.Contains(texts, "answer two") || slices.Contains(texts, "answer two again") {
 		t.Fatalf("sent %q; a reply that was never committed went out", texts)
 	}
 }

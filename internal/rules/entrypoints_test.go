@@ -3,7 +3,6 @@ package rules_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // The same case through both doors: the command line and control API
@@ -40,11 +40,7 @@ type door struct {
 
 func openDB(t *testing.T, dir string) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, dir)
 	if _, err := db.AddGroup(context.Background(), store.Group{Chat: "local:main", Name: "main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}

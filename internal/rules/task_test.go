@@ -3,15 +3,13 @@ package rules
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // now is 09:30 in Berlin.
@@ -203,11 +201,7 @@ func TestUpdate(t *testing.T) {
 func TestTaskTx(t *testing.T) {
 	ctx := context.Background()
 	loc := berlin(t)
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +234,7 @@ func TestTaskTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan, _ = db.GetTask(ctx, orphan.ID)
-	err = inTx(func(tx *store.Tx) error { _, err := ResumeTask(ctx, tx, orphan, now, loc); return err })
+	err := inTx(func(tx *store.Tx) error { _, err := ResumeTask(ctx, tx, orphan, now, loc); return err })
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not registered") {
 		t.Errorf("resume of a task whose group is gone got %v; want ErrInvalid, not registered", err)
 	}

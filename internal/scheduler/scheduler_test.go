@@ -15,6 +15,7 @@ import (
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // The tests run inside testing/synctest bubbles: timers and time.Now are
@@ -84,11 +85,7 @@ type harness struct {
 
 func newHarness(t *testing.T, base time.Time, loc *time.Location) *harness {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, t.TempDir())
 	h := &harness{t: t, db: db, loc: loc}
 	h.off.Store(int64(time.Until(base)))
 	for _, f := range []store.Folder{"main", "family"} {

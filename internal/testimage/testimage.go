@@ -64,9 +64,9 @@ const (
 	layoutVersion = "testimage-layout-2"
 )
 
-// Applets are the busybox applets linked in /bin when the image holds
+// applets are the busybox applets linked in /bin when the image holds
 // busybox: a shell and what tests playing an agent need.
-var Applets = []string{
+var applets = []string{
 	"[", "ash", "awk", "basename", "cat", "chmod", "cp", "cut", "date", "dd", "df", "dirname",
 	"du", "echo", "env", "false", "find", "grep", "head", "hostname", "id", "kill", "ln", "ls",
 	"mkdir", "mkfifo", "mktemp", "mv", "printf", "ps", "pwd", "readlink", "realpath", "rm",
@@ -313,7 +313,7 @@ func ContentHash(binaries map[string]string) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, layoutVersion+"\n")
 	if _, ok := binaries[Busybox]; ok {
-		fmt.Fprintf(h, "applets %s\n", strings.Join(Applets, " "))
+		fmt.Fprintf(h, "applets %s\n", strings.Join(applets, " "))
 	}
 	for _, p := range sortedKeys(binaries) {
 		f, err := os.Open(binaries[p])
@@ -337,7 +337,7 @@ func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m
 // /home/agent and /home/agent/.claude owned by agent, /tmp with mode 1777,
 // the /workspace mount points, each binary (mode 0755, owned by root) with its
 // parent directories, and, when busybox is one of them, a symbolic link
-// /bin/<applet> → busybox for each of Applets.
+// /bin/<applet> → busybox for each of applets.
 func WriteRootfs(w io.Writer, binaries map[string]string) error {
 	tw := tar.NewWriter(w)
 	mtime := time.Unix(0, 0)
@@ -406,7 +406,7 @@ func WriteRootfs(w io.Writer, binaries map[string]string) error {
 		}
 	}
 	if _, ok := binaries[Busybox]; ok {
-		for _, a := range Applets {
+		for _, a := range applets {
 			link := path.Join(path.Dir(Busybox), a)
 			if _, taken := binaries[link]; taken || link == Busybox {
 				continue

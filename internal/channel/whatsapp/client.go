@@ -81,7 +81,9 @@ type Client struct {
 	// base is cancelled by Close; it bounds typing loops and event handling.
 	base       context.Context
 	cancelBase context.CancelFunc
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup // every goroutine the client starts, through spawn
+	lifeMu     sync.Mutex     // orders spawn's wg.Add before Close's wg.Wait
+	closed     bool           // guarded by lifeMu: Close has begun, spawn starts nothing
 
 	mu          sync.Mutex
 	sink        Sink // Options.Sink; never changes
@@ -92,8 +94,9 @@ type Client struct {
 	job         job // the supervisor's next job
 	outdatedTry bool
 
-	typingMu sync.Mutex             // one SetTyping at a time
-	typing   map[string]*typingLoop // guarded by typingMu
+	typingMu   sync.Mutex               // guards the two maps below, never held across a call out
+	typing     map[string]*typingLoop   // a chat's running typing loop
+	typingTurn map[string]chan struct{} // a chat's one-slot turn: one SetTyping per chat at a time
 
 	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups
@@ -164,6 +167,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		cancelBase: cancel,
 		changed:    make(chan struct{}),
 		typing:     make(map[string]*typingLoop),
+		typingTurn: make(map[string]chan struct{}),
 		wake:       make(chan struct{}, 1),
 		connected:  make(chan struct{}, 1),
 		presence:   make(chan struct{}, 1),
@@ -291,17 +295,33 @@ func (c *Client) start(ctx context.Context) {
 	stop := context.AfterFunc(c.base, cancel)
 	c.setState(channel.StateConnecting, "")
 	c.schedule(jobStart, 0)
-	c.wg.Add(2)
-	go func() {
-		defer c.wg.Done()
+	if !c.spawn(func() {
 		defer stop()
 		defer cancel()
 		c.supervise(runCtx)
-	}()
+	}) {
+		stop()
+		cancel()
+		return
+	}
+	c.spawn(func() { c.work(runCtx) })
+}
+
+// spawn runs fn on its own goroutine, which Close waits for, and reports
+// whether it did: once Close has begun it starts nothing. Every goroutine
+// of the client starts here, so no wg.Add can race Close's wg.Wait.
+func (c *Client) spawn(fn func()) bool {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.work(runCtx)
+		fn()
 	}()
+	return true
 }
 
 // Close disconnects, stops every background goroutine and closes the device
@@ -309,6 +329,9 @@ func (c *Client) start(ctx context.Context) {
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.lifeMu.Lock()
+		c.closed = true
+		c.lifeMu.Unlock()
 		c.cancelBase()
 		c.wg.Wait()
 		c.wa.Disconnect()

@@ -15,11 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 func TestNewUnpairedConnectsAtOnceAndSaysWhatToDo(t *testing.T) {
 	home := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	rec := newRecorder()
 	ctx := context.Background()
 	c, err := New(ctx, Options{

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/testlog"
 )
 
 // Identities used across the tests.
@@ -63,6 +64,9 @@ type fakeWA struct {
 	uploads     []upload
 	uploadErrs  []error // returned by successive Upload calls
 	download    func(msg whatsmeow.DownloadableMessage, f whatsmeow.File) error
+	// chatPresence, when set, runs first in every SendChatPresence, outside
+	// the lock, as a slow or failing network would.
+	chatPresence func(ctx context.Context, jid types.JID, state types.ChatPresence) error
 }
 
 func newFakeWA() *fakeWA {
@@ -170,7 +174,15 @@ func (f *fakeWA) SendPresence(_ context.Context, state types.Presence) error {
 	return nil
 }
 
-func (f *fakeWA) SendChatPresence(_ context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
+func (f *fakeWA) SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
+	f.mu.Lock()
+	hook := f.chatPresence
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, jid, state); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.presences = append(f.presences, string(state)+" "+jid.String())
@@ -297,29 +309,11 @@ func (r *recorder) seen() []string {
 	return append([]string(nil), r.chats...)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testClient struct {
 	*Client
 	wa   *fakeWA
 	rec  *recorder
-	logs *syncBuffer
+	logs *testlog.Buffer
 	ver  *fakeVersion
 }
 
@@ -361,7 +355,7 @@ func newTestClient(t *testing.T, edit func(*Options)) *testClient {
 	t.Helper()
 	wa := newFakeWA()
 	rec := newRecorder()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	opts := Options{
 		Sink:          rec,
 		AssistantName: "Andy",

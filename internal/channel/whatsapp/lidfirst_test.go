@@ -3,16 +3,15 @@ package whatsapp
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
-	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bridged-app/bridged/internal/channel"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // dbSink is a Sink over bridged's real store, as the router's is.
@@ -54,11 +53,7 @@ func (f lidFake) LIDForPN(_ context.Context, pn types.JID) (types.JID, error) {
 func newStoreClient(t *testing.T, chat types.JID) (*testClient, *bridgedstore.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := bridgedstore.Open(ctx, filepath.Join(t.TempDir(), "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	if _, err := db.AddGroup(ctx, bridgedstore.Group{Chat: bridgedstore.ChatID(chat.String()), Name: "Alice", Folder: "alice"}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	mediapool "github.com/bridged-app/bridged/internal/media"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 // mediaEnv is a test client whose sink stores messages and their media in
@@ -70,11 +71,7 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := bridgedstore.Open(ctx, filepath.Join(dir, "store", "bridged.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.OpenHome(t, dir)
 	for _, g := range []bridgedstore.Group{
 		{Chat: bridgedstore.ChatID(familyChat.String()), Name: "Family", Folder: "family", Trigger: "@Andy"},
 		{Chat: bridgedstore.ChatID(otherChat.String()), Name: "Other", Folder: "other", Trigger: "@Andy"},

@@ -364,14 +364,22 @@ func splitSentences(s string) []string {
 
 // SetTyping shows "composing" in chat while on (repeated so it does not
 // fade while the agent works) and "paused" when turned off. Best effort:
-// nothing is sent while WhatsApp is not connected.
+// nothing is sent while WhatsApp is not connected. Changes for one chat
+// take turns, so no loop is left behind and a late "composing" cannot
+// overtake a "paused"; a change waits for its turn no longer than ctx, and
+// a slow network in one chat never holds up another's.
 func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
 	to, err := parseChat(chat)
 	if err != nil {
 		return err
 	}
-	c.typingMu.Lock() // one change at a time, so no loop is left behind
-	defer c.typingMu.Unlock()
+	turn := c.typingTurnOf(chat)
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-turn }()
 	c.stopTyping(chat)
 	if c.Status().State != channel.StateConnected || c.base.Err() != nil {
 		return nil
@@ -387,14 +395,18 @@ func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
 	}
 	loopCtx, cancel := context.WithTimeout(c.base, typingMax)
 	t := &typingLoop{cancel: cancel, done: make(chan struct{})}
-	c.typing[chat] = t
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	started := c.spawn(func() {
 		defer close(t.done)
 		defer cancel()
 		c.keepTyping(loopCtx, to)
-	}()
+	})
+	if !started { // the client is closing
+		cancel()
+		return nil
+	}
+	c.typingMu.Lock()
+	c.typing[chat] = t
+	c.typingMu.Unlock()
 	return nil
 }
 
@@ -403,11 +415,26 @@ type typingLoop struct {
 	done   chan struct{}
 }
 
+// typingTurnOf returns chat's turn: a one-slot channel a SetTyping fills
+// while it changes chat's indicator.
+func (c *Client) typingTurnOf(chat string) chan struct{} {
+	c.typingMu.Lock()
+	defer c.typingMu.Unlock()
+	turn := c.typingTurn[chat]
+	if turn == nil {
+		turn = make(chan struct{}, 1)
+		c.typingTurn[chat] = turn
+	}
+	return turn
+}
+
 // stopTyping ends chat's typing loop and waits for it, so a later "paused"
-// cannot be overtaken by a late "composing". The caller holds typingMu.
+// cannot be overtaken by a late "composing". The caller holds chat's turn.
 func (c *Client) stopTyping(chat string) {
+	c.typingMu.Lock()
 	t := c.typing[chat]
 	delete(c.typing, chat)
+	c.typingMu.Unlock()
 	if t != nil {
 		t.cancel()
 		<-t.done

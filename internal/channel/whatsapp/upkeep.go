@@ -117,11 +117,7 @@ func (c *Client) background(fn func()) {
 	if c.base.Err() != nil {
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		fn()
-	}()
+	c.spawn(fn)
 }
 
 // upkeepClient is the part of *whatsmeow.Client the upkeep uses besides

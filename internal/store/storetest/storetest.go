@@ -1,0 +1,40 @@
+// Package storetest opens throwaway stores for tests of the packages above
+// the store. It is imported by tests only.
+package storetest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Open opens a fresh store in its own temporary directory, closed when the
+// test ends. It fails the test if the store cannot be opened.
+func Open(t testing.TB) *store.DB {
+	t.Helper()
+	return OpenAt(t, filepath.Join(t.TempDir(), "bridged.db"))
+}
+
+// OpenHome opens a fresh store where the daemon keeps it under home
+// (home/store/bridged.db), closed when the test ends.
+func OpenHome(t testing.TB, home string) *store.DB {
+	t.Helper()
+	return OpenAt(t, filepath.Join(home, "store", "bridged.db"))
+}
+
+// OpenAt opens the store at path (created with its directory if missing),
+// closed when the test ends. It fails the test if the store cannot be
+// opened.
+func OpenAt(t testing.TB, path string) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), path, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("open store %s: %v", path, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
