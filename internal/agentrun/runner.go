@@ -320,7 +320,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	if fail == nil {
 		return nil
 	}
-	err = fmt.Errorf("run messages of %s: %w", folder, fail)
+	err = NewRunError(folder, fail)
 	if errors.Is(fail, errTimedOut) || errors.Is(fail, errNoStart) {
 		return hang{err}
 	}
