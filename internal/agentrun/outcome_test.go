@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,28 @@ func TestHangWrapsErrHang(t *testing.T) {
 	}
 	if errors.Is(errors.New("x"), groupqueue.ErrHang) {
 		t.Fatal("a plain error is a hang")
+	}
+}
+
+// A run error keeps its text, is found by type through the queue's hang
+// class and any wrapping, and gives its cause as the reason.
+func TestRunErrorReason(t *testing.T) {
+	cause := errors.New("the agent printed nothing")
+	err := fmt.Errorf("queue: %w", hang{NewRunError("fam", cause)})
+	var re *RunError
+	if !errors.As(err, &re) || re.Folder != "fam" || !errors.Is(err, cause) || !errors.Is(err, groupqueue.ErrHang) {
+		t.Fatalf("errors.As(%v) = %+v; want the run error of fam, wrapping its cause, still a hang", err, re)
+	}
+	if got, want := re.Error(), "run messages of fam: the agent printed nothing"; got != want {
+		t.Fatalf("text %q; want %q", got, want)
+	}
+	if got := Reason(err); got != "the agent printed nothing" {
+		t.Fatalf("Reason = %q; want the cause alone", got)
+	}
+	if got := Reason(errors.New("panic: boom")); got != "panic: boom" {
+		t.Fatalf("Reason of another error = %q; want its text", got)
+	}
+	if got := Reason(nil); got != "" {
+		t.Fatalf("Reason(nil) = %q", got)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -266,10 +264,11 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	}
 }
 
-// describeCommitErr puts "disk full" in front of a commit error that says so
-// (SQLite's SQLITE_FULL, or ENOSPC), so status and the notice show it first.
+// describeCommitErr puts "disk full" in front of a commit error the store
+// classed as a full disk (store.ErrDiskFull), so status and the notice show
+// it first.
 func describeCommitErr(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || strings.Contains(strings.ToLower(err.Error()), "disk is full") {
+	if errors.Is(err, store.ErrDiskFull) {
 		return fmt.Errorf("disk full: %w", err)
 	}
 	return err

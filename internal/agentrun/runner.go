@@ -88,6 +88,9 @@ type Runner struct {
 	layout home.Layout
 	seq    atomic.Uint64
 	board  board
+	// leftovers: the groups whose containers need not be looked for
+	// before their next start (container.Leftovers).
+	leftovers container.Leftovers
 }
 
 // New returns a Runner.
@@ -193,6 +196,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 	o.Ended = container.Supervise(ctx, x.Runtime, spec, container.Watch{
 		Log:          log,
 		Instance:     x.cfg.Instance,
+		Leftovers:    &x.leftovers,
 		Timeout:      x.hardTimeout(g),
 		StartTimeout: x.cfg.StartTimeout,
 		Kick:         run.kick,
@@ -320,7 +324,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	if fail == nil {
 		return nil
 	}
-	err = fmt.Errorf("run messages of %s: %w", folder, fail)
+	err = NewRunError(folder, fail)
 	if errors.Is(fail, errTimedOut) || errors.Is(fail, errNoStart) {
 		return hang{err}
 	}

@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -24,6 +25,10 @@ type Watch struct {
 	// Instance is the daemon's instance: a container of the spec's group
 	// it left behind is stopped before the new one starts.
 	Instance string
+	// Leftovers says when the group's containers need to be looked for
+	// first (its first run, and the run after one that did not end
+	// cleanly); nil: before every start.
+	Leftovers *Leftovers
 	// Timeout stops the container after this long without a stdout line.
 	// StartTimeout (at most Timeout) stops it when it printed nothing at
 	// all that long after its start.
@@ -51,19 +56,26 @@ type Ended struct {
 }
 
 // Supervise makes sure no container of spec's group is left (one group, one
-// container, always), starts the container, and follows it until it is
-// gone: each stdout line goes to w.Event and restarts the timeout, and the
-// container is stopped when a timeout fires or ctx ends. A container that
-// cannot be stopped ends the supervision with a NotStoppedError: its end
-// will not be seen either, and the next run stops it first.
+// container, always; looked for as w.Leftovers says), starts the container,
+// and follows it until it is gone: each stdout line goes to w.Event and
+// restarts the timeout, and the container is stopped when a timeout fires
+// or ctx ends. A container that cannot be stopped ends the supervision with
+// a NotStoppedError: its end will not be seen either, and the next run
+// stops it first.
 func Supervise(ctx context.Context, rt Runtime, spec Spec, w Watch) Ended {
 	var e Ended
 	log := w.Log
-	if err := stopGroupLeftovers(ctx, rt, log, spec.Group, w.Instance); err != nil {
-		log.Error().Err(err).Msg("container not started")
-		e.Err = err
-		return e
+	if w.Leftovers.suspect(spec.Group) {
+		if err := stopGroupLeftovers(ctx, rt, log, spec.Group, w.Instance); err != nil {
+			log.Error().Err(err).Msg("container not started")
+			e.Err = err
+			return e
+		}
 	}
+	// Until it ends cleanly, a container of the group may be left: a start
+	// that failed half-way, a stop or a wait that failed.
+	w.Leftovers.set(spec.Group, false)
+	defer func() { w.Leftovers.set(spec.Group, e.Err == nil && e.Exit.Err == nil) }()
 	c, err := rt.Start(ctx, spec)
 	if err != nil {
 		e.Err = fmt.Errorf("start container: %w", err)
@@ -168,6 +180,43 @@ loop:
 		<-stopDone
 	}
 	return e
+}
+
+// Leftovers remembers the groups known to have no container of the
+// daemon's left behind: a group's first run looks for one, and so does the
+// run after one that did not end cleanly (its start, stop or wait failed);
+// the others start at once, without asking the engine for a list. The zero
+// value is ready to use; a nil *Leftovers has every run look.
+type Leftovers struct {
+	mu    sync.Mutex
+	clean map[string]bool
+}
+
+// suspect reports whether group's containers must be looked for.
+func (l *Leftovers) suspect(group string) bool {
+	if l == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.clean[group]
+}
+
+// set records whether group is known to have no container left.
+func (l *Leftovers) set(group string, clean bool) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !clean {
+		delete(l.clean, group)
+		return
+	}
+	if l.clean == nil {
+		l.clean = make(map[string]bool)
+	}
+	l.clean[group] = true
 }
 
 // stopGroupLeftovers stops every container of group that instance left

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/groupqueue"
@@ -25,7 +24,7 @@ func (r *Router) runMessages(ctx context.Context, name string) error {
 			r.log.Info().Str("group", name).Msg("group was removed; its messages are not run")
 			return nil
 		}
-		return fmt.Errorf("run messages of %s: %w", name, err)
+		return agentrun.NewRunError(folder, err)
 	}
 	gs := r.state(folder)
 	run, text, err := r.handover(ctx, g, gs)
@@ -68,7 +67,7 @@ func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*
 		r.queue.MarkClosing(string(g.Folder))
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("run messages of %s: %w", g.Folder, err)
+		return nil, "", agentrun.NewRunError(g.Folder, err)
 	}
 	return run, text, nil
 }
@@ -88,10 +87,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 		return
 	}
 	defer r.turnEnded(folder, o)
-	why := ""
-	if o.Err != nil {
-		why = strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))
-	}
+	why := agentrun.Reason(o.Err)
 	r.mu.Lock()
 	delete(r.retrying, folder)
 	if o.Event == groupqueue.Retrying {

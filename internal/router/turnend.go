@@ -2,9 +2,8 @@ package router
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
@@ -38,7 +37,7 @@ func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]
 			e.Result = turns.GaveUp
 		}
 		if o.Err != nil {
-			e.Reason = prompt.Clip(prompt.OneLine(strings.TrimPrefix(o.Err.Error(), fmt.Sprintf("run messages of %s: ", folder))), 300)
+			e.Reason = prompt.Clip(prompt.OneLine(agentrun.Reason(o.Err)), 300)
 		}
 		upto, err = r.db.LatestMessageID(ctx, g.Chat)
 	default:

@@ -122,9 +122,14 @@ func (db *DB) Close() error {
 
 // Tx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it if fn
 // returns nil; otherwise, or if fn panics, it rolls back. fn's error is
-// returned as is. fn must use only tx: a write through db would wait for the
-// connection tx holds until ctx ends.
-func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
+// returned with its text unchanged, classed as ErrDiskFull when the disk
+// was full (see classify). fn must use only tx: a write through db would
+// wait for the connection tx holds until ctx ends.
+func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	return classify(db.tx(ctx, fn))
+}
+
+func (db *DB) tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	stx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
