@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
 type queue struct {
@@ -27,11 +27,7 @@ func (q *queue) Add(m store.Media) {
 func newIngest(t *testing.T, mq MediaQueue) (*Ingest, *store.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "store.db"), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
