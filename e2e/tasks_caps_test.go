@@ -151,8 +151,10 @@ func TestE2EFailingTaskPausesItself(t *testing.T) {
 	d := e.start()
 
 	// The colon of the task's directive is escaped, or the fake would read
-	// it as the end of the tool's arguments.
-	id := e.post("local:main", `fake:tool schedule_task {"prompt":"fake\u003aerror API Error: the task is broken","schedule_type":"interval","schedule_value":"1m","context_mode":"isolated"}`)
+	// it as the end of the tool's arguments. Every minute on the minute: the
+	// first run comes at the next minute, the second a minute later (the
+	// back-off after one failure lets that slot through).
+	id := e.post("local:main", `fake:tool schedule_task {"prompt":"fake\u003aerror API Error: the task is broken","schedule_type":"cron","schedule_value":"* * * * *","context_mode":"isolated"}`)
 	first := e.waitOut("local:main", id, 1, time.Minute)[0].Text
 	if strings.Contains(first, "tool error") {
 		t.Fatalf("schedule_task answered %q", first)
