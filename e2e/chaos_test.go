@@ -31,6 +31,9 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
 	}
+	// Its own daemon and home, nothing timed tightly: it runs beside the
+	// other parallel tests, after the serial ones.
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

@@ -38,6 +38,9 @@ const extraRaceRestarts = 6
 // root.
 func TestE2EMountRace(t *testing.T) {
 	needDocker(t)
+	// Restarts and a swap loop, nothing timed tightly: it runs beside the
+	// other parallel tests, after the serial ones.
+	t.Parallel()
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)
@@ -140,6 +143,9 @@ func testMountRace(t *testing.T, u daemonUser) {
 // It runs per daemon user: the check after start must hold for both.
 func TestE2EMountRaceExtraMount(t *testing.T) {
 	needDocker(t)
+	// Restarts and a swap loop, nothing timed tightly: it runs beside the
+	// other parallel tests, after the serial ones.
+	t.Parallel()
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)

@@ -146,6 +146,9 @@ func TestE2ETaskCapAndPromptSize(t *testing.T) {
 // restarts it with a fresh count. (The back-off between the failures, and
 // the default of 5, are internal/scheduler's TestFailingTaskBacksOffAndPausesItself.)
 func TestE2EFailingTaskPausesItself(t *testing.T) {
+	// It waits more than it works (two minute slots of its task): it runs
+	// beside the other parallel tests, after the serial ones.
+	t.Parallel()
 	e := newEnv(t, "--idle-timeout", "3s", "--task-max-failures", "2")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
