@@ -143,9 +143,9 @@ func testMountRace(t *testing.T, u daemonUser) {
 // It runs per daemon user: the check after start must hold for both.
 func TestE2EMountRaceExtraMount(t *testing.T) {
 	needDocker(t)
-	// Restarts and a swap loop, nothing timed tightly: it runs beside the
-	// other parallel tests, after the serial ones.
-	t.Parallel()
+	// Serial: each swap it makes costs the other group a stopped container
+	// and a retry, and beside other tests on a loaded machine the retries
+	// outlast its waits.
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)
