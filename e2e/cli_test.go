@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -65,51 +64,11 @@ func (e *env) mustBare(wd string, args ...string) string {
 	return out
 }
 
-// startBare runs `bridged run` without --home, as `make run` does, and
-// waits until its control API answers.
+// startBare runs `bridged run` without --home, as `make run` does, in wd,
+// and waits until its control API answers.
 func (e *env) startBare(wd string) *daemon {
 	e.t.Helper()
-	args := append([]string{"run", "--image", testImage}, e.args...)
-	cmd := exec.Command(bridgedBin, args...)
-	cmd.Env = e.environ()
-	cmd.Dir = wd
-	d := &daemon{cmd: cmd, done: make(chan struct{}), wrote: make(chan struct{}, 1)}
-	cmd.Stdout = lockedWriter{d}
-	cmd.Stderr = lockedWriter{d}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { d.err = cmd.Wait(); close(d.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-d.done:
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				<-d.done
-			}
-		}
-		if e.t.Failed() || os.Getenv("E2E_LOGS") != "" {
-			e.t.Logf("daemon log:\n%s", tail(d.logs(), 80))
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := e.api("GET", "/healthz", nil, nil); err == nil {
-			return d
-		}
-		select {
-		case <-d.done:
-			e.t.Fatalf("daemon exited during start-up: %v\n%s", d.err, d.logs())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("control API did not answer within 30s\n%s", d.logs())
-		}
-	}
+	return e.launch(wd, append([]string{"run", "--image", testImage}, e.args...))
 }
 
 // entries lists what is under dir, relative to it.

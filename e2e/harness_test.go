@@ -253,9 +253,17 @@ func (d *daemon) waitLog(s string, within time.Duration) bool {
 // start runs the daemon and waits until its control API answers.
 func (e *env) start() *daemon {
 	e.t.Helper()
-	args := append([]string{"run", "--home", e.home, "--image", testImage}, e.args...)
+	return e.launch("", append([]string{"run", "--home", e.home, "--image", testImage}, e.args...))
+}
+
+// launch runs bridged with args in dir (the test's own when empty) as the
+// daemon, stops it at the end of the test, and waits until its control API
+// answers.
+func (e *env) launch(dir string, args []string) *daemon {
+	e.t.Helper()
 	cmd := exec.Command(bridgedBin, args...)
 	cmd.Env = e.environ()
+	cmd.Dir = dir
 	if e.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
 	}
