@@ -163,32 +163,9 @@ func TestPassPrunesSentFiles(t *testing.T) {
 	spool := hm.Spool()
 	now := time.Now()
 	old := now.Add(-100 * time.Hour)
-	spoolFor := func(text string, sent bool, at time.Time) string {
-		it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := spool.Stage(text+".txt", "text/plain", "document", strings.NewReader(text), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := home.SpoolKey(int64(it.ID), it.ExternalID)
-		if err := st.Keep(key); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(filepath.Join(hm.Layout().SpoolDir(), key), at, at); err != nil {
-			t.Fatal(err)
-		}
-		if sent {
-			if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return key
-	}
-	oldSent := spoolFor("old-sent", true, old)
-	oldPending := spoolFor("old-pending", false, old)
-	newSent := spoolFor("new-sent", true, now)
+	oldSent := spoolCopy(t, db, hm, "old-sent", true, old)
+	oldPending := spoolCopy(t, db, hm, "old-pending", false, old)
+	newSent := spoolCopy(t, db, hm, "new-sent", true, now)
 	leftover := filepath.Join(hm.Layout().SpoolDir(), ".stage-0123")
 	if err := os.Mkdir(leftover, 0o700); err != nil {
 		t.Fatal(err)
@@ -225,32 +202,9 @@ func TestPassRemovesCopiesACrashLeft(t *testing.T) {
 	}
 	spool := hm.Spool()
 	now := time.Now()
-	copyOf := func(text string, sent bool, at time.Time) string {
-		it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := spool.Stage(text+".txt", "text/plain", "document", strings.NewReader(text), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := home.SpoolKey(int64(it.ID), it.ExternalID)
-		if err := st.Keep(key); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(filepath.Join(hm.Layout().SpoolDir(), key), at, at); err != nil {
-			t.Fatal(err)
-		}
-		if sent {
-			if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return key
-	}
-	left := copyOf("sent-then-crashed", true, now.Add(-2*time.Hour))
-	pending := copyOf("still-pending", false, now.Add(-2*time.Hour))
-	recent := copyOf("just-sent", true, now.Add(-10*time.Minute))
+	left := spoolCopy(t, db, hm, "sent-then-crashed", true, now.Add(-2*time.Hour))
+	pending := spoolCopy(t, db, hm, "still-pending", false, now.Add(-2*time.Hour))
+	recent := spoolCopy(t, db, hm, "just-sent", true, now.Add(-10*time.Minute))
 
 	p := &Pruner{DB: db, Files: spool, Keep: 90 * 24 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
 	if _, err := p.Pass(ctx); err != nil {
@@ -346,4 +300,34 @@ type fakeNoRows struct{}
 
 func (fakeNoRows) Prune(context.Context, time.Time, int) (store.Pruned, error) {
 	return store.Pruned{}, nil
+}
+
+// spoolCopy queues an outbox message whose copy is kept in hm's spool with
+// its modification time at at, marked sent at at when sent is set, and
+// returns the copy's key.
+func spoolCopy(t *testing.T, db *store.DB, hm *home.Home, text string, sent bool, at time.Time) string {
+	t.Helper()
+	ctx := context.Background()
+	spool := hm.Spool()
+	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := spool.Stage(text+".txt", "text/plain", "document", strings.NewReader(text), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := home.SpoolKey(int64(it.ID), it.ExternalID)
+	if err := st.Keep(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(hm.Layout().SpoolDir(), key), at, at); err != nil {
+		t.Fatal(err)
+	}
+	if sent {
+		if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return key
 }
