@@ -10,13 +10,8 @@ import (
 // group and one in the main chat; its next message waits, and is answered
 // as soon as the owner lifts the budget with `groups set`.
 func TestE2EBudgetPauseLiftedByGroupsSet(t *testing.T) {
-	up := newPricedUpstream(t)
-	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
 	// One metered API call of the turn costs more than this.
-	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "fam")
+	_, e := budgetEnv(t, "2m", "0.0001")
 	d := e.start()
 
 	mainFrom := lastID(e, "local:main")

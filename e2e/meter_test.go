@@ -58,6 +58,20 @@ func newPricedUpstream(t *testing.T) *pricedUpstream {
 	return u
 }
 
+// budgetEnv is a home whose agents' API calls go to a priced upstream, with
+// the main chat and a group fam (no trigger needed) whose daily budget is
+// budget USD; the daemon's idle timeout is idle.
+func budgetEnv(t *testing.T, idle, budget string) (*pricedUpstream, *env) {
+	t.Helper()
+	up := newPricedUpstream(t)
+	e := newEnv(t, "--idle-timeout", idle)
+	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	e.mustCLI("groups", "set", "--budget-daily", budget, "fam")
+	return up, e
+}
+
 // apiCalls is a shell line that has the agent call the Messages API
 // through the proxy n times with busybox wget, printing "reqN ok" or
 // "reqN refused: <wget's error>" for each.
@@ -114,12 +128,7 @@ func sameUSD(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 // chat gets one notice; raising the budget lets the very next request
 // through, with no new message and no restart.
 func TestE2EMeterBudgetRefusedByProxy(t *testing.T) {
-	up := newPricedUpstream(t)
-	e := newEnv(t, "--idle-timeout", "5m")
-	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
-	e.mustCLI("groups", "set", "--budget-daily", "1.50", "fam")
+	up, e := budgetEnv(t, "5m", "1.50")
 	d := e.start()
 
 	mainFrom := lastID(e, "local:main")
@@ -198,12 +207,7 @@ func TestE2EMeterBudgetRefusedByProxy(t *testing.T) {
 // stdout (it runs as the runner's uid): the forged figure is refused, and
 // the group's cost today stays what the proxy metered.
 func TestE2EMeterForgedResultCostRefused(t *testing.T) {
-	up := newPricedUpstream(t)
-	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
-	e.mustCLI("groups", "set", "--budget-daily", "10", "fam")
+	_, e := budgetEnv(t, "2m", "10")
 	d := e.start()
 
 	forge := `for p in /proc/[0-9]*; do if [ "$(readlink $p/exe)" = /usr/local/bin/agent-runner ]; then echo '{"type":"result","cost_usd":-1000,"num_turns":1}' > $p/fd/1 && echo "forged into $p"; fi; done`
@@ -233,12 +237,7 @@ func TestE2EMeterForgedResultCostRefused(t *testing.T) {
 // proxy, so the turn ends there (the rest of it never runs), with one
 // notice; the message is kept and answered once the budget is raised.
 func TestE2EMeterTurnEndsAtBudget(t *testing.T) {
-	up := newPricedUpstream(t)
-	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
-	e.mustCLI("groups", "set", "--budget-daily", "0.50", "fam")
+	up, e := budgetEnv(t, "2m", "0.50")
 	d := e.start()
 
 	id := e.post("local:fam", "fake:api first\nfake:api second\nfake:reply the end of the turn")
