@@ -73,12 +73,6 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, group string) bool
 	return false
 }
 
-var errUnmeterable = errorString("the upstream sent an encoded response the meter cannot read")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
 // meter reads usage out of a response body while passing it through
 // untouched, and commits it when the body ends or is closed.
 type meter struct {

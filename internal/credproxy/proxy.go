@@ -438,18 +438,14 @@ func (s *statusRecorder) Flush() {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// modifyResponse meters a successful response as it streams by.
+// modifyResponse meters a successful response as it streams by. The proxy
+// asks for no encoding; a body the upstream encodes anyway is refused by the
+// guard (502), which checks every response for the credential.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	group, _ := resp.Request.Context().Value(groupKey{}).(string)
 	p.add(group, Usage{Requests: 1})
 	if resp.StatusCode/100 != 2 {
 		return nil
-	}
-	if resp.Header.Get("Content-Encoding") != "" {
-		// The proxy asks for no encoding; an upstream that sends one
-		// anyway cannot be read, so it is not passed on unmetered.
-		resp.Body.Close()
-		return errUnmeterable
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group}
