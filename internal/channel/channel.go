@@ -103,10 +103,22 @@ type Message struct {
 	FromMe     bool      // sent by the account bridged is logged in as
 	IsBot      bool      // sent by bridged itself (an id the outbox chose)
 	Mentioned  bool      // the bot's own number or LID is mentioned
+	// QuotedID is the network id of the message this one quotes (a reply),
+	// empty when it quotes nothing.
+	QuotedID string
+	// Reaction, when set, makes this message a reaction to another: it is
+	// not a prompt and carries no Text of its own.
+	Reaction *Reaction
 	// Media, when set, is an attachment fetched after the message is
 	// stored; Text is then ignored and the stored text is
 	// Media.Text(Media.Pending()) until the media settles.
 	Media *Media
+}
+
+// Reaction is an emoji reaction to an earlier message of the same chat.
+type Reaction struct {
+	TargetID string // the network id of the message reacted to
+	Emoji    string // the emoji, empty when a reaction is removed
 }
 
 // Media is an inbound message's attachment, stored with the message and
