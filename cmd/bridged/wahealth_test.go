@@ -13,8 +13,8 @@ import (
 	"github.com/bridged-app/bridged/internal/store"
 )
 
-// STATUS= says when a connected WhatsApp is not stable: flapping, or
-// restricted until when.
+// STATUS= says when a connected WhatsApp is not stable: flapping, the
+// phone offline, the app state out of sync, or restricted until when.
 func TestStatusLineHealth(t *testing.T) {
 	ends := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
@@ -28,6 +28,12 @@ func TestStatusLineHealth(t *testing.T) {
 		{channel.Status{State: channel.StateConnected, Health: channel.HealthRestricted,
 			Conditions: []channel.Condition{{Key: "reachout-timelock", Health: channel.HealthRestricted, Until: ends}}},
 			"WhatsApp connected but restricted until 2026-11-29 10:00 UTC; 0 containers running"},
+		{channel.Status{State: channel.StateConnected, Health: channel.HealthPhoneOffline,
+			Conditions: []channel.Condition{{Key: "phone-offline", Health: channel.HealthPhoneOffline}}},
+			"WhatsApp connected but phone-offline; 0 containers running"},
+		{channel.Status{State: channel.StateConnected, Health: channel.HealthAppStateSync,
+			Conditions: []channel.Condition{{Key: "app-state", Health: channel.HealthAppStateSync}}},
+			"WhatsApp connected but app-state-sync; 0 containers running"},
 		{channel.Status{State: channel.StateBanned, Health: channel.HealthBanned, Detail: "WhatsApp temporarily banned this account"},
 			"WhatsApp temporarily-banned (WhatsApp temporarily banned this account); 0 containers running"},
 	} {

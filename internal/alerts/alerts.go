@@ -7,8 +7,9 @@
 // a restart does not post them again. The conditions are WhatsApp logged
 // out, banned, replaced or outdated (polled from the channels), each
 // condition a channel reports in its status (a reachout timelock, a
-// flapping connection, a suspended group: told once while it lasts, again
-// when its end time changes), the disk
+// flapping connection, a suspended group, the app state out of sync, the
+// phone offline: told once while it lasts, again when its end time
+// changes), the disk
 // under the home below MinFree (polled; BRIDGED_MIN_FREE, the floor below
 // which the daemon also takes in no files), and what the router reports: a
 // group that gave up after its retries until it runs well again (GaveUp,
@@ -55,6 +56,11 @@ const (
 const (
 	keyDisk = "disk-low"
 )
+
+// legacyWarningPrefix starts the keys of channel warnings as an earlier
+// bridged kept them (the phone offline); the channel now reports them as
+// conditions, so they are dropped from the state file.
+const legacyWarningPrefix = "warning/"
 
 func channelKey(name string) string         { return "channel/" + name }
 func budgetWarnKey(f store.Folder) string   { return "budget-warn/" + string(f) }
@@ -152,6 +158,11 @@ func New(cfg Config) (*Alerts, error) {
 			a.log.Warn().Err(err).Str("file", cfg.State).Msg("alert state unreadable; starting empty")
 		} else if st.Raised != nil {
 			a.raised = st.Raised
+		}
+	}
+	for key := range a.raised {
+		if strings.HasPrefix(key, legacyWarningPrefix) {
+			delete(a.raised, key) // told now as a channel condition
 		}
 	}
 	return a, nil
@@ -437,7 +448,6 @@ func (a *Alerts) today() string {
 // check looks at the channels and the disk once.
 func (a *Alerts) check(ctx context.Context) {
 	for _, ch := range a.cfg.Channels {
-		a.checkWarnings(ctx, ch)
 		st := ch.Status()
 		key := channelKey(ch.Name())
 		switch st.State {

@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -69,5 +70,20 @@ func TestChannelConditionsToldOnce(t *testing.T) {
 	a.check(ctx)
 	if raised := a.Raised(); len(raised) != 0 {
 		t.Errorf("raised after every condition ended: %v; want none", raised)
+	}
+}
+
+// A phone-offline warning an earlier bridged kept in the state file is
+// dropped: the channel reports it as a condition now, told under its own
+// key.
+func TestLegacyWarningKeysDropped(t *testing.T) {
+	e := newEnv(t, 0)
+	if err := os.WriteFile(e.state, []byte(`{"raised":{"warning/whatsapp/whatsapp-phone-offline":{"raised_at":"2026-11-01T00:00:00Z"},"disk-low":{"raised_at":"2026-11-01T00:00:00Z"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := e.open(Config{})
+	raised := a.Raised()
+	if _, ok := raised["warning/whatsapp/whatsapp-phone-offline"]; ok || len(raised) != 1 {
+		t.Errorf("raised after loading: %v; want only disk-low", raised)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/appstate"
 	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/bridged-app/bridged/internal/channel"
 )
 
 // App-state healing. WhatsApp keeps the account's settings (contacts,
@@ -19,7 +21,8 @@ import (
 // scratch, and when that fails too asks the phone for a copy
 // (whatsmeow.BuildAppStateRecoveryRequest, a peer data operation), at most
 // once per AppStateRecoveryInterval per collection. events.AppStateSyncComplete
-// for the collection ends the condition. While it lasts Status says so.
+// for the collection ends the condition. While it lasts Status shows it as
+// the condition "app-state" (health app-state-sync), told to the owner once.
 const (
 	// AppStateRecoveryInterval is the least time between two recovery
 	// requests to the phone for one collection.
@@ -42,7 +45,12 @@ func (c *Client) handleAppStateEvent(evt any) {
 			why = e.Error.Error()
 		}
 		u.mu.Lock()
-		u.broken[e.Name] = why
+		b, was := u.broken[e.Name]
+		if !was {
+			b.since = c.now()
+		}
+		b.why = why
+		u.broken[e.Name] = b
 		busy := u.healing[e.Name]
 		if !busy {
 			u.healing[e.Name] = true
@@ -142,12 +150,28 @@ func (c *Client) AppStateOutOfSync() []string {
 	return names
 }
 
-// appStateCondition is the app-state part of Status, "" when in sync.
-func (c *Client) appStateCondition() string {
-	names := c.AppStateOutOfSync()
-	if len(names) == 0 {
-		return ""
+// appStateCondition is the app-state condition of Status; ok is false
+// when every collection is in sync.
+func (c *Client) appStateCondition() (cond channel.Condition, ok bool) {
+	u := c.upkeep
+	u.mu.Lock()
+	var names []string
+	var since time.Time
+	for n, b := range u.broken {
+		names = append(names, string(n))
+		if since.IsZero() || b.since.Before(since) {
+			since = b.since
+		}
 	}
-	return fmt.Sprintf("app state out of sync (%s); bridged re-fetched it and asks the phone for a copy at most every %d hours: open WhatsApp on the phone",
-		strings.Join(names, ", "), int(AppStateRecoveryInterval/time.Hour))
+	u.mu.Unlock()
+	if len(names) == 0 {
+		return channel.Condition{}, false
+	}
+	slices.Sort(names)
+	return channel.Condition{
+		Key: condAppState, Health: channel.HealthAppStateSync, Since: since,
+		Text: fmt.Sprintf("WhatsApp's app state (contacts, chat settings) is out of sync (%s): bridged re-fetched it and asks the phone "+
+			"for a copy at most every %d hours. Open WhatsApp on the phone; `bridged status` shows when it is in sync again.",
+			strings.Join(names, ", "), int(AppStateRecoveryInterval/time.Hour)),
+	}, true
 }

@@ -202,14 +202,13 @@ func Owns(chat string) bool {
 }
 
 // Status reports the connection state and what the owner should do about
-// it, its health and the conditions in force; while connected, Detail also
-// names the account's upkeep conditions (app state out of sync, phone
-// offline). It does not block.
+// it, its health and the conditions in force (a restriction, flapping, the
+// app state out of sync, the phone offline). It does not block.
 func (c *Client) Status() channel.Status {
 	c.mu.Lock()
 	st := c.status
 	c.mu.Unlock()
-	return c.withHealth(withConditions(st, c.conditions()), c.now())
+	return c.withHealth(st, c.now())
 }
 
 // StateMetricName is the gauge StateMetric reports.

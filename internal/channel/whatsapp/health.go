@@ -24,9 +24,11 @@ const (
 
 // Condition keys.
 const (
-	condFlapping = "flapping"
-	condTimelock = "reachout-timelock"
-	condSuspend  = "suspended/" // + the group's chat id
+	condFlapping     = "flapping"
+	condTimelock     = "reachout-timelock"
+	condSuspend      = "suspended/" // + the group's chat id
+	condAppState     = "app-state"
+	condPhoneOffline = "phone-offline"
 )
 
 // kvCondition is the prefix of a kept condition's key in bridged_kv.
@@ -134,9 +136,11 @@ var healthRank = []channel.Health{
 	channel.HealthRestricted, channel.HealthPhoneOffline, channel.HealthAppStateSync, channel.HealthFlapping,
 }
 
-// withHealth fills st's Health and Conditions at now.
+// withHealth fills st's Health and Conditions at now: the kept ones and
+// flapping (conditions), the app state and the phone (upkeep).
 func (c *Client) withHealth(st channel.Status, now time.Time) channel.Status {
-	st.Conditions = c.cond.list(now)
+	st.Conditions = append(c.cond.list(now), c.upkeepConditions()...)
+	sort.Slice(st.Conditions, func(i, j int) bool { return st.Conditions[i].Key < st.Conditions[j].Key })
 	switch st.State {
 	case channel.StateConnected:
 		st.Health = channel.HealthStable

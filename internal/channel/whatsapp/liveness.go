@@ -8,6 +8,8 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/bridged-app/bridged/internal/channel"
 )
 
 // Phone liveness. WhatsApp drops a linked device when the phone has not
@@ -16,10 +18,11 @@ import (
 // answer), keeps it in the device store across restarts, and:
 //   - from PhonePingAfter on, pings the phone (an app-state key request to
 //     the account's own devices, which wakes the phone's WhatsApp) at most
-//     once per PhonePingInterval, after the offline backlog and whenever
-//     Status is read;
-//   - from PhoneWarnAfter on, says so in Status, and the owner is alerted
-//     once (Warnings) until the phone is seen again.
+//     once per PhonePingInterval, after the offline backlog and every
+//     phoneCheckInterval while connected;
+//   - from PhoneWarnAfter on, Status shows the condition "phone-offline"
+//     (health phone-offline), which the owner is told once, like every
+//     condition, until the phone is seen again.
 //
 // A phone never seen since bridged started tracking counts as seen: the
 // clock starts at the first connection.
@@ -30,8 +33,9 @@ const (
 	phoneSeenPrecision = time.Hour // a newer sighting is written at most this often
 	kvPhoneSeen        = "phone_last_seen"
 	kvPhonePinged      = "phone_last_pinged"
-	// phoneWarningKey is the Warnings key of the phone-offline alert.
-	phoneWarningKey = "whatsapp-phone-offline"
+	// phoneCheckInterval is how often a connected client checks whether
+	// the phone is due a ping.
+	phoneCheckInterval = time.Hour
 )
 
 // handleLivenessEvent notes the phone's sightings and pings it after the
@@ -189,24 +193,17 @@ func (c *Client) pingPhone(ctx context.Context, now time.Time) {
 	c.log.Info().Time("phone_last_seen", c.PhoneLastSeen()).Msg("pinged the phone: it has not been seen for over 10 days")
 }
 
-// phoneCondition is the phone part of Status, "" while the phone was seen
-// in the last PhoneWarnAfter.
-func (c *Client) phoneCondition() string {
+// phoneCondition is the phone-offline condition of Status; ok is false
+// while the phone was seen in the last PhoneWarnAfter.
+func (c *Client) phoneCondition() (cond channel.Condition, ok bool) {
+	seen := c.PhoneLastSeen()
 	off := c.phoneOffline()
 	if off < PhoneWarnAfter {
-		return ""
+		return channel.Condition{}, false
 	}
-	return fmt.Sprintf("the phone has not been online for %d days: open WhatsApp on it, or WhatsApp unlinks bridged after about 14 days",
-		int(off/(24*time.Hour)))
-}
-
-// Warnings are the conditions the owner should be alerted to once each
-// while they last, by key: the phone offline for PhoneWarnAfter. Reading
-// them also pings a phone offline for PhonePingAfter (at most daily).
-func (c *Client) Warnings() map[string]string {
-	c.maybePingPhone()
-	if s := c.phoneCondition(); s != "" {
-		return map[string]string{phoneWarningKey: "WhatsApp: " + s + "."}
-	}
-	return nil
+	return channel.Condition{
+		Key: condPhoneOffline, Health: channel.HealthPhoneOffline, Since: seen.Add(PhoneWarnAfter),
+		Text: fmt.Sprintf("The phone of this WhatsApp account has not been online for %d days (last seen %s): open WhatsApp on it, "+
+			"or WhatsApp unlinks bridged after about 14 days.", int(off/(24*time.Hour)), seen.UTC().Format("2006-01-02 15:04 UTC")),
+	}, true
 }

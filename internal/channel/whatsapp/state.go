@@ -294,14 +294,20 @@ func (c *Client) connectOnce(ctx context.Context) {
 }
 
 // work sends presence and refreshes group names after each connection and
-// once a day, outside the event handler.
+// once a day, and pings a phone long offline, outside the event handler.
 func (c *Client) work(ctx context.Context) {
 	daily := time.NewTimer(groupSyncInterval)
 	defer daily.Stop()
+	phone := time.NewTicker(phoneCheckInterval)
+	defer phone.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-phone.C:
+			if c.Status().State == channel.StateConnected {
+				c.maybePingPhone()
+			}
 		case <-c.presence:
 			c.sendAvailable(ctx)
 		case <-c.connected:

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,18 +62,24 @@ type upkeep struct {
 	kv kvStore
 
 	mu         sync.Mutex
-	broken     map[appstate.WAPatchName]string // collection → why, until it syncs again
-	healing    map[appstate.WAPatchName]bool   // a re-fetch is running
-	phoneSeen  time.Time                       // zero: never seen (or unknown)
-	phoneSaved time.Time                       // phoneSeen as last written to kv
-	pingAt     time.Time                       // last liveness ping
-	loaded     bool                            // phoneSeen and pingAt read from kv
+	broken     map[appstate.WAPatchName]brokenState // collections out of sync, until each syncs again
+	healing    map[appstate.WAPatchName]bool        // a re-fetch is running
+	phoneSeen  time.Time                            // zero: never seen (or unknown)
+	phoneSaved time.Time                            // phoneSeen as last written to kv
+	pingAt     time.Time                            // last liveness ping
+	loaded     bool                                 // phoneSeen and pingAt read from kv
+}
+
+// brokenState is an app-state collection out of sync: why, and since when.
+type brokenState struct {
+	why   string
+	since time.Time
 }
 
 func newUpkeep() *upkeep {
 	return &upkeep{
 		kv:      &memKV{},
-		broken:  make(map[appstate.WAPatchName]string),
+		broken:  make(map[appstate.WAPatchName]brokenState),
 		healing: make(map[appstate.WAPatchName]bool),
 	}
 }
@@ -97,16 +102,17 @@ func writeTime(ctx context.Context, kv kvStore, key string, t time.Time) error {
 	return kv.setKV(ctx, key, t.UTC().Format(time.RFC3339))
 }
 
-// conditions are the account's conditions the owner should know about
-// while the connection itself is fine, one short sentence each, in a
-// stable order: the app state out of sync, the phone not seen for long.
-func (c *Client) conditions() []string {
-	var out []string
-	if s := c.appStateCondition(); s != "" {
-		out = append(out, s)
+// upkeepConditions are the account's conditions while the connection
+// itself may be fine: the app state out of sync, the phone not seen for
+// PhoneWarnAfter. Each shows in Status's health and is told to the owner
+// once (through the alerts' conditions, like a restriction).
+func (c *Client) upkeepConditions() []channel.Condition {
+	var out []channel.Condition
+	if cond, ok := c.appStateCondition(); ok {
+		out = append(out, cond)
 	}
-	if s := c.phoneCondition(); s != "" {
-		out = append(out, s)
+	if cond, ok := c.phoneCondition(); ok {
+		out = append(out, cond)
 	}
 	return out
 }
@@ -162,17 +168,4 @@ func (c *Client) upkeepWA() upkeepClient {
 		return u
 	}
 	return noUpkeep{}
-}
-
-// withConditions adds conds to a connected status's detail.
-func withConditions(st channel.Status, conds []string) channel.Status {
-	if st.State != channel.StateConnected || len(conds) == 0 {
-		return st
-	}
-	all := conds
-	if st.Detail != "" {
-		all = append([]string{st.Detail}, conds...)
-	}
-	st.Detail = strings.Join(all, "; ")
-	return st
 }

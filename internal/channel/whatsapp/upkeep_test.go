@@ -18,12 +18,8 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/bridged-app/bridged/internal/alerts"
 	"github.com/bridged-app/bridged/internal/channel"
 )
-
-// The owner's alerts reach the phone-offline warning through alerts.Warner.
-var _ alerts.Warner = (*Client)(nil)
 
 // upkeepFake adds the app-state calls of *whatsmeow.Client to fakeWA.
 type upkeepFake struct {
@@ -113,15 +109,19 @@ func TestAppStateSyncHealsItself(t *testing.T) {
 					t.Errorf("recovery requests = %q; want %d for %s", recoveries, tt.recoveries, tt.evt.Name)
 				}
 				st := tc.Status()
-				if got := strings.Contains(st.Detail, "app state out of sync ("+string(tt.evt.Name)+")"); got != tt.shown {
-					t.Errorf("status %+v shows the app state: %v; want %v", st, got, tt.shown)
+				cond, shown := findCondition(st, condAppState)
+				if shown != tt.shown || (shown && !strings.Contains(cond.Text, "out of sync ("+string(tt.evt.Name)+")")) {
+					t.Errorf("status %+v shows the app state: %v; want %v", st, shown, tt.shown)
+				}
+				if want := map[bool]channel.Health{true: channel.HealthAppStateSync, false: channel.HealthStable}[tt.shown]; st.Health != want {
+					t.Errorf("health = %s; want %s", st.Health, want)
 				}
 				if st.State != channel.StateConnected {
 					t.Errorf("state = %s; want connected (the connection itself is fine)", st.State)
 				}
 				tc.handleEvent(&events.AppStateSyncComplete{Name: tt.evt.Name, Version: 43, Recovery: true})
-				if st := tc.Status(); st.Detail != "" {
-					t.Errorf("after AppStateSyncComplete: status %+v; want no detail", st)
+				if st := tc.Status(); st.Health != channel.HealthStable || len(st.Conditions) != 0 {
+					t.Errorf("after AppStateSyncComplete: status %+v; want stable, no condition", st)
 				}
 				_ = tc.Close()
 			})
@@ -235,27 +235,23 @@ func TestPhoneOfflinePingedAndWarned(t *testing.T) {
 			t.Fatalf("pings a day after the first: %d; want 2", n)
 		}
 		time.Sleep(PhoneWarnAfter - PhonePingAfter - PhonePingInterval - time.Minute)
-		if w := tc.Warnings(); len(w) != 0 {
-			t.Errorf("warnings before %s: %v; want none", PhoneWarnAfter, w)
+		if st := tc.Status(); st.Health != channel.HealthStable {
+			t.Errorf("status before %s: %+v; want stable", PhoneWarnAfter, st)
 		}
 		time.Sleep(time.Minute) // day 12
-		w := tc.Warnings()
-		synctest.Wait()
+		backlogDone()
 		if n := len(pings()); n != 3 {
 			t.Errorf("pings on day 12: %d; want 3 (one a day)", n)
 		}
-		if !strings.Contains(w[phoneWarningKey], "not been online for 12 days") {
-			t.Errorf("warnings at %s: %v; want the phone-offline one", PhoneWarnAfter, w)
-		}
-		if st := tc.Status(); st.State != channel.StateConnected || !strings.Contains(st.Detail, "the phone has not been online for 12 days") {
-			t.Errorf("status %+v; want connected, saying the phone is offline", st)
+		st := tc.Status()
+		cond, ok := findCondition(st, condPhoneOffline)
+		if st.State != channel.StateConnected || st.Health != channel.HealthPhoneOffline || !ok ||
+			!strings.Contains(cond.Text, "not been online for 12 days") {
+			t.Errorf("status %+v; want connected, health phone-offline, saying for how long", st)
 		}
 		seen()
-		if w := tc.Warnings(); len(w) != 0 {
-			t.Errorf("warnings once the phone was seen: %v; want none", w)
-		}
-		if st := tc.Status(); st.Detail != "" {
-			t.Errorf("status once the phone was seen: %+v; want no detail", st)
+		if st := tc.Status(); st.Health != channel.HealthStable || len(st.Conditions) != 0 {
+			t.Errorf("status once the phone was seen: %+v; want stable, no condition", st)
 		}
 		_ = tc.Close()
 	})
@@ -274,8 +270,8 @@ func TestPhoneLastSeenKeptAcrossRestarts(t *testing.T) {
 	if got := again.PhoneLastSeen(); !got.Equal(seenAt) {
 		t.Fatalf("after a restart the phone was last seen %v; want %v", got, seenAt)
 	}
-	if w := again.Warnings(); len(w) != 1 {
-		t.Errorf("warnings after a restart: %v; want the phone-offline one", w)
+	if st := again.Status(); st.Health != channel.HealthPhoneOffline {
+		t.Errorf("health after a restart: %s; want phone-offline", st.Health)
 	}
 }
 
