@@ -73,6 +73,12 @@ func TestHealthWordAndOneAlert(t *testing.T) {
 		{name: "restricted", do: func(tc *testClient, _ *upkeepFake) {
 			tc.handleEvent(timelockEvent(t, `{"enforcement_type":"REACHOUT_TIMELOCK","is_active":true}`))
 		}, health: channel.HealthRestricted, alert: "messaging new contacts"},
+		{name: "a send refused with 463", do: func(tc *testClient, _ *upkeepFake) {
+			tc.wa.sendErrs = []error{serverError(463), serverError(463)}
+			for range 2 {
+				_, _ = tc.Send(context.Background(), channel.Outgoing{Chat: newContact.String(), Text: "hi", ID: NewMessageID()})
+			}
+		}, health: channel.HealthRestricted, alert: "error 463"},
 		{name: "banned", do: func(tc *testClient, _ *upkeepFake) {
 			tc.handleEvent(&events.TemporaryBan{Code: events.TempBanSentToTooManyPeople, Expire: 2 * time.Hour})
 		}, health: channel.HealthBanned, alert: "temporarily banned"},

@@ -2,10 +2,13 @@ package whatsapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
@@ -176,4 +179,42 @@ func suspensionCondition(chat string, since time.Time) channel.Condition {
 		Text: fmt.Sprintf("WhatsApp suspended the group %s: bridged cannot send to it. "+
 			"Messages to it are refused until WhatsApp lifts the suspension (a group admin can appeal in WhatsApp).", chat),
 	}
+}
+
+// A send WhatsApp refuses with error 463 (the account may not reach out to
+// new contacts) is the timelock told by the send itself, not by
+// events.NotifyAccountReachoutTimelock: WhatsApp gives no end, so bridged
+// assumes one of reachoutAssumed (a later 463 or the event tells it again;
+// the event's IsActive false lifts it at once).
+const (
+	errCodeReachout = 463
+	reachoutAssumed = 24 * time.Hour
+)
+
+// isReachoutRefusal reports whether err is WhatsApp's answer 463 to a send
+// (whatsmeow: "server returned error 463").
+func isReachoutRefusal(err error) bool {
+	return errors.Is(err, whatsmeow.ErrServerReturnedError) &&
+		strings.HasSuffix(err.Error(), " "+strconv.Itoa(errCodeReachout))
+}
+
+// sendError classifies a failed send to to; a reachout refusal of a
+// direct chat also starts the timelock (kept, shown in status, told to the
+// owner once), unless one is in force already, and says so.
+func (c *Client) sendError(ctx context.Context, to types.JID, err error) error {
+	if !isReachoutRefusal(err) || to.Server == types.GroupServer {
+		return classifySendError(err)
+	}
+	now := c.now()
+	if _, ok := c.cond.get(condTimelock, now); !ok {
+		until := now.Add(reachoutAssumed)
+		c.log.Error().Str("chat", to.String()).Time("until", until).
+			Msg("WhatsApp refused a message to a new contact (463): this account may not message new contacts; messages to chats that never wrote are refused")
+		c.keepCondition(ctx, channel.Condition{
+			Key: condTimelock, Health: channel.HealthRestricted, Since: now, Until: until,
+			Text: timelockText("refused a message with error 463; bridged assumes 24 hours", until),
+		})
+	}
+	return permanentError{fmt.Errorf("WhatsApp refuses messages from this account to new contacts for now (error %d, reachout timelock): %w",
+		errCodeReachout, err)}
 }

@@ -133,7 +133,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, err)
 			}
 			if _, err := c.wa.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{ID: first}); err != nil {
-				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, classifySendError(err))
+				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, c.sendError(ctx, to, err))
 			}
 			c.sent.add(first)
 		}
@@ -148,7 +148,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		_, err := c.wa.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(withPrefix(part, prefix))},
 			whatsmeow.SendRequestExtra{ID: pid})
 		if err != nil {
-			return "", fmt.Errorf("send part %d/%d to %s: %w", n+i+1, total, m.Chat, classifySendError(err))
+			return "", fmt.Errorf("send part %d/%d to %s: %w", n+i+1, total, m.Chat, c.sendError(ctx, to, err))
 		}
 		c.sent.add(pid)
 	}
