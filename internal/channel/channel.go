@@ -113,6 +113,10 @@ type Message struct {
 	// stored; Text is then ignored and the stored text is
 	// Media.Text(Media.Pending()) until the media settles.
 	Media *Media
+	// Backlog marks a message that reached bridged through a history sync:
+	// it is stored as context and is late whatever its age, so it never
+	// starts a turn.
+	Backlog bool
 }
 
 // Reaction is an emoji reaction to an earlier message of the same chat.

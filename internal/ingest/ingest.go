@@ -117,7 +117,7 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
-			Late: in.isLate(m.SentAt),
+			Late: m.Backlog || in.isLate(m.SentAt),
 		})
 		if err != nil || !inserted || id == 0 || m.Media == nil || in.cfg.Media == nil {
 			return err

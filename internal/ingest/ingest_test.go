@@ -155,3 +155,25 @@ func TestNewRefusesMissingParts(t *testing.T) {
 		t.Fatal("New without a store succeeded")
 	}
 }
+
+// A message marked as backlog (a history sync) is late whatever its age;
+// a fresh one is not.
+func TestBacklogIsLate(t *testing.T) {
+	in, db := newIngest(t, nil)
+	ctx := context.Background()
+	for _, m := range []channel.Message{
+		{Chat: "local:main", ExternalID: "h1", Sender: "you", Text: "@Andy hi", SentAt: time.Now().Add(-time.Minute), Backlog: true},
+		{Chat: "local:main", ExternalID: "f1", Sender: "you", Text: "@Andy hi", SentAt: time.Now().Add(-time.Minute)},
+	} {
+		if _, err := in.Inbound(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("messages = %+v, %v", msgs, err)
+	}
+	if !msgs[0].Late || msgs[1].Late {
+		t.Errorf("late = %v, %v; want the backlog late, the fresh one not", msgs[0].Late, msgs[1].Late)
+	}
+}

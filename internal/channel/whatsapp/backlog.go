@@ -7,19 +7,25 @@ import (
 	"go.mau.fi/whatsmeow/proto/waWeb"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/bridged-app/bridged/internal/channel"
+	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
 // Backlogs. Messages that reach bridged long after they were sent come two
 // ways: WhatsApp's offline queue after a disconnect (ordinary
-// events.Message with their original time) and history sync
-// (events.HistorySync: blobs the phone sends after pairing, notably after a
-// re-pairing that follows a long outage). Both are stored like any message
-// of a registered chat, with their original time; the router marks one that
-// arrives more than its late window after it was sent as late, keeps it as
-// context and lets no trigger among such messages start a turn (see
-// internal/router). From history sync only registered chats are taken, at
-// most HistorySyncMaxPerChat of each conversation's newest messages, oldest
-// first; everything else in the blob is left to whatsmeow.
+// events.Message with their original time) and history sync (blobs the
+// phone sends after pairing, notably after a re-pairing that follows a long
+// outage; downloaded by bridged, see historysync.go). Both are stored like
+// any message of a registered chat, with their original time. The router
+// marks one that arrives more than its late window after it was sent as
+// late, keeps it as context and lets no trigger among such messages start a
+// turn (see internal/router); a history-sync message is marked as backlog
+// (channel.Message.Backlog) and so is late whatever its age. From history
+// sync only registered chats are taken, oldest first: at most
+// HistorySyncMaxChats chats and HistorySyncMaxMessages messages of a blob,
+// HistorySyncMaxPerChat of each chat's newest; everything else in the blob
+// is left to whatsmeow.
 
 // HistorySyncMaxPerChat bounds the messages taken from one conversation of
 // one history-sync blob.
@@ -40,7 +46,8 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 	if !ok || e.Data == nil {
 		return true
 	}
-	stored, failed := 0, 0
+	stored, failed, chats, skipped := 0, 0, 0, 0
+	sink = backlogSink{sink}
 	for _, conv := range e.Data.GetConversations() {
 		chat, err := types.ParseJID(conv.GetID())
 		if err != nil || chat.User == "" {
@@ -58,9 +65,15 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 		if len(msgs) == 0 || !c.historyWanted(ctx, sink, msgs[0]) {
 			continue
 		}
+		if chats >= HistorySyncMaxChats || stored+failed >= HistorySyncMaxMessages {
+			skipped++
+			continue
+		}
+		chats++
 		slices.SortStableFunc(msgs, func(a, b *events.Message) int { return a.Info.Timestamp.Compare(b.Info.Timestamp) })
-		if len(msgs) > HistorySyncMaxPerChat {
-			msgs = msgs[len(msgs)-HistorySyncMaxPerChat:]
+		keep := min(HistorySyncMaxPerChat, HistorySyncMaxMessages-stored-failed)
+		if len(msgs) > keep {
+			msgs = msgs[len(msgs)-keep:]
 		}
 		for _, m := range msgs {
 			if !c.handleMessage(ctx, sink, m) {
@@ -71,8 +84,18 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 		}
 	}
 	c.log.Info().Str("type", e.Data.GetSyncType().String()).Int("conversations", len(e.Data.GetConversations())).
-		Int("messages", stored).Int("failed", failed).Msg("history sync: recent messages of registered chats kept as context")
+		Int("chats", chats).Int("chats_skipped", skipped).Int("messages", stored).Int("failed", failed).
+		Msg("history sync: recent messages of registered chats kept as context")
 	return true
+}
+
+// backlogSink marks every message it stores as backlog: context that never
+// starts a turn.
+type backlogSink struct{ Sink }
+
+func (s backlogSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
+	m.Backlog = true
+	return s.Sink.Inbound(ctx, m)
 }
 
 // historyWanted reports whether m's conversation is a registered chat.

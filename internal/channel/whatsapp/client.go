@@ -101,7 +101,9 @@ type Client struct {
 	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups
 	presence  chan struct{} // worker: send presence
-	closeOnce sync.Once
+	// historyWake: a history sync was queued, or a connection began
+	historyWake chan struct{}
+	closeOnce   sync.Once
 
 	sent *recentIDs
 	now  func() time.Time
@@ -141,6 +143,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	wc.EnableDecryptedEventBuffer = true
 	wc.AutomaticMessageRerequestFromPhone = true
 	wc.UseRetryMessageStore = true
+	wc.ManualHistorySyncDownload = true // queued and downloaded by bridged (historysync.go)
 	wc.BackgroundEventCtx = wlog.WithContext(context.Background())
 
 	ver := newVersioner(ds, log)
@@ -158,23 +161,24 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 func newClient(opts Options, wa waClient, ver *versioner) *Client {
 	base, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		opts:       opts,
-		log:        opts.Log.With().Str("component", "whatsapp").Logger(),
-		sink:       opts.Sink,
-		wa:         wa,
-		ver:        ver,
-		base:       base,
-		cancelBase: cancel,
-		changed:    make(chan struct{}),
-		typing:     make(map[string]*typingLoop),
-		typingTurn: make(map[string]chan struct{}),
-		wake:       make(chan struct{}, 1),
-		connected:  make(chan struct{}, 1),
-		presence:   make(chan struct{}, 1),
-		sent:       newRecentIDs(4096),
-		now:        time.Now,
-		cond:       newConditions(),
-		upkeep:     newUpkeep(),
+		opts:        opts,
+		log:         opts.Log.With().Str("component", "whatsapp").Logger(),
+		sink:        opts.Sink,
+		wa:          wa,
+		ver:         ver,
+		base:        base,
+		cancelBase:  cancel,
+		changed:     make(chan struct{}),
+		typing:      make(map[string]*typingLoop),
+		typingTurn:  make(map[string]chan struct{}),
+		wake:        make(chan struct{}, 1),
+		connected:   make(chan struct{}, 1),
+		presence:    make(chan struct{}, 1),
+		historyWake: make(chan struct{}, 1),
+		sent:        newRecentIDs(4096),
+		now:         time.Now,
+		cond:        newConditions(),
+		upkeep:      newUpkeep(),
 	}
 	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
 	if !wa.Paired() {
@@ -304,6 +308,7 @@ func (c *Client) start(ctx context.Context) {
 		return
 	}
 	c.spawn(func() { c.work(runCtx) })
+	c.spawn(func() { c.historyLoop(runCtx) })
 }
 
 // spawn runs fn on its own goroutine, which Close waits for, and reports

@@ -29,6 +29,9 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 	c.handleLivenessEvent(evt)
 	switch e := evt.(type) {
 	case *events.Message:
+		if n := historyNotification(e); n != nil {
+			return c.queueHistory(ctx, e.Info.ID, n)
+		}
 		return c.handleMessage(ctx, sink, e)
 	case *events.AppStateSyncError, *events.AppStateSyncComplete:
 		c.handleAppStateEvent(evt)

@@ -156,6 +156,7 @@ func (c *Client) applyTransition(t transition) {
 		c.setState(t.state, t.detail)
 		if t.fresh {
 			signal(c.connected)
+			signal(c.historyWake)
 		}
 		return
 	case channel.StateOutdated:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 type kvStore interface {
 	getKV(ctx context.Context, key string) (string, error) // "" when unset
 	setKV(ctx context.Context, key, value string) error
+	deleteKV(ctx context.Context, key string) error
+	listKV(ctx context.Context, prefix string) (map[string]string, error)
 }
 
 func (s *deviceStore) getKV(ctx context.Context, key string) (string, error) {
@@ -53,6 +56,25 @@ func (m *memKV) setKV(_ context.Context, key, value string) error {
 	}
 	m.m[key] = value
 	return nil
+}
+
+func (m *memKV) deleteKV(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
+	return nil
+}
+
+func (m *memKV) listKV(_ context.Context, prefix string) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]string)
+	for k, v := range m.m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // upkeep is what the client tracks about the account's health while it is
