@@ -339,7 +339,7 @@ func (a *Admin) wakes(g store.Group, m store.Message) (bool, string) {
 	case m.IsBot:
 		return false, "sent by bridged: its own messages never wake the agent"
 	case m.Late:
-		return false, "late backlog: it reached bridged long after it was sent, so it is kept as context and wakes no agent"
+		return false, "late backlog: it reached bridged long after it was sent, or through a history sync, so it is kept as context and wakes no agent"
 	case g.IsMain:
 		return true, "the main group needs no trigger"
 	case !g.RequiresTrigger:

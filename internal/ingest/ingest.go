@@ -144,7 +144,8 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 }
 
 // isLate reports whether a message sent at sentAt arrives late: through a
-// backlog, more than Config.LateWindow after it was sent.
+// backlog, more than Config.LateWindow after it was sent. A message marked
+// channel.Message.Backlog (a history sync) is late whatever its age.
 func (in *Ingest) isLate(sentAt time.Time) bool {
 	return !sentAt.IsZero() && in.cfg.Now().Sub(sentAt) > in.cfg.LateWindow
 }
