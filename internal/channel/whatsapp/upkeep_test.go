@@ -303,3 +303,25 @@ func TestUpkeepTimesKeptInTheDeviceStore(t *testing.T) {
 		t.Fatalf("after reopening: %v, %v; want %v", got, err, at.Add(time.Hour))
 	}
 }
+
+// A connected client checks the phone hourly by itself: a phone unseen
+// for PhonePingAfter is pinged without any backlog or status read.
+func TestPhonePingedHourlyWhileConnected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tc, _ := newUpkeepClient(t)
+		tc.phoneSeen(time.Now().Add(-PhonePingAfter))
+		tc.spawn(func() { tc.work(tc.base) })
+		time.Sleep(phoneCheckInterval)
+		synctest.Wait()
+		pings := 0
+		for _, m := range tc.wa.sentMessages() {
+			if m.msg.GetProtocolMessage().GetType() == waE2E.ProtocolMessage_APP_STATE_SYNC_KEY_REQUEST {
+				pings++
+			}
+		}
+		if pings != 1 {
+			t.Errorf("pings after an hour connected: %d; want 1", pings)
+		}
+		_ = tc.Close()
+	})
+}
