@@ -52,8 +52,12 @@
 // (messages to direct chats that never wrote are refused until it ends), a
 // suspended group (its sends are refused, its agent is told by a stored
 // message), a flapping connection (3 drops within 10 minutes, until an hour
-// without one). The timelock and suspensions are kept in the device
+// without one), the app state out of sync (appstate.go), the phone offline
+// for 12 days (liveness.go). A send WhatsApp refuses with 463 starts the
+// timelock too. The timelock and suspensions are kept in the device
 // store's bridged_kv table across restarts; the alerts package tells the
-// owner each condition once. Pairing (login.go, passkey.go) handles
+// owner each condition once. History sync (historysync.go, backlog.go) is
+// downloaded by bridged, bounded, and stored as backlog that never starts
+// a turn. Pairing (login.go, passkey.go) handles
 // WhatsApp's passkey step and bounds connecting and pairing by 30 s each.
 package whatsapp
