@@ -57,6 +57,29 @@ type Config struct {
 	// OnFailed, when set, is called (on the sender's goroutine for the
 	// chat) after a row is marked failed for good, with the reason.
 	OnFailed func(store.OutboxItem, error)
+	// Signal, when set, is the signal the sender wakes on, shared with
+	// whoever else commits rows (see Signal); nil: its own, which only
+	// Sender.Wake raises.
+	Signal *Signal
+}
+
+// Signal tells a Sender that rows were committed. It is made first, before
+// the Sender that waits on it (Config.Signal) and before anything that
+// commits rows without the sender's owner (the owner's alerts post their
+// notices so), so nothing is wired after construction. Make it with
+// NewSignal.
+type Signal struct{ c chan struct{} }
+
+// NewSignal returns a signal no one raised yet.
+func NewSignal() *Signal { return &Signal{c: make(chan struct{}, 1)} }
+
+// Wake raises the signal: rows were committed. It never blocks; one raise
+// stands for any number of commits since the sender last looked.
+func (s *Signal) Wake() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
 }
 
 // Sender sends the outbox and applies typing changes. Create it with New;
@@ -65,7 +88,7 @@ type Sender struct {
 	cfg    Config
 	db     *store.DB
 	log    zerolog.Logger
-	wake   chan struct{}
+	wake   *Signal
 	flushQ chan chan struct{}
 	typing chan typingReq
 
@@ -98,23 +121,21 @@ func New(cfg Config) (*Sender, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Channels = slices.Clone(cfg.Channels)
+	if cfg.Signal == nil {
+		cfg.Signal = NewSignal()
+	}
 	return &Sender{
 		cfg:    cfg,
 		db:     cfg.Store,
 		log:    cfg.Log.With().Str("component", "outbox").Logger(),
-		wake:   make(chan struct{}, 1),
+		wake:   cfg.Signal,
 		flushQ: make(chan chan struct{}),
 		typing: make(chan typingReq, typingQueue),
 	}, nil
 }
 
 // Wake tells the sender that rows were committed. It never blocks.
-func (s *Sender) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Sender) Wake() { s.wake.Wake() }
 
 // Run sends the outbox and applies typing changes until ctx ends, then
 // waits for the sends in flight (each bounded by its own timeout) and
@@ -238,7 +259,7 @@ func (s *Sender) send(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.wake.c:
 		case <-timer.C:
 		case res := <-done:
 			delete(busy, res.chat)
