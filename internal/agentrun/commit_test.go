@@ -120,7 +120,9 @@ func TestActionStoresOrPutsBackTheCursor(t *testing.T) {
 // unitFunc is a store.Unit made of a function.
 type unitFunc func(ctx context.Context, tx *store.Tx, it store.OutboxItem) error
 
-func (f unitFunc) Apply(ctx context.Context, tx *store.Tx, it store.OutboxItem) error { return f(ctx, tx, it) }
+func (f unitFunc) Apply(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
+	return f(ctx, tx, it)
+}
 
 // The unit Send is given commits with the row, in its transaction, after the
 // insert: its error rolls back the row and the turn's cursor with it.

@@ -91,7 +91,7 @@ type Config struct {
 	// Channels are polled for states that need the owner.
 	Channels []channel.Channel
 	// Poster posts the alerts; nil: nothing is raised (it is logged).
-	Poster Poster
+	Poster   Poster
 	Log      zerolog.Logger
 	Now      func() time.Time // nil: time.Now
 	Interval time.Duration    // how often Run checks; 0: DefaultInterval
