@@ -52,11 +52,13 @@ type Config struct {
 	// home.SpoolKey(row id, row external id). Nil: no row carries a file.
 	Spool *home.Spool
 	// OnSent, when set, is called (on the sender's goroutine for the chat)
-	// after a row is marked sent.
-	OnSent func(store.OutboxItem)
+	// after a row is marked sent, with the sender's context, which ends
+	// when the sender stops.
+	OnSent func(ctx context.Context, it store.OutboxItem)
 	// OnFailed, when set, is called (on the sender's goroutine for the
-	// chat) after a row is marked failed for good, with the reason.
-	OnFailed func(store.OutboxItem, error)
+	// chat) after a row is marked failed for good, with the sender's
+	// context and the reason.
+	OnFailed func(ctx context.Context, it store.OutboxItem, err error)
 	// Signal, when set, is the signal the sender wakes on, shared with
 	// whoever else commits rows (see Signal); nil: its own, which only
 	// Sender.Wake raises.
@@ -300,7 +302,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
 			}) {
 				s.dropFile(log, it)
-				s.failed(it, errNoChannel)
+				s.failed(ctx, it, errNoChannel)
 			}
 			continue
 		}
@@ -332,7 +334,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				log.Debug().Str("file", out.Attachment.Name).Msg("sent file's copy removed")
 			}
 			if s.cfg.OnSent != nil {
-				s.cfg.OnSent(it)
+				s.cfg.OnSent(ctx, it)
 			}
 			continue
 		}
@@ -346,7 +348,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return later
 			}
 			s.dropFile(log, it)
-			s.failed(it, err)
+			s.failed(ctx, it, err)
 			continue
 		}
 		wait := min(s.cfg.Backoff<<(attempts-1), maxBackoff)
@@ -377,9 +379,9 @@ func (s *Sender) dropFile(log zerolog.Logger, it store.OutboxItem) bool {
 var errNoChannel = errors.New("no channel handles the chat")
 
 // failed tells OnFailed, if set, that it failed for good.
-func (s *Sender) failed(it store.OutboxItem, err error) {
+func (s *Sender) failed(ctx context.Context, it store.OutboxItem, err error) {
 	if s.cfg.OnFailed != nil {
-		s.cfg.OnFailed(it, err)
+		s.cfg.OnFailed(ctx, it, err)
 	}
 }
 

@@ -51,7 +51,7 @@ func newHarness(t *testing.T) *harness {
 		Channels: []channel.Channel{h.ch},
 		Log:      zerolog.New(io.Discard),
 		Backoff:  time.Millisecond,
-		OnSent:   func(it store.OutboxItem) { h.sent <- it },
+		OnSent:   func(_ context.Context, it store.OutboxItem) { h.sent <- it },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestPanickingSendRetried(t *testing.T) {
 	pc := &panicChannel{Fake: h.ch}
 	var err error
 	h.s, err = New(Config{Store: h.db, Channels: []channel.Channel{pc}, Log: zerolog.New(io.Discard),
-		OnSent: func(it store.OutboxItem) { h.sent <- it }})
+		OnSent: func(_ context.Context, it store.OutboxItem) { h.sent <- it }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,8 +60,9 @@ func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
 	return s
 }
 
-// sent is called by the sender after a row is marked sent.
-func (r *Router) sent(it store.OutboxItem) {
+// sent is called by the sender after a row is marked sent. The owner's
+// alerts are told under a context of their own (see alert).
+func (r *Router) sent(_ context.Context, it store.OutboxItem) {
 	if it.Origin == store.OriginReply {
 		r.typingOffAfterReply(it)
 	}
