@@ -423,3 +423,31 @@ func TestSentFileCopyRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A sender built over a shared Signal sends what another committer commits
+// and signals, without the sender's own Wake.
+func TestSenderWakesOnSharedSignal(t *testing.T) {
+	h := newHarness(t)
+	sig := NewSignal()
+	var err error
+	h.s, err = New(Config{
+		Store:    h.db,
+		Channels: []channel.Channel{h.ch},
+		Log:      zerolog.New(io.Discard),
+		OnSent:   func(_ context.Context, it store.OutboxItem) { h.sent <- it },
+		Signal:   sig,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.flush()
+	it, err := h.db.EnqueueOutbox(context.Background(), store.OutboxItem{Chat: chatA, Text: "notice", Origin: store.OriginNotice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig.Wake()
+	if got := h.nextSent(); got.ID != it.ID {
+		t.Fatalf("sent row %d; want %d", got.ID, it.ID)
+	}
+}
