@@ -31,6 +31,7 @@ import (
 	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/media"
+	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
@@ -434,10 +435,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	defer turnLog.stop()
 	turnEnds.OnEnd(turnLog.add)
 	// Owner alerts and budgets: built before the router, which consults
-	// them; they post through the router once it exists.
+	// them. They post their notices through the outbox's signal and the
+	// ingest, both built before either, so nothing is wired afterwards.
+	outSignal := outbox.NewSignal()
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
+		Poster: notices{db: db, out: outSignal, in: ing},
 	})
 	if err != nil {
 		return err
@@ -471,11 +475,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing})
+	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
+		OutboxSignal: outSignal})
 	if err != nil {
 		return err
 	}
-	al.SetPoster(rt)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{

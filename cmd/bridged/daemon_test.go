@@ -54,12 +54,29 @@ func (r *leftoverRuntime) ListManaged(context.Context) ([]container.Info, error)
 }
 
 // enqueueDB is the router's part the IPC host needs: messages committed to
-// the outbox with the request's context, as the router commits them.
+// the outbox with the request's unit of work, as the router commits them,
+// and no turn in flight to hold.
 type enqueueDB struct{ db *store.DB }
 
-func (m enqueueDB) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	return m.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin})
+func (m enqueueDB) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+	var stored store.OutboxItem
+	err := m.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		if stored, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil || unit == nil {
+			return err
+		}
+		return unit.Apply(ctx, tx, stored)
+	})
+	return stored, err
 }
+
+func (enqueueDB) HoldTurn(context.Context, string) ipchost.TurnHold { return noHold{} }
+
+// noHold holds no turn.
+type noHold struct{}
+
+func (noHold) Apply(context.Context, *store.Tx) error { return nil }
+func (noHold) Release(context.Context, bool)          {}
 
 type noQueue struct{}
 

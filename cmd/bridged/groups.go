@@ -369,12 +369,12 @@ func allowlistChecker(cfg *config.Config) control.MountChecker {
 	if cfg.MountAllowlist == "" {
 		return nil
 	}
-	return func(ms []store.MountRequest, isMain bool) error {
+	return func(ctx context.Context, ms []store.MountRequest, isMain bool) error {
 		al, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
 		if err != nil {
 			return err
 		}
-		return mountChecker(al.WithMasks(home.Layout{Dir: cfg.Home}))(ms, isMain)
+		return mountChecker(al.WithMasks(home.Layout{Dir: cfg.Home}))(ctx, ms, isMain)
 	}
 }
 
@@ -385,7 +385,7 @@ func mountChecker(al *container.Allowlist) control.MountChecker {
 	if al == nil {
 		return nil
 	}
-	return func(ms []store.MountRequest, isMain bool) error {
+	return func(_ context.Context, ms []store.MountRequest, isMain bool) error {
 		return al.Validate(containerMounts(ms), isMain)
 	}
 }

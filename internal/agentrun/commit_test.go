@@ -57,13 +57,13 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 	grp.Pipe("in-1.json", 7, false) // the agent is busy: not its turn yet
 	grp.Unlock()
 
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:other", Group: "fam", Text: "elsewhere", Origin: store.OriginTool}); err != nil {
+	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:other", Group: "fam", Text: "elsewhere", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 0 {
 		t.Fatalf("cursor after a message to another chat: got %d; want 0", got)
 	}
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}); err != nil {
+	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 5 {
@@ -79,7 +79,7 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 	grp.Lock()
 	grp.Pipe("in-2.json", 9, true)
 	grp.Unlock()
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "late", Origin: store.OriginTool}); err != nil {
+	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "late", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 5 {
@@ -100,20 +100,77 @@ func TestActionStoresOrPutsBackTheCursor(t *testing.T) {
 	run := x.BeginMessages(&grp, "fam", "local:fam", 4)
 	grp.Unlock()
 
-	commitIn := func(ok bool) func(func(context.Context, *store.Tx) error) bool {
-		return func(commit func(context.Context, *store.Tx) error) bool {
-			if err := db.Tx(ctx, func(tx *store.Tx) error { return commit(ctx, tx) }); err != nil {
-				t.Fatal(err)
-			}
-			return ok
+	commitIn := func(ok bool) {
+		h := x.Hold(&grp, "fam")
+		defer h.Release(ctx, ok)
+		if err := db.Tx(ctx, func(tx *store.Tx) error { return h.Apply(ctx, tx) }); err != nil {
+			t.Fatal(err)
 		}
 	}
-	x.Action(ctx, &grp, "fam", commitIn(false))
+	commitIn(false)
 	if got := cursor(t, db, "fam"); got != 0 {
 		t.Fatalf("cursor after an undone action: got %d; want 0 put back", got)
 	}
-	x.Action(ctx, &grp, "fam", commitIn(true))
+	commitIn(true)
 	if got := cursor(t, db, "fam"); got != 4 || !run.acted {
 		t.Fatalf("cursor after an action: got %d (acted %v); want 4, acted", got, run.acted)
+	}
+}
+
+// unitFunc is a store.Unit made of a function.
+type unitFunc func(ctx context.Context, tx *store.Tx, it store.OutboxItem) error
+
+func (f unitFunc) Apply(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
+	return f(ctx, tx, it)
+}
+
+// The unit Send is given commits with the row, in its transaction, after the
+// insert: its error rolls back the row and the turn's cursor with it.
+func TestSendAppliesTheUnit(t *testing.T) {
+	x, db := newRunner(t)
+	ctx := context.Background()
+	var grp Group
+	grp.Lock()
+	if err := grp.Load(ctx, db, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	x.BeginMessages(&grp, "fam", "local:fam", 5)
+	grp.Unlock()
+	item := store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}
+
+	errBoom := errors.New("boom")
+	var seen store.OutboxItem
+	failing := unitFunc(func(_ context.Context, _ *store.Tx, it store.OutboxItem) error { seen = it; return errBoom })
+	if _, err := x.Send(ctx, &grp, item, failing); !errors.Is(err, errBoom) {
+		t.Fatalf("Send with a failing unit = %v; want boom", err)
+	}
+	if seen.ID == 0 || seen.Text != "hi" {
+		t.Errorf("unit saw %+v; want the stored row", seen)
+	}
+	if rows, err := db.PendingOutbox(ctx, 0); err != nil || len(rows) != 0 {
+		t.Fatalf("outbox after the unit failed: %d rows, %v; want none", len(rows), err)
+	}
+	if got := cursor(t, db, "fam"); got != 0 {
+		t.Fatalf("cursor after the unit failed: got %d; want 0", got)
+	}
+
+	recording := unitFunc(func(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
+		return tx.RecordRequest(ctx, store.HandledRequest{Folder: it.Group, ID: "r1", Type: "send_message", Response: []byte(`{"outbox_id":1}`)})
+	})
+	if _, err := x.Send(ctx, &grp, item, recording); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.HandledRequest(ctx, "fam", "r1"); err != nil {
+		t.Errorf("record: %v; want it committed with the row", err)
+	}
+	if got := cursor(t, db, "fam"); got != 5 {
+		t.Errorf("cursor: got %d; want 5", got)
+	}
+	// Recording the same request again fails the send: no second row.
+	if _, err := x.Send(ctx, &grp, item, recording); !errors.Is(err, store.ErrExists) {
+		t.Errorf("second send of r1 = %v; want ErrExists", err)
+	}
+	if rows, err := db.PendingOutbox(ctx, 0); err != nil || len(rows) != 1 {
+		t.Errorf("outbox: %d rows, %v; want 1", len(rows), err)
 	}
 }

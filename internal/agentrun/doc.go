@@ -26,7 +26,7 @@
 // It is stored when a reply of the run is committed (in the same transaction
 // as the outbox row; a send_message of the agent to its own chat counts) and
 // when the run ends well. An agent action during a messages turn (a task or
-// group change, through Runner.Action) stores it too, in the action's
+// group change, through the TurnHold of Runner.Hold) stores it too, in the action's
 // transaction: a turn that acted is never run again, so the agent never acts
 // twice; if it then fails, the chat gets a notice instead of a retry. A turn
 // that fails after the agent's own message to its chat stored the cursor is

@@ -74,10 +74,12 @@ const apiRefusedPrefix = "api-refused/"
 
 func apiRefusedKey(kind string) string { return apiRefusedPrefix + kind }
 
-// Poster posts bridged's own messages and wakes the router; the router is
-// one. Neither method blocks for long.
+// Poster posts bridged's own messages and wakes the router's message loop.
+// It is built before the alerts and the router (the daemon's commits to the
+// outbox and wakes its sender and the ingest). Neither method blocks for
+// long.
 type Poster interface {
-	// SendMessage commits text to chat's outbox (see router.SendMessage).
+	// SendMessage commits text to chat's outbox and wakes its sender.
 	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 	// Rescan has every group's pending messages looked at again.
 	Rescan()
@@ -94,6 +96,8 @@ type Config struct {
 	Timezone *time.Location // the budget's day; nil: UTC
 	// Channels are polled for states that need the owner.
 	Channels []channel.Channel
+	// Poster posts the alerts; nil: nothing is raised (it is logged).
+	Poster   Poster
 	Log      zerolog.Logger
 	Now      func() time.Time // nil: time.Now
 	Interval time.Duration    // how often Run checks; 0: DefaultInterval
@@ -114,14 +118,15 @@ type stateFile struct {
 }
 
 // Alerts raises and clears the owner's alerts and applies the budgets.
-// Create it with New, give it its Poster with SetPoster, and run Run.
+// Create it with New and run Run.
 type Alerts struct {
 	cfg Config
 	log zerolog.Logger
 
+	poster Poster // nil: none
+
 	mu     sync.Mutex // guards raised and the state file
 	raised map[string]entry
-	poster Poster
 }
 
 // New loads the state file (a missing one is empty).
@@ -144,7 +149,7 @@ func New(cfg Config) (*Alerts, error) {
 	if cfg.FreeBytes == nil {
 		cfg.FreeBytes = statfsFree
 	}
-	a := &Alerts{cfg: cfg, log: cfg.Log.With().Str("component", "alerts").Logger(), raised: map[string]entry{}}
+	a := &Alerts{cfg: cfg, log: cfg.Log.With().Str("component", "alerts").Logger(), raised: map[string]entry{}, poster: cfg.Poster}
 	b, err := os.ReadFile(cfg.State)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -166,14 +171,6 @@ func New(cfg Config) (*Alerts, error) {
 		}
 	}
 	return a, nil
-}
-
-// SetPoster sets what posts the alerts, once the router exists. Until it
-// is set nothing is raised.
-func (a *Alerts) SetPoster(p Poster) {
-	a.mu.Lock()
-	a.poster = p
-	a.mu.Unlock()
 }
 
 // Raise tells the owner text in the main chat unless key is raised
@@ -280,7 +277,7 @@ func (a *Alerts) raise(ctx context.Context, key, detail string, chat store.ChatI
 	}
 	log := a.log.With().Str("alert", key).Logger()
 	if a.poster == nil {
-		log.Warn().Msg("alert not told: nothing posts yet")
+		log.Warn().Msg("alert not told: nothing posts")
 		return false
 	}
 	folder := store.Folder("")
@@ -429,12 +426,9 @@ func (a *Alerts) Run(ctx context.Context) error {
 		}
 		if d := a.today(); d != day {
 			day = d
-			a.mu.Lock()
-			p := a.poster
-			a.mu.Unlock()
-			if p != nil {
+			if a.poster != nil {
 				a.log.Info().Str("day", d).Msg("a new day: paused groups resume")
-				p.Rescan()
+				a.poster.Rescan()
 			}
 		}
 	}

@@ -102,12 +102,12 @@ func (e *env) open(cfg Config) (*Alerts, *fakePoster) {
 	if cfg.FreeBytes == nil {
 		cfg.FreeBytes = func(string) (uint64, error) { return 50 << 30, nil }
 	}
+	p := &fakePoster{}
+	cfg.Poster = p
 	a, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p := &fakePoster{}
-	a.SetPoster(p)
 	return a, p
 }
 

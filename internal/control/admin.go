@@ -47,9 +47,10 @@ type Admin struct {
 	CheckMounts MountChecker
 }
 
-// MountChecker checks a group's extra mounts when they are set: isMain is
-// whether the group is the main group.
-type MountChecker func(mounts []store.MountRequest, isMain bool) error
+// MountChecker checks a group's extra mounts when they are set (it looks
+// at the host's file system): isMain is whether the group is the main
+// group.
+type MountChecker func(ctx context.Context, mounts []store.MountRequest, isMain bool) error
 
 func (a *Admin) now() time.Time {
 	if a.Now != nil {
@@ -150,7 +151,7 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 			if a.CheckMounts == nil {
 				return invalid("no mount allowlist is configured (BRIDGED_MOUNT_ALLOWLIST), so no extra mounts are allowed")
 			}
-			if err := a.CheckMounts(g.ContainerConfig.ExtraMounts, g.IsMain); err != nil {
+			if err := a.CheckMounts(ctx, g.ContainerConfig.ExtraMounts, g.IsMain); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 		}

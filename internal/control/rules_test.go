@@ -73,7 +73,7 @@ type fakeAllowlist struct {
 	main  []bool
 }
 
-func (f *fakeAllowlist) check(ms []store.MountRequest, isMain bool) error {
+func (f *fakeAllowlist) check(_ context.Context, ms []store.MountRequest, isMain bool) error {
 	f.calls = append(f.calls, ms)
 	f.main = append(f.main, isMain)
 	var errs []error

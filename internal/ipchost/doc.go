@@ -25,8 +25,9 @@
 // regular file only, nothing followed), capped by kind (MaxImageBytes,
 // MaxAudioBytes, MaxDocumentBytes) and copied into the home's spool before
 // the message is committed; the copy is kept under the row's key in the
-// transaction that commits the row, so the outbox finds it, and dropped if
-// the row does not commit. A sparse file (data under half its size, from
+// transaction that commits the row (it is part of the request's unit of
+// work, see Exactly once), so the outbox finds it, and dropped if the row
+// does not commit. A sparse file (data under half its size, from
 // 1 MiB) is refused, and so is a file past the group's caps (Config.Files:
 // files in any minute, bytes in any 24 hours, counted from its outbox rows,
 // checked before the copy and again in the committing transaction) or one
@@ -61,12 +62,20 @@
 //
 // A request that changes something (every type but list_tasks and
 // list_groups) is recorded as handled — group, request id, type and the
-// response JSON — in the same transaction as its change: the task row, the
-// group, or the outbox row, which the router commits in its own transaction
-// and the host reaches through store.OnEnqueue. Before carrying a request
+// response JSON — in the same transaction as its change. The host builds the
+// request's unit of work, a value: the record, for an action other than a
+// message the group's turn in flight (held through Messenger.HoldTurn, so
+// the cursor of the turn commits with the action and a turn that acted is
+// not run again), and for a message with a file the file's staged copy. It
+// passes the unit to the code that commits: its own transaction for a task
+// or a group, applying it there (the task row, the group), or the
+// Messenger's SendMessage, which applies it as a store.Unit inside the
+// transaction that enqueues the outbox row. Nothing travels in the context;
+// the signatures show every path that commits. Before carrying a request
 // out, the host looks it up; a recorded one gets the recorded response again
 // and is not carried out (records are kept for HandledRetention). A change
-// whose record cannot be written is rolled back with it.
+// whose record cannot be written is rolled back with it. Handle, called
+// directly, carries a request out with a unit that records nothing.
 //
 // At start, Recover moves every request file left in requests/ to errors/
 // without carrying it out: it was written by a container of the previous

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -285,4 +286,28 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// outFile is the file a send_message queues with its message: its staged
+// copy, what the answer says of it, and what commits with the row.
+type outFile struct {
+	h      *Host
+	folder store.Folder
+	arg    string // the file as the agent named it
+	staged *home.Staged
+	info   ipc.FileInfo
+}
+
+// commit, inside the transaction that enqueues row it, checks the group's
+// file caps again (so nothing that raced the first check gets past them),
+// sets the file on the row and keeps the staged copy under the row's key,
+// where the outbox finds it.
+func (f *outFile) commit(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
+	if err := f.h.checkFileCaps(ctx, tx, f.folder, f.arg, f.info.Size); err != nil {
+		return err
+	}
+	if err := tx.SetOutboxFile(ctx, it.ID, f.info.Name, f.info.Size); err != nil {
+		return err
+	}
+	return f.staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
 }

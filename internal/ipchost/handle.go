@@ -46,16 +46,25 @@ func badRequest(format string, args ...any) error {
 
 // Handle authorises and carries out one request from the group with folder
 // (its identity is the directory the request came from) and returns its
-// response. It never panics; a refused or failed request changes nothing.
-func (h *Host) Handle(ctx context.Context, folder string, req ipc.Request) (resp ipc.Response) {
+// response, without recording it as handled (requests read from their files
+// are recorded; see unit). It never panics; a refused or failed request
+// changes nothing.
+func (h *Host) Handle(ctx context.Context, folder string, req ipc.Request) ipc.Response {
+	return h.carryOut(ctx, &unit{folder: store.Folder(folder), req: req})
+}
+
+// carryOut carries out u's request with u as its unit of work and returns
+// its response. It never panics.
+func (h *Host) carryOut(ctx context.Context, u *unit) (resp ipc.Response) {
+	req := u.req
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).
-				Str("group", folder).Str("request", req.ID).Msg("ipc request panicked")
+				Str("group", string(u.folder)).Str("request", req.ID).Msg("ipc request panicked")
 			resp = ipc.ErrorResponse(req.ID, errors.New("internal error while handling the request"))
 		}
 	}()
-	data, err := h.handle(ctx, store.Folder(folder), req)
+	data, err := h.handle(ctx, u)
 	if err != nil {
 		var f *failure
 		if !errors.As(err, &f) {
@@ -70,35 +79,8 @@ func (h *Host) Handle(ctx context.Context, folder string, req ipc.Request) (resp
 	return resp
 }
 
-// ActionCommitter is implemented by a Messenger (the router) that commits
-// something together with every agent action other than a message:
-// AgentAction runs do, and do calls commit inside the transaction that
-// commits the action (the router stores there the cursor of the turn in
-// flight, so a turn that acted is not run again and the agent does not act
-// twice). do reports whether the action was committed.
-type ActionCommitter interface {
-	AgentAction(ctx context.Context, folder string, do func(commit func(ctx context.Context, tx *store.Tx) error) bool)
-}
-
-// commitKey is the context key of the commit function an ActionCommitter
-// handed to the action being carried out.
-type commitKey struct{}
-
-// recordAction records the action being carried out under ctx as handled
-// (see record) and runs the ActionCommitter's commit, inside tx: the
-// transaction that makes the action's change.
-func (h *Host) recordAction(ctx context.Context, tx *store.Tx, data any) error {
-	if err := h.record(ctx, tx, data); err != nil {
-		return err
-	}
-	if commit, _ := ctx.Value(commitKey{}).(func(context.Context, *store.Tx) error); commit != nil {
-		return commit(ctx, tx)
-	}
-	return nil
-}
-
 // isAction reports whether a request of type typ is an agent action that
-// commits with the turn in flight through an ActionCommitter: every change
+// commits with the turn in flight, held through the Messenger: every change
 // but send_message, which the Messenger commits itself.
 func isAction(typ ipc.RequestType) bool {
 	switch typ {
@@ -108,13 +90,14 @@ func isAction(typ ipc.RequestType) bool {
 	return false
 }
 
-func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request) (data any, err error) {
-	if ac, ok := h.msg.(ActionCommitter); ok && isAction(req.Type) && ctx.Value(commitKey{}) == nil {
-		ac.AgentAction(ctx, string(folder), func(commit func(context.Context, *store.Tx) error) bool {
-			data, err = h.handle(context.WithValue(ctx, commitKey{}, commit), folder, req)
-			return err == nil
-		})
-		return data, err
+func (h *Host) handle(ctx context.Context, u *unit) (data any, err error) {
+	folder, req := u.folder, u.req
+	if isAction(req.Type) {
+		// The turn is held from before the action is looked at until its
+		// transaction is over, so the cursor committed with it is the one
+		// of the turn in flight.
+		u.turn = h.msg.HoldTurn(ctx, string(folder))
+		defer func() { u.turn.Release(ctx, err == nil) }()
 	}
 	if !ipc.ValidID(req.ID) {
 		return nil, badRequest("request id %q is not a valid id", req.ID)
@@ -139,13 +122,13 @@ func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request)
 		if !ok {
 			return nil, mismatch
 		}
-		return h.sendMessage(ctx, g, a)
+		return h.sendMessage(ctx, u, g, a)
 	case ipc.TypeScheduleTask:
 		a, ok := req.Args.(ipc.ScheduleTaskArgs)
 		if !ok {
 			return nil, mismatch
 		}
-		return h.scheduleTask(ctx, g, a)
+		return h.scheduleTask(ctx, u, g, a)
 	case ipc.TypeListTasks:
 		return h.listTasks(ctx, g)
 	case ipc.TypeUpdateTask:
@@ -153,19 +136,19 @@ func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request)
 		if !ok {
 			return nil, mismatch
 		}
-		return h.updateTask(ctx, g, a)
+		return h.updateTask(ctx, u, g, a)
 	case ipc.TypePauseTask, ipc.TypeResumeTask, ipc.TypeCancelTask:
 		a, ok := req.Args.(ipc.TaskIDArgs)
 		if !ok {
 			return nil, mismatch
 		}
-		return h.taskAction(ctx, g, req.Type, store.TaskID(strings.TrimSpace(a.TaskID)))
+		return h.taskAction(ctx, u, g, store.TaskID(strings.TrimSpace(a.TaskID)))
 	case ipc.TypeRegisterGroup:
 		a, ok := req.Args.(ipc.RegisterGroupArgs)
 		if !ok {
 			return nil, mismatch
 		}
-		return h.registerGroup(ctx, g, a)
+		return h.registerGroup(ctx, u, g, a)
 	case ipc.TypeListGroups:
 		a, ok := req.Args.(ipc.ListGroupsArgs)
 		if !ok {
@@ -178,7 +161,7 @@ func (h *Host) handle(ctx context.Context, folder store.Folder, req ipc.Request)
 
 // ---- send_message ----
 
-func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessageArgs) (any, error) {
+func (h *Host) sendMessage(ctx context.Context, u *unit, g store.Group, a ipc.SendMessageArgs) (any, error) {
 	chat := g.Chat
 	if target := store.ChatID(strings.TrimSpace(a.TargetChat)); target != "" && target != g.Chat {
 		if !g.IsMain {
@@ -214,23 +197,12 @@ func (h *Host) sendMessage(ctx context.Context, g store.Group, a ipc.SendMessage
 			}
 		}()
 		sf := staged.File()
-		file = &ipc.FileInfo{Name: sf.Name, Kind: sf.Kind, Size: sf.Size}
-		if rec, _ := ctx.Value(recordKey{}).(*pendingRecord); rec != nil {
-			rec.file = file
-		}
-		ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
-			// The caps are checked again where the row commits, so nothing
-			// that raced the first check gets past them.
-			if err := h.checkFileCaps(ctx, tx, g.Folder, a.File, sf.Size); err != nil {
-				return err
-			}
-			if err := tx.SetOutboxFile(ctx, it.ID, sf.Name, sf.Size); err != nil {
-				return err
-			}
-			return staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
-		})
+		u.file = &outFile{h: h, folder: g.Folder, arg: a.File, staged: staged, info: ipc.FileInfo{Name: sf.Name, Kind: sf.Kind, Size: sf.Size}}
+		file = &u.file.info
 	}
-	item, err := h.msg.SendMessage(ctx, string(chat), a.Text, store.OriginTool, string(g.Folder))
+	// The message, its request's record and its file commit in the
+	// Messenger's transaction, which applies u after the row's insert.
+	item, err := h.msg.SendMessage(ctx, u, string(chat), a.Text, store.OriginTool, string(g.Folder))
 	if f := (*failure)(nil); errors.As(err, &f) {
 		return nil, f
 	}
@@ -285,7 +257,7 @@ func ruleFailure(err error) error {
 	return err
 }
 
-func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTaskArgs) (any, error) {
+func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.ScheduleTaskArgs) (any, error) {
 	target := g
 	if tf := store.Folder(strings.TrimSpace(a.TargetGroup)); tf != "" && tf != g.Folder {
 		if !g.IsMain {
@@ -332,7 +304,7 @@ func (h *Host) scheduleTask(ctx context.Context, g store.Group, a ipc.ScheduleTa
 		if err != nil {
 			return err
 		}
-		return h.recordAction(ctx, tx, h.taskInfo(task))
+		return u.commit(ctx, tx, h.taskInfo(task))
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
@@ -393,7 +365,7 @@ func ownedTask(ctx context.Context, tx *store.Tx, g store.Group, id store.TaskID
 	return t, nil
 }
 
-func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskArgs) (any, error) {
+func (h *Host) updateTask(ctx context.Context, u *unit, g store.Group, a ipc.UpdateTaskArgs) (any, error) {
 	if a.Prompt != nil {
 		if err := h.checkPrompt(*a.Prompt, "changed"); err != nil {
 			return nil, err
@@ -410,7 +382,7 @@ func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskAr
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return h.recordAction(ctx, tx, h.taskInfo(updated))
+		return u.commit(ctx, tx, h.taskInfo(updated))
 	})
 	if err != nil {
 		return nil, err
@@ -420,7 +392,8 @@ func (h *Host) updateTask(ctx context.Context, g store.Group, a ipc.UpdateTaskAr
 	return h.taskInfo(updated), nil
 }
 
-func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestType, id store.TaskID) (any, error) {
+func (h *Host) taskAction(ctx context.Context, u *unit, g store.Group, id store.TaskID) (any, error) {
+	kind := u.req.Type
 	var result store.Task
 	err := h.db.Tx(ctx, func(tx *store.Tx) error {
 		t, err := ownedTask(ctx, tx, g, id)
@@ -439,7 +412,7 @@ func (h *Host) taskAction(ctx context.Context, g store.Group, kind ipc.RequestTy
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return h.recordAction(ctx, tx, h.taskInfo(result))
+		return u.commit(ctx, tx, h.taskInfo(result))
 	})
 	if err != nil {
 		return nil, err
@@ -477,7 +450,7 @@ func (h *Host) wake() {
 
 // ---- groups ----
 
-func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterGroupArgs) (any, error) {
+func (h *Host) registerGroup(ctx context.Context, u *unit, g store.Group, a ipc.RegisterGroupArgs) (any, error) {
 	if !g.IsMain {
 		return nil, refused("only the main group can register groups")
 	}
@@ -495,7 +468,7 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 			return err
 		}
 		info = ipc.GroupInfo{Chat: string(added.Chat), Name: added.Name, Folder: string(added.Folder), Registered: true}
-		return h.recordAction(ctx, tx, info)
+		return u.commit(ctx, tx, info)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrInvalidFolder) {
@@ -509,7 +482,7 @@ func (h *Host) registerGroup(ctx context.Context, g store.Group, a ipc.RegisterG
 			if err := tx.RemoveGroup(uctx, ng.Folder); err != nil {
 				return err
 			}
-			return h.forget(uctx, tx)
+			return u.forget(uctx, tx)
 		}); rerr != nil {
 			h.log.Error().Err(rerr).Str("group", folder).Msg("undo group registration")
 		}

@@ -715,3 +715,40 @@ func taskGroups(list []ipc.TaskInfo) []string {
 	slices.Sort(out)
 	return out
 }
+
+// An action other than a message holds the group's turn through the
+// Messenger, applies it inside the transaction that commits the action and
+// releases it once, saying whether the action committed; a message and a
+// listing hold nothing.
+func TestActionsHoldTheTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if resp := e.h.Handle(ctx, "family", ipc.NewRequest(ipc.SendMessageArgs{Text: "hello"})); !resp.OK {
+		t.Fatalf("send_message: %s", resp.Error)
+	}
+	if resp := e.h.Handle(ctx, "family", ipc.NewRequest(ipc.ListTasksArgs{})); !resp.OK {
+		t.Fatalf("list_tasks: %s", resp.Error)
+	}
+	if n := len(e.msg.held()); n != 0 {
+		t.Fatalf("%d turns held by a message and a listing; want none", n)
+	}
+
+	ok := ipc.NewRequest(ipc.ScheduleTaskArgs{Prompt: "p", ScheduleType: schedule.Cron, ScheduleValue: "0 9 * * *"})
+	if resp := e.h.Handle(ctx, "family", ok); !resp.OK {
+		t.Fatalf("schedule_task: %s", resp.Error)
+	}
+	refused := ipc.NewRequest(ipc.RegisterGroupArgs{Chat: "local:new", Name: "New", Folder: "new"})
+	if resp := e.h.Handle(ctx, "family", refused); resp.OK {
+		t.Fatal("register_group from a non-main group succeeded")
+	}
+	holds := e.msg.held()
+	if len(holds) != 2 {
+		t.Fatalf("%d turns held; want 2", len(holds))
+	}
+	if h := holds[0]; h.folder != "family" || h.applied != 1 || h.released != 1 || !h.committed {
+		t.Errorf("schedule_task's hold %+v; want family's, applied and released once, committed", *h)
+	}
+	if h := holds[1]; h.applied != 0 || h.released != 1 || h.committed {
+		t.Errorf("refused register_group's hold %+v; want not applied, released once, not committed", *h)
+	}
+}

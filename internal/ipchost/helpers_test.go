@@ -25,6 +25,7 @@ type fakeMessenger struct {
 	db    *store.DB
 	mu    sync.Mutex
 	calls []sendCall
+	holds []*fakeHold
 	err   error // returned instead of committing, when set
 }
 
@@ -33,7 +34,7 @@ type sendCall struct {
 	origin             store.Origin
 }
 
-func (m *fakeMessenger) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+func (m *fakeMessenger) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
 	m.mu.Lock()
 	m.calls = append(m.calls, sendCall{chat: chat, text: text, folder: folder, origin: origin})
 	err := m.err
@@ -41,8 +42,48 @@ func (m *fakeMessenger) SendMessage(ctx context.Context, chat, text string, orig
 	if err != nil {
 		return store.OutboxItem{}, err
 	}
-	return m.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin})
+	var stored store.OutboxItem
+	err = m.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		if stored, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil {
+			return err
+		}
+		if unit != nil {
+			return unit.Apply(ctx, tx, stored)
+		}
+		return nil
+	})
+	return stored, err
 }
+
+// HoldTurn returns a hold that records what was done with it.
+func (m *fakeMessenger) HoldTurn(_ context.Context, folder string) TurnHold {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &fakeHold{folder: folder}
+	m.holds = append(m.holds, h)
+	return h
+}
+
+// held returns the holds taken so far.
+func (m *fakeMessenger) held() []*fakeHold {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*fakeHold(nil), m.holds...)
+}
+
+// fakeHold is a turn held for an action: it counts its applications and
+// keeps how it was released.
+type fakeHold struct {
+	folder    string
+	applied   int
+	released  int
+	committed bool
+}
+
+func (h *fakeHold) Apply(context.Context, *store.Tx) error { h.applied++; return nil }
+
+func (h *fakeHold) Release(_ context.Context, committed bool) { h.released++; h.committed = committed }
 
 func (m *fakeMessenger) sent() []sendCall {
 	m.mu.Lock()

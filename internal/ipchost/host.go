@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,10 +46,33 @@ const batchSize = 256
 // carried out twice.
 const HandledRetention = 7 * 24 * time.Hour
 
-// Messenger commits a message to the outbox (the router). It returns once
-// the row is committed; errors say why nothing was committed.
+// Messenger commits what an agent's turn makes besides the host's own
+// changes (the router): its messages, and the cursor of its turn in flight
+// with each of its other actions.
 type Messenger interface {
-	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
+	// SendMessage commits a message to the outbox and applies unit (nil:
+	// none) inside the same transaction, right after the insert, with the
+	// stored row. It returns once both are committed; errors say why
+	// nothing was committed.
+	SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
+	// HoldTurn holds still the turn in flight of folder's agent while one
+	// of its actions other than a message commits (schedule_task,
+	// update_task, pause/resume/cancel_task, register_group) and returns
+	// the turn's part of the action's unit of work. The host applies it in
+	// the transaction that commits the action and then releases it.
+	HoldTurn(ctx context.Context, folder string) TurnHold
+}
+
+// TurnHold is the turn in flight of a group's agent held still while one
+// of its actions commits. Apply, called inside the transaction that commits
+// the action, stores the cursor of the messages handed to the turn (so a
+// turn that acted is not run again and the agent does not act twice), or
+// does nothing when no turn is in flight. Release lets the turn go on; it is
+// called exactly once, after the transaction, with whether the action
+// committed (and was not undone).
+type TurnHold interface {
+	Apply(ctx context.Context, tx *store.Tx) error
+	Release(ctx context.Context, committed bool)
 }
 
 // Waker is told that tasks changed (the scheduler). Wake must not block.
@@ -136,8 +158,8 @@ type protocol struct {
 	home *home.Home
 	db   *store.DB
 	log  zerolog.Logger
-	// carryOut carries out one request (Host.Handle).
-	carryOut func(ctx context.Context, folder string, req ipc.Request) ipc.Response
+	// carryOut carries out one request with its unit of work (Host.carryOut).
+	carryOut func(ctx context.Context, u *unit) ipc.Response
 
 	// handled, when set (tests), is called after each file was dealt with,
 	// from the goroutine that dealt with it.
@@ -196,7 +218,7 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 		log:      log,
 		now:      time.Now,
 	}
-	h.carryOut = h.Handle
+	h.protocol.carryOut = h.carryOut
 	box, err := dirwatch.New(dirwatch.Config[*trees]{
 		Open: func(folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
 		Handle: func(ctx context.Context, folder string, t *trees, name string) (bool, dirwatch.Job) {
@@ -536,29 +558,10 @@ func (p *protocol) answerSlow(ctx context.Context, log zerolog.Logger, folder st
 
 // answer carries out req, writes its response and removes its file. A
 // request that changes something is recorded as handled in the transaction
-// that makes its change (see record).
+// that makes its change: its unit of work says so (see unit).
 func (p *protocol) answer(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) bool {
 	start := time.Now()
-	rec := &pendingRecord{folder: folder, req: req}
-	if changes(req.Type) {
-		ctx = context.WithValue(ctx, recordKey{}, rec)
-		if req.Type == ipc.TypeSendMessage {
-			// The router commits the message in its own transaction.
-			ctx = store.OnEnqueue(ctx, func(tx *store.Tx, it store.OutboxItem) error {
-				return p.record(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat), File: rec.file})
-			})
-		}
-	}
-	resp := p.carryOut(ctx, string(folder), req)
-	if resp.OK && changes(req.Type) && !rec.recorded.Load() {
-		// The change was committed without its record (a Messenger that
-		// does not enqueue through the store with the request's context):
-		// record it now, so at least a later replay is not carried out.
-		log.Warn().Msg("ipc request's change committed without its record; recording it now")
-		if err := p.db.Tx(ctx, func(tx *store.Tx) error { return p.record(ctx, tx, resp) }); err != nil {
-			log.Error().Err(err).Msg("record handled ipc request")
-		}
-	}
+	resp := p.carryOut(ctx, &unit{folder: folder, req: req, record: changes(req.Type)})
 	ev := log.Info()
 	if !resp.OK {
 		ev = log.Warn().Str("error", short(resp.Error, 300))
@@ -579,56 +582,82 @@ func changes(typ ipc.RequestType) bool {
 	return true
 }
 
-// recordKey is the context key of the request being carried out.
-type recordKey struct{}
-
-// pendingRecord is the request being carried out, for record.
-type pendingRecord struct {
-	folder   store.Folder
-	req      ipc.Request
-	recorded atomic.Bool // a record was written (in a transaction that may yet fail)
-	// file is the file a send_message queues with its message, set
-	// before the message is committed, so the record answers like the
-	// first response.
-	file *ipc.FileInfo
+// unit is the unit of work of one request: what commits together with the
+// request's change, inside the one transaction that makes it. The host
+// builds it and passes it to the code that commits the change: its own
+// task and group transactions (commit), or the Messenger's SendMessage for
+// a message (as a store.Unit, applied after the outbox row's insert). It
+// holds
+//   - the record of the request as handled (when record is set: every
+//     request that changes something, carried out from its file);
+//   - for an action other than a message, the turn in flight of the
+//     group's agent, held by the Messenger, whose cursor commits with it;
+//   - for a message with a file, the file's staged copy, kept under the
+//     row's key, and the group's file caps, checked again.
+//
+// A request that changes nothing (a listing) has a unit that does nothing.
+type unit struct {
+	folder store.Folder
+	req    ipc.Request
+	// record says whether the request is recorded as handled; false for a
+	// listing and for Handle called directly.
+	record bool
+	// turn is the turn in flight, held for an action; nil for a message.
+	turn TurnHold
+	// file is the file a send_message queues with its message; nil: none.
+	file *outFile
 }
 
-// record records the request being carried out under ctx as handled, with
-// the successful response carrying data (or data itself, an ipc.Response),
-// inside tx: the transaction that makes the request's change, so the change
-// and its record commit together or not at all. Without a request in ctx
-// (Handle called directly) it does nothing.
-func (p *protocol) record(ctx context.Context, tx *store.Tx, data any) error {
-	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
-	if rec == nil {
-		return nil
-	}
-	resp, ok := data.(ipc.Response)
-	if !ok {
-		var err error
-		if resp, err = ipc.OKResponse(rec.req.ID, data); err != nil {
+// commit applies u inside tx, the transaction that makes the request's
+// change, whose successful response carries data (or is data, an
+// ipc.Response): the request is recorded as handled with that response and
+// the held turn's cursor is stored, so the change, its record and the
+// cursor commit together or not at all.
+func (u *unit) commit(ctx context.Context, tx *store.Tx, data any) error {
+	if u.record {
+		resp, ok := data.(ipc.Response)
+		if !ok {
+			var err error
+			if resp, err = ipc.OKResponse(u.req.ID, data); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("encode response: %w", err)
+		}
+		if err := tx.RecordRequest(ctx, store.HandledRequest{Folder: u.folder, ID: u.req.ID, Type: string(u.req.Type), Response: b}); err != nil {
 			return err
 		}
 	}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		return fmt.Errorf("encode response: %w", err)
+	if u.turn != nil {
+		return u.turn.Apply(ctx, tx)
 	}
-	if err := tx.RecordRequest(ctx, store.HandledRequest{Folder: rec.folder, ID: rec.req.ID, Type: string(rec.req.Type), Response: b}); err != nil {
-		return err
-	}
-	rec.recorded.Store(true)
 	return nil
 }
 
-// forget deletes the record of the request being carried out under ctx,
-// inside tx, the transaction that undoes its change.
-func (p *protocol) forget(ctx context.Context, tx *store.Tx) error {
-	rec, _ := ctx.Value(recordKey{}).(*pendingRecord)
-	if rec == nil {
+// Apply is a send_message's unit applied by the Messenger inside the
+// transaction that enqueues its row it: the file's caps are checked again,
+// the file is set on the row and its staged copy kept under the row's key,
+// and the request is recorded with the answer the agent gets.
+func (u *unit) Apply(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
+	var info *ipc.FileInfo
+	if f := u.file; f != nil {
+		if err := f.commit(ctx, tx, it); err != nil {
+			return err
+		}
+		info = &f.info
+	}
+	return u.commit(ctx, tx, ipc.SendResult{OutboxID: int64(it.ID), Chat: string(it.Chat), File: info})
+}
+
+// forget deletes the record of u's request inside tx, the transaction that
+// undoes its change.
+func (u *unit) forget(ctx context.Context, tx *store.Tx) error {
+	if !u.record {
 		return nil
 	}
-	return tx.ForgetRequest(ctx, rec.folder, rec.req.ID)
+	return tx.ForgetRequest(ctx, u.folder, u.req.ID)
 }
 
 // answerFromRecord answers req from the record of its earlier handling, if

@@ -52,11 +52,36 @@ type Config struct {
 	// home.SpoolKey(row id, row external id). Nil: no row carries a file.
 	Spool *home.Spool
 	// OnSent, when set, is called (on the sender's goroutine for the chat)
-	// after a row is marked sent.
-	OnSent func(store.OutboxItem)
+	// after a row is marked sent, with the sender's context, which ends
+	// when the sender stops.
+	OnSent func(ctx context.Context, it store.OutboxItem)
 	// OnFailed, when set, is called (on the sender's goroutine for the
-	// chat) after a row is marked failed for good, with the reason.
-	OnFailed func(store.OutboxItem, error)
+	// chat) after a row is marked failed for good, with the sender's
+	// context and the reason.
+	OnFailed func(ctx context.Context, it store.OutboxItem, err error)
+	// Signal, when set, is the signal the sender wakes on, shared with
+	// whoever else commits rows (see Signal); nil: its own, which only
+	// Sender.Wake raises.
+	Signal *Signal
+}
+
+// Signal tells a Sender that rows were committed. It is made first, before
+// the Sender that waits on it (Config.Signal) and before anything that
+// commits rows without the sender's owner (the owner's alerts post their
+// notices so), so nothing is wired after construction. Make it with
+// NewSignal.
+type Signal struct{ c chan struct{} }
+
+// NewSignal returns a signal no one raised yet.
+func NewSignal() *Signal { return &Signal{c: make(chan struct{}, 1)} }
+
+// Wake raises the signal: rows were committed. It never blocks; one raise
+// stands for any number of commits since the sender last looked.
+func (s *Signal) Wake() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
 }
 
 // Sender sends the outbox and applies typing changes. Create it with New;
@@ -65,7 +90,7 @@ type Sender struct {
 	cfg    Config
 	db     *store.DB
 	log    zerolog.Logger
-	wake   chan struct{}
+	wake   *Signal
 	flushQ chan chan struct{}
 	typing chan typingReq
 
@@ -98,23 +123,21 @@ func New(cfg Config) (*Sender, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Channels = slices.Clone(cfg.Channels)
+	if cfg.Signal == nil {
+		cfg.Signal = NewSignal()
+	}
 	return &Sender{
 		cfg:    cfg,
 		db:     cfg.Store,
 		log:    cfg.Log.With().Str("component", "outbox").Logger(),
-		wake:   make(chan struct{}, 1),
+		wake:   cfg.Signal,
 		flushQ: make(chan chan struct{}),
 		typing: make(chan typingReq, typingQueue),
 	}, nil
 }
 
 // Wake tells the sender that rows were committed. It never blocks.
-func (s *Sender) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Sender) Wake() { s.wake.Wake() }
 
 // Run sends the outbox and applies typing changes until ctx ends, then
 // waits for the sends in flight (each bounded by its own timeout) and
@@ -238,7 +261,7 @@ func (s *Sender) send(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.wake.c:
 		case <-timer.C:
 		case res := <-done:
 			delete(busy, res.chat)
@@ -279,7 +302,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
 			}) {
 				s.dropFile(log, it)
-				s.failed(it, errNoChannel)
+				s.failed(ctx, it, errNoChannel)
 			}
 			continue
 		}
@@ -311,7 +334,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				log.Debug().Str("file", out.Attachment.Name).Msg("sent file's copy removed")
 			}
 			if s.cfg.OnSent != nil {
-				s.cfg.OnSent(it)
+				s.cfg.OnSent(ctx, it)
 			}
 			continue
 		}
@@ -325,7 +348,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 				return later
 			}
 			s.dropFile(log, it)
-			s.failed(it, err)
+			s.failed(ctx, it, err)
 			continue
 		}
 		wait := min(s.cfg.Backoff<<(attempts-1), maxBackoff)
@@ -356,9 +379,9 @@ func (s *Sender) dropFile(log zerolog.Logger, it store.OutboxItem) bool {
 var errNoChannel = errors.New("no channel handles the chat")
 
 // failed tells OnFailed, if set, that it failed for good.
-func (s *Sender) failed(it store.OutboxItem, err error) {
+func (s *Sender) failed(ctx context.Context, it store.OutboxItem, err error) {
 	if s.cfg.OnFailed != nil {
-		s.cfg.OnFailed(it, err)
+		s.cfg.OnFailed(ctx, it, err)
 	}
 }
 

@@ -51,7 +51,7 @@ func newHarness(t *testing.T) *harness {
 		Channels: []channel.Channel{h.ch},
 		Log:      zerolog.New(io.Discard),
 		Backoff:  time.Millisecond,
-		OnSent:   func(it store.OutboxItem) { h.sent <- it },
+		OnSent:   func(_ context.Context, it store.OutboxItem) { h.sent <- it },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestPanickingSendRetried(t *testing.T) {
 	pc := &panicChannel{Fake: h.ch}
 	var err error
 	h.s, err = New(Config{Store: h.db, Channels: []channel.Channel{pc}, Log: zerolog.New(io.Discard),
-		OnSent: func(it store.OutboxItem) { h.sent <- it }})
+		OnSent: func(_ context.Context, it store.OutboxItem) { h.sent <- it }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,5 +421,33 @@ func TestSentFileCopyRemoved(t *testing.T) {
 		if got := h.row(c.id); got.State != c.state || got.FileName != c.name || got.FileSize != c.size {
 			t.Errorf("row %d: %s %q %d bytes; want %s %q %d bytes", c.id, got.State, got.FileName, got.FileSize, c.state, c.name, c.size)
 		}
+	}
+}
+
+// A sender built over a shared Signal sends what another committer commits
+// and signals, without the sender's own Wake.
+func TestSenderWakesOnSharedSignal(t *testing.T) {
+	h := newHarness(t)
+	sig := NewSignal()
+	var err error
+	h.s, err = New(Config{
+		Store:    h.db,
+		Channels: []channel.Channel{h.ch},
+		Log:      zerolog.New(io.Discard),
+		OnSent:   func(_ context.Context, it store.OutboxItem) { h.sent <- it },
+		Signal:   sig,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.flush()
+	it, err := h.db.EnqueueOutbox(context.Background(), store.OutboxItem{Chat: chatA, Text: "notice", Origin: store.OriginNotice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig.Wake()
+	if got := h.nextSent(); got.ID != it.ID {
+		t.Fatalf("sent row %d; want %d", got.ID, it.ID)
 	}
 }

@@ -22,7 +22,8 @@
 // wakes on its Wake and takes the chats it marked changed (the router's
 // Inbound and MediaSettled only forward to it). The rules for groups and tasks that every entry point shares
 // are internal/rules'; the agents' requests that apply them reach the
-// router only through AgentAction, which keeps the cursor in step. Owner
+// router only through HoldTurn, whose hold the IPC host applies in the
+// action's transaction, which keeps the cursor in step. Owner
 // alerts (their keys and texts) and budgets are internal/alerts'. The
 // text of prompts and notices is internal/prompt; the agents'
 // input directory is written through internal/home.

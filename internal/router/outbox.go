@@ -17,8 +17,10 @@ import (
 // returns ErrEmpty and commits nothing. folder is the group the message
 // comes from (empty for the daemon's own). A message the group's agent sends
 // to its own chat while it handles messages counts as a reply: from then on
-// that run's messages are not run again.
-func (r *Router) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+// that run's messages are not run again. unit (nil: none) is the IPC
+// host's unit of work for the request that sent the message: it is applied
+// in the transaction that commits the row, right after the insert.
+func (r *Router) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
 	text = prompt.StripInternal(text)
 	if text == "" {
 		return store.OutboxItem{}, ErrEmpty
@@ -29,7 +31,7 @@ func (r *Router) SendMessage(ctx context.Context, chat, text string, origin stor
 	if folder != "" && origin == store.OriginTool {
 		grp = r.runState(item.Group)
 	}
-	stored, err := r.runs.Send(ctx, grp, item)
+	stored, err := r.runs.Send(ctx, grp, item, unit)
 	if err != nil {
 		return store.OutboxItem{}, fmt.Errorf("send message to %s: %w", chat, err)
 	}
@@ -50,6 +52,7 @@ func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
 		Backoff:  backoff,
 		OnSent:   r.sent,
 		OnFailed: r.sendFailed,
+		Signal:   r.outWake,
 	})
 	if err != nil {
 		panic(err) // the store is checked by New, and backoff is never negative
@@ -57,8 +60,9 @@ func (r *Router) newSender(backoff time.Duration) *outbox.Sender {
 	return s
 }
 
-// sent is called by the sender after a row is marked sent.
-func (r *Router) sent(it store.OutboxItem) {
+// sent is called by the sender after a row is marked sent. The owner's
+// alerts are told under a context of their own (see alert).
+func (r *Router) sent(_ context.Context, it store.OutboxItem) {
 	if it.Origin == store.OriginReply {
 		r.typingOffAfterReply(it)
 	}

@@ -74,7 +74,8 @@ func (r *Router) alert(tell func(context.Context, Alerts)) {
 }
 
 // sendFailed is called by the outbox sender after a row is marked failed.
-func (r *Router) sendFailed(it store.OutboxItem, err error) {
+// The owner's alerts are told under a context of their own (see alert).
+func (r *Router) sendFailed(_ context.Context, it store.OutboxItem, err error) {
 	r.alert(func(ctx context.Context, a Alerts) {
 		a.SendFailed(ctx, it.Chat, it.Group, prompt.Clip(prompt.OneLine(err.Error()), 200))
 	})

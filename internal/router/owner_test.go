@@ -131,7 +131,7 @@ func TestOutboxFailureAlert(t *testing.T) {
 	})
 	h.start()
 	ctx := context.Background()
-	if _, err := h.r.SendMessage(ctx, string(famChat), "first", store.OriginTool, "fam"); err != nil {
+	if _, err := h.r.SendMessage(ctx, nil, string(famChat), "first", store.OriginTool, "fam"); err != nil {
 		t.Fatal(err)
 	}
 	key := outboxFailedKey(famChat)
@@ -145,7 +145,7 @@ func TestOutboxFailureAlert(t *testing.T) {
 		t.Errorf("alert text %q: want the group and the reason", text)
 	}
 	fail.Store(false)
-	if _, err := h.r.SendMessage(ctx, string(famChat), "second", store.OriginTool, "fam"); err != nil {
+	if _, err := h.r.SendMessage(ctx, nil, string(famChat), "second", store.OriginTool, "fam"); err != nil {
 		t.Fatal(err)
 	}
 	if got := nextEvent(t, al.events, "alert"); got != "clear "+key {

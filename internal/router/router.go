@@ -110,6 +110,10 @@ type Deps struct {
 	// the router builds its own over Store, Channels, Media and
 	// Config.LateWindow.
 	Ingest *ingest.Ingest
+	// OutboxSignal, when set, is what the router's outbox sender wakes on,
+	// shared with what else commits rows (the owner's alerts); nil: the
+	// sender's own.
+	OutboxSignal *outbox.Signal
 	// Media, when set and Ingest is nil, fetches the media of inbound
 	// messages after their commit (see Router.MediaSettled); nil: a
 	// message's media is not fetched and its placeholder says so.
@@ -156,6 +160,7 @@ type Router struct {
 	baseLog  zerolog.Logger // the daemon's, for the parts with a component of their own
 	now      func() time.Time
 	home     *home.Home
+	outWake  *outbox.Signal // the outbox sender's; nil: its own
 	queue    *groupqueue.Queue[store.Task]
 	runs     *agentrun.Runner
 	turns    *turns.Hub
@@ -286,6 +291,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		channels: slices.Clone(d.Channels),
 		log:      d.Log.With().Str("component", "router").Logger(),
 		baseLog:  d.Log,
+		outWake:  d.OutboxSignal,
 		now:      d.Now,
 		turns:    d.Turns,
 		budget:   d.Budget,

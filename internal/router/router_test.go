@@ -503,7 +503,7 @@ func TestCursorRules(t *testing.T) {
 		h.start()
 		id := h.post(mainChat, "hello")
 		run := h.nextRun()
-		if _, err := h.r.SendMessage(context.Background(), string(mainChat), "on it", store.OriginTool, "main"); err != nil {
+		if _, err := h.r.SendMessage(context.Background(), nil, string(mainChat), "on it", store.OriginTool, "main"); err != nil {
 			t.Fatal(err)
 		}
 		h.nextSend()
@@ -637,15 +637,15 @@ func TestOutboxFailures(t *testing.T) {
 		}
 		return nil
 	})
-	bad, err := h.r.SendMessage(ctx, string(mainChat), "bad one", store.OriginTool, "main")
+	bad, err := h.r.SendMessage(ctx, nil, string(mainChat), "bad one", store.OriginTool, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := h.r.SendMessage(ctx, "nowhere:1", "nobody owns this chat", store.OriginTool, "")
+	orphan, err := h.r.SendMessage(ctx, nil, "nowhere:1", "nobody owns this chat", store.OriginTool, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.r.SendMessage(ctx, string(mainChat), "good one", store.OriginTool, "main"); err != nil {
+	if _, err := h.r.SendMessage(ctx, nil, string(mainChat), "good one", store.OriginTool, "main"); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -663,10 +663,10 @@ func TestOutboxFailures(t *testing.T) {
 func TestSendMessageStripsInternal(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if _, err := h.r.SendMessage(ctx, string(mainChat), "<internal>only thoughts</internal>\n", store.OriginTool, "main"); !errors.Is(err, ErrEmpty) {
+	if _, err := h.r.SendMessage(ctx, nil, string(mainChat), "<internal>only thoughts</internal>\n", store.OriginTool, "main"); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("internal-only text: got %v; want ErrEmpty", err)
 	}
-	it, err := h.r.SendMessage(ctx, string(mainChat), "Done.<internal>\nchecked twice\n</internal>", store.OriginTool, "main")
+	it, err := h.r.SendMessage(ctx, nil, string(mainChat), "Done.<internal>\nchecked twice\n</internal>", store.OriginTool, "main")
 	if err != nil {
 		t.Fatal(err)
 	}

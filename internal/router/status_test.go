@@ -52,7 +52,7 @@ func TestStatusAnswersWhileTheStoreIsLocked(t *testing.T) {
 	// for the write lock (up to the store's busy timeout, 10 s).
 	sent := make(chan error, 1)
 	go func() {
-		_, err := h.r.SendMessage(context.Background(), string(mainChat), "while locked", store.OriginTool, "main")
+		_, err := h.r.SendMessage(context.Background(), nil, string(mainChat), "while locked", store.OriginTool, "main")
 		sent <- err
 	}()
 	h.r.mu.Lock()

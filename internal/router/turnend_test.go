@@ -88,7 +88,7 @@ func TestTurnFailedAfterItsOwnMessageIsReported(t *testing.T) {
 			h, hub := hubHarness(t)
 			id := h.post(mainChat, "do it")
 			run := h.nextRun()
-			if _, err := h.r.SendMessage(context.Background(), string(mainChat), "on it", store.OriginTool, "main"); err != nil {
+			if _, err := h.r.SendMessage(context.Background(), nil, string(mainChat), "on it", store.OriginTool, "main"); err != nil {
 				t.Fatal(err)
 			}
 			if got := h.nextSend(); got.Text != "on it" {

@@ -24,9 +24,17 @@ import (
 
 type nopMessenger struct{}
 
-func (nopMessenger) SendMessage(context.Context, string, string, store.Origin, string) (store.OutboxItem, error) {
+func (nopMessenger) SendMessage(context.Context, store.Unit, string, string, store.Origin, string) (store.OutboxItem, error) {
 	return store.OutboxItem{}, nil
 }
+
+func (nopMessenger) HoldTurn(context.Context, string) ipchost.TurnHold { return nopHold{} }
+
+// nopHold holds no turn.
+type nopHold struct{}
+
+func (nopHold) Apply(context.Context, *store.Tx) error { return nil }
+func (nopHold) Release(context.Context, bool)          {}
 
 // door is one entry point over its own fresh home and database, holding
 // the main group (local:main).

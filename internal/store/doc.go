@@ -93,7 +93,8 @@
 // transaction that makes its effect, so a request seen again is answered from
 // the record (DB.HandledRequest) and never carried out twice. When the
 // transaction belongs to someone else (the router commits a send_message's
-// outbox row), OnEnqueue puts the recording into it through the context.
+// outbox row), the recording is a Unit the IPC host passes to the code that
+// owns the transaction, which applies it there after the insert.
 // Records older than a week are pruned at start (PruneHandledRequests). Cancelling a task deletes it together with
 // its run log (DeleteTask). Removing a group leaves its tasks in place; the
 // scheduler pauses them (PauseTask) with a reason.

@@ -97,35 +97,12 @@ func (db *DB) PruneHandledRequests(ctx context.Context, age time.Duration) (int6
 	})
 }
 
-// enqueueHookKey is the context key of the function OnEnqueue sets.
-type enqueueHookKey struct{}
-
-// OnEnqueue returns a copy of ctx under which Tx.EnqueueOutbox (and so
-// DB.EnqueueOutbox) calls fn inside its transaction, right after the row is
-// inserted, with the stored row. An error from fn is EnqueueOutbox's error,
-// so a caller that returns it from DB.Tx rolls the row back.
-//
-// It lets a caller that does not own the transaction make something commit
-// together with a message: the IPC host records a send_message request as
-// handled in the transaction the router commits the message in.
-//
-// A function an outer OnEnqueue put in ctx runs first; fn runs only when it
-// succeeded.
-func OnEnqueue(ctx context.Context, fn func(tx *Tx, it OutboxItem) error) context.Context {
-	if prev := enqueueHook(ctx); prev != nil {
-		inner := fn
-		fn = func(tx *Tx, it OutboxItem) error {
-			if err := prev(tx, it); err != nil {
-				return err
-			}
-			return inner(tx, it)
-		}
-	}
-	return context.WithValue(ctx, enqueueHookKey{}, fn)
-}
-
-// enqueueHook returns the function OnEnqueue put in ctx, if any.
-func enqueueHook(ctx context.Context) func(tx *Tx, it OutboxItem) error {
-	fn, _ := ctx.Value(enqueueHookKey{}).(func(tx *Tx, it OutboxItem) error)
-	return fn
+// Unit is work that commits together with an outbox row enqueued by
+// another package: the IPC host's record of the send_message request that
+// asked for the row, with the file the row carries. It is a value passed to
+// the code that enqueues the row (the router's SendMessage), which applies
+// it inside its own transaction, right after the insert, with the stored
+// row; an error from Apply rolls the row back with it.
+type Unit interface {
+	Apply(ctx context.Context, tx *Tx, it OutboxItem) error
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -112,87 +111,5 @@ func TestPruneHandledRequests(t *testing.T) {
 		if _, err := db.HandledRequest(ctx, "main", id); err != nil {
 			t.Errorf("record %s pruned: %v", id, err)
 		}
-	}
-}
-
-// What OnEnqueue sets runs inside the transaction that enqueues the row: its
-// error rolls the row back, and a DB.Tx around the enqueue commits both.
-func TestOnEnqueue(t *testing.T) {
-	ctx := context.Background()
-	db := openTest(t)
-	item := OutboxItem{Chat: "local:main", Group: "main", Text: "hello", Origin: OriginTool}
-	errBoom := errors.New("boom")
-
-	var seen OutboxItem
-	failing := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error {
-		seen = it
-		return errBoom
-	})
-	if _, err := db.EnqueueOutbox(failing, item); !errors.Is(err, errBoom) {
-		t.Fatalf("EnqueueOutbox with a failing hook = %v; want boom", err)
-	}
-	if seen.ID == 0 || seen.Text != "hello" {
-		t.Errorf("hook saw %+v; want the stored row", seen)
-	}
-	if n := count(t, db, "outbox", ""); n != 0 {
-		t.Fatalf("%d outbox rows after the hook failed; want 0", n)
-	}
-
-	recording := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error {
-		return tx.RecordRequest(ctx, HandledRequest{Folder: it.Group, ID: "r1", Type: "send_message", Response: []byte(`{"outbox_id":1}`)})
-	})
-	// As the router does it: its own transaction around the enqueue.
-	if err := db.Tx(recording, func(tx *Tx) error {
-		_, err := tx.EnqueueOutbox(recording, item)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, "outbox", ""); n != 1 {
-		t.Errorf("%d outbox rows; want 1", n)
-	}
-	if _, err := db.HandledRequest(ctx, "main", "r1"); err != nil {
-		t.Errorf("record: %v; want it committed with the row", err)
-	}
-	// Recording the same request again fails the enqueue: no second row.
-	if _, err := db.EnqueueOutbox(recording, item); !errors.Is(err, ErrExists) {
-		t.Errorf("second enqueue of r1 = %v; want ErrExists", err)
-	}
-	if n := count(t, db, "outbox", ""); n != 1 {
-		t.Errorf("%d outbox rows; want still 1", n)
-	}
-	// Without the hook, nothing is recorded.
-	if _, err := db.EnqueueOutbox(ctx, item); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, "handled_requests", ""); n != 1 {
-		t.Errorf("%d records; want 1", n)
-	}
-}
-
-// A second OnEnqueue adds to the first: both run, the outer one first, and
-// the inner one only when the outer one succeeded.
-func TestOnEnqueueChains(t *testing.T) {
-	ctx := context.Background()
-	db := openTest(t)
-	item := OutboxItem{Chat: "local:main", Group: "main", Text: "hello", Origin: OriginTool}
-	var order []string
-	outer := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error { order = append(order, "outer"); return nil })
-	both := OnEnqueue(outer, func(tx *Tx, it OutboxItem) error { order = append(order, "inner"); return nil })
-	if _, err := db.EnqueueOutbox(both, item); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(order, ","); got != "outer,inner" {
-		t.Errorf("hooks ran %q; want outer,inner", got)
-	}
-	order = nil
-	errBoom := errors.New("boom")
-	failing := OnEnqueue(ctx, func(tx *Tx, it OutboxItem) error { order = append(order, "outer"); return errBoom })
-	failing = OnEnqueue(failing, func(tx *Tx, it OutboxItem) error { order = append(order, "inner"); return nil })
-	if _, err := db.EnqueueOutbox(failing, item); !errors.Is(err, errBoom) {
-		t.Fatalf("enqueue = %v; want boom", err)
-	}
-	if got := strings.Join(order, ","); got != "outer" {
-		t.Errorf("hooks ran %q; want only outer", got)
 	}
 }

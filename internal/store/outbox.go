@@ -57,8 +57,7 @@ func NewExternalID() string {
 // EnqueueOutbox commits a message to send and returns the stored row
 // (pending, with its id and ExternalID). The text must not be blank and the
 // origin must be one of the Origin constants (ErrInvalid). ExternalID is
-// chosen here when it is empty. A function set with OnEnqueue in ctx runs
-// in the transaction after the insert.
+// chosen here when it is empty.
 func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, error) {
 	switch {
 	case it.Chat == "":
@@ -91,11 +90,6 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, err
 		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w", it.Chat, err)
 	}
 	it.ID = OutboxID(id)
-	if fn := enqueueHook(ctx); fn != nil {
-		if err := fn(tx, it); err != nil {
-			return OutboxItem{}, err
-		}
-	}
 	return it, nil
 }
 
