@@ -107,14 +107,13 @@ func TestHealthWordAndOneAlert(t *testing.T) {
 				if st.Health != tt.health {
 					t.Fatalf("health %s; want %s (status %+v)", st.Health, tt.health, st)
 				}
-				a, err := alerts.New(alerts.Config{DB: db, State: filepath.Join(t.TempDir(), "alerts.json"),
+				posts := &ownerPosts{}
+				a, err := alerts.New(alerts.Config{DB: db, Poster: posts, State: filepath.Join(t.TempDir(), "alerts.json"),
 					Channels: []channel.Channel{tc.Client}, Interval: time.Minute, Log: zerolog.Nop(),
 					FreeBytes: func(string) (uint64, error) { return 50 << 30, nil }})
 				if err != nil {
 					t.Fatal(err)
 				}
-				posts := &ownerPosts{}
-				a.SetPoster(posts)
 				done := make(chan struct{})
 				go func() { defer close(done); _ = a.Run(ctx) }()
 				for range 3 { // three checks
