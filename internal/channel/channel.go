@@ -98,6 +98,13 @@ type Message struct {
 	ExternalID string    // the network's message id, unique per chat
 	Sender     string    // stable sender id
 	SenderName string    // display name
+	// SenderAlt are the sender's other ids the channel knows (on WhatsApp
+	// its LID for a phone number, or the other way round): a group's allow
+	// list entry in any of these forms admits the sender.
+	SenderAlt []string
+	// SenderAdmin reports that the sender is an admin of the chat (on
+	// WhatsApp, by the group's metadata).
+	SenderAdmin bool
 	Text       string    // text, or a placeholder such as "[voice note]"
 	SentAt     time.Time // the network's timestamp
 	FromMe     bool      // sent by the account bridged is logged in as
