@@ -307,9 +307,9 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
 		if id == 0 {
-			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
+			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil && !owner {
 				// Registered: the group drops messages from senders it
-				// does not allow.
+				// does not allow (never the owner's).
 				return ids, fmt.Errorf("post to %s as %s: %w: the group does not store messages from senders it does not allow", chat, senderName, store.ErrNotAllowed)
 			}
 			// Unregistered between the check and the commit.

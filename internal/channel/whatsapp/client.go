@@ -106,6 +106,8 @@ type Client struct {
 	sent *recentIDs
 	now  func() time.Time
 
+	admins adminCache // the groups' admins (admins.go)
+
 	cond   *conditions // restrictions and flapping (health.go)
 	upkeep *upkeep     // app state and phone liveness (upkeep.go)
 }
