@@ -352,7 +352,11 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; /help; Ctrl-D ends.\n", o.name, o.chat, o.sender)
+	who := o.sender
+	if o.as != "" {
+		who = o.as + " (local:" + o.as + ", not you: the group's allow list decides whether it wakes the agent)"
+	}
+	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; /help; Ctrl-D ends.\n", o.name, o.chat, who)
 
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
