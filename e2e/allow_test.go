@@ -61,7 +61,7 @@ func TestE2EOnlyAllowedSendersWakeTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	replies := e.waitOut("local:team", carol, 1, 90*time.Second)
-	if !strings.Contains(replies[0].Text, "the meeting moved to 3pm") || !strings.Contains(replies[0].Text, "bob again") {
+	if !strings.Contains(replies[0].Text, `allowed="no">bob says the meeting moved to 3pm`) || !strings.Contains(replies[0].Text, "bob again") {
 		t.Errorf("carol's turn did not see bob's messages as context:\n%s", replies[0].Text)
 	}
 	if got := e.outSince("local:team", bob); len(got) != 1 {
