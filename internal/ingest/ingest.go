@@ -116,12 +116,13 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		}
 	}
 	var id store.MessageID
-	var inserted bool
+	var inserted, dropped bool
 	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
 		notAllowed, drop, err := allowed(ctx, tx, m)
 		if err != nil {
 			return err
 		}
+		dropped = drop
 		text, withMedia := m.Text, m.Media
 		if drop {
 			text, withMedia = "", nil // only the chat is recorded
@@ -142,6 +143,9 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	}
 	if media != nil {
 		in.cfg.Media.Add(*media)
+	}
+	if dropped {
+		in.log.Debug().Str("chat", m.Chat).Str("sender", m.Sender).Msg("message from a sender not allowed dropped, as the group asks")
 	}
 	if !inserted || id == 0 || m.IsBot {
 		return id, nil
