@@ -75,9 +75,8 @@ func hasStep(t *testing.T, name string, s story, step string, want ...string) {
 // `bridged why` tells one message's life from what is stored, with the
 // daemon running and with it stopped: an answered message, one without the
 // trigger, one in a group paused by its budget, one whose turn failed and
-// was retried, one whose reply could not be sent. (bridged has no sender
-// allowlist: every member of a registered chat may wake its agent, so there
-// is no "sender not allowed" story to tell; docs/control-api.md says so.)
+// was retried, one whose reply could not be sent. (A sender not allowed:
+// TestE2EOnlyAllowedSendersWakeTheAgent.)
 func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "100ms")

@@ -40,6 +40,7 @@ type chatOpts struct {
 	chat    string
 	name    string // the group's display name
 	sender  string
+	as      string // post as this other member of the chat, not the owner
 	timeout time.Duration
 	quiet   time.Duration
 }
@@ -52,6 +53,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up waiting for a reply after this long")
 	quiet := fs.Duration("quiet", 0, "after the agent's turn ended, keep printing messages it sends later until this long passes without one")
 	sender := fs.String("sender", "", "your name in the chat (default $USER)")
+	as := fs.String("as", "", "post as another member of the chat named `NAME` (sender local:NAME), not as you: the group's allow list decides whether it wakes the agent")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 0, 1)
 	if err != nil {
@@ -85,7 +87,7 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	if !control.IsLocalChat(g.Chat) {
 		return fmt.Errorf("group %s is a WhatsApp chat; talk to it in WhatsApp", g.Folder)
 	}
-	o := chatOpts{client: c, chat: g.Chat, name: g.Name, sender: *sender, timeout: *timeout, quiet: *quiet}
+	o := chatOpts{client: c, chat: g.Chat, name: g.Name, sender: *sender, as: *as, timeout: *timeout, quiet: *quiet}
 	if o.sender == "" {
 		if o.sender = a.getenv("USER"); o.sender == "" {
 			o.sender = "you"
@@ -166,6 +168,11 @@ func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Gr
 	return control.Group{}, fmt.Errorf("no group with folder, chat id or name %q (see `bridged groups list`)", want)
 }
 
+// post posts text (and files) as the owner, or as o.as.
+func (o chatOpts) post(ctx context.Context, text string, files ...string) (int64, error) {
+	return o.client.Post(ctx, o.chat, control.PostMessage{Sender: o.sender, As: o.as, Text: text}, files...)
+}
+
 // chatOnce posts text (with files, one message per file, the first
 // captioned with text), prints every reply of the agent's turn that took it,
 // and returns when that turn ended: nil when it was answered, an error with
@@ -173,7 +180,7 @@ func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Gr
 // is told on stderr and waited through. With o.quiet, messages sent after
 // the turn are printed until o.quiet passes without one.
 func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...string) error {
-	id, err := o.client.PostMessage(ctx, o.chat, o.sender, text, files...)
+	id, err := o.post(ctx, text, files...)
 	if err != nil {
 		return err
 	}
@@ -345,7 +352,11 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; /help; Ctrl-D ends.\n", o.name, o.chat, o.sender)
+	who := o.sender
+	if o.as != "" {
+		who = o.as + " (local:" + o.as + ", not you: the group's allow list decides whether it wakes the agent)"
+	}
+	fmt.Fprintf(a.stderr, "Talking to %s (%s) as %s. Type a message and press Enter; /attach FILE sends a file; /help; Ctrl-D ends.\n", o.name, o.chat, who)
 
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -461,7 +472,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 					continue
 				}
 			}
-			id, err := o.client.PostMessage(ctx, o.chat, o.sender, text, files...)
+			id, err := o.post(ctx, text, files...)
 			if err != nil {
 				return err
 			}

@@ -88,7 +88,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY")
+		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY\tALLOWED")
 		for _, g := range gs {
 			answers := "trigger only"
 			switch {
@@ -97,8 +97,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
-				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), budgetToday(g))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
+				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), budgetToday(g), formatAllow(g))
 		}
 		return tw.Flush()
 	})
@@ -272,6 +272,7 @@ var (
 	_ flag.Value = (*optString)(nil)
 	_ flag.Value = (*optBool)(nil)
 	_ flag.Value = (*mountFlags)(nil)
+	_ flag.Value = (*allowFlags)(nil)
 )
 
 // mountFlags is the repeatable --mount flag.
@@ -295,8 +296,9 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [flags] FOLDER")
-	var name, trigger, model, timeout, budget optString
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--allow SENDER]... [--others context|drop] [flags] FOLDER")
+	var name, trigger, model, timeout, budget, others optString
+	var allow allowFlags
 	var requires optBool
 	var mounts mountFlags
 	fs.Var(&name, "name", "display `NAME`")
@@ -307,12 +309,21 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	fs.Var(&mounts, "mount", "extra mount `HOST[:CONTAINER][:ro|rw]` at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
 	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
+	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, or admins (the WhatsApp group's admins); repeat for several (replaces the list); everyone: anyone may (the default)")
+	fs.Var(&others, "others", "what becomes of a message from anyone not allowed: context (stored, shown to the agent, wakes nothing; the default) or drop (not stored)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v}
+	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v, Others: others.v}
+	if allow.set {
+		list, err := allow.list()
+		if err != nil {
+			return err
+		}
+		p.Allow = &list
+	}
 	if budget.v != nil {
 		usd, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(*budget.v), "$"), 64)
 		if err != nil || usd < 0 || math.IsInf(usd, 0) || math.IsNaN(usd) {
@@ -331,7 +342,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		p.ExtraMounts = &ms
 	}
 	if p == (control.GroupPatch{}) {
-		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts or --budget-daily)")
+		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts, --budget-daily, --allow or --others)")
 		return errUsage
 	}
 	if p.Timeout != nil {
@@ -347,10 +358,55 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s, daily budget %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD))
+		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
 		return nil
 	})
+}
+
+// allowFlags is the repeatable --allow flag; "everyone" clears the list.
+type allowFlags struct {
+	set     bool
+	senders []string
+}
+
+func (f *allowFlags) String() string { return strings.Join(f.senders, ",") }
+
+func (f *allowFlags) Set(s string) error {
+	f.set = true
+	f.senders = append(f.senders, strings.TrimSpace(s))
+	return nil
+}
+
+// list is the allow list the flags give: empty for everyone.
+func (f *allowFlags) list() ([]string, error) {
+	out := []string{}
+	for _, s := range f.senders {
+		if strings.EqualFold(s, "everyone") {
+			if len(f.senders) > 1 {
+				return nil, fmt.Errorf("--allow everyone: give it alone (it clears the list)")
+			}
+			return out, nil
+		}
+		n, err := store.NormalizeSender(s)
+		if err != nil {
+			return nil, fmt.Errorf("--allow: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// formatAllow says who may wake a group's agent.
+func formatAllow(g control.Group) string {
+	if len(g.Allow) == 0 {
+		return "everyone"
+	}
+	s := "you, " + strings.Join(g.Allow, ", ")
+	if g.Others == store.OthersDrop {
+		s += " (others dropped)"
+	}
+	return s
 }
 
 // formatMounts lists mounts as --mount takes them.

@@ -178,6 +178,40 @@ func TestGroupsWithDaemonStopped(t *testing.T) {
 	}
 }
 
+// groups set --allow keeps who may wake a group's agent, normalised; groups
+// list shows it; everyone clears it; a bad sender or everyone with others is
+// refused.
+func TestGroupsSetAllow(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "fam", "local:fam"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, ctx, nil, "", "groups", "set", "fam", "--home", home, "--allow", "+49 170 1234567", "--allow", "local:bob", "--allow", "admins", "--others", "drop")
+	if err != nil {
+		t.Fatalf("groups set --allow: %v", err)
+	}
+	want := "you, 491701234567@s.whatsapp.net, local:bob, admins (others dropped)"
+	if !strings.Contains(out, want) {
+		t.Errorf("groups set printed %q; want %q", out, want)
+	}
+	if out, _, _ := cli(t, ctx, nil, "", "groups", "list", "--home", home); !strings.Contains(out, want) {
+		t.Errorf("groups list lacks %q:\n%s", want, out)
+	}
+	for _, bad := range [][]string{{"--allow", "bob"}, {"--allow", "everyone", "--allow", "local:bob"}, {"--others", "ignore"}} {
+		if _, _, err := cli(t, ctx, nil, "", append([]string{"groups", "set", "fam", "--home", home}, bad...)...); err == nil {
+			t.Errorf("groups set %v: no error; want a refusal", bad)
+		}
+	}
+	if out, _, err := cli(t, ctx, nil, "", "groups", "set", "fam", "--home", home, "--allow", "everyone"); err != nil || !strings.Contains(out, "who may wake it: everyone") {
+		t.Errorf("groups set --allow everyone: %q, %v; want everyone", out, err)
+	}
+	g, err := openDB(t, home).GetGroupByFolder(ctx, "fam")
+	if err != nil || len(g.Allow) != 0 || g.Others != store.OthersDrop {
+		t.Errorf("stored %+v, %v; want everyone allowed, others still dropped", g, err)
+	}
+}
+
 func openDB(t *testing.T, home string) *store.DB {
 	t.Helper()
 	return storetest.OpenHome(t, home)

@@ -95,14 +95,21 @@ type Message struct {
 	Chat       string // chat id, e.g. "120363…@g.us" or "local:main"
 	ChatName   string // display name when known
 	IsGroup    bool
-	ExternalID string    // the network's message id, unique per chat
-	Sender     string    // stable sender id
-	SenderName string    // display name
-	Text       string    // text, or a placeholder such as "[voice note]"
-	SentAt     time.Time // the network's timestamp
-	FromMe     bool      // sent by the account bridged is logged in as
-	IsBot      bool      // sent by bridged itself (an id the outbox chose)
-	Mentioned  bool      // the bot's own number or LID is mentioned
+	ExternalID string // the network's message id, unique per chat
+	Sender     string // stable sender id
+	SenderName string // display name
+	// SenderAlt are the sender's other ids the channel knows (on WhatsApp
+	// its LID for a phone number, or the other way round): a group's allow
+	// list entry in any of these forms admits the sender.
+	SenderAlt []string
+	// SenderAdmin reports that the sender is an admin of the chat (on
+	// WhatsApp, by the group's metadata).
+	SenderAdmin bool
+	Text        string    // text, or a placeholder such as "[voice note]"
+	SentAt      time.Time // the network's timestamp
+	FromMe      bool      // sent by the account bridged is logged in as
+	IsBot       bool      // sent by bridged itself (an id the outbox chose)
+	Mentioned   bool      // the bot's own number or LID is mentioned
 	// QuotedID is the network id of the message this one quotes (a reply),
 	// empty when it quotes nothing.
 	QuotedID string

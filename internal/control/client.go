@@ -218,10 +218,16 @@ func (c *Client) TaskRuns(ctx context.Context, id string, limit int) ([]TaskRun,
 // the last message's, whose turn takes them all. The daemon never opens a
 // path a client names.
 func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, files ...string) (int64, error) {
+	return c.Post(ctx, chat, PostMessage{Sender: sender, Text: text}, files...)
+}
+
+// Post posts msg to a local chat, as PostMessage does, also as another
+// member of the chat (msg.As).
+func (c *Client) Post(ctx context.Context, chat string, msg PostMessage, files ...string) (int64, error) {
 	path := "/v1/chats/" + url.PathEscape(chat) + "/messages"
 	var p Posted
 	if len(files) == 0 {
-		err := c.do(ctx, http.MethodPost, path, PostMessage{Sender: sender, Text: text}, &p)
+		err := c.do(ctx, http.MethodPost, path, msg, &p)
 		return p.ID, err
 	}
 	fs := make([]*os.File, 0, len(files))
@@ -242,7 +248,7 @@ func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, fil
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeParts(mw, PostMessage{Sender: sender, Text: text}, fs))
+		pw.CloseWithError(writeParts(mw, msg, fs))
 	}()
 	err := c.send(ctx, http.MethodPost, path, pr, mw.FormDataContentType(), &p)
 	pr.CloseWithError(errors.New("request done"))

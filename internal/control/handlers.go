@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -236,12 +237,20 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ids, err := s.opts.Local.Post(r.Context(), chat, req.Sender, req.Text)
+	ids, err := s.post(r.Context(), chat, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, posted(ids))
+}
+
+// post posts req to chat, as the owner or, with req.As, another member.
+func (s *Server) post(ctx context.Context, chat string, req PostMessage, media ...channel.Media) ([]store.MessageID, error) {
+	if req.As != "" {
+		return s.opts.Local.PostAs(ctx, chat, req.As, req.Text, media...)
+	}
+	return s.opts.Local.Post(ctx, chat, req.Sender, req.Text, media...)
 }
 
 // checkText checks a posted message's text; it may be blank only when

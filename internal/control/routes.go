@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -96,6 +97,10 @@ func codeOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrNotRunning):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, store.ErrNotAllowed):
+		return http.StatusForbidden
+	case errors.Is(err, local.ErrBadSender):
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }

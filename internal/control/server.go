@@ -25,6 +25,10 @@ type Local interface {
 	// spool), one message per file, the first captioned with text. The ids
 	// are those committed, in order, also when an error stops the rest.
 	Post(ctx context.Context, chat, sender, text string, media ...channel.Media) ([]store.MessageID, error)
+	// PostAs is Post from another member of the chat, named name: not the
+	// owner, so the group's allow list decides whether it may wake the
+	// agent (store.ErrNotAllowed when the group drops it).
+	PostAs(ctx context.Context, chat, name, text string, media ...channel.Media) ([]store.MessageID, error)
 	// Wait returns a channel closed when the next message is stored in any
 	// local chat after the call. It does not block.
 	Wait(ctx context.Context) <-chan struct{}

@@ -327,9 +327,9 @@ func (a *Admin) containerStep(add func(step string, at time.Time, state, detail 
 }
 
 // wakes says whether m woke g's agent and why (not), by the group's rules
-// as they are set now (the router's own test: internal/router late.go).
-// bridged has no sender allowlist: every member of a registered chat may
-// wake its agent.
+// as they are set now (the router's own test: internal/router late.go);
+// whether its sender was allowed is what the group's allow list said when
+// it arrived.
 func (a *Admin) wakes(g store.Group, m store.Message) (bool, string) {
 	trig := g.Trigger
 	if strings.TrimSpace(trig) == "" {
@@ -338,6 +338,8 @@ func (a *Admin) wakes(g store.Group, m store.Message) (bool, string) {
 	switch {
 	case m.IsBot:
 		return false, "sent by bridged: its own messages never wake the agent"
+	case m.NotAllowed:
+		return false, fmt.Sprintf("sender not allowed: the group's allow list (%s) did not admit %s when it arrived, so it is kept as context for the next allowed message and never wakes the agent", allowText(g), m.Sender)
 	case m.Late:
 		return false, "late backlog: it reached bridged long after it was sent, or through a history sync, so it is kept as context and wakes no agent"
 	case g.IsMain:
@@ -350,6 +352,14 @@ func (a *Admin) wakes(g store.Group, m store.Message) (bool, string) {
 		return true, fmt.Sprintf("it starts with the trigger %s", trig)
 	}
 	return false, fmt.Sprintf("no trigger word: it neither starts with %s nor mentions the assistant, so it waits as context for the next message that does", trig)
+}
+
+// allowText says who a group's allow list admits.
+func allowText(g store.Group) string {
+	if len(g.Allow) == 0 {
+		return "now everyone"
+	}
+	return "the owner, " + strings.Join(g.Allow, ", ")
 }
 
 func orNone(s string) string {

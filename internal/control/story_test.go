@@ -42,6 +42,7 @@ func TestStoryTriggerReasons(t *testing.T) {
 		{"mention", store.Message{Chat: "local:fam", Sender: "alice", Text: "hey you", Mentioned: true}, true, "mentions the assistant"},
 		{"no trigger", store.Message{Chat: "local:fam", Sender: "alice", Text: "just talk"}, false, "no trigger word"},
 		{"late backlog", store.Message{Chat: "local:fam", Sender: "alice", Text: "@Andy old one", Late: true, SentAt: now.Add(-time.Hour)}, false, "late backlog"},
+		{"sender not allowed", store.Message{Chat: "local:main", Sender: "local:mallory", Text: "do it", NotAllowed: true}, false, "sender not allowed"},
 		{"main group", store.Message{Chat: "local:main", Sender: "bob", Text: "anything"}, true, "main group needs no trigger"},
 	}
 	for _, tt := range tests {

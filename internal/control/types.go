@@ -28,6 +28,11 @@ type Group struct {
 	CostTodayUSD float64    `json:"cost_usd_today"`
 	BudgetPaused bool       `json:"budget_paused"`
 	PausedUntil  *time.Time `json:"paused_until,omitempty"`
+	// Allow lists who may wake the agent besides the owner: sender ids
+	// and "admins"; empty: everyone. Others says what becomes of anyone
+	// else's message: "context" (stored, wakes nothing) or "drop".
+	Allow  []string `json:"allow"`
+	Others string   `json:"others"`
 }
 
 // GroupAdd registers a chat as a group (POST /v1/groups).
@@ -57,6 +62,12 @@ type GroupPatch struct {
 	// BudgetDailyUSD sets the most the agent may cost a day in USD; 0
 	// lifts the budget.
 	BudgetDailyUSD *float64 `json:"budget_daily_usd,omitempty"`
+	// Allow replaces who may wake the agent besides the owner: phone
+	// numbers, NUMBER@lid, local:NAME, "admins"; an empty list: everyone.
+	Allow *[]string `json:"allow,omitempty"`
+	// Others is "context" (others' messages are stored and shown to the
+	// agent, wake nothing) or "drop" (not stored).
+	Others *string `json:"others,omitempty"`
 }
 
 // Chat is a chat bridged has seen.
@@ -122,8 +133,12 @@ type ChatMessage struct {
 // PostMessage is the body of POST /v1/chats/{chat}/messages (or its
 // "message" part when files are attached; the text may then be empty).
 type PostMessage struct {
-	Sender string `json:"sender"`
+	Sender string `json:"sender"` // the owner's name; default "you"
 	Text   string `json:"text"`
+	// As, when set, posts as another member of the chat named As (sender
+	// id "local:<As>"), not the owner: the group's allow list decides
+	// whether it may wake the agent. Sender is then ignored.
+	As string `json:"as,omitempty"`
 }
 
 // Posted is the answer to PostMessage: the stored messages' ids, one per
@@ -276,6 +291,11 @@ func groupOut(g store.Group) Group {
 		ExtraMounts:     g.ContainerConfig.ExtraMounts,
 		CreatedAt:       g.CreatedAt,
 		BudgetDailyUSD:  g.ContainerConfig.BudgetDailyUSD,
+		Allow:           g.Allow,
+		Others:          g.Others,
+	}
+	if out.Allow == nil {
+		out.Allow = []string{}
 	}
 	if g.ContainerConfig.Timeout > 0 {
 		out.Timeout = g.ContainerConfig.Timeout.String()

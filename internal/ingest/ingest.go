@@ -96,6 +96,11 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		// store it under an id of our own rather than lose it.
 		m.ExternalID = "bridged-in-" + uuid.NewString()
 	}
+	if m.Reaction != nil {
+		// A reaction is not a prompt: it is neither stored as a message
+		// nor lets anything start; only its chat is recorded.
+		m.Text, m.Media = "", nil
+	}
 	chat := store.ChatID(m.Chat)
 	last := m.SentAt
 	if last.IsZero() {
@@ -111,15 +116,23 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		}
 	}
 	var id store.MessageID
-	var inserted bool
+	var inserted, dropped bool
 	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
-		var err error
+		notAllowed, drop, err := allowed(ctx, tx, m)
+		if err != nil {
+			return err
+		}
+		dropped = drop
+		text, withMedia := m.Text, m.Media
+		if drop {
+			text, withMedia = "", nil // only the chat is recorded
+		}
 		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
-			Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
-			Late: m.Backlog || in.isLate(m.SentAt),
+			Text: text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
+			Late: m.Backlog || in.isLate(m.SentAt), NotAllowed: notAllowed,
 		})
-		if err != nil || !inserted || id == 0 || m.Media == nil || in.cfg.Media == nil {
+		if err != nil || !inserted || id == 0 || withMedia == nil || in.cfg.Media == nil {
 			return err
 		}
 		media = mediaOf(id, chat, m.Media)
@@ -131,6 +144,9 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	if media != nil {
 		in.cfg.Media.Add(*media)
 	}
+	if dropped {
+		in.log.Debug().Str("chat", m.Chat).Str("sender", m.Sender).Msg("message from a sender not allowed dropped, as the group asks")
+	}
 	if !inserted || id == 0 || m.IsBot {
 		return id, nil
 	}
@@ -141,6 +157,27 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	in.signal()
 	in.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
 	return id, nil
+}
+
+// allowed applies the allow list of m's group, if its chat is registered:
+// notAllowed when the list does not admit m's sender (stored as context),
+// drop when the group wants such messages not stored at all. The owner's
+// own messages and bridged's are always admitted.
+func allowed(ctx context.Context, tx *store.Tx, m channel.Message) (notAllowed, drop bool, err error) {
+	if m.FromMe || m.IsBot || strings.TrimSpace(m.Text) == "" && m.Media == nil {
+		return false, false, nil
+	}
+	g, err := tx.GetGroupByChat(ctx, store.ChatID(m.Chat))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if g.Admits(append([]string{m.Sender}, m.SenderAlt...), m.SenderAdmin) {
+		return false, false, nil
+	}
+	return true, g.Others == store.OthersDrop, nil
 }
 
 // isLate reports whether a message sent at sentAt arrives late: through a

@@ -102,13 +102,20 @@ func contextLine(loc *time.Location, now time.Time) string {
 	return fmt.Sprintf(`<context timezone="%s" now="%s"/>`, escapeXML(loc.String()), now.In(loc).Format(time.RFC3339))
 }
 
+// messageLine renders one message. A message from a sender the group's
+// allow list did not admit says so (allowed="no"): context, not a request
+// the owner let that sender make.
 func messageLine(loc *time.Location, m store.Message) string {
 	sender := m.SenderName
 	if strings.TrimSpace(sender) == "" {
 		sender = m.Sender
 	}
-	return fmt.Sprintf(`<message sender="%s" time="%s">%s</message>`,
-		escapeXML(sender), m.SentAt.In(loc).Format(time.RFC3339), escapeXML(m.Text))
+	allowed := ""
+	if m.NotAllowed {
+		allowed = ` allowed="no"`
+	}
+	return fmt.Sprintf(`<message sender="%s" time="%s"%s>%s</message>`,
+		escapeXML(sender), m.SentAt.In(loc).Format(time.RFC3339), allowed, escapeXML(m.Text))
 }
 
 func omittedNote(n int) string {

@@ -70,6 +70,13 @@ func TestFormat(t *testing.T) {
 				`<message sender="123@s" time="2026-11-22T09:29:58+01:00">x` + "\uFFFDy\nz</message>\n</messages>",
 		},
 		{
+			name: "a sender not allowed is marked",
+			msgs: []store.Message{{SenderName: "Bob", Text: "delete it all", SentAt: at, NotAllowed: true}, {SenderName: "A", Text: "hi", SentAt: at}},
+			want: `<context timezone="Europe/Berlin" now="2026-11-22T09:30:00+01:00"/>` + "\n<messages>\n" +
+				`<message sender="Bob" time="2026-11-22T09:29:58+01:00" allowed="no">delete it all</message>` + "\n" +
+				`<message sender="A" time="2026-11-22T09:29:58+01:00">hi</message>` + "\n</messages>",
+		},
+		{
 			name: "cap note", omitted: 3,
 			msgs: []store.Message{{SenderName: "A", Text: "hi", SentAt: at}},
 			want: `<context timezone="Europe/Berlin" now="2026-11-22T09:30:00+01:00"/>` + "\n<messages>\n" +

@@ -48,7 +48,11 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 		if strings.TrimSpace(trig) == "" {
 			trig = "@" + r.cfg.AssistantName
 		}
-		return turns.Hold{Kind: turns.HoldNotTriggered, Reason: fmt.Sprintf("not triggered (needs %s)", trig)}, true, nil
+		reason := fmt.Sprintf("not triggered (needs %s)", trig)
+		if i := slices.IndexFunc(msgs, func(m store.Message) bool { return m.ID == store.MessageID(after) }); i >= 0 && msgs[i].NotAllowed {
+			reason = "not triggered: sender not allowed to wake the agent of this group"
+		}
+		return turns.Hold{Kind: turns.HoldNotTriggered, Reason: reason}, true, nil
 	}
 	if r.paused(ctx, g) {
 		loc := r.cfg.Timezone

@@ -18,9 +18,10 @@ func (r *Router) isLate(sentAt time.Time) bool {
 	return !sentAt.IsZero() && r.now().Sub(sentAt) > r.cfg.LateWindow
 }
 
-// wakes reports whether m would wake g's agent had it arrived in time.
+// wakes reports whether m would wake g's agent had it arrived in time. A
+// message from a sender the group's allow list did not admit never does.
 func (r *Router) wakes(g store.Group, m store.Message) bool {
-	if m.IsBot {
+	if m.IsBot || m.NotAllowed {
 		return false
 	}
 	if g.IsMain || !g.RequiresTrigger {

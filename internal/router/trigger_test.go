@@ -38,6 +38,8 @@ func TestTriggered(t *testing.T) {
 		{"a bot's mention never triggers", fam, []store.Message{{ID: 8, Chat: famChat, Text: "hey you", Mentioned: true, IsBot: true}}, false},
 		{"group's own trigger", custom, []store.Message{msg(1, "@helper hi", false)}, true},
 		{"group's own trigger replaces the name", custom, []store.Message{msg(1, "@"+testName+" hi", false)}, false},
+		{"a sender not allowed never triggers", main, []store.Message{{ID: 9, Chat: famChat, Text: "hello", NotAllowed: true}}, false},
+		{"a sender not allowed is context for one who is", open, []store.Message{{ID: 10, Chat: famChat, Text: "hi", NotAllowed: true}, msg(11, "and me", false)}, true},
 		{"empty trigger defaults to the name", noTrigger, []store.Message{msg(1, "@"+testName+" hi", false)}, true},
 	}
 	for _, tt := range tests {

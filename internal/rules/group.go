@@ -243,6 +243,11 @@ type GroupChange struct {
 	// BudgetDailyUSD is the most the agent may cost a day, in USD; 0 lifts
 	// the budget.
 	BudgetDailyUSD *float64
+	// Allow replaces who may wake the agent besides the owner (see
+	// store.NormalizeSender); empty: everyone.
+	Allow *[]string
+	// Others is store.OthersContext or store.OthersDrop.
+	Others *string
 }
 
 // ChangeGroup applies c to g and returns the changed group.
@@ -295,6 +300,21 @@ func ChangeGroup(g store.Group, c GroupChange, assistant string) (store.Group, e
 			ms = nil
 		}
 		g.ContainerConfig.ExtraMounts = ms
+	}
+	if c.Allow != nil {
+		allow, err := store.NormalizeAllow(*c.Allow)
+		if err != nil {
+			return store.Group{}, invalid("%s", err)
+		}
+		g.Allow = allow
+	}
+	if c.Others != nil {
+		switch o := strings.TrimSpace(*c.Others); o {
+		case store.OthersContext, store.OthersDrop:
+			g.Others = o
+		default:
+			return store.Group{}, invalid("others must be %s (stored as context) or %s (not stored), not %q", store.OthersContext, store.OthersDrop, o)
+		}
 	}
 	return g, nil
 }

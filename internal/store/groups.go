@@ -20,8 +20,24 @@ type Group struct {
 	RequiresTrigger bool   // false: every message wakes the agent
 	IsMain          bool   // the one admin group
 	ContainerConfig ContainerConfig
-	CreatedAt       time.Time // set by AddGroup
+	// Allow lists who may wake the agent besides the owner: sender ids
+	// (see NormalizeSender) and AllowAdmins; empty: everyone.
+	Allow []string
+	// Others is what becomes of a message from a sender Allow does not
+	// admit: OthersContext (the default) or OthersDrop.
+	Others    string
+	CreatedAt time.Time // set by AddGroup
 }
+
+// What becomes of a message from a sender the allow list does not admit.
+const (
+	OthersContext = "context" // stored and shown to the agent; wakes nothing
+	OthersDrop    = "drop"    // not stored
+)
+
+// AllowAdmins in a group's allow list admits the chat's admins (on
+// WhatsApp, the group's admins as its metadata says).
+const AllowAdmins = "admins"
 
 // ContainerConfig holds a group's own container settings.
 type ContainerConfig struct {
@@ -80,20 +96,35 @@ func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at`
+const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at, allow_senders, others`
 
 func scanGroup(row rowScanner) (Group, error) {
 	var g Group
-	var cfg string
+	var cfg, allow string
 	var created int64
-	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created); err != nil {
+	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created, &allow, &g.Others); err != nil {
 		return Group{}, err
 	}
 	g.CreatedAt = fromMS(created)
 	if err := json.Unmarshal([]byte(cfg), &g.ContainerConfig); err != nil {
 		return Group{}, fmt.Errorf("group %s: %w", g.Folder, err)
 	}
+	if err := json.Unmarshal([]byte(allow), &g.Allow); err != nil {
+		return Group{}, fmt.Errorf("group %s: allowed senders: %w", g.Folder, err)
+	}
+	if len(g.Allow) == 0 {
+		g.Allow = nil
+	}
 	return g, nil
+}
+
+// allowJSON is how a group's allow list is stored.
+func allowJSON(allow []string) string {
+	if len(allow) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(allow)
+	return string(b)
 }
 
 func (g *Group) check() error {
@@ -112,6 +143,18 @@ func (g *Group) check() error {
 	if b := g.ContainerConfig.BudgetDailyUSD; b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
 		return fmt.Errorf("%w: group %s: daily budget must be a finite amount of at least 0", ErrInvalid, g.Folder)
 	}
+	switch g.Others {
+	case "":
+		g.Others = OthersContext
+	case OthersContext, OthersDrop:
+	default:
+		return fmt.Errorf("%w: group %s: others must be %s or %s, not %q", ErrInvalid, g.Folder, OthersContext, OthersDrop, g.Others)
+	}
+	allow, err := NormalizeAllow(g.Allow)
+	if err != nil {
+		return fmt.Errorf("%w: group %s: %w", ErrInvalid, g.Folder, err)
+	}
+	g.Allow = allow
 	return nil
 }
 
@@ -160,8 +203,8 @@ func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	g.CreatedAt = fromMS(toMS(tx.now()))
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt)); err != nil {
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others); err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
@@ -189,8 +232,8 @@ func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
 	if err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?
-		WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), g.Folder)
+	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
+		allow_senders = ?, others = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Folder)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
@@ -224,6 +267,15 @@ func getGroup(ctx context.Context, q querier, where string, args ...any) (Group,
 		return Group{}, ErrNotFound
 	}
 	return g, err
+}
+
+// GetGroupByChat returns the group registered for chat, or ErrNotFound.
+func (tx *Tx) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
+	g, err := getGroup(ctx, tx.tx, `chat = ?`, chat)
+	if err != nil {
+		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
+	}
+	return g, nil
 }
 
 // GetGroupByChat returns the group registered for chat, or ErrNotFound.

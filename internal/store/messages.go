@@ -33,6 +33,9 @@ type Message struct {
 	// Late is set on a message that reached bridged long after it was
 	// sent (a backlog): its trigger does not wake the agent.
 	Late bool
+	// NotAllowed is set on a message whose sender the group's allow list
+	// did not admit when it arrived: context, never a trigger.
+	NotAllowed bool
 }
 
 // An empty name or channel never overwrites a known one, a chat once seen as
@@ -162,9 +165,9 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 		}
 		m.IsBot = own
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, stored_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late), toMS(tx.now()))
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, not_allowed, stored_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late), boolInt(m.NotAllowed), toMS(tx.now()))
 	if err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
@@ -185,12 +188,12 @@ func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inser
 	return id, inserted, err
 }
 
-const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late`
+const messageColumns = `id, chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, not_allowed`
 
 func scanMessage(row rowScanner) (Message, error) {
 	var m Message
 	var sent int64
-	err := row.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late)
+	err := row.Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late, &m.NotAllowed)
 	m.SentAt = fromMS(sent)
 	return m, err
 }

@@ -82,9 +82,9 @@ func (db *DB) storedMessage(ctx context.Context, where string, arg any) (StoredM
 	var sent, stored int64
 	m := &sm.Message
 	err := db.read.QueryRowContext(ctx, `SELECT m.id, m.chat, m.external_id, m.sender, m.sender_name, m.text, m.sent_at,
-		m.from_me, m.is_bot, m.mentioned, m.late, m.stored_at, COALESCE(c.channel, '')
+		m.from_me, m.is_bot, m.mentioned, m.late, m.not_allowed, m.stored_at, COALESCE(c.channel, '')
 		FROM messages m LEFT JOIN chats c ON c.id = m.chat WHERE `+where, arg).
-		Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late, &stored, &sm.Channel)
+		Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late, &m.NotAllowed, &stored, &sm.Channel)
 	if errors.Is(err, sql.ErrNoRows) {
 		return StoredMessage{}, fmt.Errorf("message: %w", ErrNotFound)
 	}

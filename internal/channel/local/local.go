@@ -51,6 +51,8 @@ var (
 	ErrNotRegistered = errors.New("chat is not a registered group")
 	// ErrEmpty means the text is blank.
 	ErrEmpty = errors.New("empty message")
+	// ErrBadSender means PostAs was given no name, or one with spaces.
+	ErrBadSender = errors.New("want a sender name without spaces")
 )
 
 // Inbound stores m and returns its id only after the commit; id 0 means the
@@ -232,9 +234,11 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 	return id, nil
 }
 
-// Post delivers a message from sender to chat through the inbound callback
-// and returns its stored id once it is committed. The chat must be a local
-// chat registered as a group.
+// Post delivers a message from the owner (the terminal's user, named
+// sender; "you" when empty) to chat through the inbound callback and
+// returns its stored id once it is committed. The owner's messages are
+// FromMe, as the owner's own on WhatsApp: they always count, whatever the
+// group's allow list. The chat must be a local chat registered as a group.
 //
 // With media (files already in the uploads spool, see channel.Media), it
 // posts one message per media, in order: the first carries text as its
@@ -243,14 +247,31 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 // the rest: a media whose message was not committed is the caller's to
 // clean up.
 func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...channel.Media) ([]store.MessageID, error) {
+	if strings.TrimSpace(sender) == "" {
+		sender = "you"
+	}
+	return c.post(ctx, chat, sender, sender, true, text, media)
+}
+
+// PostAs is Post from another member of the chat, named name: its sender id
+// is "local:<name>", the form a group's allow list names it by, and it is
+// not FromMe. A message the group's allow list does not admit is stored as
+// context, or, when the group drops such messages, not stored: PostAs then
+// returns ErrNotAllowed.
+func (c *Channel) PostAs(ctx context.Context, chat, name, text string, media ...channel.Media) ([]store.MessageID, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || strings.ContainsAny(name, " \t\r\n") {
+		return nil, fmt.Errorf("post to %s as %q: %w", chat, name, ErrBadSender)
+	}
+	return c.post(ctx, chat, Prefix+name, name, false, text, media)
+}
+
+func (c *Channel) post(ctx context.Context, chat, sender, senderName string, owner bool, text string, media []channel.Media) ([]store.MessageID, error) {
 	if !IsLocal(chat) {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotLocal)
 	}
 	if strings.TrimSpace(text) == "" && len(media) == 0 {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
-	}
-	if strings.TrimSpace(sender) == "" {
-		sender = "you"
 	}
 	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
@@ -279,13 +300,19 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 		m.Chat = chat
 		m.ChatName = strings.TrimPrefix(chat, Prefix)
 		m.ExternalID = "local-" + uuid.NewString()
-		m.Sender, m.SenderName = sender, sender
+		m.Sender, m.SenderName, m.FromMe = sender, senderName, owner
 		m.SentAt = c.now()
 		id, err := c.in(ctx, m)
 		if err != nil {
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
-		if id == 0 { // unregistered between the check and the commit
+		if id == 0 {
+			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil && !owner {
+				// Registered: the group drops messages from senders it
+				// does not allow (never the owner's).
+				return ids, fmt.Errorf("post to %s as %s: %w: the group does not store messages from senders it does not allow", chat, senderName, store.ErrNotAllowed)
+			}
+			// Unregistered between the check and the commit.
 			return ids, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 		}
 		ids = append(ids, id)

@@ -350,3 +350,37 @@ func TestPostMedia(t *testing.T) {
 		t.Errorf("got %+v; want one message with no caption", got)
 	}
 }
+
+// The terminal's user is the owner (FromMe); PostAs posts as another
+// member, "local:<name>", not FromMe; a message the group drops is
+// ErrNotAllowed, and a name with spaces is refused.
+func TestPostAsAnotherSender(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	var got []channel.Message
+	drop := false
+	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		got = append(got, m)
+		if drop && !m.FromMe {
+			return 0, nil
+		}
+		return store.MessageID(len(got)), nil
+	}, zerolog.Nop())
+	if _, err := c.Post(ctx, "local:main", "", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PostAs(ctx, "local:main", "bob", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].FromMe || got[0].Sender != "you" || got[1].FromMe || got[1].Sender != "local:bob" || got[1].SenderName != "bob" {
+		t.Fatalf("posted %+v; want the owner (you, FromMe), then local:bob (not FromMe)", got)
+	}
+	drop = true
+	if _, err := c.PostAs(ctx, "local:main", "bob", "hi"); !errors.Is(err, store.ErrNotAllowed) {
+		t.Errorf("dropped post: %v; want ErrNotAllowed", err)
+	}
+	if _, err := c.PostAs(ctx, "local:main", "bob smith", "hi"); !errors.Is(err, ErrBadSender) {
+		t.Errorf("name with a space: %v; want ErrBadSender", err)
+	}
+}

@@ -26,12 +26,13 @@ const ChannelName = "whatsapp"
 type Sink interface {
 	// Inbound stores one message of a registered chat together with its
 	// chat's metadata (the one chat write for that message) and returns the
-	// message's id after the commit. An error withholds the acknowledgement,
+	// message's id after the commit; a reaction comes here too, with
+	// Reaction set and no text. An error withholds the acknowledgement,
 	// so WhatsApp redelivers the message.
 	Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error)
 	// ChatSeen records a chat's metadata (name "" when unknown) when no
 	// message is stored through Inbound: a message in a chat that is not
-	// registered or that is no prompt (a reaction), a group joined or
+	// registered or that is no prompt (a revoke, a poll vote), a group joined or
 	// renamed, every group at a group sync.
 	ChatSeen(ctx context.Context, chat, name string, isGroup bool) error
 	// IsRegistered reports whether chat is a registered group: only those
@@ -107,6 +108,8 @@ type Client struct {
 
 	sent *recentIDs
 	now  func() time.Time
+
+	admins adminCache // the groups' admins (admins.go)
 
 	cond   *conditions // restrictions and flapping (health.go)
 	upkeep *upkeep     // app state and phone liveness (upkeep.go)

@@ -32,8 +32,8 @@ type media struct {
 }
 
 // describe turns a (whatsmeow-unwrapped) message into content. ok is false
-// for messages that are not prompts: reactions, revokes, poll votes,
-// protocol and empty messages.
+// for messages that are not prompts: reactions (handed on as reactions by
+// convert), revokes, poll votes, protocol and empty messages.
 func describe(m *waE2E.Message) (c content, ok bool) {
 	if m == nil {
 		return content{}, false

@@ -13,8 +13,10 @@
 // handler reports success only after Sink.Inbound returned (the message is
 // committed), so a crash before the commit makes WhatsApp redeliver. Each
 // message writes its chat once: a message of a registered chat goes to
-// Sink.Inbound, which stores it and its chat's metadata in one commit; any
-// other message (an unregistered chat, a reaction) records only the chat,
+// Sink.Inbound, which stores it and its chat's metadata in one commit (a
+// reaction goes there too, as a message with Reaction set that is never a
+// prompt: see owner.go); any other message (an unregistered chat, a revoke,
+// a poll vote) records only the chat,
 // through Sink.ChatSeen, which also serves joined and renamed groups and the
 // group sync. Text is built only for registered chats. Text, captions and the ephemeral,
 // view-once, edited and document-with-caption wrappers become text; other

@@ -8,8 +8,8 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 )
 
-// Groups lists the groups the account is a member of, sorted by name. It
-// asks WhatsApp, so it needs a connection.
+// Groups lists the groups the account is a member of, sorted by name, and
+// notes each one's admins. It asks WhatsApp, so it needs a connection.
 func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 	if st := c.Status().State; st != channel.StateConnected {
 		return nil, fmt.Errorf("list whatsapp groups: %w (state %s)", errNotConnected, st)
@@ -23,6 +23,7 @@ func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 		if g == nil || g.JID.IsEmpty() {
 			continue
 		}
+		c.setAdmins(ctx, g)
 		out = append(out, GroupInfo{ID: g.JID.ToNonAD().String(), Name: g.Name, Suspended: g.Suspended})
 	}
 	sort.Slice(out, func(i, j int) bool {

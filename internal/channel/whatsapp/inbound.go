@@ -41,8 +41,10 @@ func (c *Client) handleEvent(evt any) (ok bool) {
 		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
 			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
 	case *events.JoinedGroup:
+		c.setAdmins(ctx, &e.GroupInfo)
 		return c.chatSeen(ctx, sink, e.JID, e.Name, true)
 	case *events.GroupInfo:
+		c.noteAdminChanges(ctx, e)
 		if !c.noteSuspension(ctx, sink, e) {
 			return false
 		}
@@ -132,9 +134,13 @@ func isHousekeeping(m *waE2E.Message) bool {
 
 // convert builds the channel message for a registered chat, with a
 // reference to its media, which the media worker fetches once the message
-// is stored. ok is false when the message is not a prompt.
+// is stored; a reaction becomes a message with Reaction set (owner.go). ok
+// is false when the message is neither a prompt nor a reaction.
 func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, chat types.JID) (channel.Message, bool) {
 	info := &evt.Info
+	if r := evt.Message.GetReactionMessage(); r != nil {
+		return c.reaction(ctx, evt, chat, r), true
+	}
 	ct, ok := describe(evt.Message)
 	if !ok {
 		return channel.Message{}, false
@@ -145,21 +151,17 @@ func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, ch
 		IsGroup:    chat.Server == types.GroupServer,
 		ExternalID: info.ID,
 		SentAt:     info.Timestamp,
-		FromMe:     info.IsFromMe,
+		FromMe:     c.fromOwner(ctx, info, ownPN, ownLID),
+		QuotedID:   quotedID(ct.ctx),
 	}
-	sender := c.senderOf(ctx, info, ownPN)
-	msg.Sender = sender.String()
-	msg.SenderName = info.PushName
-	if msg.SenderName == "" {
-		msg.SenderName = sender.User
-	}
-	if info.IsFromMe && (c.sent.has(info.ID) || sink.IsOwnMessage(ctx, msg.Chat, info.ID)) {
+	c.setSender(ctx, &msg, info, ownPN)
+	if msg.FromMe && (c.sent.has(info.ID) || sink.IsOwnMessage(ctx, msg.Chat, info.ID)) {
 		msg.IsBot = true
 		msg.SenderName = c.opts.AssistantName
 	}
 	if !msg.IsGroup {
 		msg.ChatName = msg.SenderName
-		if info.IsFromMe {
+		if msg.FromMe {
 			msg.ChatName = ""
 		}
 	}
@@ -213,9 +215,10 @@ func (c *Client) chatOf(ctx context.Context, info *types.MessageInfo) (types.JID
 	return types.EmptyJID, false
 }
 
-// senderOf is the message's sender in its stable form.
-func (c *Client) senderOf(ctx context.Context, info *types.MessageInfo, ownPN types.JID) types.JID {
-	if info.IsFromMe && !ownPN.IsEmpty() {
+// senderOf is the message's sender in its stable form: the account's
+// number for the owner's own messages.
+func (c *Client) senderOf(ctx context.Context, info *types.MessageInfo, fromMe bool, ownPN types.JID) types.JID {
+	if fromMe && !ownPN.IsEmpty() {
 		return ownPN
 	}
 	return c.stableUser(ctx, info.Sender, info.SenderAlt)

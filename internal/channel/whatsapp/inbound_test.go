@@ -108,9 +108,6 @@ func TestMessageShapes(t *testing.T) {
 			raw: &waE2E.Message{PollCreationMessageV3: &waE2E.PollCreationMessage{Name: proto.String("Lunch?"),
 				Options: []*waE2E.PollCreationMessage_Option{{OptionName: proto.String("pizza")}, {OptionName: proto.String("sushi")}}}},
 			stored: true, text: "[poll: Lunch? (options: pizza / sushi)]", sender: alicePN.String(), senderName: "Alice"},
-		{name: "reaction is not a prompt", info: groupInfo("A19", alicePN),
-			raw: &waE2E.Message{ReactionMessage: &waE2E.ReactionMessage{Text: proto.String("👍"),
-				Key: &waCommon.MessageKey{ID: proto.String("A1")}}}},
 		{name: "revoke is not a prompt", info: groupInfo("A20", alicePN),
 			raw: &waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{Type: waE2E.ProtocolMessage_REVOKE.Enum(),
 				Key: &waCommon.MessageKey{ID: proto.String("A1")}}}},
@@ -293,7 +290,7 @@ func TestOneChatWritePerMessage(t *testing.T) {
 		stored bool
 	}{
 		{"registered group, text", groupInfo("G1", alicePN), text, true},
-		{"registered group, reaction", groupInfo("G2", alicePN), reaction, false},
+		{"registered group, reaction (handed on as a reaction)", groupInfo("G2", alicePN), reaction, true},
 		{"registered direct chat", dm, text, true},
 		{"unregistered group", inOther, text, false},
 		{"unregistered direct chat", strangerDM, text, false},

@@ -28,6 +28,9 @@ type lidClient interface {
 var _ lidClient = realClient{}
 
 func (r realClient) LIDForPN(ctx context.Context, pn types.JID) (types.JID, error) {
+	if r.Store == nil || r.Store.LIDs == nil {
+		return types.EmptyJID, nil // not paired: no LID map
+	}
 	lid, err := r.Store.LIDs.GetLIDForPN(ctx, pn)
 	if err != nil {
 		return types.EmptyJID, fmt.Errorf("look up LID of %s: %w", pn, err)

@@ -64,6 +64,9 @@ func (r realClient) OwnIDs() (pn, lid types.JID) {
 }
 
 func (r realClient) PNForLID(ctx context.Context, lid types.JID) (types.JID, error) {
+	if r.Store == nil || r.Store.LIDs == nil {
+		return types.EmptyJID, nil // not paired: no LID map
+	}
 	pn, err := r.Store.LIDs.GetPNForLID(ctx, lid)
 	if err != nil {
 		return types.EmptyJID, fmt.Errorf("look up phone number of %s: %w", lid, err)

@@ -1,0 +1,161 @@
+package whatsapp
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+)
+
+// A group's admins, for an allow list that admits them ("admins"): read
+// from the group's metadata (every joined group's at each group sync, a
+// group's own when a message arrives before it was read) and kept current
+// by the participant events (promote, demote, leave). Each admin is kept in
+// every form known, phone number and LID, so a sender matches in either.
+
+// groupInfoClient fetches one group's metadata; *whatsmeow.Client has it.
+type groupInfoClient interface {
+	GetGroupInfo(ctx context.Context, jid types.JID) (*types.GroupInfo, error)
+}
+
+// adminFetchTimeout bounds the fetch of a group's metadata when a message
+// arrives before it was read.
+const adminFetchTimeout = 15 * time.Second
+
+// adminCache is every known group's admins. The zero value is ready.
+type adminCache struct {
+	mu     sync.Mutex
+	groups map[types.JID]map[types.JID]bool // group → admins, in every known form
+}
+
+// setGroup replaces group's admins with those of its metadata.
+func (c *Client) setAdmins(ctx context.Context, info *types.GroupInfo) {
+	if info == nil || info.JID.IsEmpty() {
+		return
+	}
+	admins := map[types.JID]bool{}
+	for _, p := range info.Participants {
+		if !p.IsAdmin && !p.IsSuperAdmin {
+			continue
+		}
+		for _, j := range c.forms(ctx, p.JID, p.PhoneNumber, p.LID) {
+			admins[j] = true
+		}
+	}
+	c.admins.mu.Lock()
+	defer c.admins.mu.Unlock()
+	if c.admins.groups == nil {
+		c.admins.groups = map[types.JID]map[types.JID]bool{}
+	}
+	c.admins.groups[info.JID.ToNonAD()] = admins
+}
+
+// noteAdminChanges applies a group's participant event to its admins: a
+// promoted member becomes one, a demoted or departed one no longer is. A
+// group not read yet is left to be read when needed.
+func (c *Client) noteAdminChanges(ctx context.Context, e *events.GroupInfo) {
+	if len(e.Promote)+len(e.Demote)+len(e.Leave) == 0 {
+		return
+	}
+	type change struct {
+		forms []types.JID
+		admin bool
+	}
+	var changes []change
+	for _, j := range e.Promote {
+		changes = append(changes, change{c.forms(ctx, j), true})
+	}
+	for _, list := range [][]types.JID{e.Demote, e.Leave} {
+		for _, j := range list {
+			changes = append(changes, change{c.forms(ctx, j), false})
+		}
+	}
+	c.admins.mu.Lock()
+	defer c.admins.mu.Unlock()
+	admins, ok := c.admins.groups[e.JID.ToNonAD()]
+	if !ok {
+		return
+	}
+	for _, ch := range changes {
+		for _, j := range ch.forms {
+			if ch.admin {
+				admins[j] = true
+			} else {
+				delete(admins, j)
+			}
+		}
+	}
+	c.log.Debug().Str("chat", e.JID.String()).Int("promoted", len(e.Promote)).Int("demoted", len(e.Demote)).
+		Int("left", len(e.Leave)).Msg("group admins changed")
+}
+
+// isAdmin reports whether a sender known by ids is an admin of group,
+// reading the group's metadata first when it was not read yet.
+func (c *Client) isAdmin(ctx context.Context, group types.JID, ids []types.JID) bool {
+	c.admins.mu.Lock()
+	admins, ok := c.admins.groups[group]
+	c.admins.mu.Unlock()
+	if !ok {
+		gc, can := c.wa.(groupInfoClient)
+		if !can {
+			return false
+		}
+		fctx, cancel := context.WithTimeout(ctx, adminFetchTimeout)
+		info, err := gc.GetGroupInfo(fctx, group)
+		cancel()
+		if err != nil {
+			c.log.Warn().Err(err).Str("chat", group.String()).Msg("cannot read the group's admins; the sender counts as no admin")
+			return false
+		}
+		c.setAdmins(ctx, info)
+		c.admins.mu.Lock()
+		admins = c.admins.groups[group]
+		c.admins.mu.Unlock()
+	}
+	c.admins.mu.Lock()
+	defer c.admins.mu.Unlock()
+	for _, id := range ids {
+		if admins[id.ToNonAD()] {
+			return true
+		}
+	}
+	return false
+}
+
+// forms are every known form of a user given as ids (phone number and LID,
+// without device parts), completed through whatsmeow's LID map.
+func (c *Client) forms(ctx context.Context, ids ...types.JID) []types.JID {
+	var out []types.JID
+	add := func(j types.JID) {
+		if j.IsEmpty() || j.User == "" {
+			return
+		}
+		j = j.ToNonAD()
+		for _, o := range out {
+			if o == j {
+				return
+			}
+		}
+		out = append(out, j)
+	}
+	for _, j := range ids {
+		add(j)
+	}
+	for _, j := range append([]types.JID(nil), out...) {
+		switch j.Server {
+		case types.HiddenUserServer:
+			if pn, err := c.wa.PNForLID(ctx, j); err == nil {
+				add(pn)
+			}
+		case types.DefaultUserServer:
+			if lc, ok := c.wa.(lidClient); ok {
+				if lid, err := lc.LIDForPN(ctx, j); err == nil {
+					add(lid)
+				}
+			}
+		}
+	}
+	return out
+}

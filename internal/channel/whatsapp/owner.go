@@ -1,0 +1,117 @@
+package whatsapp
+
+import (
+	"context"
+
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/bridged-app/bridged/internal/channel"
+)
+
+// The owner's answers. bridged runs as the owner's own account, so the
+// owner's messages are the account's own: FromMe is true for a message
+// whose sender (as the server addressed it) is the account, in its
+// phone-number or its LID form, with device parts stripped, also when only
+// whatsmeow's LID map links the LID to the account's number. Nothing a
+// message says about itself counts: a quote that names the owner as the
+// quoted message's participant (ContextInfo.Participant) says nothing about
+// who sent the message. A reply carries the id of the message it quotes
+// (QuotedID); a reaction reaches the sink as a message with Reaction set
+// and no text, which is never a prompt.
+
+// fromOwner reports whether the message with info was sent by the account
+// itself.
+func (c *Client) fromOwner(ctx context.Context, info *types.MessageInfo, ownPN, ownLID types.JID) bool {
+	if ownPN.IsEmpty() && ownLID.IsEmpty() {
+		return info.IsFromMe // not logged in: only whatsmeow can tell
+	}
+	for _, j := range []types.JID{info.Sender, info.SenderAlt} {
+		if !j.IsEmpty() && c.isBot(ctx, j, ownPN, ownLID) {
+			return true
+		}
+	}
+	return false
+}
+
+// quotedID is the id of the message ci quotes, "" when none.
+func quotedID(ci *waE2E.ContextInfo) string {
+	return ci.GetStanzaID()
+}
+
+// reaction builds the channel message for a reaction in a registered chat:
+// no text, the reacted message's id and the emoji ("" when the reaction is
+// removed).
+func (c *Client) reaction(ctx context.Context, evt *events.Message, chat types.JID, r *waE2E.ReactionMessage) channel.Message {
+	info := &evt.Info
+	ownPN, ownLID := c.wa.OwnIDs()
+	msg := channel.Message{
+		Chat:       chat.String(),
+		IsGroup:    chat.Server == types.GroupServer,
+		ExternalID: info.ID,
+		SentAt:     info.Timestamp,
+		FromMe:     c.fromOwner(ctx, info, ownPN, ownLID),
+		Reaction:   &channel.Reaction{TargetID: r.GetKey().GetID(), Emoji: r.GetText()},
+	}
+	c.setSender(ctx, &msg, info, ownPN)
+	return msg
+}
+
+// setSender fills in who sent msg: its stable id, its other ids, its name
+// and whether it is an admin of the group.
+func (c *Client) setSender(ctx context.Context, msg *channel.Message, info *types.MessageInfo, ownPN types.JID) {
+	sender := c.senderOf(ctx, info, msg.FromMe, ownPN)
+	msg.Sender = sender.String()
+	msg.SenderName = info.PushName
+	if msg.SenderName == "" {
+		msg.SenderName = sender.User
+	}
+	if msg.FromMe {
+		return
+	}
+	alts := c.senderAlts(ctx, info, sender)
+	for _, a := range alts {
+		msg.SenderAlt = append(msg.SenderAlt, a.String())
+	}
+	if msg.IsGroup {
+		msg.SenderAdmin = c.isAdmin(ctx, info.Chat.ToNonAD(), append([]types.JID{sender}, alts...))
+	}
+}
+
+// senderAlts are the sender's other ids than stable: its LID for a phone
+// number and the other way round, from the message's own addressing or else
+// whatsmeow's LID map.
+func (c *Client) senderAlts(ctx context.Context, info *types.MessageInfo, stable types.JID) []types.JID {
+	var out []types.JID
+	add := func(j types.JID) {
+		if j.IsEmpty() || j.User == "" {
+			return
+		}
+		j = j.ToNonAD()
+		if j == stable {
+			return
+		}
+		for _, o := range out {
+			if o == j {
+				return
+			}
+		}
+		out = append(out, j)
+	}
+	add(info.Sender)
+	add(info.SenderAlt)
+	switch stable.Server {
+	case types.HiddenUserServer:
+		if pn, err := c.wa.PNForLID(ctx, stable); err == nil {
+			add(pn)
+		}
+	case types.DefaultUserServer:
+		if lc, ok := c.wa.(lidClient); ok {
+			if lid, err := lc.LIDForPN(ctx, stable); err == nil {
+				add(lid)
+			}
+		}
+	}
+	return out
+}
