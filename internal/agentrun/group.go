@@ -21,6 +21,44 @@ type Group struct {
 	persisted store.MessageID // the cursor as stored
 	handed    store.MessageID // the last message handed to the live agent
 	run       *Run            // nil when no container runs
+	batch     *Batch          // handed for the next container start; nil: none
+}
+
+// Batch is a group's pending messages as the message loop read them, handed
+// to the group's run object for its next container start, with the group
+// they belong to (the group travels with the work: the run looks nothing up
+// again). Version is the store's group registry version when the group was
+// looked up (store.DB.GroupsVersion): a batch whose group changed since is
+// read again.
+type Batch struct {
+	Group   store.Group
+	Version uint64
+	After   store.MessageID // the cursor the messages were read after
+	Msgs    []store.Message
+	Omitted int // older messages left out by the prompt cap
+}
+
+// Offer hands b to the group's next container start, replacing any batch
+// handed before (the message loop reads again after every change of the
+// chat, so the newest batch is the whole of what is pending). The lock
+// must be held.
+func (g *Group) Offer(b Batch) { g.batch = &b }
+
+// Drop forgets the batch handed for the next start (its messages no longer
+// wake the agent). The lock must be held.
+func (g *Group) Drop() { g.batch = nil }
+
+// Take returns the batch handed for the next container start and forgets
+// it; false when there is none, or it was read after another cursor than
+// the one in memory now (the messages it starts from moved). The lock must
+// be held.
+func (g *Group) Take() (Batch, bool) {
+	b := g.batch
+	g.batch = nil
+	if b == nil || b.After != g.handed {
+		return Batch{}, false
+	}
+	return *b, true
 }
 
 // Lock takes the group's lock. It is held across store transactions, never

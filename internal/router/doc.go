@@ -47,9 +47,12 @@
 //
 // A prompt (internal/prompt) is a <context timezone now/> line and the
 // pending messages as <message sender time> elements, XML-escaped, times RFC
-// 3339 in the configured timezone. The message loop's read of the pending
-// messages is the one a new run starts from, unless a message came since:
-// one read per run. At most Config.PromptCap messages go in (and never
+// 3339 in the configured timezone. The message loop reads a group's pending
+// messages after every change of its chat and hands them, with the group, to
+// the group's run object (agentrun.Batch): piped into the live container,
+// or kept for the next container start, which starts from the newest batch
+// unless the cursor or the group changed since: one read per run. Nothing
+// else is cached between the loop and the queue. At most Config.PromptCap messages go in (and never
 // more than one IPC text may hold): older ones are dropped with a note saying
 // how many, and the chat gets one line saying so too (prompt.LeftOutNotice), once
 // per prompt: a retry of the same messages does not repeat it. A scheduled

@@ -51,6 +51,16 @@ func (r *registry) invalidate() {
 	r.mu.Unlock()
 }
 
+// GroupsVersion counts the committed changes of registered groups since
+// the database was opened: a group looked up under one version is still
+// the registered one while the version is the same.
+func (db *DB) GroupsVersion() uint64 {
+	r := &db.registry
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
 // groups returns the current snapshot, loading it when there is none.
 func (db *DB) groups(ctx context.Context) (*groupSnap, error) {
 	r := &db.registry
