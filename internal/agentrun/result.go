@@ -88,8 +88,48 @@ func (o Outcome) TaskFailure() error {
 	return o.Failure()
 }
 
-// handleEvent acts on one line of the runner's stdout.
-func (x *Runner) handleEvent(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+// turn is the daemon's side of the turns of one container: what each of
+// its events and results is committed against (the group, its run object,
+// the session, the outbox origin) and the Outcome they add up to.
+// Container makes one per container; Supervise calls event for each stdout
+// line, one at a time, and end once the container is gone.
+type turn struct {
+	x      *Runner
+	log    zerolog.Logger
+	g      store.Group
+	grp    *Group
+	run    *Run
+	sess   *store.Session // nil: an isolated task's session, not kept
+	origin store.Origin
+	o      Outcome
+	// stopping: the container is being stopped (a timeout, shutdown);
+	// closed: a failed turn already closed it.
+	stopping, closed bool
+}
+
+// event acts on one line of the runner's stdout. A message turn that
+// failed closes the container: it takes no more messages and closes once
+// idle (a turn the runner re-sent may still finish and commit); what it did
+// not commit runs again.
+func (t *turn) event(ctx context.Context, ev ipc.Event) {
+	t.handle(ctx, ev)
+	if t.origin == store.OriginReply && (t.o.AgentErr != "" || t.o.CommitErr != nil) && !t.stopping && !t.closed {
+		t.closed = true
+		t.log.Info().Msg("a turn failed; closing the container")
+		t.x.Queue.MarkClosing(string(t.g.Folder))
+		t.x.CloseIdle(string(t.g.Folder))
+	}
+}
+
+// end records how the container ended and returns the run's Outcome.
+func (t *turn) end(e container.Ended) Outcome {
+	t.o.Ended = e
+	return t.o
+}
+
+// handle acts on one line of the runner's stdout.
+func (t *turn) handle(ctx context.Context, ev ipc.Event) {
+	x, log, g, grp, run, sess, origin, o := t.x, t.log, t.g, t.grp, t.run, t.sess, t.origin, &t.o
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
 	defer cancel()
 	switch ev.Type {
@@ -132,17 +172,18 @@ func (x *Runner) handleEvent(ctx context.Context, log zerolog.Logger, g store.Gr
 			}
 		}
 	case ipc.EventResult:
-		x.handleResult(wctx, log, g, grp, run, sess, origin, ev, o)
+		t.result(wctx, ev)
 	}
 }
 
-// handleResult commits one result: usage, session, and the reply with the
+// result commits one result: usage, session, and the reply with the
 // cursor it settles, in one transaction. A result is counted only once it
 // is committed. One that cannot be committed, and in a message run one with
 // is_error, fails its turn: nothing later of the container is committed (a
 // later reply would store a cursor past the failed turn), the container is
 // closed, and the run rolls back to the last committed reply and is retried.
-func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+func (t *turn) result(ctx context.Context, ev ipc.Event) {
+	x, log, g, grp, run, sess, origin, o := t.x, t.log, t.g, t.grp, t.run, t.sess, t.origin, &t.o
 	text := prompt.StripInternal(ev.Text)
 	send := text != "" && !ev.IsError
 	var next store.Session
