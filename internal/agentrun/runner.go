@@ -200,6 +200,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		Timeout:      x.hardTimeout(g),
 		StartTimeout: x.cfg.StartTimeout,
 		Kick:         run.kick,
+		Held:         func() bool { return run.held.Load() > 0 },
 		Started: func(id string) {
 			grp.Lock()
 			run.id = id

@@ -33,9 +33,15 @@ type Watch struct {
 	// StartTimeout (at most Timeout) stops it when it printed nothing at
 	// all that long after its start.
 	Timeout, StartTimeout time.Duration
-	// Kick is signalled when a turn begins on an idle agent: the timeout
-	// counts from then, not from the last line.
+	// Kick is signalled when a turn begins on an idle agent, or a held
+	// turn is released: the timeout counts from then, not from the last
+	// line.
 	Kick <-chan struct{}
+	// Held, when set, reports whether the turn in flight is held open on
+	// purpose (it waits on the owner, not on the agent): when the timeout
+	// fires while it is, the timeout starts over instead of stopping the
+	// container. It must not block.
+	Held func() bool
 	// Started is told the container's id once it runs.
 	Started func(id string)
 	// Event is called for every stdout line, in order.
@@ -148,6 +154,10 @@ loop:
 				stop("no output since start")
 			}
 		case <-hard.C:
+			if !stopping && w.Held != nil && w.Held() {
+				hard.Reset(w.Timeout)
+				continue
+			}
 			if !e.NoStart {
 				e.TimedOut = true
 				e.Timeout = w.Timeout
