@@ -117,7 +117,9 @@
 //  1. whatsmeow's event goroutine calls the WhatsApp channel
 //     (channel/whatsapp.Client.handleEvent);
 //  2. the channel hands it to internal/ingest (Ingest.Inbound);
-//  3. store trip: the message and its chat's row, one transaction;
+//  3. store trip: the message and its chat's row, one transaction (which
+//     stores text only for a registered chat: a condition of the insert,
+//     not a lookup of the group);
 //  4. ingest wakes the message loop (goroutine);
 //  5. the loop looks the chat's group up in the store's registry (memory:
 //     the one group lookup of the message);
