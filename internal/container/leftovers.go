@@ -15,9 +15,10 @@ const leftoverGrace = 5 * time.Second
 // StopLeftovers stops and removes every managed container of the home
 // homeDir (containers of other homes on the same engine belong to other
 // daemons) that an instance other than instance started, and waits until
-// they are gone. Failures are logged; it reports whether every leftover was
-// listed and stopped (then no container of the home but instance's own
-// runs: see Leftovers.Swept).
+// they are gone. Failures are logged. It reports whether no group can have
+// a container left that its next run would have to stop: the list worked,
+// every leftover was stopped and none carrying instance was seen (see
+// Leftovers.Swept).
 func StopLeftovers(ctx context.Context, rt Runtime, homeDir, instance string, log zerolog.Logger) bool {
 	infos, err := rt.ListManaged(ctx)
 	if err != nil {
@@ -28,6 +29,12 @@ func StopLeftovers(ctx context.Context, rt Runtime, homeDir, instance string, lo
 	label := HomeLabel(homeDir)
 	var wg sync.WaitGroup
 	for _, info := range infos {
+		if info.Instance == instance {
+			// One the group's next run would find (it looks by group
+			// and instance, whatever the home): the sweep does not vouch
+			// for its group.
+			failed.Store(true)
+		}
 		if info.Home != label || (instance != "" && info.Instance == instance) {
 			continue
 		}
