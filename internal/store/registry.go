@@ -61,8 +61,13 @@ func (db *DB) GroupsVersion() uint64 {
 	return r.gen
 }
 
-// groups returns the current snapshot, loading it when there is none.
+// groups returns the current snapshot, loading it when there is none. A
+// done ctx fails it as it would fail a query: callers see the same errors
+// whether the snapshot is loaded or not.
 func (db *DB) groups(ctx context.Context) (*groupSnap, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	r := &db.registry
 	r.mu.Lock()
 	s, gen := r.snap, r.gen
