@@ -90,6 +90,26 @@
 // input (no secrets; the prompt only at debug level), the container's
 // stderr, exit code and duration.
 //
+// # Batches
+//
+// The router's message loop reads a group's pending messages after every
+// change of its chat and hands them to the group's run object (Group.Offer)
+// with the group they belong to (Batch). The next container start takes the
+// newest batch (Group.Take) unless the cursor moved or a group changed
+// since it was read, so a run reads neither the messages nor the group
+// again; a retry, which has no batch, reads both.
+//
+// # Holding a turn open
+//
+// Group.Hold marks the turn in flight as waiting on something outside the
+// container (the owner's approval of a tool call): while it is held, the
+// container's hard timeout starts over each time it fires instead of
+// stopping the container (container.Watch.Held), and releasing it restarts
+// the timeout from then. The idle close needs nothing: a held turn is in
+// flight, so the agent is not idle and the group queue does not close it. A
+// shutdown still stops a held turn after the drain deadline, like any busy
+// one.
+//
 // # Status
 //
 // Each run publishes its container (name, id, kind, replied) to a small

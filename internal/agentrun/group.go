@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/groupqueue"
@@ -21,6 +22,44 @@ type Group struct {
 	persisted store.MessageID // the cursor as stored
 	handed    store.MessageID // the last message handed to the live agent
 	run       *Run            // nil when no container runs
+	batch     *Batch          // handed for the next container start; nil: none
+}
+
+// Batch is a group's pending messages as the message loop read them, handed
+// to the group's run object for its next container start, with the group
+// they belong to (the group travels with the work: the run looks nothing up
+// again). Version is the store's group registry version when the group was
+// looked up (store.DB.GroupsVersion): a batch whose group changed since is
+// read again.
+type Batch struct {
+	Group   store.Group
+	Version uint64
+	After   store.MessageID // the cursor the messages were read after
+	Msgs    []store.Message
+	Omitted int // older messages left out by the prompt cap
+}
+
+// Offer hands b to the group's next container start, replacing any batch
+// handed before (the message loop reads again after every change of the
+// chat, so the newest batch is the whole of what is pending). The lock
+// must be held.
+func (g *Group) Offer(b Batch) { g.batch = &b }
+
+// Drop forgets the batch handed for the next start (its messages no longer
+// wake the agent). The lock must be held.
+func (g *Group) Drop() { g.batch = nil }
+
+// Take returns the batch handed for the next container start and forgets
+// it; false when there is none, or it was read after another cursor than
+// the one in memory now (the messages it starts from moved). The lock must
+// be held.
+func (g *Group) Take() (Batch, bool) {
+	b := g.batch
+	g.batch = nil
+	if b == nil || b.After != g.handed {
+		return Batch{}, false
+	}
+	return *b, true
 }
 
 // Lock takes the group's lock. It is held across store transactions, never
@@ -68,6 +107,30 @@ func (g *Group) Pipe(file string, upto store.MessageID, idle bool) {
 	}
 }
 
+// Hold keeps the live run's turn in flight open while it waits on
+// something outside the container (the owner's approval of a tool call):
+// until release is called the container's hard timeout starts over instead
+// of stopping it, and when release is called the timeout counts from then.
+// The idle close cannot fire meanwhile: a held turn is in flight, so the
+// agent is busy, and the group queue only closes an idle agent. ok is false
+// (and release does nothing) when the group has no live run. release may be
+// called more than once and from any goroutine; it takes no lock. The
+// group's lock must be held for Hold.
+func (g *Group) Hold() (release func(), ok bool) {
+	run := g.run
+	if run == nil {
+		return func() {}, false
+	}
+	run.held.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			run.held.Add(-1)
+			signal(run.kick)
+		})
+	}, true
+}
+
 // Run is one container's run. Its fields are guarded by its group's lock.
 type Run struct {
 	Kind    groupqueue.RunKind
@@ -83,9 +146,12 @@ type Run struct {
 	// not be committed, or it ended with an error): nothing later of the
 	// run is committed, and the run rolls back to the last stored cursor.
 	broken error
-	// kick is signalled when a pipe starts a turn on an idle agent, so the
-	// hard timeout counts from the turn's start.
+	// kick is signalled when a pipe starts a turn on an idle agent, or a
+	// held turn is released, so the hard timeout counts from then.
 	kick chan struct{}
+	// held counts the holds on the turn in flight (Group.Hold); read by the
+	// supervision without the group's lock.
+	held atomic.Int32
 	// acted: an agent action (a task or group change) committed during
 	// the current turn, with the turn's cursor, and no result or message
 	// to the chat since. If the turn then fails, its messages are not run

@@ -88,66 +88,105 @@ func (o Outcome) TaskFailure() error {
 	return o.Failure()
 }
 
-// handleEvent acts on one line of the runner's stdout.
-func (x *Runner) handleEvent(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+// turn is the daemon's side of the turns of one container: what each of
+// its events and results is committed against (the group, its run object,
+// the session, the outbox origin) and the Outcome they add up to.
+// Container makes one per container; Supervise calls event for each stdout
+// line, one at a time, and end once the container is gone.
+type turn struct {
+	x      *Runner
+	log    zerolog.Logger
+	g      store.Group
+	grp    *Group
+	run    *Run
+	sess   *store.Session // nil: an isolated task's session, not kept
+	origin store.Origin
+	o      Outcome
+	// stopping: the container is being stopped (a timeout, shutdown);
+	// closed: a failed turn already closed it.
+	stopping, closed bool
+}
+
+// event acts on one line of the runner's stdout. A message turn that
+// failed closes the container: it takes no more messages and closes once
+// idle (a turn the runner re-sent may still finish and commit); what it did
+// not commit runs again.
+func (t *turn) event(ctx context.Context, ev ipc.Event) {
+	t.handle(ctx, ev)
+	if t.origin == store.OriginReply && (t.o.AgentErr != "" || t.o.CommitErr != nil) && !t.stopping && !t.closed {
+		t.closed = true
+		t.log.Info().Msg("a turn failed; closing the container")
+		t.x.Queue.MarkClosing(string(t.g.Folder))
+		t.x.CloseIdle(string(t.g.Folder))
+	}
+}
+
+// end records how the container ended and returns the run's Outcome.
+func (t *turn) end(e container.Ended) Outcome {
+	t.o.Ended = e
+	return t.o
+}
+
+// handle acts on one line of the runner's stdout.
+func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
 	defer cancel()
 	switch ev.Type {
 	case ipc.EventSession:
-		if sess == nil || ev.SessionID == "" {
+		if t.sess == nil || ev.SessionID == "" {
 			return
 		}
-		next := *sess
-		if ev.Fresh || ev.SessionID != sess.SessionID {
+		next := *t.sess
+		if ev.Fresh || ev.SessionID != t.sess.SessionID {
 			next.LastUUID = ""
 		}
 		next.SessionID = ev.SessionID
-		if next == *sess {
+		if next == *t.sess {
 			return
 		}
-		if err := x.Store.SetSession(wctx, next); err != nil {
-			log.Error().Err(err).Msg("cannot store session")
+		if err := t.x.Store.SetSession(wctx, next); err != nil {
+			t.log.Error().Err(err).Msg("cannot store session")
 			return
 		}
-		*sess = next
-		log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
+		*t.sess = next
+		t.log.Debug().Str("session", ev.SessionID).Bool("fresh", ev.Fresh).Msg("session changed")
 	case ipc.EventError:
-		log.Warn().Str("error", prompt.Clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
+		t.log.Warn().Str("error", prompt.Clip(ev.Message, 500)).Bool("retryable", ev.Retryable).Msg("agent runner reported an error")
 		// claude died (or could not start). For a message run whose agent
 		// was working on a turn, that turn failed: the container is closed
 		// and, unless a later result commits (the runner re-sends the turn
 		// in flight to the restarted claude), the run rolls back to the
 		// last committed reply and is retried. Between turns nothing was
 		// in flight. A task fails unless it already replied.
-		grp.Lock()
-		inTurn := !x.Queue.Idle(string(g.Folder))
-		if origin != store.OriginReply {
-			inTurn = !run.replied
+		t.grp.Lock()
+		inTurn := !t.x.Queue.Idle(string(t.g.Folder))
+		if t.origin != store.OriginReply {
+			inTurn = !t.run.replied
 		}
-		grp.Unlock()
-		if inTurn && o.AgentErr == "" {
-			o.AgentErr = prompt.Clip(prompt.OneLine(ev.Message), 300)
-			if o.AgentErr == "" {
-				o.AgentErr = "the agent runner reported an error without text"
+		t.grp.Unlock()
+		if inTurn && t.o.AgentErr == "" {
+			t.o.AgentErr = prompt.Clip(prompt.OneLine(ev.Message), 300)
+			if t.o.AgentErr == "" {
+				t.o.AgentErr = "the agent runner reported an error without text"
 			}
 		}
 	case ipc.EventResult:
-		x.handleResult(wctx, log, g, grp, run, sess, origin, ev, o)
+		t.result(wctx, ev)
 	}
 }
 
-// handleResult commits one result: usage, session, and the reply with the
+// result commits one result: usage, session, and the reply with the
 // cursor it settles, in one transaction. A result is counted only once it
 // is committed. One that cannot be committed, and in a message run one with
 // is_error, fails its turn: nothing later of the container is committed (a
 // later reply would store a cursor past the failed turn), the container is
 // closed, and the run rolls back to the last committed reply and is retried.
-func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.Group, grp *Group, run *Run, sess *store.Session, origin store.Origin, ev ipc.Event, o *Outcome) {
+func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	text := prompt.StripInternal(ev.Text)
 	send := text != "" && !ev.IsError
 	var next store.Session
-	if sess != nil {
-		next = *sess
+	if t.sess != nil {
+		next = *t.sess
 		if ev.SessionID != "" && ev.SessionID != next.SessionID {
 			next.SessionID, next.LastUUID = ev.SessionID, ""
 		}
@@ -159,27 +198,27 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 	// meter only: a value no turn can cost is refused, not stored.
 	cost := ev.CostUSD
 	if !rules.PlausibleReportedCost(cost) {
-		log.Warn().Float64("cost_usd", cost).Msg("the result reports an impossible cost; stored as 0 (the proxy's meter is what counts)")
+		t.log.Warn().Float64("cost_usd", cost).Msg("the result reports an impossible cost; stored as 0 (the proxy's meter is what counts)")
 		cost = 0
 	}
-	usage := store.Usage{Folder: g.Folder, SessionID: ev.SessionID, CostUSD: cost, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: x.Now()}
+	usage := store.Usage{Folder: t.g.Folder, SessionID: ev.SessionID, CostUSD: cost, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: t.x.Now()}
 	if ev.Usage != nil {
 		usage.InputTokens, usage.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 	}
 
-	grp.Lock()
-	if run.broken != nil {
-		x.Queue.NotifyIdle(string(g.Folder))
-		grp.Unlock()
-		log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
+	t.grp.Lock()
+	if t.run.broken != nil {
+		t.x.Queue.NotifyIdle(string(t.g.Folder))
+		t.grp.Unlock()
+		t.log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
 		return
 	}
-	cursor := run.settled
-	err := x.Store.Tx(ctx, func(tx *store.Tx) error {
+	cursor := t.run.settled
+	err := t.x.Store.Tx(ctx, func(tx *store.Tx) error {
 		if err := tx.AddUsage(ctx, usage); err != nil {
 			return err
 		}
-		if sess != nil && next != *sess {
+		if t.sess != nil && next != *t.sess {
 			if err := tx.SetSession(ctx, next); err != nil {
 				return err
 			}
@@ -187,80 +226,80 @@ func (x *Runner) handleResult(ctx context.Context, log zerolog.Logger, g store.G
 		if !send {
 			return nil
 		}
-		if _, err := tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: g.Chat, Group: g.Folder, Text: text, Origin: origin}); err != nil {
+		if _, err := tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: t.g.Chat, Group: t.g.Folder, Text: text, Origin: t.origin}); err != nil {
 			return err
 		}
-		if origin == store.OriginReply {
-			return tx.SetCursor(ctx, g.Folder, cursor)
+		if t.origin == store.OriginReply {
+			return tx.SetCursor(ctx, t.g.Folder, cursor)
 		}
 		return nil
 	})
 	if err == nil {
-		if sess != nil {
-			*sess = next
+		if t.sess != nil {
+			*t.sess = next
 		}
 		if send {
-			run.replied = true
-			if origin == store.OriginReply {
-				grp.persisted = cursor
+			t.run.replied = true
+			if t.origin == store.OriginReply {
+				t.grp.persisted = cursor
 			}
 		}
 	} else {
-		run.broken = err
+		t.run.broken = err
 	}
-	if err == nil && ev.IsError && origin == store.OriginReply {
+	if err == nil && ev.IsError && t.origin == store.OriginReply {
 		// The turn failed: later results must not store a cursor past it.
-		run.broken = errAgentError
+		t.run.broken = errAgentError
 	}
 	if err == nil && !ev.IsError {
-		run.acted = false // the turn that acted finished
+		t.run.acted = false // the turn that acted finished
 	}
 	// Whatever was handed over so far has been seen by the time of the next
 	// result: folded into this turn, or in a turn of its own.
-	run.settled = grp.handed
-	replied := run.replied
-	x.publish(g.Folder, run)
+	t.run.settled = t.grp.handed
+	replied := t.run.replied
+	t.x.publish(t.g.Folder, t.run)
 	// The agent waits for input now: the queue hears it under the group's
 	// lock, so a pipe sees the agent busy or idle exactly as the cursor
 	// does.
-	x.Queue.NotifyIdle(string(g.Folder))
-	grp.Unlock()
+	t.x.Queue.NotifyIdle(string(t.g.Folder))
+	t.grp.Unlock()
 
 	if err != nil {
-		log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
-		o.CommitErr = describeCommitErr(err)
+		t.log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")
+		t.o.CommitErr = describeCommitErr(err)
 		return
 	}
-	o.Results++
-	o.LastResultAt = x.Now()
-	o.Cost += cost
-	x.Owner.Spent(ctx, g)
+	t.o.Results++
+	t.o.LastResultAt = t.x.Now()
+	t.o.Cost += cost
+	t.x.Owner.Spent(ctx, t.g)
 	switch {
 	case send:
-		o.LastText = text
-		x.Owner.Wake()
-		log.Debug().Int("bytes", len(text)).Msg("reply committed")
-	case origin == store.OriginReply:
-		x.Owner.SetTyping(g.Chat, false)
+		t.o.LastText = text
+		t.x.Owner.Wake()
+		t.log.Debug().Int("bytes", len(text)).Msg("reply committed")
+	case t.origin == store.OriginReply:
+		t.x.Owner.SetTyping(t.g.Chat, false)
 	}
 	switch {
 	case ev.IsError:
-		log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
-		log.Debug().Str("error", prompt.Clip(ev.Text, 300)).Msg("agent error text")
+		t.log.Warn().Int("bytes", len(ev.Text)).Bool("replied", replied).Msg("agent turn ended with an error")
+		t.log.Debug().Str("error", prompt.Clip(ev.Text, 300)).Msg("agent error text")
 		// A message turn that ends in an error failed (it is retried like
 		// a first turn); a task fails on it unless it already replied.
-		if origin == store.OriginReply || !replied {
-			o.AgentErr = ev.Text
-			if o.AgentErr == "" {
-				o.AgentErr = "error result without text"
+		if t.origin == store.OriginReply || !replied {
+			t.o.AgentErr = ev.Text
+			if t.o.AgentErr == "" {
+				t.o.AgentErr = "error result without text"
 			}
-			o.Refusal = classifyAPIError(ev.APIErrorStatus, ev.APIErrorType, ev.Text)
+			t.o.Refusal = classifyAPIError(ev.APIErrorStatus, ev.APIErrorType, ev.Text)
 		}
-	case origin == store.OriginReply:
+	case t.origin == store.OriginReply:
 		// The turn finished: an earlier runner error (claude died, and the
 		// runner re-sent the turn in flight) is recovered.
-		o.AgentErr, o.Refusal = "", nil
-		x.Turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(cursor)})
+		t.o.AgentErr, t.o.Refusal = "", nil
+		t.x.Turns.Ended(turns.End{Chat: string(t.g.Chat), Result: turns.Done, Upto: int64(cursor)})
 	}
 }
 

@@ -192,14 +192,15 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		rl.Footer(o.Ended, 0, false, o.Failure())
 		return o
 	}
-	stopping, errClosed := false, false
-	o.Ended = container.Supervise(ctx, x.Runtime, spec, container.Watch{
+	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin}
+	o = t.end(container.Supervise(ctx, x.Runtime, spec, container.Watch{
 		Log:          log,
 		Instance:     x.cfg.Instance,
 		Leftovers:    &x.leftovers,
 		Timeout:      x.hardTimeout(g),
 		StartTimeout: x.cfg.StartTimeout,
 		Kick:         run.kick,
+		Held:         func() bool { return run.held.Load() > 0 },
 		Started: func(id string) {
 			grp.Lock()
 			run.id = id
@@ -207,22 +208,11 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 			grp.Unlock()
 		},
 		Stopping: func() {
-			stopping = true
+			t.stopping = true
 			x.Queue.MarkClosing(folder)
 		},
-		Event: func(ev ipc.Event) {
-			x.handleEvent(ctx, log, g, grp, run, sess, origin, ev, &o)
-			if origin == store.OriginReply && (o.AgentErr != "" || o.CommitErr != nil) && !stopping && !errClosed {
-				// A turn failed: the container takes no more messages and
-				// closes once idle (a turn the runner re-sent may still
-				// finish and commit); what it did not commit runs again.
-				errClosed = true
-				log.Info().Msg("a turn failed; closing the container")
-				x.Queue.MarkClosing(folder)
-				x.CloseIdle(folder)
-			}
-		},
-	})
+		Event: func(ev ipc.Event) { t.event(ctx, ev) },
+	}))
 	grp.Lock()
 	replied := run.replied
 	grp.Unlock()

@@ -120,7 +120,11 @@ func (x *Runner) TaskDropped(t store.Task) {
 // files they never read. Their messages are still after the cursors (a
 // cursor is stored only with a reply), so they run again.
 func (x *Runner) CleanLeftovers(ctx context.Context) {
-	container.StopLeftovers(ctx, x.Runtime, x.layout.Dir, x.cfg.Instance, x.Log)
+	if container.StopLeftovers(ctx, x.Runtime, x.layout.Dir, x.cfg.Instance, x.Log) {
+		// Every container of this home now is this instance's: a group's
+		// first run need not look for one.
+		x.leftovers.Swept()
+	}
 	groups, err := x.Store.ListGroups(ctx)
 	if err != nil {
 		x.Log.Error().Err(err).Msg("cannot list groups to clear stale input")

@@ -33,9 +33,15 @@ type Watch struct {
 	// StartTimeout (at most Timeout) stops it when it printed nothing at
 	// all that long after its start.
 	Timeout, StartTimeout time.Duration
-	// Kick is signalled when a turn begins on an idle agent: the timeout
-	// counts from then, not from the last line.
+	// Kick is signalled when a turn begins on an idle agent, or a held
+	// turn is released: the timeout counts from then, not from the last
+	// line.
 	Kick <-chan struct{}
+	// Held, when set, reports whether the turn in flight is held open on
+	// purpose (it waits on the owner, not on the agent): when the timeout
+	// fires while it is, the timeout starts over instead of stopping the
+	// container. It must not block.
+	Held func() bool
 	// Started is told the container's id once it runs.
 	Started func(id string)
 	// Event is called for every stdout line, in order.
@@ -148,6 +154,10 @@ loop:
 				stop("no output since start")
 			}
 		case <-hard.C:
+			if !stopping && w.Held != nil && w.Held() {
+				hard.Reset(w.Timeout)
+				continue
+			}
 			if !e.NoStart {
 				e.TimedOut = true
 				e.Timeout = w.Timeout
@@ -183,13 +193,28 @@ loop:
 }
 
 // Leftovers remembers the groups known to have no container of the
-// daemon's left behind: a group's first run looks for one, and so does the
-// run after one that did not end cleanly (its start, stop or wait failed);
-// the others start at once, without asking the engine for a list. The zero
-// value is ready to use; a nil *Leftovers has every run look.
+// daemon's left behind. Before the start-up sweep (Swept) a group's first
+// run looks for one; after it, no group's does. The run after one that did
+// not end cleanly (its start, stop or wait failed) always looks; the others
+// start at once, without asking the engine for a list. The zero value is
+// ready to use; a nil *Leftovers has every run look.
 type Leftovers struct {
-	mu    sync.Mutex
-	clean map[string]bool
+	mu      sync.Mutex
+	swept   bool
+	clean   map[string]bool
+	unclean map[string]bool
+}
+
+// Swept records that the start-up sweep stopped every container the home's
+// earlier instances left (StopLeftovers returned true): from then on only a
+// run that did not end cleanly makes its group's next run look.
+func (l *Leftovers) Swept() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.swept = true
 }
 
 // suspect reports whether group's containers must be looked for.
@@ -199,7 +224,7 @@ func (l *Leftovers) suspect(group string) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.clean[group]
+	return l.unclean[group] || (!l.swept && !l.clean[group])
 }
 
 // set records whether group is known to have no container left.
@@ -209,13 +234,15 @@ func (l *Leftovers) set(group string, clean bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.clean == nil {
+		l.clean, l.unclean = make(map[string]bool), make(map[string]bool)
+	}
 	if !clean {
 		delete(l.clean, group)
+		l.unclean[group] = true
 		return
 	}
-	if l.clean == nil {
-		l.clean = make(map[string]bool)
-	}
+	delete(l.unclean, group)
 	l.clean[group] = true
 }
 

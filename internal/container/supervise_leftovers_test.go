@@ -119,3 +119,32 @@ func TestSuperviseLooksForLeftoversOnlyWhenOneMayBeLeft(t *testing.T) {
 		t.Fatalf("after a failed start: %d lists in all; want 4", lists)
 	}
 }
+
+// After the start-up sweep no group's first run asks the engine for a
+// list; a run that did not end cleanly still makes the next one look.
+func TestSuperviseAfterSweepLooksOnlyAfterAnUncleanEnd(t *testing.T) {
+	ctx := context.Background()
+	rt, l := &countingRuntime{}, &Leftovers{}
+	if !StopLeftovers(ctx, rt, "/srv/bridged", "now", zerolog.Nop()) {
+		t.Fatal("a sweep with nothing left reported a failure")
+	}
+	l.Swept()
+	supervise := func(group string) Ended {
+		return Supervise(ctx, rt, Spec{Name: "bridged-" + group, Group: group}, Watch{Log: zerolog.Nop(), Instance: "now",
+			Leftovers: l, Timeout: time.Hour, StartTimeout: time.Hour})
+	}
+	supervise("fam")
+	supervise("work")
+	if lists, starts := rt.counts(); lists != 1 || starts != 2 {
+		t.Fatalf("two first runs after the sweep: %d lists (the sweep's included) for %d starts; want 1 list", lists, starts)
+	}
+	rt.mu.Lock()
+	rt.exitErr = &NotStoppedError{ID: "c", Err: errors.New("engine gone")}
+	rt.mu.Unlock()
+	supervise("fam")
+	supervise("fam")
+	supervise("fam")
+	if lists, _ := rt.counts(); lists != 2 {
+		t.Fatalf("after a container not stopped: %d lists in all; want 2 (one more, before the next start only)", lists)
+	}
+}

@@ -54,12 +54,6 @@ type Ingest struct {
 	mu    sync.Mutex
 	dirty map[store.ChatID]struct{}
 	all   bool
-	// newest is, per chat, the last message Inbound stored: a read of the
-	// pending messages made before it changed is out of date.
-	newest map[store.ChatID]store.MessageID
-	// settled counts, per chat, the media that settled: each may release
-	// messages a read held back, so it makes that read stale too.
-	settled map[store.ChatID]int
 }
 
 // New builds an Ingest.
@@ -78,7 +72,7 @@ func New(cfg Config) (*Ingest, error) {
 	}
 	return &Ingest{
 		cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1),
-		dirty: map[store.ChatID]struct{}{}, newest: map[store.ChatID]store.MessageID{}, settled: map[store.ChatID]int{},
+		dirty: map[store.ChatID]struct{}{},
 	}, nil
 }
 
@@ -152,7 +146,6 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	}
 	in.mu.Lock()
 	in.dirty[chat] = struct{}{}
-	in.newest[chat] = max(in.newest[chat], id)
 	in.mu.Unlock()
 	in.signal()
 	in.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
@@ -193,7 +186,6 @@ func (in *Ingest) isLate(sentAt time.Time) bool {
 func (in *Ingest) MediaSettled(chat store.ChatID) {
 	in.mu.Lock()
 	in.dirty[chat] = struct{}{}
-	in.settled[chat]++
 	in.mu.Unlock()
 	in.signal()
 }
@@ -218,15 +210,6 @@ func (in *Ingest) Take() (map[store.ChatID]struct{}, bool) {
 	dirty, all := in.dirty, in.all
 	in.dirty, in.all = map[store.ChatID]struct{}{}, false
 	return dirty, all
-}
-
-// Seen returns chat's newest stored message and how many of its media
-// settled: a read of its pending messages made when either was different
-// is out of date.
-func (in *Ingest) Seen(chat store.ChatID) (store.MessageID, int) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.newest[chat], in.settled[chat]
 }
 
 func (in *Ingest) signal() {

@@ -48,9 +48,12 @@
 //
 // A prompt (internal/prompt) is a <context timezone now/> line and the
 // pending messages as <message sender time> elements, XML-escaped, times RFC
-// 3339 in the configured timezone. The message loop's read of the pending
-// messages is the one a new run starts from, unless a message came since:
-// one read per run. At most Config.PromptCap messages go in (and never
+// 3339 in the configured timezone. The message loop reads a group's pending
+// messages after every change of its chat and hands them, with the group, to
+// the group's run object (agentrun.Batch): piped into the live container,
+// or kept for the next container start, which starts from the newest batch
+// unless the cursor or the group changed since: one read per run. Nothing
+// else is cached between the loop and the queue. At most Config.PromptCap messages go in (and never
 // more than one IPC text may hold): older ones are dropped with a note saying
 // how many, and the chat gets one line saying so too (prompt.LeftOutNotice), once
 // per prompt: a retry of the same messages does not repeat it. A scheduled
@@ -102,6 +105,47 @@
 // work, waits up to Config.ShutdownTimeout for runs to end (stopping those
 // still busy, whose messages then stay pending), sends what they committed,
 // and returns.
+//
+// # Hand-overs
+//
+// A hand-over is a package or goroutine boundary crossed with the message's
+// work, a store trip (a query or transaction on SQLite; the group registry
+// and the budget's day total are in memory and make none) or a Docker
+// Engine call. Pure helpers that keep no state (internal/prompt,
+// internal/rules) are not counted. One message from WhatsApp to the reply,
+// to an agent whose container is live and idle:
+//
+//  1. whatsmeow's event goroutine calls the WhatsApp channel
+//     (channel/whatsapp.Client.handleEvent);
+//  2. the channel hands it to internal/ingest (Ingest.Inbound);
+//  3. store trip: the message and its chat's row, one transaction (which
+//     stores text only for a registered chat: a condition of the insert,
+//     not a lookup of the group);
+//  4. ingest wakes the message loop (goroutine);
+//  5. the loop looks the chat's group up in the store's registry (memory:
+//     the one group lookup of the message);
+//  6. store trip: the chat's pending messages after the cursor;
+//  7. the budget (internal/alerts, Budget.Paused, in memory) is asked once;
+//  8. the loop hands the batch to the group's run object through the queue
+//     (groupqueue.TryPipe), which writes the input file through
+//     internal/home;
+//  9. the runner's result reaches agentrun's turn on the container's
+//     stdout goroutine (internal/container.Supervise);
+//  10. store trip: usage, session, the reply's outbox row and the cursor it
+//     settles, one transaction;
+//  11. the outbox sender's goroutine is woken (internal/outbox);
+//  12. store trip: the due outbox rows;
+//  13. the channel sends the reply (whatsmeow);
+//  14. store trip: the row marked sent (and the sent text recorded).
+//
+// When no container is live, 8 is the queue's EnqueueMessages instead, and
+// the run adds: the queue's run goroutine takes the batch from the run
+// object (no store trip, no second group lookup, no second budget check),
+// internal/agentrun reads the session (a store trip), and
+// internal/container starts the container (Engine calls: create, attach,
+// start; the engine is asked for the group's leftovers only after the
+// start-up sweep failed or the group's last container did not end
+// cleanly): 20 in all.
 //
 // # Liveness
 //

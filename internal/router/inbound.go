@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -40,6 +41,7 @@ func (r *Router) loop(ctx context.Context) {
 		dirty, all := r.in.Take()
 
 		if all {
+			version := r.db.GroupsVersion()
 			groups, err := r.db.ListGroups(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -50,11 +52,12 @@ func (r *Router) loop(ctx context.Context) {
 				continue
 			}
 			for _, g := range groups {
-				r.protect("message loop", func() { r.consider(ctx, g) })
+				r.protect("message loop", func() { r.consider(ctx, g, version) })
 			}
 			continue
 		}
 		for chat := range dirty {
+			version := r.db.GroupsVersion()
 			g, err := r.db.GetGroupByChat(ctx, chat)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
@@ -66,14 +69,18 @@ func (r *Router) loop(ctx context.Context) {
 				r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
 				continue
 			}
-			r.protect("message loop", func() { r.consider(ctx, g) })
+			r.protect("message loop", func() { r.consider(ctx, g, version) })
 		}
 	}
 }
 
 // consider hands g's pending messages to its agent if one of them wakes it:
-// piped into a live message container, or else through the queue.
-func (r *Router) consider(ctx context.Context, g store.Group) {
+// piped into a live message container, or else as a batch to the group's
+// run object for its next container start, through the queue. version is
+// the group registry's version g was looked up under. The budget is checked
+// here, once: a batch handed over starts its container without another
+// look.
+func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 	log := r.log.With().Str("group", string(g.Folder)).Logger()
 	gs := r.state(g.Folder)
 	gs.Lock()
@@ -88,20 +95,24 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		return
 	}
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
+		gs.Drop()
 		r.noteLate(g, gs, msgs)
 		return
 	}
 	gs.lateTold = false
 	if r.paused(ctx, g) {
+		gs.Drop()
 		log.Debug().Msg("agent paused by its daily budget; messages wait")
 		return
 	}
+	batch := agentrun.Batch{Group: g, Version: version, After: gs.Handed(), Msgs: msgs, Omitted: omitted}
 	live := false // piped into a live container, not left to a starting run
 	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
 		run := gs.Live()
 		if run == nil {
 			// The queue's run has not taken its messages yet; it takes
-			// these too (and shows the typing indicator).
+			// this batch instead (and shows the typing indicator).
+			gs.Offer(batch)
 			return nil
 		}
 		if run.Kind != groupqueue.KindMessages || run.Chat != g.Chat {
@@ -113,7 +124,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 			return err
 		}
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
-		gs.read = nil
+		gs.Drop()
 		// An idle agent starts a turn for these messages at once.
 		gs.Pipe(name, msgs[len(msgs)-1].ID, r.queue.Idle(string(g.Folder)))
 		live = true
@@ -129,6 +140,7 @@ func (r *Router) consider(ctx context.Context, g store.Group) {
 		}
 		return
 	}
+	gs.Offer(batch)
 	r.queue.EnqueueMessages(string(g.Folder))
 }
 

@@ -197,9 +197,6 @@ type Router struct {
 // cursor change, and guards the fields below too) and the prompt's.
 type groupState struct {
 	agentrun.Group
-	// read is the message loop's read of the pending messages that woke
-	// the agent, kept for the run it enqueues (one read per run).
-	read *pendingRead
 	// leftOutFrom is the first message of the last prompt whose left-out
 	// older messages the chat was told about: a prompt that starts there
 	// again (a retry) does not repeat the notice.
@@ -209,34 +206,11 @@ type groupState struct {
 	lateTold bool
 }
 
-// pendingRead is one read of a group's pending messages: those after the
-// cursor after, read when the chat's newest message was newest.
-type pendingRead struct {
-	after, newest store.MessageID
-	settled       int
-	msgs          []store.Message
-	omitted       int
-}
-
-// readPending reads g's messages after gs.Handed() (at most the prompt cap;
-// omitted counts those left out). A read the message loop made for this
-// cursor is used once instead when no message came since. gs's lock must
-// be held.
+// readPending reads g's messages after gs.Handed() (at most the prompt
+// cap; omitted counts those left out). gs's lock must be held.
 func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
-	newest, settled := r.in.Seen(g.Chat)
-	if rd := gs.read; rd != nil {
-		gs.read = nil
-		if rd.after == gs.Handed() && rd.newest == newest && rd.settled == settled {
-			return rd.msgs, rd.omitted, nil
-		}
-	}
 	r.pendingReads.Add(1)
-	msgs, omitted, err := r.db.PendingMessages(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
-	if err != nil {
-		return nil, 0, err
-	}
-	gs.read = &pendingRead{after: gs.Handed(), newest: newest, settled: settled, msgs: msgs, omitted: omitted}
-	return msgs, omitted, nil
+	return r.db.PendingMessages(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
 }
 
 // New builds a router and its group queue. Nothing runs until Run.

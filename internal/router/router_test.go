@@ -874,3 +874,39 @@ func TestOnePendingReadPerRun(t *testing.T) {
 	run.exit(0)
 	h.waitIdle("main")
 }
+
+// A batch waiting for a slot starts its container with the group as it is
+// then: a change of the group while it waited (here its model) reaches the
+// container, because the run reads the group again when the registry
+// changed since the message loop looked it up.
+func TestQueuedBatchSeesGroupChange(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxContainers = 1 })
+	ctx := context.Background()
+	h.start()
+	h.post(mainChat, "hello")
+	first := h.nextRun()
+	h.post(famChat, "@Robo hi")
+	pollUntil(t, func() bool { return slices.Contains(h.r.Status().Queue.Waiting, "fam") }, "fam waiting for a slot")
+	g, err := h.db.GetGroupByFolder(ctx, "fam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.ContainerConfig.Model = "opus"
+	if err := h.db.UpdateGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	first.result("hi")
+	h.nextSend()
+	first.exit(0)
+	run := h.nextRun()
+	if run.spec.Group != "fam" || run.spec.Input.Model != "opus" {
+		t.Fatalf("next run: group %q, model %q; want fam with the model set while it waited", run.spec.Group, run.spec.Input.Model)
+	}
+	if !strings.Contains(run.spec.Input.Prompt, "@Robo hi") {
+		t.Fatalf("prompt: got %q; want the waiting message", run.spec.Input.Prompt)
+	}
+	run.result("hello fam")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("fam")
+}

@@ -16,60 +16,68 @@ import (
 // group's pending messages (agentrun.Runner.Messages), handed over by
 // handover.
 func (r *Router) runMessages(ctx context.Context, name string) error {
-	folder := store.Folder(name)
-	g, err := r.db.GetGroupByFolder(ctx, folder)
-	if err != nil {
-		r.queue.MarkClosing(name) // no container: new messages need a new run
-		if errors.Is(err, store.ErrNotFound) {
-			r.log.Info().Str("group", name).Msg("group was removed; its messages are not run")
-			return nil
-		}
-		return agentrun.NewRunError(folder, err)
-	}
-	gs := r.state(folder)
-	run, text, err := r.handover(ctx, g, gs)
+	gs := r.state(store.Folder(name))
+	run, g, text, err := r.handover(ctx, store.Folder(name), gs)
 	if run == nil {
 		return err
 	}
 	return r.runs.Messages(ctx, g, &gs.Group, run, text)
 }
 
-// handover takes the group's pending messages for a new container. It
-// returns nil when none would wake the agent. Until it has run, a pipe into
-// this run hands nothing over (handover takes those messages too); when it
-// returns nil the run is marked closing, so later messages start a new run.
-func (r *Router) handover(ctx context.Context, g store.Group, gs *groupState) (*agentrun.Run, string, error) {
+// handover takes the group's pending messages for a new container: the
+// batch the message loop handed the run object, or, when there is none or
+// it is out of date (a retry; the cursor or the group changed since), a
+// fresh read, whose trigger and budget are checked here. It returns nil
+// when none would wake the agent (or the group was removed). Until it has
+// run, a pipe into this run hands nothing over (the loop offers its batch
+// instead); when it returns nil the run is marked closing, so later
+// messages start a new run.
+func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupState) (*agentrun.Run, store.Group, string, error) {
 	gs.Lock()
 	defer gs.Unlock()
+	var g store.Group
 	run, text, err := func() (*agentrun.Run, string, error) {
-		if err := gs.Load(ctx, r.db, g.Folder); err != nil {
+		if err := gs.Load(ctx, r.db, folder); err != nil {
 			return nil, "", err
 		}
-		msgs, omitted, err := r.readPending(ctx, g, gs)
-		gs.read = nil
-		if err != nil {
-			return nil, "", err
+		b, ok := gs.Take()
+		if !ok || b.Version != r.db.GroupsVersion() {
+			var err error
+			if g, err = r.db.GetGroupByFolder(ctx, folder); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					r.log.Info().Str("group", string(folder)).Msg("group was removed; its messages are not run")
+					return nil, "", nil
+				}
+				return nil, "", err
+			}
+			msgs, omitted, err := r.readPending(ctx, g, gs)
+			if err != nil {
+				return nil, "", err
+			}
+			if len(msgs) == 0 || !r.triggered(g, msgs) {
+				return nil, "", nil
+			}
+			if r.paused(ctx, g) {
+				r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
+				return nil, "", nil
+			}
+			b = agentrun.Batch{Group: g, After: gs.Handed(), Msgs: msgs, Omitted: omitted}
 		}
-		if len(msgs) == 0 || !r.triggered(g, msgs) {
-			return nil, "", nil
-		}
-		if r.paused(ctx, g) {
-			r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
-			return nil, "", nil
-		}
-		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
+		g = b.Group
+		msgs := b.Msgs
+		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, b.Omitted, ipc.MaxTextBytes)
+		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+b.Omitted)
 		run := r.runs.BeginMessages(&gs.Group, g.Folder, g.Chat, msgs[len(msgs)-1].ID)
-		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+omitted).Msg("starting agent for messages")
+		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+b.Omitted).Msg("starting agent for messages")
 		return run, text, nil
 	}()
 	if run == nil {
-		r.queue.MarkClosing(string(g.Folder))
+		r.queue.MarkClosing(string(folder))
 	}
 	if err != nil {
-		return nil, "", agentrun.NewRunError(g.Folder, err)
+		return nil, g, "", agentrun.NewRunError(folder, err)
 	}
-	return run, text, nil
+	return run, g, text, nil
 }
 
 // Outcome is the queue's report of how a run ended (groupqueue.Outcomes):

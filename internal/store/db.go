@@ -30,6 +30,9 @@ type DB struct {
 	log   zerolog.Logger
 	now   func() time.Time
 	spent spentCache // usage.go: each group's ledger total since a time, kept current
+	// registry is the registered groups in memory (registry.go), dropped
+	// when a transaction that changed one commits.
+	registry registry
 }
 
 // Tx is a write transaction opened by DB.Tx. Its methods are the same typed
@@ -37,6 +40,9 @@ type DB struct {
 type Tx struct {
 	tx  *sql.Tx
 	now func() time.Time
+	// groupsChanged: the transaction registered, changed or removed a
+	// group; the registry is dropped once it commits.
+	groupsChanged bool
 }
 
 // querier is what reads and writes need: a *sql.DB or a *sql.Tx.
@@ -140,13 +146,17 @@ func (db *DB) tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			_ = stx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{tx: stx, now: db.now}); err != nil {
+	t := &Tx{tx: stx, now: db.now}
+	if err := fn(t); err != nil {
 		return err
 	}
 	if err := stx.Commit(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	committed = true
+	if t.groupsChanged {
+		db.registry.invalidate()
+	}
 	return nil
 }
 

@@ -11,6 +11,14 @@
 // the same file. Plain reads use a small read-only pool and never wait for
 // the writer.
 //
+// # Groups in memory
+//
+// The registered groups are read from a snapshot in memory (registry.go):
+// GetGroupByChat, GetGroupByFolder, MainGroup and ListGroups make no trip
+// to SQLite once it is loaded. A committed transaction that registered,
+// changed or removed a group drops it, whatever path the change came
+// through; GroupsVersion counts those changes.
+//
 // # Migrations
 //
 // The schema is the numbered files in package migrations, each applied once

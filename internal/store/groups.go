@@ -210,6 +210,7 @@ func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
 	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
 		return Group{}, fmt.Errorf("add group %s: record chat: %w", g.Folder, err)
 	}
+	tx.groupsChanged = true
 	return g, nil
 }
 
@@ -237,6 +238,7 @@ func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
+	tx.groupsChanged = true
 	return nil
 }
 
@@ -253,6 +255,7 @@ func (tx *Tx) RemoveGroup(ctx context.Context, folder Folder) error {
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("remove group %s: %w", folder, err)
 	}
+	tx.groupsChanged = true
 	return nil
 }
 
@@ -278,20 +281,6 @@ func (tx *Tx) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
 	return g, nil
 }
 
-// GetGroupByChat returns the group registered for chat, or ErrNotFound.
-func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
-	g, err := getGroup(ctx, db.read, `chat = ?`, chat)
-	if err != nil {
-		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
-	}
-	return g, nil
-}
-
-// GetGroupByFolder returns the group with folder, or ErrNotFound.
-func (db *DB) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
-	return getGroupByFolder(ctx, db.read, folder)
-}
-
 // GetGroupByFolder returns the group with folder, or ErrNotFound.
 func (tx *Tx) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
 	return getGroupByFolder(ctx, tx.tx, folder)
@@ -303,28 +292,6 @@ func getGroupByFolder(ctx context.Context, q querier, folder Folder) (Group, err
 		return Group{}, fmt.Errorf("get group %s: %w", folder, err)
 	}
 	return g, nil
-}
-
-// MainGroup returns the main group, or ErrNotFound when none is set.
-func (db *DB) MainGroup(ctx context.Context) (Group, error) {
-	g, err := getGroup(ctx, db.read, `is_main = 1`)
-	if err != nil {
-		return Group{}, fmt.Errorf("get main group: %w", err)
-	}
-	return g, nil
-}
-
-// ListGroups returns every registered group, oldest first.
-func (db *DB) ListGroups(ctx context.Context) ([]Group, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+groupColumns+` FROM registered_groups ORDER BY created_at, folder`)
-	if err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	out, err := collect(rows, scanGroup)
-	if err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	return out, nil
 }
 
 // oneRow turns an UPDATE/DELETE result that touched no row into ErrNotFound.

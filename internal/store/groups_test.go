@@ -156,3 +156,54 @@ func TestContainerConfigJSON(t *testing.T) {
 		}
 	}
 }
+
+// The registry in memory follows every committed change, through DB and
+// Tx alike, and a rolled-back change leaves it as it was.
+func TestRegistryFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	if gs, err := db.ListGroups(ctx); err != nil || len(gs) != 0 {
+		t.Fatalf("ListGroups = %v, %v; want none", gs, err)
+	}
+	if _, err := db.AddGroup(ctx, Group{Chat: "c1", Folder: "one", Trigger: "@A"}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := db.GetGroupByChat(ctx, "c1"); err != nil || g.Folder != "one" {
+		t.Fatalf("GetGroupByChat after add = %+v, %v", g, err)
+	}
+	g, _ := db.GetGroupByFolder(ctx, "one")
+	g.Trigger = "@B"
+	g.ContainerConfig.ExtraMounts = []MountRequest{{HostPath: "/x", ContainerPath: "x"}}
+	if err := db.Tx(ctx, func(tx *Tx) error { return tx.UpdateGroup(ctx, g) }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetGroupByFolder(ctx, "one")
+	if err != nil || got.Trigger != "@B" || len(got.ContainerConfig.ExtraMounts) != 1 {
+		t.Fatalf("after update = %+v, %v; want trigger @B and one mount", got, err)
+	}
+	got.ContainerConfig.ExtraMounts[0].HostPath = "/changed"
+	if again, _ := db.GetGroupByFolder(ctx, "one"); again.ContainerConfig.ExtraMounts[0].HostPath != "/x" {
+		t.Fatal("a caller's change to a returned group reached the registry")
+	}
+	boom := errors.New("boom")
+	if err := db.Tx(ctx, func(tx *Tx) error {
+		if err := tx.RemoveGroup(ctx, "one"); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("rolled-back remove = %v", err)
+	}
+	if _, err := db.GetGroupByFolder(ctx, "one"); err != nil {
+		t.Fatalf("a rolled-back remove reached the registry: %v", err)
+	}
+	if err := db.RemoveGroup(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetGroupByChat(ctx, "c1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetGroupByChat after remove = %v; want ErrNotFound", err)
+	}
+	if _, err := db.MainGroup(ctx); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("MainGroup = %v; want ErrNotFound", err)
+	}
+}
