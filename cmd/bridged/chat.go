@@ -87,6 +87,8 @@ func (a *app) cmdChat(ctx context.Context, args []string) error {
 	}
 	o := chatOpts{client: c, chat: g.Chat, name: g.Name, sender: *sender, timeout: *timeout, quiet: *quiet}
 	if o.sender == "" {
+		// The person at the terminal, unnamed, is the owner.
+		c.PostAsOwner()
 		if o.sender = a.getenv("USER"); o.sender == "" {
 			o.sender = "you"
 		}

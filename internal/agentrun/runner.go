@@ -160,6 +160,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		AssistantName: x.cfg.AssistantName,
 		Timezone:      x.cfg.Timezone.String(),
 		Model:         g.ContainerConfig.Model,
+		Tools:         string(g.Tools),
 	}
 	if sess != nil {
 		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID

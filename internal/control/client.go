@@ -50,7 +50,11 @@ func (e *APIError) Is(target error) bool {
 type Client struct {
 	socket string
 	hc     *http.Client
+	owner  bool // PostMessage posts as the owner
 }
+
+// PostAsOwner makes PostMessage post as the owner (see PostMessage.Owner).
+func (c *Client) PostAsOwner() { c.owner = true }
 
 // NewClient returns a client for the socket at path.
 func NewClient(socket string) *Client {
@@ -221,7 +225,7 @@ func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, fil
 	path := "/v1/chats/" + url.PathEscape(chat) + "/messages"
 	var p Posted
 	if len(files) == 0 {
-		err := c.do(ctx, http.MethodPost, path, PostMessage{Sender: sender, Text: text}, &p)
+		err := c.do(ctx, http.MethodPost, path, PostMessage{Sender: sender, Text: text, Owner: c.owner}, &p)
 		return p.ID, err
 	}
 	fs := make([]*os.File, 0, len(files))
@@ -242,7 +246,7 @@ func (c *Client) PostMessage(ctx context.Context, chat, sender, text string, fil
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeParts(mw, PostMessage{Sender: sender, Text: text}, fs))
+		pw.CloseWithError(writeParts(mw, PostMessage{Sender: sender, Text: text, Owner: c.owner}, fs))
 	}()
 	err := c.send(ctx, http.MethodPost, path, pr, mw.FormDataContentType(), &p)
 	pr.CloseWithError(errors.New("request done"))

@@ -236,7 +236,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ids, err := s.opts.Local.Post(r.Context(), chat, req.Sender, req.Text)
+	ids, err := s.opts.Local.Post(r.Context(), chat, req.sender(), req.Text)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"github.com/bridged-app/bridged/internal/channel/local"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/rules"
@@ -131,6 +132,18 @@ type ChatMessage struct {
 type PostMessage struct {
 	Sender string `json:"sender"`
 	Text   string `json:"text"`
+	// Owner says the sender is the owner (`bridged chat` without
+	// --sender): the message counts as the owner's own, as on WhatsApp,
+	// so it may answer approvals. An empty Sender is the owner too.
+	Owner bool `json:"owner,omitempty"`
+}
+
+// sender is the sender as the local channel takes it.
+func (p PostMessage) sender() string {
+	if p.Owner {
+		return local.AsOwner(p.Sender)
+	}
+	return p.Sender
 }
 
 // Posted is the answer to PostMessage: the stored messages' ids, one per

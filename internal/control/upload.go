@@ -85,7 +85,7 @@ func (s *Server) postFiles(w http.ResponseWriter, r *http.Request, chat, ct stri
 		for i, u := range ups {
 			ms[i] = u.media
 		}
-		ids, err = s.opts.Local.Post(r.Context(), chat, req.Sender, req.Text, ms...)
+		ids, err = s.opts.Local.Post(r.Context(), chat, req.sender(), req.Text, ms...)
 	}
 	for _, u := range ups[min(len(ids), len(ups)):] {
 		u.staged.Discard()

@@ -232,6 +232,14 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 	return id, nil
 }
 
+// ownerMark starts a sender that is the owner (see AsOwner).
+const ownerMark = "\x00owner\x00"
+
+// AsOwner marks sender as the owner, the person bridged runs for: Post
+// stores the message as FromMe, as WhatsApp does for the owner's own
+// account. The default sender (empty) is the owner too.
+func AsOwner(sender string) string { return ownerMark + sender }
+
 // Post delivers a message from sender to chat through the inbound callback
 // and returns its stored id once it is committed. The chat must be a local
 // chat registered as a group.
@@ -249,8 +257,9 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 	if strings.TrimSpace(text) == "" && len(media) == 0 {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
 	}
+	sender, fromMe := strings.CutPrefix(sender, ownerMark)
 	if strings.TrimSpace(sender) == "" {
-		sender = "you"
+		sender, fromMe = "you", true
 	}
 	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
@@ -280,6 +289,7 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 		m.ChatName = strings.TrimPrefix(chat, Prefix)
 		m.ExternalID = "local-" + uuid.NewString()
 		m.Sender, m.SenderName = sender, sender
+		m.FromMe = fromMe
 		m.SentAt = c.now()
 		id, err := c.in(ctx, m)
 		if err != nil {
