@@ -127,7 +127,7 @@ func (p *permissions) decide(ctx context.Context, req claudecli.ToolPermissionRe
 	if strings.HasPrefix(req.ToolName, "mcp__"+MCPServerName+"__") {
 		return allow(req.Input), nil
 	}
-	if path, ok := writePath(req.ToolName, req.Input); ok && within(p.workDir, path) {
+	if path, ok := writePath(req.ToolName, req.Input); ok && within(p.workDir, path) && !guarded(p.workDir, path) {
 		log.Debug().Str("path", path).Msg("write in the group's own folder allowed")
 		return allow(req.Input), nil
 	}
@@ -214,6 +214,21 @@ func within(dir, path string) bool {
 	real := resolveExisting(path)
 	d := resolveExisting(filepath.Clean(dir))
 	return real == d || strings.HasPrefix(real, d+string(filepath.Separator))
+}
+
+// guarded reports whether path is one of the files of the group's folder
+// that the CLI reads as its own settings at the next start (.claude/,
+// .mcp.json): a write there could widen the profile, so it asks.
+func guarded(dir, path string) bool {
+	real := resolveExisting(filepath.Clean(path))
+	d := resolveExisting(filepath.Clean(dir))
+	for _, g := range []string{".claude", ".mcp.json"} {
+		gp := filepath.Join(d, g)
+		if real == gp || strings.HasPrefix(real, gp+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveExisting follows the links of the longest existing prefix of path.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/bridged-app/bridged/internal/approvals"
 	"io"
 	"os"
 	"os/signal"
@@ -190,6 +191,33 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 		return err
 	}
 	return tasks.Recover(ctx)
+}
+
+// settleApprovals denies the approval requests a stopped bridged left open
+// (their containers are gone), once, with a notice each, and tells the
+// owner once that the groups registered before tool profiles kept full.
+func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, rt *router.Router, log zerolog.Logger) error {
+	n, err := ap.SettleOpen(ctx)
+	if err != nil {
+		return fmt.Errorf("settle open approvals: %w", err)
+	}
+	if n > 0 {
+		log.Warn().Int("approvals", n).Msg("approval requests left open by the previous bridged denied")
+	}
+	told, err := db.TakeNotice(ctx, "tool_profiles")
+	if err != nil || !told {
+		return err
+	}
+	const text = "Tool profiles: the groups registered before this version keep the full profile (every tool, no questions). " +
+		"To have a group ask you before commands that change things, web fetches and writes outside its folder: " +
+		"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."
+	log.Warn().Msg(text)
+	if main, err := db.MainGroup(ctx); err == nil {
+		if _, err := rt.SendMessage(ctx, string(main.Chat), text, store.OriginNotice, ""); err != nil {
+			log.Warn().Err(err).Msg("tool profile notice not posted")
+		}
+	}
+	return nil
 }
 
 // waRefresher adapts the WhatsApp client to ipchost.GroupRefresher.
@@ -388,9 +416,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if lateWindow <= 0 {
 		lateWindow = router.DefaultLateWindow
 	}
+	// Approvals are answered in the main chat before storage: the ingest
+	// takes them out; they post through the router once it exists.
+	approver := approvals.New(db, cfg.ApprovalTimeout, log)
 	ing, err := ingest.New(ingest.Config{
 		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
-		Log: log.With().Str("component", "ingest").Logger(),
+		Log:     log.With().Str("component", "ingest").Logger(),
+		Answers: approver.Answer,
 	})
 	if err != nil {
 		return err
@@ -476,6 +508,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	al.SetPoster(rt)
+	approver.SetPoster(rt)
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{
@@ -486,6 +519,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	host.SetApprover(approver)
 	uploads := hm.Uploads()
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
@@ -500,6 +534,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Groups:    groupsChanged{host, rt},
 		Tasks:     sched,
 		Config:    daemonConfig{cfg, proxy},
+		Approvals: approver,
 		Version:   buildVersion(),
 		Instance:  instance,
 		Log:       log,
@@ -521,6 +556,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	// Nothing runs before what a previous daemon left is dealt with.
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
+		return err
+	}
+	if err := settleApprovals(ctx, db, approver, rt, log); err != nil {
 		return err
 	}
 

@@ -212,3 +212,22 @@ func (db *DB) RemoveApprovalRule(ctx context.Context, id int64) error {
 		return nil
 	})
 }
+
+// TakeNotice removes the pending notice name and reports whether it was
+// pending: a notice owed once is taken once.
+func (db *DB) TakeNotice(ctx context.Context, name string) (bool, error) {
+	var taken bool
+	err := db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, `DELETE FROM pending_notices WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		taken = n > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("take notice %s: %w", name, err)
+	}
+	return taken, nil
+}

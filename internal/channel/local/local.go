@@ -295,7 +295,13 @@ func (c *Channel) Post(ctx context.Context, chat, sender, text string, media ...
 		if err != nil {
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
-		if id == 0 { // unregistered between the check and the commit
+		if id == 0 {
+			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
+				// Taken out before storage (an approval answer).
+				c.log.Debug().Str("chat", chat).Msg("local message taken as an answer; not stored")
+				continue
+			}
+			// Unregistered between the check and the commit.
 			return ids, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 		}
 		ids = append(ids, id)
