@@ -105,6 +105,7 @@ func TestPostRejects(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
+	register(t, db, "local:gone", "gone")
 	failing := errors.New("disk full")
 	tests := []struct {
 		name    string
@@ -118,7 +119,9 @@ func TestPostRejects(t *testing.T) {
 		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
 		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
-		{"unregistered before the commit", func(context.Context, channel.Message) (store.MessageID, error) { return 0, nil }, "local:main", "hi", ErrNotRegistered},
+		{"unregistered before the commit", func(ctx context.Context, _ channel.Message) (store.MessageID, error) {
+			return 0, db.RemoveGroup(ctx, "gone")
+		}, "local:gone", "hi", ErrNotRegistered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,5 +351,31 @@ func TestPostMedia(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Media.Head != "" {
 		t.Errorf("got %+v; want one message with no caption", got)
+	}
+}
+
+func TestPostMarksTheOwnerAndAcceptsATakenOutMessage(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	var got []channel.Message
+	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		got = append(got, m)
+		return 0, nil // taken out before storage (an approval answer)
+	}, zerolog.Nop())
+	for _, sender := range []string{"", AsOwner("kim"), "alice"} {
+		ids, err := c.Post(ctx, "local:main", sender, "yes abcd")
+		if err != nil || len(ids) != 0 {
+			t.Fatalf("Post(%q) = %v, %v; want no ids and no error", sender, ids, err)
+		}
+	}
+	want := []struct {
+		sender string
+		fromMe bool
+	}{{"you", true}, {"kim", true}, {"alice", false}}
+	for i, w := range want {
+		if got[i].Sender != w.sender || got[i].FromMe != w.fromMe {
+			t.Errorf("message %d: sender %q fromMe %v; want %q %v", i, got[i].Sender, got[i].FromMe, w.sender, w.fromMe)
+		}
 	}
 }
