@@ -155,3 +155,34 @@ func TestNewRefusesMissingParts(t *testing.T) {
 		t.Fatal("New without a store succeeded")
 	}
 }
+
+// An approval answer and any reaction are taken out before storage: not
+// stored, not waking the loop; everything else is stored.
+func TestAnswersAndReactionsAreNotStored(t *testing.T) {
+	in, db := newIngest(t, nil)
+	ctx := context.Background()
+	in.cfg.Answers = func(_ context.Context, m channel.Message) bool { return m.Text == "yes abcd" }
+	for i, m := range []channel.Message{
+		{Chat: "local:main", ExternalID: "a1", Text: "yes abcd", FromMe: true},
+		{Chat: "local:main", ExternalID: "a2", Reaction: &channel.Reaction{TargetID: "x", Emoji: "❤️"}},
+	} {
+		id, err := in.Inbound(ctx, m)
+		if err != nil || id != 0 {
+			t.Fatalf("message %d: Inbound = %d, %v; want taken out", i, id, err)
+		}
+	}
+	if woken(in) {
+		t.Error("a taken-out message woke the loop")
+	}
+	in.cfg.Answers = nil
+	if id, _ := in.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "a3", Reaction: &channel.Reaction{TargetID: "x", Emoji: "👍"}}); id != 0 {
+		t.Error("a reaction was stored without an answer hook")
+	}
+	if id, err := in.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "a4", Text: "hello"}); err != nil || id == 0 {
+		t.Fatalf("an ordinary message was not stored: %d, %v", id, err)
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("stored %d messages (%v); want only the ordinary one", len(msgs), err)
+	}
+}
