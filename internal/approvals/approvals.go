@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -296,6 +297,10 @@ func (s *Service) Forget(ctx context.Context, id int64) error {
 // quoting the request (yes/no, 👍/👎), or a 👍/👎 reaction to it. Anyone
 // else's reply is an ordinary message; anyone's reaction is dropped.
 func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
+	if !m.FromMe || m.IsBot {
+		// Not the owner: never an answer; a reaction is still dropped.
+		return m.Reaction != nil
+	}
 	main, err := s.db.MainGroup(ctx)
 	isMain := err == nil && string(main.Chat) == m.Chat
 	ans, ok := Parse(m, isMain)
@@ -306,7 +311,7 @@ func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
 	if ans.ID != "" {
 		a, err = s.db.GetApproval(ctx, ans.ID)
 	} else {
-		a, err = s.db.ApprovalBySentID(ctx, ans.Target)
+		a, err = s.bySentID(ctx, ans.Target)
 	}
 	if err != nil {
 		// Not about a request bridged knows: an ordinary message.
@@ -316,6 +321,28 @@ func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
 		s.log.Info().Err(err).Str("approval", a.ID).Str("by", ans.By).Msg("approval answer changed nothing")
 	}
 	return true
+}
+
+// requestRE reads a request's id from its message (RequestText).
+var requestRE = regexp.MustCompile(`^Approval ([a-z0-9]{4}): group `)
+
+// bySentID finds the request whose message was sent with the network id
+// sent: through the message recorded with it, or, when the answer came
+// before that record (a quick reaction), through the message's text.
+func (s *Service) bySentID(ctx context.Context, sent string) (store.Approval, error) {
+	a, err := s.db.ApprovalBySentID(ctx, sent)
+	if !errors.Is(err, store.ErrNotFound) {
+		return a, err
+	}
+	text, err := s.db.NoticeBySentID(ctx, sent)
+	if err != nil {
+		return store.Approval{}, err
+	}
+	g := requestRE.FindStringSubmatch(text)
+	if g == nil {
+		return store.Approval{}, fmt.Errorf("message %s: %w", sent, store.ErrNotFound)
+	}
+	return s.db.GetApproval(ctx, g[1])
 }
 
 // Reply is an approval answer read from a message.

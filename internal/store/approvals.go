@@ -231,3 +231,18 @@ func (db *DB) TakeNotice(ctx context.Context, name string) (bool, error) {
 	}
 	return taken, nil
 }
+
+// NoticeBySentID returns the text of bridged's own notice (origin notice,
+// from no group) that was sent with the network id sent, or ErrNotFound.
+func (db *DB) NoticeBySentID(ctx context.Context, sent string) (string, error) {
+	var text string
+	err := db.read.QueryRowContext(ctx, `SELECT text FROM outbox WHERE sent_id = ? AND origin = 'notice' AND folder = ''
+		ORDER BY id DESC LIMIT 1`, sent).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("notice by sent id: %w", ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("notice by sent id: %w", err)
+	}
+	return text, nil
+}
