@@ -79,6 +79,9 @@ type Deps struct {
 	// BeforeMountCheck, when set (tests), runs between a run's prepare and
 	// its mount check: the window in which an agent could swap a directory.
 	BeforeMountCheck func(store.Folder)
+	// ContainerGone, when set, is told that a group's container is gone:
+	// the approvals its turn left waiting are settled.
+	ContainerGone func(store.Folder)
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.
@@ -224,6 +227,9 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 			}
 		},
 	})
+	if x.ContainerGone != nil {
+		x.ContainerGone(g.Folder)
+	}
 	grp.Lock()
 	replied := run.replied
 	grp.Unlock()

@@ -274,6 +274,27 @@ func (s *Service) SettleOpen(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// ContainerGone denies the requests of folder still open when its container
+// is gone (it crashed, timed out or was stopped): no runner waits for them
+// any more. Each gets one notice in the main chat.
+func (s *Service) ContainerGone(ctx context.Context, folder string) {
+	ctx = context.WithoutCancel(ctx)
+	open, err := s.db.ListApprovals(ctx, true, 0)
+	if err != nil {
+		s.log.Error().Err(err).Str("group", folder).Msg("list open approvals")
+		return
+	}
+	for _, a := range open {
+		if string(a.Folder) != folder {
+			continue
+		}
+		if _, err := s.settle(ctx, a.ID, false, false, "container ended"); err != nil {
+			continue // settled meanwhile
+		}
+		s.notice(ctx, fmt.Sprintf("Approval %s (%s, %s) was open when its container ended: denied.", a.ID, a.Folder, a.Tool))
+	}
+}
+
 // List returns up to limit requests, newest first (0: all); openOnly keeps
 // the open ones.
 func (s *Service) List(ctx context.Context, openOnly bool, limit int) ([]store.Approval, error) {

@@ -332,3 +332,31 @@ func TestSubjectIsTrimmedAndEscaped(t *testing.T) {
 		t.Errorf("Rule = %q", r)
 	}
 }
+
+func TestContainerGoneDeniesItsGroupsOpenRequests(t *testing.T) {
+	s, db, p := setup(t, time.Hour)
+	ctx := context.Background()
+	id, _, ch := ask(t, s, p, "r1", "rm y")
+	s.ContainerGone(ctx, "main") // another group's container: nothing changes
+	if got, _ := db.GetApproval(ctx, id); got.State != store.ApprovalOpen {
+		t.Fatalf("another group's container settled it: %s", got.State)
+	}
+	s.ContainerGone(ctx, "family")
+	if a := wait(t, ch); a.d.Allow {
+		t.Fatalf("Ask = %+v; want denied", a)
+	}
+	s.ContainerGone(ctx, "family")
+	got, _ := db.GetApproval(ctx, id)
+	if got.State != store.ApprovalDenied || got.DecidedBy != "container ended" {
+		t.Errorf("stored %+v; want denied because the container ended", got)
+	}
+	n := 0
+	for _, txt := range p.all() {
+		if strings.Contains(txt, "was open when its container ended") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d notices; want 1", n)
+	}
+}
