@@ -220,3 +220,38 @@ func TestE2EApprovalOpenAtKill9(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// A container that ends while its approval waits (here the container
+// timeout stops it, silent while it waits) has the request denied then,
+// once, with a notice; the retried turn asks anew.
+func TestE2EApprovalOpenWhenContainerEnds(t *testing.T) {
+	e := newEnv(t, "--idle-timeout", "5s", "--container-timeout", "40s")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	d := e.start()
+	const wait = 120 * time.Second
+	mainFrom := lastID(e, "local:main")
+	id := e.post("local:fam", "fake:bash touch gone && echo ran")
+	req, reqMsg := e.waitApproval(mainFrom, wait)
+	req2, _ := e.waitApproval(reqMsg, wait) // the container was stopped; the retried turn asks again
+	if req2 == req {
+		t.Fatal("the retried turn reused the settled request")
+	}
+	notices := 0
+	for _, m := range e.outSince("local:main", reqMsg) {
+		if strings.Contains(m.Text, "Approval "+req) && strings.Contains(m.Text, "was open when its container ended: denied") {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Errorf("%d notices for %s; want 1", notices, req)
+	}
+	e.mustCLI("deny", req2)
+	if got := e.waitOut("local:fam", id, 1, wait)[0].Text; !strings.Contains(got, "not approved") {
+		t.Errorf("fam got %q; want the denial told", got)
+	}
+	if exists(filepath.Join(e.home, "groups", "fam", "gone")) {
+		t.Error("the command ran without an approval")
+	}
+	d.stop(t)
+}
