@@ -49,7 +49,7 @@ func (a *app) cmdApprovals(ctx context.Context, args []string) error {
 }
 
 func (a *app) approvalsList(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("approvals", "approvals [list] [--open] [--limit N] [--json] [flags]")
+	fs := a.newFlagSet("approvals", "approvals [list] [--open] [--limit N] [--json] [flags]  (also: approvals rules, approvals forget RULE)")
 	open := fs.Bool("open", false, "only the requests waiting for an answer")
 	limit := fs.Int("limit", 50, "at most this many, newest first (0: all)")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
