@@ -12,7 +12,7 @@ import (
 // (issue 10, item 7).
 func TestE2EBacklogLeftOutNotice(t *testing.T) {
 	e := newEnv(t, "--prompt-cap", "3", "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "fam", "local:fam") // requires the trigger
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "local:fam") // requires the trigger
 	d := e.start()
 	first := int64(0)
 	for i := range 8 {

@@ -87,7 +87,7 @@ func stdinStamps(b *testing.B, path string) map[string]time.Time {
 func BenchmarkE2EWarmLatency(b *testing.B) {
 	for range b.N {
 		e := benchEnv(b, "--idle-timeout", "10m")
-		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 		d := e.start()
 		id := e.post("local:main", "warm up")
 		e.waitOut("local:main", id, 1, time.Minute)
@@ -123,8 +123,8 @@ func BenchmarkE2EWarmLatency(b *testing.B) {
 func BenchmarkE2EIngest(b *testing.B) {
 	for range b.N {
 		e := benchEnv(b)
-		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-		e.mustCLI("groups", "add", "--name", "quiet", "local:quiet")
+		e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+		e.mustCLI("groups", "add", "--tools", "full", "--name", "quiet", "local:quiet")
 		d := e.start()
 		const n, workers = 2000, 8
 		var wg sync.WaitGroup
@@ -152,10 +152,10 @@ func BenchmarkE2EIngest(b *testing.B) {
 func BenchmarkE2EIdleRSS(b *testing.B) {
 	for range b.N {
 		e := benchEnv(b)
-		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 		for i := range 99 {
 			n := fmt.Sprintf("group-%02d", i)
-			e.mustCLI("groups", "add", "--name", n, "local:"+n)
+			e.mustCLI("groups", "add", "--tools", "full", "--name", n, "local:"+n)
 		}
 		d := e.start()
 		// Let start-up work settle: one round trip through the API.
@@ -186,7 +186,7 @@ func BenchmarkE2EIdleRSS(b *testing.B) {
 func BenchmarkE2EChatOnce(b *testing.B) {
 	for range b.N {
 		e := benchEnv(b, "--idle-timeout", "10m")
-		e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+		e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 		d := e.start()
 		e.mustCLI("chat", "-m", "fake:reply warm", "main")
 

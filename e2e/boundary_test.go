@@ -231,9 +231,9 @@ func TestE2EBoundary(t *testing.T) {
 
 func testBoundary(t *testing.T, u daemonUser) {
 	e := u.env(t, "--idle-timeout", "2m", "--max-containers", "12")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"resp", "respdir", "takeover", "hnext", "reqstore"} {
-		e.mustCLI("groups", "add", "--name", g, "--no-trigger", "local:"+g)
+		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
 	}
 	d := e.start()
 	home := e.home
@@ -454,9 +454,9 @@ func TestE2EBoundaryIdleClose(t *testing.T) {
 
 func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	e := u.env(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"runlogs", "closer"} {
-		e.mustCLI("groups", "add", "--name", g, "--no-trigger", "local:"+g)
+		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
 	}
 	d := e.start()
 	home := e.home
@@ -527,7 +527,7 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 	}
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.extraEnv = []string{"BRIDGED_CONTAINER_UID=61234", "BRIDGED_CONTAINER_GID=61234"}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if got := e.bash("local:main", `echo "$(id -u):$(id -g)"`, turnWait); got != "61234:61234" {
 		t.Errorf("with BRIDGED_CONTAINER_UID=61234 BRIDGED_CONTAINER_GID=61234 a container runs as %q; want 61234:61234", got)
@@ -540,9 +540,9 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 // after the tool's 30 s timeout.
 func TestE2EBoundaryRequestFlood(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"flood", "calm"} {
-		e.mustCLI("groups", "add", "--name", g, "--no-trigger", "local:"+g)
+		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
 	}
 	d := e.start()
 	// Both containers are warm, so the calm group's turn costs no start.
@@ -589,8 +589,8 @@ func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	} else {
 		e = newEnv(t, "--idle-timeout", "2m")
 	}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "victim", "--no-trigger", "local:victim")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "victim", "--no-trigger", "local:victim")
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)

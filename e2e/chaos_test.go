@@ -55,7 +55,7 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 
 	const chat = "local:main"
 	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
-	e.mustCLI("groups", "add", "--name", "main", "--main", chat)
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", chat)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := e.watchContainers(ctx)
@@ -230,7 +230,7 @@ func (e *env) lastID(chat string) int64 {
 func TestE2EKill9AfterActionNotRepeated(t *testing.T) {
 	const chat = "local:main"
 	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
-	e.mustCLI("groups", "add", "--name", "main", "--main", chat)
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", chat)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := e.watchContainers(ctx)

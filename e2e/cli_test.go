@@ -113,7 +113,7 @@ func TestE2EDefaultHome(t *testing.T) {
 		t.Fatalf("read-only commands with no home created %q; want nothing beside the working directory", got)
 	}
 
-	e.mustBare(wd, "groups", "add", "--name", "main", "--main", "local:main")
+	e.mustBare(wd, "groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	if _, err := os.Stat(filepath.Join(e.home, "store", "bridged.db")); err != nil {
 		t.Fatalf("groups add without --home did not register in the default home: %v", err)
 	}

@@ -71,7 +71,7 @@ func TestE2EStatusSaysKeyRefused(t *testing.T) {
 	t.Cleanup(up.Close)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	if out := e.mustCLI("status"); !strings.Contains(out, "not used yet since the daemon started") {

@@ -121,7 +121,7 @@ func TestE2ECredentialProxy(t *testing.T) {
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx := context.Background()
 
@@ -221,7 +221,7 @@ func TestE2ECredentialProxyNoCredential(t *testing.T) {
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "10ms")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "ANTHROPIC_API_KEY="}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	if got := e.ask("local:main", "hello", 90*time.Second); got != "echo: hello" {
@@ -257,7 +257,7 @@ func TestE2ECredentialProxyNoNetwork(t *testing.T) {
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "BRIDGED_CONTAINER_NETWORK=none"}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if got := e.ask("local:main", "fake:api offline", 90*time.Second); got != "upstream says: offline" {
 		t.Fatalf("fake:api reply %q; want the upstream's answer through the socket", got)
@@ -279,7 +279,7 @@ func TestE2ECredentialProxyOAuth(t *testing.T) {
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=" + secret}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if got := e.ask("local:main", "fake:api bearer", 90*time.Second); got != "upstream says: bearer" {
 		t.Fatalf("fake:api reply %q; want the upstream's answer", got)

@@ -51,7 +51,7 @@ func diskUsage(t *testing.T, dir string) (bytes int64, files int) {
 func TestE2EOutboxFlood(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_OUTBOX_FILES_PER_MINUTE=3", "BRIDGED_OUTBOX_BYTES_PER_DAY=64m"}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	spool := filepath.Join(e.home, "data", "outbox")
 
@@ -119,7 +119,7 @@ func TestE2EOutboxFlood(t *testing.T) {
 // chat still shows a file that holds what the agent wrote.
 func TestE2ESentFileCopyRemoved(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	spool := filepath.Join(e.home, "data", "outbox")
 
@@ -166,7 +166,7 @@ func TestE2ESentFileCopyRemoved(t *testing.T) {
 func TestE2ELowDiskFloor(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_MIN_FREE=900000g"}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	// The alert is posted by the daemon's first disk check, at its start;

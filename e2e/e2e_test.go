@@ -15,7 +15,7 @@ import (
 // answered by the same container.
 func TestE2EChatAndFollowUp(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -59,7 +59,7 @@ func TestE2EChatAndFollowUp(t *testing.T) {
 // A short idle timeout closes and removes the container.
 func TestE2EIdleTimeoutRemovesContainer(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -78,10 +78,10 @@ func TestE2EIdleTimeoutRemovesContainer(t *testing.T) {
 // Five groups with a cap of two: never more than two containers, all answered.
 func TestE2EConcurrencyCap(t *testing.T) {
 	e := newEnv(t, "--max-containers", "2", "--idle-timeout", "1s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	names := []string{"g1", "g2", "g3", "g4", "g5"}
 	for _, n := range names {
-		e.mustCLI("groups", "add", "--name", n, "--no-trigger", "local:"+n)
+		e.mustCLI("groups", "add", "--tools", "full", "--name", n, "--no-trigger", "local:"+n)
 	}
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -109,7 +109,7 @@ func TestE2EConcurrencyCap(t *testing.T) {
 // chat.
 func TestE2EScheduledTask(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "3s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	at := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
@@ -136,8 +136,8 @@ func TestE2EScheduledTask(t *testing.T) {
 // sent there.
 func TestE2ECrossChatSendRefused(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "3s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "other", "--no-trigger", "local:other")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
 	d := e.start()
 
 	before := e.outSince("local:main", 0)
@@ -157,7 +157,7 @@ func TestE2ECrossChatSendRefused(t *testing.T) {
 // is removed and the message is answered exactly once.
 func TestE2EKill9MidTurn(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -196,7 +196,7 @@ func TestE2EKill9MidTurn(t *testing.T) {
 // failure, not a loop.
 func TestE2ECrashEveryAttempt(t *testing.T) {
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -233,7 +233,7 @@ func TestE2ECrashEveryAttempt(t *testing.T) {
 // paired, and serves the local channel.
 func TestE2EUnpairedWhatsApp(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	out := e.mustCLI("chat", "-m", "still here?", "main")
 	if !strings.Contains(out, "echo: still here?") {

@@ -19,7 +19,7 @@ func engineEnv(t *testing.T, extraEnv []string, args ...string) (*env, *daemon, 
 	p := startFaultProxy(t)
 	e := newEnv(t, append([]string{"--retry-base", "100ms"}, args...)...)
 	e.extraEnv = append([]string{"DOCKER_HOST=" + p.dockerHost()}, extraEnv...)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

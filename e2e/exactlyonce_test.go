@@ -66,7 +66,7 @@ func killMidToolCall(t *testing.T, e *env, d *daemon, text string) (int64, strin
 // and "hello" arrives exactly once.
 func TestE2EKill9SendMessageOnce(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	id, reqFile := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool send_message {\"text\":\"hello\"}")
 
@@ -110,7 +110,7 @@ var taskIDRE = regexp.MustCompile(`task-[0-9a-f]{12}`)
 // The same with schedule_task: exactly one task exists afterwards.
 func TestE2EKill9ScheduleTaskOnce(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	args := `{"prompt":"fake\u003areply good morning","schedule_type":"cron","schedule_value":"0 9 * * *","context_mode":"isolated"}`
 	id, _ := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool schedule_task "+args)
@@ -136,7 +136,7 @@ func TestE2EKill9ScheduleTaskOnce(t *testing.T) {
 // and the chat gets one notice.
 func TestE2EKill9DuringRecurringTask(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

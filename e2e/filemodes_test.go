@@ -16,7 +16,7 @@ func TestE2EStateFilesPrivateUnderUmask022(t *testing.T) {
 	old := syscall.Umask(0o022) // inherited by the daemon and the commands
 	t.Cleanup(func() { syscall.Umask(old) })
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.start()
 	if got := e.ask("local:main", "hello", 90*time.Second); got != "echo: hello" {
 		t.Fatalf("reply %q", got)

@@ -19,7 +19,7 @@ var fileLineRE = regexp.MustCompile(`\[file: (\S+) \(([^,]+), (\w+)\) (/\S+)\]`)
 // a clear error and nothing of it leaves the host's file system.
 func TestE2ESendMessageFile(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	made := e.bash("local:main", `mkdir -p /workspace/group/out && printf '\211PNG\r\n\032\nchart-from-the-agent' > /workspace/group/out/chart.png && `+

@@ -70,8 +70,8 @@ func TestE2EAPIKeyRefusedFailsAtOnce(t *testing.T) {
 	up := newRefusingUpstream(t, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "team", "--no-trigger", "local:team")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "team", "--no-trigger", "local:team")
 	d := e.start()
 	mainFrom := lastID(e, "local:main")
 
@@ -156,9 +156,9 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0", "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "club", "local:club") // needs @Andy
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "club", "local:club") // needs @Andy
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
 	// One metered API call costs more than this.
 	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "fam")
 	d := e.start()
@@ -212,7 +212,7 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 func TestE2EAttachmentsOneTurn(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	names := []string{"alpha-notes.txt", "beta-chart.png", "gamma-memo.txt"}
 	for i := range 5 {
@@ -242,7 +242,7 @@ func TestE2EAttachmentsOneTurn(t *testing.T) {
 // stops its containers and exits 0.
 func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "5m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
 // log says how many turns it drains.
 func TestE2EChatDuringDrainGetsReply(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "5m")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if got := e.ask("local:main", "fake:reply warm", 90*time.Second); got != "warm" {
 		t.Fatalf("reply %q; want warm", got)
@@ -364,7 +364,7 @@ func TestE2EChatDuringDrainGetsReply(t *testing.T) {
 // close delay after its result (10 s).
 func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "3s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
 	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
@@ -425,8 +425,8 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 func TestE2EChatSaysQueued(t *testing.T) {
 	e := newEnv(t, "--max-containers", "1", "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
 	d := e.start()
 	busy := e.post("local:main", "fake:sleep 8s\nfake:reply main done")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -472,7 +472,7 @@ func openPTY(t *testing.T) (ctl, tty *os.File) {
 func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctl, tty := openPTY(t)
 	cmd := exec.Command(bridgedBin, "chat", "--home", e.home, "main")

@@ -14,7 +14,7 @@ import (
 // the retries.
 func TestE2EFirstTurnHangReported(t *testing.T) {
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--start-timeout", "3s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -165,7 +165,7 @@ func TestE2EMediaAttachments(t *testing.T) {
 	})
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_TRANSCRIBE_URL="+tr.srv.URL)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	t.Run("voice note", func(t *testing.T) {
@@ -228,7 +228,7 @@ func TestE2EMediaKill9WhileTranscribing(t *testing.T) {
 	})
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_TRANSCRIBE_URL="+tr.srv.URL)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -66,8 +66,8 @@ func budgetEnv(t *testing.T, idle, budget string) (*pricedUpstream, *env) {
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", idle)
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
 	e.mustCLI("groups", "set", "--budget-daily", budget, "fam")
 	return up, e
 }

@@ -51,8 +51,8 @@ func TestE2EMountRace(t *testing.T) {
 
 func testMountRace(t *testing.T, u daemonUser) {
 	e := u.env(t, "--idle-timeout", "1s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "other", "--no-trigger", "local:other")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)
@@ -178,8 +178,8 @@ func testMountRaceExtraMount(t *testing.T, u daemonUser) {
 	allowlist := filepath.Join(base, "mount-allowlist.json")
 	writeFile(t, allowlist, `{"allowedRoots": [{"path": "`+allowed+`", "allowReadWrite": true}]}`)
 	e.extraEnv = append(e.extraEnv, "BRIDGED_MOUNT_ALLOWLIST="+allowlist)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "other", "--no-trigger", "local:other")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
 	e.mustCLI("groups", "set", "--mount", project+":proj:rw", "main")
 	e.mustCLI("groups", "set", "--mount", app+":app", "other")
 	d := e.start()

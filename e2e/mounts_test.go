@@ -65,7 +65,7 @@ func testExtraMounts(t *testing.T, u daemonUser) {
 	}
 	e.extraEnv = append(e.extraEnv, "BRIDGED_MOUNT_ALLOWLIST="+allowlist)
 
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	// Set with the daemon stopped: the allowlist file decides.
 	if out := e.mustCLI("groups", "set", "--mount", share+":proj:rw", "main"); !strings.Contains(out, share+":proj:rw") {
 		t.Fatalf("groups set --mount printed %q; want the mount", out)

@@ -105,8 +105,8 @@ func TestE2EProxyFlood(t *testing.T) {
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "3m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "evil", "--no-trigger", "local:evil")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "evil", "--no-trigger", "local:evil")
 	d := e.start()
 	pid := d.cmd.Process.Pid
 

@@ -80,8 +80,8 @@ func scheduleCall(prompt, targetGroup string) string {
 // task makes room for one.
 func TestE2ETaskCapAndPromptSize(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "30s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "family", "--no-trigger", "local:family")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "family", "--no-trigger", "local:family")
 	d := e.start()
 
 	// An oversized prompt: refused, saying why, nothing stored.
@@ -150,7 +150,7 @@ func TestE2EFailingTaskPausesItself(t *testing.T) {
 	// beside the other parallel tests, after the serial ones.
 	t.Parallel()
 	e := newEnv(t, "--idle-timeout", "3s", "--task-max-failures", "2")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
 	// The colon of the task's directive is escaped, or the fake would read

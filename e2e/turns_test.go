@@ -25,7 +25,7 @@ import (
 func laterTurnEnv(t *testing.T, extra ...string) (*env, *daemon, *containerWatch) {
 	t.Helper()
 	e := newEnv(t, append([]string{"--retry-base", "100ms", "--idle-timeout", "5m"}, extra...)...)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -139,7 +139,7 @@ func TestE2ELaterTurnContainerKilled(t *testing.T) {
 // it is a later turn of the first container whatever the timing.
 func TestE2ELaterTurnHang(t *testing.T) {
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--container-timeout", "32s")
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -180,7 +180,7 @@ func TestE2EReplyOnFullDisk(t *testing.T) {
 			t.Errorf("umount %s: %v: %s", storeDir, err, out)
 		}
 	})
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if got := e.ask("local:main", "fake:reply one", time.Minute); got != "one" {
 		t.Fatalf("first reply %q; want one", got)

@@ -59,9 +59,9 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
 	e := newEnv(t)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"deep", "other"} {
-		e.mustCLI("groups", "add", "--name", g, "--no-trigger", "local:"+g)
+		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
 	}
 	chats := []string{"local:other", "local:deep", "local:main"}
 	// turns times one turn of each group, one after the other: each the
@@ -158,8 +158,8 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
 	e := newEnv(t)
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "linked", "--no-trigger", "local:linked")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "linked", "--no-trigger", "local:linked")
 	d := e.start()
 	if got := e.bash("local:linked", "echo turn-ok", turnWait); !strings.Contains(got, "turn-ok") {
 		t.Fatalf("the first turn did not run: %q", got)

@@ -81,12 +81,12 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "100ms")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
-	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
-	e.mustCLI("groups", "add", "--name", "fam", "local:fam") // needs the trigger @Andy
-	e.mustCLI("groups", "add", "--name", "paid", "--no-trigger", "local:paid")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "local:fam") // needs the trigger @Andy
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "paid", "--no-trigger", "local:paid")
 	e.mustCLI("groups", "set", "--budget-daily", "0.0001", "paid") // one metered call uses it up
-	e.mustCLI("groups", "add", "--name", "crashy", "--no-trigger", "local:crashy")
-	e.mustCLI("groups", "add", "--name", "ghost", "--no-trigger", "120363000000000001@g.us") // no channel can send to it
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "crashy", "--no-trigger", "local:crashy")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "ghost", "--no-trigger", "120363000000000001@g.us") // no channel can send to it
 	d := e.start()
 
 	// Answered.

@@ -157,3 +157,50 @@ func cleanErr(err error) string {
 	}
 	return s
 }
+
+// Client writes requests into a group's IPC namespace and waits for the
+// host's answers, like the MCP tools do; the runner asks the host through it
+// (approvals). Close it when done.
+type Client struct {
+	h      *host
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewClient watches ipcDir's responses directory; each Call waits at most
+// timeout for its answer.
+func NewClient(ipcDir string, timeout time.Duration, log zerolog.Logger) (*Client, error) {
+	layout := ipc.Layout{Root: ipcDir}
+	if err := layout.Ensure(); err != nil {
+		return nil, err
+	}
+	w, err := ipc.NewWatcher(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(layout.Responses()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{h: newHost(layout, timeout, log), cancel: cancel}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := w.Run(ctx, c.h.scan); err != nil {
+			log.Warn().Err(err).Msg("response watcher stopped")
+		}
+	}()
+	return c, nil
+}
+
+// Call writes req and waits for its response (see host.call).
+func (c *Client) Call(ctx context.Context, req ipc.Request) (ipc.Response, error) {
+	return c.h.call(ctx, req)
+}
+
+// Close stops watching.
+func (c *Client) Close() {
+	c.cancel()
+	c.wg.Wait()
+}

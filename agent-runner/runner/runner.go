@@ -103,6 +103,9 @@ type Config struct {
 	StopWait   time.Duration
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
+	// Ask, when set (tests), asks the owner instead of the host's
+	// ask_approval request.
+	Ask Asker
 }
 
 // Exit errors.
@@ -131,6 +134,15 @@ func Run(ctx context.Context, cfg Config) error {
 		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
 		return err
 	}
+	if r.perms.profile == ProfileAsk && r.perms.ask == nil {
+		c, err := mcpserver.NewClient(cfg.IPCDir, MaxApprovalWait, cfg.Logger.With().Str("source", "approvals").Logger())
+		if err != nil {
+			r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch responses: %v", err), Retryable: true})
+			return err
+		}
+		defer c.Close()
+		r.perms.ask = hostAsker(c.Call)
+	}
 	return r.loop(ctx)
 }
 
@@ -145,6 +157,7 @@ type run struct {
 	append  string
 	addDirs []string
 	hooks   []claudecli.Hook
+	perms   *permissions
 
 	// State below is owned by loop's goroutine: the claude process and
 	// how it is supervised; what its turns saw and settled is in turns.
@@ -217,9 +230,19 @@ func newRun(cfg Config, api map[string]string) (*run, error) {
 		now:       r.now,
 		log:       r.log,
 	}
-	r.hooks = []claudecli.Hook{
-		{Event: claudecli.HookPreToolUse, Matcher: "Bash", Func: bashHook(r.prefix, r.log)},
-		{Event: claudecli.HookPreCompact, Func: arch.hook},
+	r.perms = &permissions{
+		profile: normProfile(cfg.Input.Tools),
+		workDir: cfg.WorkDir,
+		prefix:  r.prefix,
+		ask:     cfg.Ask,
+		log:     r.log.With().Str("source", "permissions").Logger(),
+	}
+	r.hooks = []claudecli.Hook{{Event: claudecli.HookPreCompact, Func: arch.hook}}
+	if r.perms.profile == ProfileFull {
+		// The hook's rewrite allows the call, which only the full profile
+		// may do without can_use_tool; the other profiles add the prefix
+		// in their can_use_tool answer.
+		r.hooks = append([]claudecli.Hook{{Event: claudecli.HookPreToolUse, Matcher: "Bash", Func: bashHook(r.prefix, r.log)}}, r.hooks...)
 	}
 	return r, nil
 }
@@ -259,15 +282,13 @@ func (r *run) args() ([]string, error) {
 		mcpEnv[mcpserver.EnvTimeout] = r.cfg.MCPTimeout.String()
 	}
 	c := claudecli.Config{
-		Model:                           r.cfg.Input.Model,
-		Resume:                          r.resume,
-		AllowedTools:                    AllowedTools(),
-		MCPServers:                      map[string]claudecli.MCPServer{MCPServerName: {Command: r.cfg.Self, Args: []string{"mcp"}, Env: mcpEnv}},
-		SettingSources:                  []string{"project", "user"},
-		PermissionMode:                  claudecli.PermissionBypass,
-		AllowDangerouslySkipPermissions: true,
-		AddDirs:                         r.addDirs,
+		Model:          r.cfg.Input.Model,
+		Resume:         r.resume,
+		MCPServers:     map[string]claudecli.MCPServer{MCPServerName: {Command: r.cfg.Self, Args: []string{"mcp"}, Env: mcpEnv}},
+		SettingSources: []string{"project", "user"},
+		AddDirs:        r.addDirs,
 	}
+	profileConfig(&c, r.perms.profile)
 	if r.resume != "" {
 		c.ResumeSessionAt = r.resumeAt
 	}
@@ -287,6 +308,7 @@ func (r *run) start(msgs []string) error {
 		Env:                r.env,
 		AppendSystemPrompt: r.append,
 		Hooks:              r.hooks,
+		CanUseTool:         r.perms.decide,
 		Logger:             r.log.With().Str("source", "claude").Logger(),
 		StopWait:           r.cfg.StopWait,
 	})

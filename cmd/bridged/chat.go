@@ -184,6 +184,10 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 	if err != nil {
 		return err
 	}
+	if id == 0 {
+		fmt.Fprintln(a.stderr, "Taken as an answer to an approval request; no turn runs for it.")
+		return nil
+	}
 	deadline := time.Now().Add(o.timeout)
 	printed := id
 	show := func(ms []control.ChatMessage) {

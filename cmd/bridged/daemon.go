@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/bridged-app/bridged/internal/approvals"
 	"io"
 	"os"
 	"os/signal"
@@ -191,6 +192,33 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 		return err
 	}
 	return tasks.Recover(ctx)
+}
+
+// settleApprovals denies the approval requests a stopped bridged left open
+// (their containers are gone), once, with a notice each, and tells the
+// owner once that the groups registered before tool profiles kept full.
+func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, rt *router.Router, log zerolog.Logger) error {
+	n, err := ap.SettleOpen(ctx)
+	if err != nil {
+		return fmt.Errorf("settle open approvals: %w", err)
+	}
+	if n > 0 {
+		log.Warn().Int("approvals", n).Msg("approval requests left open by the previous bridged denied")
+	}
+	told, err := db.TakeNotice(ctx, "tool_profiles")
+	if err != nil || !told {
+		return err
+	}
+	const text = "Tool profiles: the groups registered before this version keep the full profile (every tool, no questions). " +
+		"To have a group ask you before commands that change things, web fetches and writes outside its folder: " +
+		"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."
+	log.Warn().Msg(text)
+	if main, err := db.MainGroup(ctx); err == nil {
+		if _, err := rt.SendMessage(ctx, nil, string(main.Chat), text, store.OriginNotice, ""); err != nil {
+			log.Warn().Err(err).Msg("tool profile notice not posted")
+		}
+	}
+	return nil
 }
 
 // waRefresher adapts the WhatsApp client to ipchost.GroupRefresher.
@@ -389,9 +417,15 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if lateWindow <= 0 {
 		lateWindow = router.DefaultLateWindow
 	}
+	// Approvals are answered in the main chat before storage: the ingest
+	// takes them out; they post through the outbox, whose sender wakes on
+	// the signal built here.
+	outSignal := outbox.NewSignal()
+	approver := approvals.New(db, outboxPoster{db: db, out: outSignal}, cfg.ApprovalTimeout, log)
 	ing, err := ingest.New(ingest.Config{
 		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
-		Log: log.With().Str("component", "ingest").Logger(),
+		Log:     log.With().Str("component", "ingest").Logger(),
+		Answers: approver.Answer,
 	})
 	if err != nil {
 		return err
@@ -437,11 +471,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// Owner alerts and budgets: built before the router, which consults
 	// them. They post their notices through the outbox's signal and the
 	// ingest, both built before either, so nothing is wired afterwards.
-	outSignal := outbox.NewSignal()
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
-		Poster: notices{db: db, out: outSignal, in: ing},
+		Poster: notices{outboxPoster: outboxPoster{db: db, out: outSignal}, in: ing},
 	})
 	if err != nil {
 		return err
@@ -476,7 +509,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
-		OutboxSignal: outSignal})
+		OutboxSignal: outSignal, ContainerGone: func(f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
 	if err != nil {
 		return err
 	}
@@ -485,7 +518,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	host, err := ipchost.New(ipchost.Config{
 		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
-		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt,
+		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver,
 	}, db, rt, sched, waRefresher{wa}, log)
 	if err != nil {
 		return err
@@ -504,6 +537,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Groups:    groupsChanged{host, rt},
 		Tasks:     sched,
 		Config:    daemonConfig{cfg, proxy},
+		Approvals: approver,
 		Version:   buildVersion(),
 		Instance:  instance,
 		Log:       log,
@@ -525,6 +559,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	// Nothing runs before what a previous daemon left is dealt with.
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
+		return err
+	}
+	if err := settleApprovals(ctx, db, approver, rt, log); err != nil {
 		return err
 	}
 

@@ -88,7 +88,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY\tALLOWED")
+		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tTOOLS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY\tALLOWED")
 		for _, g := range gs {
 			answers := "trigger only"
 			switch {
@@ -97,7 +97,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers, orDash(g.Tools),
 				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), budgetToday(g), formatAllow(g))
 		}
 		return tw.Flush()
@@ -192,6 +192,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 	isMain := fs.Bool("main", false, "make this the main (admin) group; it answers every message")
 	trigger := fs.String("trigger", "", "trigger word (default @<assistant name>; an @ is added when missing)")
 	noTrigger := fs.Bool("no-trigger", false, "answer every message, not only those starting with the trigger")
+	tools := fs.String("tools", "", "tool `PROFILE`: full, ask, read-only or chat (default: full for the main group, ask for others; see README \"Permissions\")")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
@@ -201,7 +202,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "bridged groups add: --name is required")
 		return errUsage
 	}
-	req := control.GroupAdd{Chat: pos[0], Name: *name, Folder: *folder, Trigger: *trigger, IsMain: *isMain}
+	req := control.GroupAdd{Chat: pos[0], Name: *name, Folder: *folder, Trigger: *trigger, IsMain: *isMain, Tools: *tools}
 	if *noTrigger {
 		f := false
 		req.RequiresTrigger = &f
@@ -211,7 +212,7 @@ func (a *app) groupsAdd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Registered %s as group %q (folder groups/%s, trigger %s).\n", g.Chat, g.Name, g.Folder, g.Trigger)
+		fmt.Fprintf(a.stdout, "Registered %s as group %q (folder groups/%s, trigger %s, tools %s).\n", g.Chat, g.Name, g.Folder, g.Trigger, g.Tools)
 		return nil
 	})
 }
@@ -296,8 +297,8 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--allow SENDER]... [--others context|drop] [flags] FOLDER")
-	var name, trigger, model, timeout, budget, others optString
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] FOLDER")
+	var name, trigger, model, timeout, budget, others, tools optString
 	var allow allowFlags
 	var requires optBool
 	var mounts mountFlags
@@ -309,6 +310,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	fs.Var(&mounts, "mount", "extra mount `HOST[:CONTAINER][:ro|rw]` at /workspace/extra/CONTAINER, checked against the mount allowlist; repeat for several (replaces the group's extra mounts)")
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
 	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
+	fs.Var(&tools, "tools", "tool `PROFILE`: full, ask, read-only or chat (see README \"Permissions\")")
 	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, or admins (the WhatsApp group's admins); repeat for several (replaces the list); everyone: anyone may (the default)")
 	fs.Var(&others, "others", "what becomes of a message from anyone not allowed: context (stored, shown to the agent, wakes nothing; the default) or drop (not stored)")
 	cf := config.Register(fs)
@@ -316,7 +318,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v, Others: others.v}
+	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v, Others: others.v, Tools: tools.v}
 	if allow.set {
 		list, err := allow.list()
 		if err != nil {
@@ -342,7 +344,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		p.ExtraMounts = &ms
 	}
 	if p == (control.GroupPatch{}) {
-		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts, --budget-daily, --allow or --others)")
+		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts, --budget-daily, --tools, --allow or --others)")
 		return errUsage
 	}
 	if p.Timeout != nil {
@@ -358,8 +360,8 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
 		return nil
 	})
 }

@@ -67,6 +67,7 @@ func TestJSONOutputs(t *testing.T) {
 			Trigger         string    `json:"trigger"`
 			RequiresTrigger bool      `json:"requires_trigger"`
 			IsMain          bool      `json:"is_main"`
+			Tools           string    `json:"tools"`
 			CreatedAt       time.Time `json:"created_at"`
 			BudgetDailyUSD  float64   `json:"budget_daily_usd"`
 			CostTodayUSD    float64   `json:"cost_usd_today"`
@@ -74,7 +75,7 @@ func TestJSONOutputs(t *testing.T) {
 		} `json:"groups"`
 	}
 	decodeStrict(t, "groups list --json", run("groups", "list", "--json"), &groups)
-	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" || groups.Groups[0].BudgetDailyUSD != 1.5 || groups.Groups[0].BudgetPaused {
+	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" || groups.Groups[0].Tools != "full" || groups.Groups[0].BudgetDailyUSD != 1.5 || groups.Groups[0].BudgetPaused {
 		t.Errorf("groups = %+v; want main", groups)
 	}
 

@@ -17,15 +17,22 @@ import (
 // that is not an agent's; a rescan goes to the ingest, which wakes the
 // router's message loop. Both are built before the alerts and the router.
 type notices struct {
+	outboxPoster
+	in *ingest.Ingest
+}
+
+// outboxPoster commits bridged's own messages to the outbox and wakes the
+// router's sender through the signal it waits on (approvals.Poster); it
+// needs neither the router nor the ingest.
+type outboxPoster struct {
 	db  *store.DB
 	out *outbox.Signal
-	in  *ingest.Ingest
 }
 
 // SendMessage commits text to chat's outbox and wakes the sender. As in
 // the router's SendMessage, <internal>…</internal> blocks are removed first
 // and a text left empty is refused.
-func (n notices) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+func (n outboxPoster) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
 	if text = prompt.StripInternal(text); text == "" {
 		return store.OutboxItem{}, router.ErrEmpty
 	}

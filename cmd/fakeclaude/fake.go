@@ -693,10 +693,15 @@ func (f *fake) runTurn(m userMsg) {
 			if f.ctx.Err() != nil {
 				return
 			}
-		case "tool", "bash":
+		case "tool", "bash", "write", "fetch":
 			do := f.toolDirective
-			if d.verb == "bash" {
+			switch d.verb {
+			case "bash":
 				do = f.bashDirective
+			case "write":
+				do = f.writeDirective
+			case "fetch":
+				do = f.fetchDirective
 			}
 			text, ok := do(t, d.arg)
 			calls++

@@ -23,6 +23,13 @@
 //	fake:bash <command>     fire the PreToolUse hook for Bash, run the command it returns
 //	                        (with /bin/sh, or a tiny built-in interpreter for `unset A B; env`,
 //	                        `env` and `echo` when there is no shell), reply with its output
+//	                        The call is settled like the CLI's (disallowed → hook allow →
+//	                        allowed → mode → can_use_tool): in default mode a command that is
+//	                        not read-only asks the host (--permission-prompt-tool stdio), runs
+//	                        the answer's updatedInput, and a deny becomes the tool's error
+//	fake:write <path> <text> the Write tool (settled the same way), writes text to path
+//	fake:fetch <url>        the WebFetch tool (settled the same way); replies "fetched <url>",
+//	                        nothing is fetched
 //	fake:compact            a /compact turn: PreCompact hook, then fixture 05's compact result
 //	fake:pid                reply "pid=<pid> session=<session id>"
 //	fake:api [stream] [text] one POST $ANTHROPIC_BASE_URL/v1/messages?beta=true, credentials sent

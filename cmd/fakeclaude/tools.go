@@ -67,7 +67,12 @@ type hookOutput struct {
 // hooks registered for Bash see the input first and may rewrite or refuse it.
 func (f *fake) bashDirective(t *turn, command string) (string, bool) {
 	id := "toolu_fake" + shortID()
+	if f.disallowed("Bash") {
+		return f.noSuchTool(id, "Bash"), true
+	}
 	input := map[string]any{"command": command}
+	readOnly := readOnlyCommand(command)
+	hookAllow := false
 	f.assistant([]any{map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": input}}, nil)
 	t.inTool = true
 	defer func() { t.inTool = false }()
@@ -113,8 +118,24 @@ func (f *fake) bashDirective(t *turn, command string) (string, bool) {
 					command = c
 				}
 			}
+			if hs != nil && hs.PermissionDecision == "allow" {
+				hookAllow = true
+			}
 			source = "hook"
 		}
+	}
+	d := f.permit(t, id, "Bash", input, hookAllow, readOnly, "")
+	if d.stop {
+		return "", false
+	}
+	if d.refuse != "" {
+		return f.refused(id, d.refuse), true
+	}
+	if c, ok := d.input["command"].(string); ok && c != "" {
+		command = c
+	}
+	if !hookAllow {
+		source = d.source
 	}
 
 	out, code, err := f.runCommand(t.ctx, command)

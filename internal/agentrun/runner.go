@@ -79,6 +79,9 @@ type Deps struct {
 	// BeforeMountCheck, when set (tests), runs between a run's prepare and
 	// its mount check: the window in which an agent could swap a directory.
 	BeforeMountCheck func(store.Folder)
+	// ContainerGone, when set, is told that a group's container is gone:
+	// the approvals its turn left waiting are settled.
+	ContainerGone func(store.Folder)
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.
@@ -160,6 +163,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		AssistantName: x.cfg.AssistantName,
 		Timezone:      x.cfg.Timezone.String(),
 		Model:         g.ContainerConfig.Model,
+		Tools:         string(g.Tools),
 	}
 	if sess != nil {
 		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
@@ -213,6 +217,9 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		},
 		Event: func(ev ipc.Event) { t.event(ctx, ev) },
 	}))
+	if x.ContainerGone != nil {
+		x.ContainerGone(g.Folder)
+	}
 	grp.Lock()
 	replied := run.replied
 	grp.Unlock()

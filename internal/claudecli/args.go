@@ -33,7 +33,9 @@ type Config struct {
 	PermissionPromptTool string
 	Resume               string
 	AllowedTools         []string
-	MCPServers           map[string]MCPServer
+	// DisallowedTools are removed from the model's tools.
+	DisallowedTools []string
+	MCPServers      map[string]MCPServer
 	// SettingSources: nil leaves the flag out; an empty non-nil slice gives
 	// "--setting-sources=" (load no filesystem settings).
 	SettingSources                  []string
@@ -56,6 +58,7 @@ func (c Config) Args() ([]string, error) {
 	add("--permission-prompt-tool", c.PermissionPromptTool)
 	add("--resume", c.Resume)
 	add("--allowedTools", strings.Join(c.AllowedTools, ","))
+	add("--disallowedTools", strings.Join(c.DisallowedTools, ","))
 	if len(c.MCPServers) > 0 {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)

@@ -52,18 +52,21 @@ type Config struct {
 	MaxContainers    int
 	IdleTimeout      time.Duration
 	ContainerTimeout time.Duration
-	Image            string
-	MemoryBytes      int64
-	CPUs             float64
-	Pids             int64
-	LogLevel         string
-	LogFormat        string // auto, console, json
-	MountAllowlist   string
-	PromptCap        int
-	LateWindow       time.Duration // a message arriving later than this after it was sent starts no turn
-	RetryBase        time.Duration
-	EngineTimeout    time.Duration // deadline of each Docker Engine API call
-	StartTimeout     time.Duration // a container that prints nothing this long after its start is stopped as hung
+	// ApprovalTimeout is how long a tool call waits for the owner's
+	// approval before it is denied.
+	ApprovalTimeout time.Duration
+	Image           string
+	MemoryBytes     int64
+	CPUs            float64
+	Pids            int64
+	LogLevel        string
+	LogFormat       string // auto, console, json
+	MountAllowlist  string
+	PromptCap       int
+	LateWindow      time.Duration // a message arriving later than this after it was sent starts no turn
+	RetryBase       time.Duration
+	EngineTimeout   time.Duration // deadline of each Docker Engine API call
+	StartTimeout    time.Duration // a container that prints nothing this long after its start is stopped as hung
 	// AnthropicURL is the upstream of the credential proxy (the Anthropic
 	// API, a corporate gateway or a compatible endpoint).
 	AnthropicURL string
@@ -151,6 +154,7 @@ var settings = []setting{
 	{"timezone", "BRIDGED_TIMEZONE", systemTimezone, "IANA timezone for prompts and cron schedules"},
 	{"max-containers", "BRIDGED_MAX_CONTAINERS", constant("5"), "containers running at once"},
 	{"idle-timeout", "BRIDGED_IDLE_TIMEOUT", constant("30m"), "close a container this long after its last result"},
+	{"approval-timeout", "BRIDGED_APPROVAL_TIMEOUT", constant("10m"), "deny a tool call the owner has not approved within this long"},
 	{"container-timeout", "BRIDGED_CONTAINER_TIMEOUT", constant(""), "stop a container that printed nothing for this long (default: 30m, at least idle timeout + 30s)"},
 	{"image", "BRIDGED_IMAGE", constant("bridged-agent:latest"), "agent container image"},
 	{"container-memory", "BRIDGED_CONTAINER_MEMORY", constant("2g"), "memory limit per container (e.g. 512m, 2g; 0 = none)"},
@@ -479,6 +483,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.IdleTimeout, err = time.ParseDuration(raw["BRIDGED_IDLE_TIMEOUT"]); err != nil || c.IdleTimeout < time.Second {
 		return nil, bad("BRIDGED_IDLE_TIMEOUT", "want a Go duration of at least 1s, such as 30m")
 	}
+	if c.ApprovalTimeout, err = time.ParseDuration(raw["BRIDGED_APPROVAL_TIMEOUT"]); err != nil || c.ApprovalTimeout < time.Second || c.ApprovalTimeout > 24*time.Hour {
+		return nil, bad("BRIDGED_APPROVAL_TIMEOUT", "want a Go duration from 1s to 24h, such as 10m")
+	}
 	minHard := c.IdleTimeout + 30*time.Second
 	if v := raw["BRIDGED_CONTAINER_TIMEOUT"]; v == "" {
 		c.ContainerTimeout = max(30*time.Minute, minHard)
@@ -786,6 +793,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_MAX_CONTAINERS":          strconv.Itoa(c.MaxContainers),
 		"BRIDGED_IDLE_TIMEOUT":            c.IdleTimeout.String(),
 		"BRIDGED_CONTAINER_TIMEOUT":       c.ContainerTimeout.String(),
+		"BRIDGED_APPROVAL_TIMEOUT":        c.ApprovalTimeout.String(),
 		"BRIDGED_IMAGE":                   c.Image,
 		"BRIDGED_CONTAINER_MEMORY":        strconv.FormatInt(c.MemoryBytes, 10),
 		"BRIDGED_CONTAINER_CPUS":          strconv.FormatFloat(c.CPUs, 'f', -1, 64),

@@ -107,7 +107,7 @@ func rulesErr(err error) error {
 func (a *Admin) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
 	ng, err := rules.Group(rules.NewGroup{
 		Chat: req.Chat, Name: req.Name, Folder: req.Folder, Trigger: req.Trigger,
-		RequiresTrigger: req.RequiresTrigger, IsMain: req.IsMain,
+		RequiresTrigger: req.RequiresTrigger, IsMain: req.IsMain, Tools: req.Tools,
 	}, a.AssistantName)
 	if err != nil {
 		return Group{}, rulesErr(err)
@@ -142,7 +142,7 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 		g, err = rules.ChangeGroup(g, rules.GroupChange{
 			Name: p.Name, Trigger: p.Trigger, RequiresTrigger: p.RequiresTrigger,
 			Model: p.Model, Timeout: p.Timeout, Mounts: p.ExtraMounts,
-			BudgetDailyUSD: p.BudgetDailyUSD, Allow: p.Allow, Others: p.Others,
+			BudgetDailyUSD: p.BudgetDailyUSD, Allow: p.Allow, Others: p.Others, Tools: p.Tools,
 		}, a.AssistantName)
 		if err != nil {
 			return rulesErr(err)

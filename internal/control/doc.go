@@ -22,6 +22,10 @@
 //	                                         {"messages":[{"id","direction","sender","text","time"}]}
 //	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s
 //	                                         Turn: {"state","seq","upto","error","attempt","attempts","replies":[…]}
+//	GET    /v1/approvals?open=1&limit=N      []Approval (newest first)
+//	POST   /v1/approvals/{id}/approve|deny   {"always":bool} → Approval (409: settled before)
+//	GET    /v1/approvals/rules               []ApprovalRule
+//	DELETE /v1/approvals/rules/{id}          204
 //
 // Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
 // 413 (a file too large), 415 (multipart other than form data),

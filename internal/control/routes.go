@@ -35,6 +35,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/chats/{chat}/messages", s.getMessages)
 	mux.HandleFunc("GET /v1/chats/{chat}/turn", s.getTurn)
 	mux.HandleFunc("GET /v1/messages/{id}/story", s.getStory)
+	mux.HandleFunc("GET /v1/approvals", s.listApprovals)
+	mux.HandleFunc("GET /v1/approvals/rules", s.listApprovalRules)
+	mux.HandleFunc("DELETE /v1/approvals/rules/{id}", s.forgetApprovalRule)
+	mux.HandleFunc("POST /v1/approvals/{id}/{action}", s.decideApproval)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

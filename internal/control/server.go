@@ -70,10 +70,13 @@ type Options struct {
 	Groups   GroupSyncer       // nil: nobody to tell
 	Tasks    Waker             // nil: nobody to tell
 	Config   ConfigSource      // nil: GET /v1/config answers 503
-	Version  string
-	Instance string
-	Log      zerolog.Logger
-	MaxWait  time.Duration // 0: DefaultMaxWait
+	// Approvals settles the approval requests; nil: its endpoints answer
+	// 503.
+	Approvals Approvals
+	Version   string
+	Instance  string
+	Log       zerolog.Logger
+	MaxWait   time.Duration // 0: DefaultMaxWait
 	// Uploads is the spool files attached to posted messages are kept in
 	// until the media worker takes them (home.Home.Uploads); nil: posting
 	// files answers 503.

@@ -18,7 +18,9 @@ type Group struct {
 	Model           string               `json:"model,omitempty"`
 	Timeout         string               `json:"timeout,omitempty"` // Go duration; empty: the daemon's default
 	ExtraMounts     []store.MountRequest `json:"extra_mounts,omitempty"`
-	CreatedAt       time.Time            `json:"created_at"`
+	// Tools is the tool profile: full, ask, read-only or chat.
+	Tools     string    `json:"tools"`
+	CreatedAt time.Time `json:"created_at"`
 	// BudgetDailyUSD is the most the agent may cost a day (0: no budget).
 	BudgetDailyUSD float64 `json:"budget_daily_usd"`
 	// CostTodayUSD is what the agent cost today (the configured timezone's
@@ -46,6 +48,9 @@ type GroupAdd struct {
 	// trigger wake the agent.
 	RequiresTrigger *bool `json:"requires_trigger,omitempty"`
 	IsMain          bool  `json:"is_main,omitempty"`
+	// Tools is the tool profile; empty: full for the main group, ask for
+	// any other.
+	Tools string `json:"tools,omitempty"`
 }
 
 // GroupPatch changes some of a group's settings (PATCH /v1/groups/{folder}).
@@ -68,6 +73,8 @@ type GroupPatch struct {
 	// Others is "context" (others' messages are stored and shown to the
 	// agent, wake nothing) or "drop" (not stored).
 	Others *string `json:"others,omitempty"`
+	// Tools sets the tool profile: full, ask, read-only or chat.
+	Tools *string `json:"tools,omitempty"`
 }
 
 // Chat is a chat bridged has seen.
@@ -293,9 +300,13 @@ func groupOut(g store.Group) Group {
 		BudgetDailyUSD:  g.ContainerConfig.BudgetDailyUSD,
 		Allow:           g.Allow,
 		Others:          g.Others,
+		Tools:           string(g.Tools),
 	}
 	if out.Allow == nil {
 		out.Allow = []string{}
+	}
+	if out.Tools == "" {
+		out.Tools = string(store.ToolsFull)
 	}
 	if g.ContainerConfig.Timeout > 0 {
 		out.Timeout = g.ContainerConfig.Timeout.String()

@@ -41,6 +41,10 @@ type Config struct {
 	LateWindow time.Duration
 	Now        func() time.Time // nil: time.Now
 	Log        zerolog.Logger
+	// Answers, when set, takes approval answers out before storage
+	// (internal/approvals): it reports true when the message must not be
+	// stored. Without it, a reaction is dropped and anything else stored.
+	Answers func(ctx context.Context, m channel.Message) bool
 }
 
 // Ingest stores inbound messages and keeps which chats changed since the
@@ -84,6 +88,14 @@ func New(cfg Config) (*Ingest, error) {
 func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
 	if strings.TrimSpace(m.Chat) == "" {
 		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
+	}
+	if in.cfg.Answers != nil && in.cfg.Answers(ctx, m) {
+		in.log.Debug().Str("chat", m.Chat).Msg("approval answer or reaction taken out; not stored")
+		return 0, nil
+	}
+	if m.Reaction != nil {
+		// A reaction is never a prompt and never stored.
+		return 0, nil
 	}
 	if m.ExternalID == "" {
 		// Without the network's id a redelivery cannot be recognised;

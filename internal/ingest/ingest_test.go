@@ -150,24 +150,33 @@ func TestNewRefusesMissingParts(t *testing.T) {
 	}
 }
 
-// A message marked as backlog (a history sync) is late whatever its age;
-// a fresh one is not.
-func TestBacklogIsLate(t *testing.T) {
+// An approval answer and any reaction are taken out before storage: not
+// stored, not waking the loop; everything else is stored.
+func TestAnswersAndReactionsAreNotStored(t *testing.T) {
 	in, db := newIngest(t, nil)
 	ctx := context.Background()
-	for _, m := range []channel.Message{
-		{Chat: "local:main", ExternalID: "h1", Sender: "you", Text: "@Andy hi", SentAt: time.Now().Add(-time.Minute), Backlog: true},
-		{Chat: "local:main", ExternalID: "f1", Sender: "you", Text: "@Andy hi", SentAt: time.Now().Add(-time.Minute)},
+	in.cfg.Answers = func(_ context.Context, m channel.Message) bool { return m.Text == "yes abcd" }
+	for i, m := range []channel.Message{
+		{Chat: "local:main", ExternalID: "a1", Text: "yes abcd", FromMe: true},
+		{Chat: "local:main", ExternalID: "a2", Reaction: &channel.Reaction{TargetID: "x", Emoji: "❤️"}},
 	} {
-		if _, err := in.Inbound(ctx, m); err != nil {
-			t.Fatal(err)
+		id, err := in.Inbound(ctx, m)
+		if err != nil || id != 0 {
+			t.Fatalf("message %d: Inbound = %d, %v; want taken out", i, id, err)
 		}
 	}
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 10)
-	if err != nil || len(msgs) != 2 {
-		t.Fatalf("messages = %+v, %v", msgs, err)
+	if woken(in) {
+		t.Error("a taken-out message woke the loop")
 	}
-	if !msgs[0].Late || msgs[1].Late {
-		t.Errorf("late = %v, %v; want the backlog late, the fresh one not", msgs[0].Late, msgs[1].Late)
+	in.cfg.Answers = nil
+	if id, _ := in.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "a3", Reaction: &channel.Reaction{TargetID: "x", Emoji: "👍"}}); id != 0 {
+		t.Error("a reaction was stored without an answer hook")
+	}
+	if id, err := in.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "a4", Text: "hello"}); err != nil || id == 0 {
+		t.Fatalf("an ordinary message was not stored: %d, %v", id, err)
+	}
+	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("stored %d messages (%v); want only the ordinary one", len(msgs), err)
 	}
 }

@@ -20,6 +20,9 @@ type RunInput struct {
 	AssistantName string `json:"assistant_name"`
 	Timezone      string `json:"timezone"`
 	Model         string `json:"model,omitempty"`
+	// Tools is the group's tool profile (full, ask, read-only, chat);
+	// empty is full.
+	Tools string `json:"tools,omitempty"`
 }
 
 // The host's credential proxy as a container sees it: a unix socket in a

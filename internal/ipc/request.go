@@ -24,6 +24,9 @@ const (
 	TypeCancelTask    RequestType = "cancel_task"
 	TypeRegisterGroup RequestType = "register_group"
 	TypeListGroups    RequestType = "list_groups"
+	// TypeAskApproval is written by the runner, not by an MCP tool: a tool
+	// call the group's profile sends to the owner (see AskApprovalArgs).
+	TypeAskApproval RequestType = "ask_approval"
 )
 
 // Args is the payload of a request; each tool has its own type.
@@ -103,6 +106,47 @@ type RegisterGroupArgs struct {
 // ListGroupsArgs are list_groups's arguments.
 type ListGroupsArgs struct {
 	Refresh bool `json:"refresh,omitempty"`
+}
+
+// AskApprovalArgs ask the owner whether a tool call may run: the CLI's
+// can_use_tool request, as the runner got it. The host answers with an
+// ApprovalDecision once the owner (or the timeout) decided.
+type AskApprovalArgs struct {
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+}
+
+// ApprovalDecision is the data of an ask_approval response.
+type ApprovalDecision struct {
+	Allow bool `json:"allow"`
+	// Message says why, for the model, when the call is denied.
+	Message string `json:"message,omitempty"`
+	// ID is the approval request's short id ("" when a standing rule
+	// allowed the call without asking).
+	ID string `json:"id,omitempty"`
+}
+
+// MaxApprovalInputBytes bounds an ask_approval's tool input.
+const MaxApprovalInputBytes = 256 << 10
+
+func (AskApprovalArgs) requestType() RequestType { return TypeAskApproval }
+
+// Validate checks ask_approval's arguments.
+func (a AskApprovalArgs) Validate() error {
+	if err := checkText("tool", a.Tool, true); err != nil {
+		return err
+	}
+	if len(a.Tool) > 256 {
+		return invalidf("tool name is %d bytes, over 256", len(a.Tool))
+	}
+	if len(a.Input) > MaxApprovalInputBytes {
+		return invalidf("input is %d bytes, over the %d-byte limit", len(a.Input), MaxApprovalInputBytes)
+	}
+	if t := bytes.TrimSpace(a.Input); len(t) == 0 || t[0] != '{' {
+		return invalidf("input must be a JSON object")
+	}
+	return checkText("tool_use_id", a.ToolUseID, false)
 }
 
 func (SendMessageArgs) requestType() RequestType   { return TypeSendMessage }
@@ -281,6 +325,8 @@ func DecodeRequest(data []byte) (Request, error) {
 		r.Args, err = decodeArgs(raw, RegisterGroupArgs{})
 	case TypeListGroups:
 		r.Args, err = decodeArgs(raw, ListGroupsArgs{})
+	case TypeAskApproval:
+		r.Args, err = decodeArgs(raw, AskApprovalArgs{})
 	default:
 		return r, invalidf("unknown request type %q", env.Type)
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -75,6 +76,12 @@ type TurnHold interface {
 	Release(ctx context.Context, committed bool)
 }
 
+// Approver asks the owner about a tool call (internal/approvals): it
+// blocks until the call is settled or ctx ends.
+type Approver interface {
+	Ask(ctx context.Context, folder, requestID string, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error)
+}
+
 // Waker is told that tasks changed (the scheduler). Wake must not block.
 type Waker interface{ Wake() }
 
@@ -115,6 +122,10 @@ type Config struct {
 	// MaxTaskPrompt is the largest task prompt, in bytes, that
 	// schedule_task and update_task take. 0 means DefaultMaxTaskPrompt.
 	MaxTaskPrompt int
+
+	// Approver answers ask_approval requests (internal/approvals); nil:
+	// every one is denied.
+	Approver Approver
 }
 
 // Defaults of the task limits (BRIDGED_MAX_TASKS, BRIDGED_MAX_TASK_PROMPT).
@@ -146,6 +157,8 @@ type Host struct {
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
 
+	approver atomic.Pointer[Approver] // nil: every ask_approval is denied
+
 	box *dirwatch.Engine[*trees] // the groups' requests directories, keyed by folder
 }
 
@@ -160,6 +173,8 @@ type protocol struct {
 	log  zerolog.Logger
 	// carryOut carries out one request with its unit of work (Host.carryOut).
 	carryOut func(ctx context.Context, u *unit) ipc.Response
+	// ask answers an ask_approval request (Host.askApproval).
+	ask func(ctx context.Context, folder string, req ipc.Request) ipc.Response
 
 	// handled, when set (tests), is called after each file was dealt with,
 	// from the goroutine that dealt with it.
@@ -219,6 +234,10 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 		now:      time.Now,
 	}
 	h.protocol.carryOut = h.carryOut
+	h.ask = h.askApproval
+	if cfg.Approver != nil {
+		h.approver.Store(&cfg.Approver)
+	}
 	box, err := dirwatch.New(dirwatch.Config[*trees]{
 		Open: func(folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
 		Handle: func(ctx context.Context, folder string, t *trees, name string) (bool, dirwatch.Job) {
@@ -532,6 +551,11 @@ func (p *protocol) serve(ctx context.Context, folder store.Folder, t *trees, nam
 	if slow(req) {
 		return true, func(ctx context.Context) { p.answerSlow(ctx, log, folder, t, name, req) }
 	}
+	if req.Type == ipc.TypeAskApproval {
+		// It waits for the owner: on a side lane, so the group's other
+		// requests go on, bounded by the approvals' own timeout.
+		return true, func(ctx context.Context) { p.answerApproval(ctx, log, folder, t, name, req) }
+	}
 	// A request in flight when the daemon stops is finished, within bounds.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 	defer cancel()
@@ -556,6 +580,32 @@ func (p *protocol) answerSlow(ctx context.Context, log zerolog.Logger, folder st
 	p.answer(hctx, log, folder, t, name, req)
 }
 
+// answerApproval answers one ask_approval request on a side goroutine once
+// the owner (or the timeout) settled it. When the daemon stops first, the
+// request is left unanswered: its file is quarantined at the next start
+// (Recover) and the approval settled as denied there.
+func (p *protocol) answerApproval(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) {
+	defer func() {
+		if p.handled != nil {
+			p.handled(folder, name)
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("ipc request handling panicked")
+			p.quarantine(log, t, name)
+		}
+	}()
+	resp := p.ask(ctx, string(folder), req)
+	if ctx.Err() != nil {
+		log.Info().Msg("approval left open: bridged is stopping")
+		return
+	}
+	log.Info().Bool("ok", resp.OK).Msg("ipc request answered")
+	p.respond(log, t, resp)
+	p.remove(log, t, name)
+}
+
 // answer carries out req, writes its response and removes its file. A
 // request that changes something is recorded as handled in the transaction
 // that makes its change: its unit of work says so (see unit).
@@ -576,7 +626,8 @@ func (p *protocol) answer(ctx context.Context, log zerolog.Logger, folder store.
 // carry out again.
 func changes(typ ipc.RequestType) bool {
 	switch typ {
-	case ipc.TypeListTasks, ipc.TypeListGroups:
+	case ipc.TypeListTasks, ipc.TypeListGroups, ipc.TypeAskApproval:
+		// An approval is kept in its own table, once per request.
 		return false
 	}
 	return true
@@ -727,4 +778,31 @@ func short(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// askApproval asks the approver about one tool call.
+func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) ipc.Response {
+	args, ok := req.Args.(ipc.AskApprovalArgs)
+	ap := h.approver.Load()
+	var d ipc.ApprovalDecision
+	switch {
+	case !ok:
+		return ipc.ErrorResponse(req.ID, errors.New("not an ask_approval request"))
+	case ap == nil || *ap == nil:
+		d = ipc.ApprovalDecision{Message: "not approved: bridged has no approvals"}
+	default:
+		var err error
+		if d, err = (*ap).Ask(ctx, folder, req.ID, args); err != nil {
+			if ctx.Err() != nil {
+				return ipc.ErrorResponse(req.ID, ctx.Err())
+			}
+			h.log.Error().Err(err).Str("group", folder).Msg("ask approval")
+			d = ipc.ApprovalDecision{Message: "not approved: the owner could not be asked"}
+		}
+	}
+	resp, err := ipc.OKResponse(req.ID, d)
+	if err != nil {
+		return ipc.ErrorResponse(req.ID, err)
+	}
+	return resp
 }

@@ -118,6 +118,9 @@ type Deps struct {
 	// messages after their commit (see Router.MediaSettled); nil: a
 	// message's media is not fetched and its placeholder says so.
 	Media MediaQueue
+	// ContainerGone, when set, is told that a group's container is gone
+	// (the approvals it left waiting are settled).
+	ContainerGone func(store.Folder)
 }
 
 // Status is the router's live state for `bridged status`.
@@ -319,6 +322,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 				r.beforeMountCheck(f)
 			}
 		},
+		ContainerGone: d.ContainerGone,
 		Specs: container.SpecBuilder{
 			Home:          cfg.Home,
 			AssistantName: cfg.AssistantName,

@@ -189,6 +189,21 @@ type NewGroup struct {
 	// trigger wake the agent.
 	RequiresTrigger *bool
 	IsMain          bool
+	// Tools is the tool profile; empty: full for the main group, ask for
+	// any other.
+	Tools string
+}
+
+// ParseTools reads a tool profile name.
+func ParseTools(v string) (store.ToolProfile, error) {
+	p := store.ToolProfile(strings.ToLower(strings.TrimSpace(v)))
+	if p == "readonly" {
+		p = store.ToolsReadOnly
+	}
+	if !p.Valid() {
+		return "", invalid("tool profile %q: want full, ask, read-only or chat", v)
+	}
+	return p, nil
 }
 
 // Group checks a registration and returns the group to store. assistant is
@@ -220,7 +235,17 @@ func Group(in NewGroup, assistant string) (store.Group, error) {
 	if in.RequiresTrigger != nil {
 		requires = *in.RequiresTrigger
 	}
+	tools := store.ToolsAsk
+	if in.IsMain {
+		tools = store.ToolsFull
+	}
+	if in.Tools != "" {
+		if tools, err = ParseTools(in.Tools); err != nil {
+			return store.Group{}, err
+		}
+	}
 	return store.Group{
+		Tools:           tools,
 		Chat:            store.ChatID(chat),
 		Name:            name,
 		Folder:          store.Folder(folder),
@@ -248,6 +273,8 @@ type GroupChange struct {
 	Allow *[]string
 	// Others is store.OthersContext or store.OthersDrop.
 	Others *string
+	// Tools is the tool profile (full, ask, read-only, chat).
+	Tools *string
 }
 
 // ChangeGroup applies c to g and returns the changed group.
@@ -287,6 +314,11 @@ func ChangeGroup(g store.Group, c GroupChange, assistant string) (store.Group, e
 			return store.Group{}, invalid("the daily budget must be an amount of USD of at least 0 (0: no budget)")
 		}
 		g.ContainerConfig.BudgetDailyUSD = b
+	}
+	if c.Tools != nil {
+		if g.Tools, err = ParseTools(*c.Tools); err != nil {
+			return store.Group{}, err
+		}
 	}
 	if c.Mounts != nil {
 		ms := make([]store.MountRequest, 0, len(*c.Mounts))

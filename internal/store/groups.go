@@ -25,8 +25,31 @@ type Group struct {
 	Allow []string
 	// Others is what becomes of a message from a sender Allow does not
 	// admit: OthersContext (the default) or OthersDrop.
-	Others    string
+	Others string
+	// Tools is the group's tool profile (see ToolProfile); empty is taken
+	// as ToolsFull.
+	Tools     ToolProfile
 	CreatedAt time.Time // set by AddGroup
+}
+
+// ToolProfile says what a group's agent may do without the owner.
+type ToolProfile string
+
+// The tool profiles (README "Permissions").
+const (
+	ToolsFull     ToolProfile = "full"
+	ToolsAsk      ToolProfile = "ask"
+	ToolsReadOnly ToolProfile = "read-only"
+	ToolsChat     ToolProfile = "chat"
+)
+
+// Valid reports whether p is a known profile.
+func (p ToolProfile) Valid() bool {
+	switch p {
+	case ToolsFull, ToolsAsk, ToolsReadOnly, ToolsChat:
+		return true
+	}
+	return false
 }
 
 // What becomes of a message from a sender the allow list does not admit.
@@ -96,13 +119,13 @@ func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at, allow_senders, others`
+const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at, allow_senders, others, tools`
 
 func scanGroup(row rowScanner) (Group, error) {
 	var g Group
 	var cfg, allow string
 	var created int64
-	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created, &allow, &g.Others); err != nil {
+	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created, &allow, &g.Others, &g.Tools); err != nil {
 		return Group{}, err
 	}
 	g.CreatedAt = fromMS(created)
@@ -136,6 +159,12 @@ func (g *Group) check() error {
 	}
 	if g.Name == "" {
 		g.Name = string(g.Folder)
+	}
+	if g.Tools == "" {
+		g.Tools = ToolsFull
+	}
+	if !g.Tools.Valid() {
+		return fmt.Errorf("%w: group %s: unknown tool profile %q", ErrInvalid, g.Folder, g.Tools)
 	}
 	if g.ContainerConfig.Timeout < 0 {
 		return fmt.Errorf("%w: group %s: negative container timeout", ErrInvalid, g.Folder)
@@ -203,8 +232,8 @@ func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	g.CreatedAt = fromMS(toMS(tx.now()))
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others); err != nil {
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others, g.Tools); err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
@@ -234,7 +263,7 @@ func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
 	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
-		allow_senders = ?, others = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Folder)
+		allow_senders = ?, others = ?, tools = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Tools, g.Folder)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}

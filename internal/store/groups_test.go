@@ -32,7 +32,7 @@ func TestAddGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Group{Chat: "1@g.us", Name: "family", Folder: "family", Trigger: "@Andy", RequiresTrigger: true, ContainerConfig: cfg, Others: OthersContext, CreatedAt: t0}
+	want := Group{Chat: "1@g.us", Name: "family", Folder: "family", Trigger: "@Andy", RequiresTrigger: true, ContainerConfig: cfg, Others: OthersContext, Tools: ToolsFull, CreatedAt: t0}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GetGroupByChat = %+v; want %+v", got, want)
 	}

@@ -307,7 +307,12 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
 		if id == 0 {
-			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil && !owner {
+			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
+				if owner {
+					// Taken out before storage (an approval answer).
+					c.log.Debug().Str("chat", chat).Msg("local message taken as an answer; not stored")
+					continue
+				}
 				// Registered: the group drops messages from senders it
 				// does not allow (never the owner's).
 				return ids, fmt.Errorf("post to %s as %s: %w: the group does not store messages from senders it does not allow", chat, senderName, store.ErrNotAllowed)

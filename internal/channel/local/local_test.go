@@ -105,6 +105,7 @@ func TestPostRejects(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
+	register(t, db, "local:gone", "gone")
 	failing := errors.New("disk full")
 	tests := []struct {
 		name    string
@@ -118,7 +119,9 @@ func TestPostRejects(t *testing.T) {
 		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
 		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
-		{"unregistered before the commit", func(context.Context, channel.Message) (store.MessageID, error) { return 0, nil }, "local:main", "hi", ErrNotRegistered},
+		{"unregistered before the commit", func(ctx context.Context, _ channel.Message) (store.MessageID, error) {
+			return 0, db.RemoveGroup(ctx, "gone")
+		}, "local:gone", "hi", ErrNotRegistered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -382,5 +385,27 @@ func TestPostAsAnotherSender(t *testing.T) {
 	}
 	if _, err := c.PostAs(ctx, "local:main", "bob smith", "hi"); !errors.Is(err, ErrBadSender) {
 		t.Errorf("name with a space: %v; want ErrBadSender", err)
+	}
+}
+
+// An owner's message the ingest takes out before storage (an approval
+// answer) is no error and has no id.
+func TestPostAcceptsATakenOutMessage(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	var got []channel.Message
+	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+		got = append(got, m)
+		return 0, nil // taken out before storage (an approval answer)
+	}, zerolog.Nop())
+	for _, sender := range []string{"", "kim"} {
+		ids, err := c.Post(ctx, "local:main", sender, "yes abcd")
+		if err != nil || len(ids) != 0 {
+			t.Fatalf("Post(%q) = %v, %v; want no ids and no error", sender, ids, err)
+		}
+	}
+	if len(got) != 2 || !got[0].FromMe || got[0].Sender != "you" || !got[1].FromMe || got[1].Sender != "kim" {
+		t.Fatalf("posted %+v; want two owner messages", got)
 	}
 }

@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ApprovalState is where an approval request stands.
+type ApprovalState string
+
+// The approval states. Open is the only state a decision leaves.
+const (
+	ApprovalOpen    ApprovalState = "open"
+	ApprovalAllowed ApprovalState = "allowed"
+	ApprovalDenied  ApprovalState = "denied"
+)
+
+// Approval is a tool call a group's profile sent to the owner, and what
+// became of it.
+type Approval struct {
+	ID        string // short, shown to the owner
+	Folder    Folder
+	RequestID string // the IPC request the runner wrote
+	Tool      string
+	Subject   string // the command, path or URL, as shown
+	Rule      string // what --always would allow from now on
+	State     ApprovalState
+	OutboxID  OutboxID // the request's message in the main chat (0: none)
+	AskedAt   time.Time
+	DecidedAt time.Time // zero while open
+	DecidedBy string
+	Always    bool
+}
+
+// ApprovalRule is a standing permission added by an approval with always.
+type ApprovalRule struct {
+	ID        int64
+	Folder    Folder
+	Rule      string
+	CreatedAt time.Time
+	CreatedBy string
+}
+
+const approvalColumns = `id, folder, request_id, tool, subject, rule, state, outbox_id, asked_at, decided_at, decided_by, always`
+
+func scanApproval(row rowScanner) (Approval, error) {
+	var a Approval
+	var asked, decided int64
+	if err := row.Scan(&a.ID, &a.Folder, &a.RequestID, &a.Tool, &a.Subject, &a.Rule, &a.State, &a.OutboxID,
+		&asked, &decided, &a.DecidedBy, &a.Always); err != nil {
+		return Approval{}, err
+	}
+	a.AskedAt = fromMS(asked)
+	if decided != 0 {
+		a.DecidedAt = fromMS(decided)
+	}
+	return a, nil
+}
+
+// AddApproval stores a new open approval request (AskedAt: now). ErrExists
+// when its id, or its (folder, request id), is taken.
+func (tx *Tx) AddApproval(ctx context.Context, a Approval) (Approval, error) {
+	if a.ID == "" || a.Folder == "" || a.RequestID == "" || a.Tool == "" {
+		return Approval{}, fmt.Errorf("add approval: %w: id, folder, request id and tool are required", ErrInvalid)
+	}
+	a.State, a.AskedAt, a.DecidedAt, a.DecidedBy, a.Always = ApprovalOpen, fromMS(toMS(tx.now())), time.Time{}, "", false
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO approvals (id, folder, request_id, tool, subject, rule, state, outbox_id, asked_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?) ON CONFLICT DO NOTHING`,
+		a.ID, a.Folder, a.RequestID, a.Tool, a.Subject, a.Rule, a.OutboxID, toMS(a.AskedAt))
+	if err != nil {
+		return Approval{}, fmt.Errorf("add approval %s: %w", a.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Approval{}, fmt.Errorf("add approval %s: %w", a.ID, err)
+	} else if n == 0 {
+		return Approval{}, fmt.Errorf("add approval %s: %w", a.ID, ErrExists)
+	}
+	return a, nil
+}
+
+// SetApprovalOutbox records the message that asks the owner.
+func (tx *Tx) SetApprovalOutbox(ctx context.Context, id string, outbox OutboxID) error {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE approvals SET outbox_id = ? WHERE id = ?`, outbox, id)
+	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("set approval %s message: %w", id, err)
+	}
+	return nil
+}
+
+// DecideApproval settles the open request id as allowed or denied, by by.
+// It reports false, and changes nothing, when the request is not open (it
+// was settled before): a decision is taken once.
+func (tx *Tx) DecideApproval(ctx context.Context, id string, allow, always bool, by string) (bool, error) {
+	state := ApprovalDenied
+	if allow {
+		state = ApprovalAllowed
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, always = ?
+		WHERE id = ? AND state = 'open'`, state, toMS(tx.now()), by, boolInt(always && allow), id)
+	if err != nil {
+		return false, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// GetApproval returns the approval request id, or ErrNotFound.
+func (tx *Tx) GetApproval(ctx context.Context, id string) (Approval, error) {
+	return getApproval(ctx, tx.tx, `id = ?`, id)
+}
+
+// GetApproval returns the approval request id, or ErrNotFound.
+func (db *DB) GetApproval(ctx context.Context, id string) (Approval, error) {
+	return getApproval(ctx, db.read, `id = ?`, id)
+}
+
+// ApprovalBySentID returns the approval request whose message in the main
+// chat was sent with the network id sent, or ErrNotFound.
+func (db *DB) ApprovalBySentID(ctx context.Context, sent string) (Approval, error) {
+	if sent == "" {
+		return Approval{}, fmt.Errorf("approval by sent id: %w", ErrNotFound)
+	}
+	return getApproval(ctx, db.read, `outbox_id != 0 AND outbox_id IN (SELECT id FROM outbox WHERE sent_id = ? OR external_id = ?)`, sent, sent)
+}
+
+func getApproval(ctx context.Context, q querier, where string, args ...any) (Approval, error) {
+	a, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, fmt.Errorf("get approval: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("get approval: %w", err)
+	}
+	return a, nil
+}
+
+// ListApprovals returns up to limit approval requests, newest first (0:
+// all); openOnly keeps the open ones.
+func (db *DB) ListApprovals(ctx context.Context, openOnly bool, limit int) ([]Approval, error) {
+	q := `SELECT ` + approvalColumns + ` FROM approvals`
+	if openOnly {
+		q += ` WHERE state = 'open'`
+	}
+	q += ` ORDER BY asked_at DESC, id DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	rows, err := db.read.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	out, err := collect(rows, scanApproval)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// AddApprovalRule adds a standing rule for folder; adding one it has
+// already is not an error.
+func (tx *Tx) AddApprovalRule(ctx context.Context, folder Folder, rule, by string) error {
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO approval_rules (folder, rule, created_at, created_by) VALUES (?, ?, ?, ?)
+		ON CONFLICT (folder, rule) DO NOTHING`, folder, rule, toMS(tx.now()), by); err != nil {
+		return fmt.Errorf("add approval rule for %s: %w", folder, err)
+	}
+	return nil
+}
+
+// HasApprovalRule reports whether folder has the standing rule rule.
+func (db *DB) HasApprovalRule(ctx context.Context, folder Folder, rule string) (bool, error) {
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM approval_rules WHERE folder = ? AND rule = ?`, folder, rule).Scan(&n); err != nil {
+		return false, fmt.Errorf("approval rule for %s: %w", folder, err)
+	}
+	return n > 0, nil
+}
+
+// ListApprovalRules returns every standing rule, oldest first.
+func (db *DB) ListApprovalRules(ctx context.Context) ([]ApprovalRule, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, folder, rule, created_at, created_by FROM approval_rules ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list approval rules: %w", err)
+	}
+	out, err := collect(rows, func(row rowScanner) (ApprovalRule, error) {
+		var r ApprovalRule
+		var at int64
+		if err := row.Scan(&r.ID, &r.Folder, &r.Rule, &at, &r.CreatedBy); err != nil {
+			return ApprovalRule{}, err
+		}
+		r.CreatedAt = fromMS(at)
+		return r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list approval rules: %w", err)
+	}
+	return out, nil
+}
+
+// RemoveApprovalRule deletes the standing rule id (ErrNotFound if none).
+func (db *DB) RemoveApprovalRule(ctx context.Context, id int64) error {
+	return db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, `DELETE FROM approval_rules WHERE id = ?`, id)
+		if err := oneRow(res, err); err != nil {
+			return fmt.Errorf("remove approval rule %d: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// TakeNotice removes the pending notice name and reports whether it was
+// pending: a notice owed once is taken once.
+func (db *DB) TakeNotice(ctx context.Context, name string) (bool, error) {
+	var taken bool
+	err := db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, `DELETE FROM pending_notices WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		taken = n > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("take notice %s: %w", name, err)
+	}
+	return taken, nil
+}
+
+// NoticeBySentID returns the text of bridged's own notice (origin notice,
+// from no group) that was sent with the network id sent, or ErrNotFound.
+func (db *DB) NoticeBySentID(ctx context.Context, sent string) (string, error) {
+	var text string
+	err := db.read.QueryRowContext(ctx, `SELECT text FROM outbox WHERE sent_id = ? AND origin = 'notice' AND folder = ''
+		ORDER BY id DESC LIMIT 1`, sent).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("notice by sent id: %w", ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("notice by sent id: %w", err)
+	}
+	return text, nil
+}
