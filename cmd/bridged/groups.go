@@ -311,8 +311,8 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
 	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
 	fs.Var(&tools, "tools", "tool `PROFILE`: full, ask, read-only or chat (see README \"Permissions\")")
-	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, or admins (the WhatsApp group's admins); repeat for several (replaces the list); everyone: anyone may (the default)")
-	fs.Var(&others, "others", "what becomes of a message from anyone not allowed: context (stored, shown to the agent, wakes nothing; the default) or drop (not stored)")
+	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, admins; repeatable; everyone: anyone (default)")
+	fs.Var(&others, "others", "others' messages: context (stored, wake nothing; default) or drop")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {

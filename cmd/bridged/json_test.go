@@ -72,6 +72,8 @@ func TestJSONOutputs(t *testing.T) {
 			BudgetDailyUSD  float64   `json:"budget_daily_usd"`
 			CostTodayUSD    float64   `json:"cost_usd_today"`
 			BudgetPaused    bool      `json:"budget_paused"`
+			Allow           []string  `json:"allow"`
+			Others          string    `json:"others"`
 		} `json:"groups"`
 	}
 	decodeStrict(t, "groups list --json", run("groups", "list", "--json"), &groups)
