@@ -34,6 +34,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/chats/{chat}/messages", s.getMessages)
 	mux.HandleFunc("GET /v1/chats/{chat}/turn", s.getTurn)
 	mux.HandleFunc("GET /v1/messages/{id}/story", s.getStory)
+	mux.HandleFunc("POST /v1/dashboard/login", s.dashboardLogin)
+	mux.HandleFunc("/dashboard/", s.dashboard)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
