@@ -93,6 +93,11 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "65k"}, "BRIDGED_MAX_TASK_PROMPT"},
 		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "10"}, "BRIDGED_MAX_TASK_PROMPT"},
 		{map[string]string{"BRIDGED_TASK_MAX_FAILURES": "0"}, "BRIDGED_TASK_MAX_FAILURES"},
+		// The dashboard listens on loopback only.
+		{map[string]string{"BRIDGED_DASHBOARD": "0.0.0.0:8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": "192.168.1.2:8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": ":8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": "localhost"}, "BRIDGED_DASHBOARD"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home

@@ -288,19 +288,39 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
+// Routes are the dashboard's routes (every one but the login link needs a
+// session).
+var Routes = []string{
+	"GET " + Prefix + "static/",
+	"GET " + Prefix + "{$}",
+	"GET " + Prefix + "groups/{folder}",
+	"GET " + Prefix + "groups/{folder}/events",
+	"GET " + Prefix + "tasks",
+	"GET " + Prefix + "tasks/{id}",
+	"GET " + Prefix + "approvals",
+	"POST " + Prefix + "approvals/{id}",
+	"GET " + Prefix + "messages/{id}",
+	"POST " + Prefix + "logout",
+}
+
 func (d *Dashboard) routes() *http.ServeMux {
-	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets/static")
-	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET "+Prefix+"{$}", d.overview)
-	mux.HandleFunc("GET "+Prefix+"groups/{folder}", d.group)
-	mux.HandleFunc("GET "+Prefix+"groups/{folder}/events", d.events)
-	mux.HandleFunc("GET "+Prefix+"tasks", d.tasks)
-	mux.HandleFunc("GET "+Prefix+"tasks/{id}", d.task)
-	mux.HandleFunc("GET "+Prefix+"approvals", d.approvals)
-	mux.HandleFunc("POST "+Prefix+"approvals/{id}", d.decide)
-	mux.HandleFunc("GET "+Prefix+"messages/{id}", d.story)
-	mux.HandleFunc("POST "+Prefix+"logout", d.logout)
+	handlers := []http.Handler{
+		http.StripPrefix(Prefix+"static/", http.FileServerFS(static)),
+		http.HandlerFunc(d.overview),
+		http.HandlerFunc(d.group),
+		http.HandlerFunc(d.events),
+		http.HandlerFunc(d.tasks),
+		http.HandlerFunc(d.task),
+		http.HandlerFunc(d.approvals),
+		http.HandlerFunc(d.decide),
+		http.HandlerFunc(d.story),
+		http.HandlerFunc(d.logout),
+	}
+	mux := http.NewServeMux()
+	for i, pattern := range Routes {
+		mux.Handle(pattern, handlers[i])
+	}
 	return mux
 }
 

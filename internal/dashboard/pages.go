@@ -317,6 +317,7 @@ type approvalsData struct {
 	On        bool
 	Err       string
 	Done      string
+	CSRF      string
 }
 
 func (d *Dashboard) approvals(w http.ResponseWriter, r *http.Request) {
@@ -330,7 +331,7 @@ func (d *Dashboard) approvals(w http.ResponseWriter, r *http.Request) {
 	case "deny":
 		done = "Denied."
 	}
-	d.render(w, r, "approvals", "approvals", "approvals", approvalsData{Approvals: as, On: on, Err: e, Done: done})
+	d.render(w, r, "approvals", "approvals", "approvals", approvalsData{Approvals: as, On: on, Err: e, Done: done, CSRF: sessionOf(r).csrf})
 }
 
 // decide carries out an approve or deny button.
