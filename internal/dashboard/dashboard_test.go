@@ -435,3 +435,19 @@ func TestNoApprovalService(t *testing.T) {
 		t.Errorf("deciding without a service: %s, want 404", resp.Status)
 	}
 }
+
+// A plot escapes its texts and says so when there is nothing to draw.
+func TestPlotEscapes(t *testing.T) {
+	p := plot{Title: "t<i>", Labels: []string{"a<b", "c"}, Series: []series{{Name: "<script>", Values: []float64{1, 2}}, {Name: "x", Values: []float64{0, 1}}}, Unit: countUnit}
+	out := string(p.svg())
+	if strings.Contains(out, "<script>") || strings.Contains(out, "<i>") || strings.Contains(out, "a<b") {
+		t.Errorf("unescaped text in %s", out)
+	}
+	if !strings.Contains(out, "<svg") || strings.Count(out, "<rect") < 3 {
+		t.Errorf("no bars in %s", out)
+	}
+	empty := string(plot{Title: "t", Labels: []string{"a"}, Series: []series{{Values: []float64{0}}}, Unit: countUnit, Empty: "nothing"}.svg())
+	if strings.Contains(empty, "<svg") || !strings.Contains(empty, "nothing") {
+		t.Errorf("empty plot: %s", empty)
+	}
+}

@@ -26,8 +26,9 @@ type plot struct {
 }
 
 const (
-	plotW, plotH        = 600, 180
-	padL, padB, padT, r = 56, 22, 8, 4
+	plotW, plotH        = 320, 150
+	padL, padB, padT, r = 46, 18, 8, 4
+	maxBar              = 24.0 // the widest bar
 )
 
 // svg draws p; every text in it is escaped.
@@ -53,11 +54,11 @@ func (p plot) svg() template.HTML {
 	top = niceCeil(top)
 	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`, plotW, plotH, esc(p.Title))
 	h := float64(plotH - padB - padT)
-	w := float64(plotW-padL-r) / float64(n)
+	w := min(float64(plotW-padL-r)/float64(n), maxBar)
 	for _, f := range []float64{0, 0.5, 1} {
 		y := float64(padT) + h*(1-f)
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ccc" stroke-width="1"/>`, padL, plotW-r, y, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="#666">%s</text>`, padL-4, y+4, esc(p.Unit(top*f)))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="10" text-anchor="end" fill="#666">%s</text>`, padL-4, y+4, esc(p.Unit(top*f)))
 	}
 	for i := 0; i < n; i++ {
 		x := float64(padL) + float64(i)*w
@@ -71,15 +72,15 @@ func (p plot) svg() template.HTML {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
 				x+w*0.1, y, w*0.8, bh, palette[k%len(palette)], esc(s.Name), esc(p.Labels[i]), esc(p.Unit(s.Values[i])))
 		}
-		if l := p.Labels[i]; l != "" && (n <= 14 || i%max(1, n/8) == 0) {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11" text-anchor="middle" fill="#666">%s</text>`, x+w/2, plotH-6, esc(short(l)))
+		if l := p.Labels[i]; l != "" && i%max(1, (n+5)/6) == 0 {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10" text-anchor="middle" fill="#666">%s</text>`, x+w/2, plotH-6, esc(short(l)))
 		}
 	}
 	b.WriteString(`</svg>`)
 	if len(p.Series) > 1 {
 		b.WriteString(`<ul class="legend">`)
 		for k, s := range p.Series {
-			fmt.Fprintf(&b, `<li><svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" fill="%s"/></svg> %s</li>`, palette[k%len(palette)], esc(s.Name))
+			fmt.Fprintf(&b, `<li><svg class="swatch" width="10" height="10" aria-hidden="true"><rect width="10" height="10" fill="%s"/></svg> %s</li>`, palette[k%len(palette)], esc(s.Name))
 		}
 		b.WriteString(`</ul>`)
 	}
