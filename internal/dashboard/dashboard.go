@@ -82,7 +82,11 @@ type Dashboard struct {
 	opts  Options
 	log   zerolog.Logger
 	auth  *auth
-	pages map[string]*template.Template
+	// pages are parsed at the first page served: an idle daemon whose
+	// dashboard nobody opens holds none of them.
+	pagesOnce sync.Once
+	pages     map[string]*template.Template
+	pagesErr  error
 	mux   *http.ServeMux
 	ln    net.Listener // the loopback TCP listener, nil when off
 	done  chan struct{}
@@ -129,9 +133,6 @@ func New(opts Options) (*Dashboard, error) {
 		done: make(chan struct{}),
 	}
 	var err error
-	if d.pages, err = parsePages(d.when); err != nil {
-		return nil, err
-	}
 	d.mux = d.routes()
 	if opts.Addr != "" {
 		if d.ln, err = net.Listen("tcp", opts.Addr); err != nil {

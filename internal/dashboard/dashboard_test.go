@@ -451,3 +451,16 @@ func TestPlotEscapes(t *testing.T) {
 		t.Errorf("empty plot: %s", empty)
 	}
 }
+
+// Every page's template parses (they are parsed at the first page served).
+func TestPagesParse(t *testing.T) {
+	pages, err := parsePages(func(time.Time) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"overview", "group", "tasks", "task", "approvals", "story", "error"} {
+		if pages[p] == nil {
+			t.Errorf("no page %s", p)
+		}
+	}
+}

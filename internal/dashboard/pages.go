@@ -79,7 +79,13 @@ func (d *Dashboard) loc() *time.Location {
 
 // render writes page name with data.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name, title, nav string, data any) {
+	d.pagesOnce.Do(func() { d.pages, d.pagesErr = parsePages(d.when) })
 	t := d.pages[name]
+	if d.pagesErr != nil || t == nil {
+		d.log.Error().Err(d.pagesErr).Str("page", name).Msg("dashboard templates")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	var b bytes.Buffer
 	p := page{Title: title, Nav: nav, Data: data}
 	if s := sessionOf(r); s != nil {
