@@ -79,17 +79,17 @@ const heartbeat = 25 * time.Second
 
 // Dashboard serves the pages.
 type Dashboard struct {
-	opts  Options
-	log   zerolog.Logger
-	auth  *auth
+	opts Options
+	log  zerolog.Logger
+	auth *auth
 	// pages are parsed at the first page served: an idle daemon whose
 	// dashboard nobody opens holds none of them.
 	pagesOnce sync.Once
 	pages     map[string]*template.Template
 	pagesErr  error
-	mux   *http.ServeMux
-	ln    net.Listener // the loopback TCP listener, nil when off
-	done  chan struct{}
+	mux       *http.ServeMux
+	ln        net.Listener // the loopback TCP listener, nil when off
+	done      chan struct{}
 }
 
 // ErrNotLoopback refuses a BRIDGED_DASHBOARD that is not a loopback address.

@@ -3,11 +3,14 @@ package dashboard
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -462,5 +465,53 @@ func TestPagesParse(t *testing.T) {
 		if pages[p] == nil {
 			t.Errorf("no page %s", p)
 		}
+	}
+}
+
+// On the control socket the server serves the dashboard under /dashboard/,
+// behind the same login; POST /v1/dashboard/login makes the link.
+func TestServedOnTheControlSocket(t *testing.T) {
+	f := newFixture(t, false)
+	dir, err := os.MkdirTemp("", "dsh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	srv, err := control.Listen(control.Options{Socket: filepath.Join(dir, "s.sock"), Admin: f.d.opts.Admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	call := func(method, path string, c *http.Cookie) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, nil)
+		if c != nil {
+			req.AddCookie(c)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call("GET", Prefix, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("no dashboard set: %d, want 404", rec.Code)
+	}
+	if rec := call("POST", "/v1/dashboard/login", nil); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("login without a dashboard: %d, want 503", rec.Code)
+	}
+	srv.SetDashboard(f.d)
+	if rec := call("GET", Prefix, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the overview without a session: %d, want 401", rec.Code)
+	}
+	rec := call("POST", "/v1/dashboard/login", nil)
+	var l control.DashboardLogin
+	if err := json.Unmarshal(rec.Body.Bytes(), &l); rec.Code != http.StatusCreated || err != nil || !strings.HasPrefix(l.Path, Prefix+"login?code=") || l.URL != "" {
+		t.Fatalf("login: %d %s", rec.Code, rec.Body)
+	}
+	rec = call("GET", l.Path, nil)
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("the link: %d %v", rec.Code, cookies)
+	}
+	if rec := call("GET", Prefix, cookies[0]); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Family &lt;3") {
+		t.Errorf("the overview with a session: %d", rec.Code)
 	}
 }
