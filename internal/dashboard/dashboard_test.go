@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -514,4 +515,32 @@ func TestServedOnTheControlSocket(t *testing.T) {
 	if rec := call("GET", Prefix, cookies[0]); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Family &lt;3") {
 		t.Errorf("the overview with a session: %d", rec.Code)
 	}
+
+	// The live conversation streams through the socket's server.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "s.sock"))
+	}}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://bridged"+Prefix+"groups/fam/events?after=0", nil)
+	req.AddCookie(cookies[0])
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"sender":"Al\u003ci\u003ece"`) {
+				t.Errorf("event %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream on the socket ended without an event: %v", sc.Err())
 }
