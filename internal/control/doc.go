@@ -22,6 +22,9 @@
 //	                                         {"messages":[{"id","direction","sender","text","time"}]}
 //	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s
 //	                                         Turn: {"state","seq","upto","error","attempt","attempts","replies":[…]}
+//	GET    /v1/messages/{id}/story?chat=CHAT Story
+//	POST   /v1/dashboard/login               DashboardLogin (201): a one-time dashboard login link
+//	*      /dashboard/…                      the web dashboard (Server.SetDashboard), behind its own login
 //
 // Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
 // 413 (a file too large), 415 (multipart other than form data),

@@ -62,6 +62,12 @@ var funcs = template.FuncMap{
 		}
 		return min(100, int(cost/budget*100))
 	},
+	"since": func(ms int64) string {
+		if ms < 0 {
+			return fmt.Sprintf("%d ms before", -ms)
+		}
+		return fmt.Sprintf("+%d ms", ms)
+	},
 	"deref": func(t *time.Time) time.Time {
 		if t == nil {
 			return time.Time{}
