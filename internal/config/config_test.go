@@ -355,3 +355,22 @@ func TestInheritedTZFallsBack(t *testing.T) {
 		t.Errorf("BRIDGED_TIMEZONE=IST-2: %v; want it refused", err)
 	}
 }
+
+// BRIDGED_DASHBOARD is off by default and takes a loopback address.
+func TestDashboardAddress(t *testing.T) {
+	home := t.TempDir()
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home})
+	if err != nil || c.Dashboard != "" {
+		t.Fatalf("default: %q %v; want off", c.Dashboard, err)
+	}
+	for _, a := range []string{"127.0.0.1:8080", "[::1]:0", "127.0.0.2:9000"} {
+		c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home, "BRIDGED_DASHBOARD": a})
+		if err != nil || c.Dashboard != a || c.Values()["BRIDGED_DASHBOARD"] != a {
+			t.Errorf("%s: %+v %v", a, c, err)
+		}
+	}
+	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": home, "BRIDGED_DASHBOARD": "0.0.0.0:8080"})
+	if err == nil || !strings.Contains(err.Error(), "loopback address only") {
+		t.Errorf("0.0.0.0: %v; want a clear refusal", err)
+	}
+}
