@@ -32,10 +32,14 @@ build: ## build bin/bridged and bin/agent-runner (static)
 
 # The Docker tests build (or reuse, by content hash) the test image themselves,
 # so test, test-integration and bench need no test-image step first.
-deps: ## install what the tests need beyond Go and Docker: a static busybox for the test image
+deps: ## install what the tests need beyond Go and Docker: a static busybox for the test image, chromium for the dashboard's browser test
 	@if ! dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq busybox-static; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq busybox-static; fi; \
+	fi
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends chromium; fi; \
 	fi
 
 test: deps lint ## gofmt and vet, then every test with -race, Docker end-to-end included

@@ -102,6 +102,7 @@ var tiers = map[string]tier{
 	"internal/router":           upper,
 	"internal/scheduler":        upper,
 	"internal/control":          upper,
+	"internal/dashboard":        upper,
 	"internal/channel/local":    upper,
 	"internal/channel/whatsapp": upper,
 }
@@ -111,6 +112,7 @@ var tiers = map[string]tier{
 // programs anything, so neither needs listing.
 var allowedSameTier = map[[2]string]string{
 	{"internal/control", "internal/channel/local"}: "the control API stores a chat under the local channel's name",
+	{"internal/dashboard", "internal/control"}:     "the dashboard shows what the control API's Admin and server report",
 }
 
 // storeMayImport is all the store may import of bridged's own.

@@ -157,6 +157,10 @@ func BenchmarkE2EIdleRSS(b *testing.B) {
 			n := fmt.Sprintf("group-%02d", i)
 			e.mustCLI("groups", "add", "--tools", "full", "--name", n, "local:"+n)
 		}
+		if fi, err := os.Stat(bridgedBin); err == nil {
+			b.ReportMetric(float64(fi.Size())/(1<<20), "MB-binary")
+			fmt.Printf("bridged binary (static, stripped, as make build makes it): %.2f MB\n", float64(fi.Size())/(1<<20))
+		}
 		d := e.start()
 		// Let start-up work settle: one round trip through the API.
 		e.mustCLI("groups", "list")

@@ -65,6 +65,7 @@ func commands() []command {
 		{"deny", "refuse a tool call the agent asked for", (*app).cmdDeny},
 		{"status", "connection, containers, queue, recent failures, cost today", (*app).cmdStatus},
 		{"why", "one message's life: trigger, turn, attempts, cost, replies (why it got no answer)", (*app).cmdWhy},
+		{"dashboard", "print a one-time login link to the web dashboard", (*app).cmdDashboard},
 		{"doctor", "check Docker, the image, credentials, pairing, allowlist, permissions, clock", (*app).cmdDoctor},
 		{"config", "print the effective configuration (secrets masked)", (*app).cmdConfig},
 		{"install-service", "write the systemd unit, the env file and the home (--user for a user unit)", (*app).cmdInstallService},

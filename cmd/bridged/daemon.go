@@ -28,6 +28,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/dashboard"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/ipchost"
@@ -524,11 +525,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 	uploads := hm.Uploads()
+	admin := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)}
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
 		Socket:    cfg.Socket(),
-		Admin:     &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)},
+		Admin:     admin,
 		Local:     loc,
 		Turns:     turnEnds,
 		Holds:     rt,
@@ -556,6 +558,25 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			_ = srv.Close()
 		}
 	}()
+	// The dashboard: on the control socket, and on BRIDGED_DASHBOARD's
+	// loopback address when set (a taken port fails the start).
+	dash, err := dashboard.New(dashboard.Options{
+		Source:    srv,
+		Admin:     admin,
+		Approvals: nil, // no approval service yet: the pages show none
+		Wait:      loc.Wait,
+		Addr:      cfg.Dashboard,
+		Log:       log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !serving {
+			_ = dash.Close()
+		}
+	}()
+	srv.SetDashboard(dash)
 
 	// Nothing runs before what a previous daemon left is dealt with.
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
@@ -577,6 +598,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	srvCtx, srvStop := context.WithCancel(context.WithoutCancel(gctx))
 	defer srvStop()
 	g.Go(func() error { return srv.Run(srvCtx) })
+	g.Go(func() error { return dash.Run(srvCtx) })
 	g.Go(func() error {
 		defer srvStop()
 		return rt.Run(gctx)

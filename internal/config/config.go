@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -117,6 +118,9 @@ type Config struct {
 	MaxTasks        int
 	MaxTaskPrompt   int
 	TaskMaxFailures int
+	// Dashboard is the loopback address the web dashboard listens on
+	// besides the control socket ("" = the socket only).
+	Dashboard string
 	// Secrets holds the Claude credentials that were found, by variable name.
 	Secrets map[string]string
 	// Ignored lists the invalid values of daemon-only settings that
@@ -196,6 +200,7 @@ var settings = []setting{
 	{"outbox-bytes-per-day", "BRIDGED_OUTBOX_BYTES_PER_DAY", constant("2g"), "most bytes of files one group may send (stage) in any 24 hours (e.g. 500m, 2g)"},
 	{"min-free", "BRIDGED_MIN_FREE", constant("1g"), "free space kept on the home's disk: below it no outgoing file is staged, no media downloaded, and the owner is alerted (e.g. 500m, 1g)"},
 	{"log-retention", "BRIDGED_LOG_RETENTION", constant("30d"), "prune run logs (data/logs/) older than this (e.g. 14d; 0 = keep forever)"},
+	{"dashboard", "BRIDGED_DASHBOARD", constant(""), "loopback address the web dashboard also listens on, e.g. 127.0.0.1:8080 (empty = the control socket only)"},
 	{"inbox-retention", "BRIDGED_INBOX_RETENTION", constant("90d"), "prune the media files saved in each group's inbox/ older than this (e.g. 30d; 0 = keep forever)"},
 }
 
@@ -550,6 +555,11 @@ func build(raw map[string]string) (*Config, error) {
 		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
 	}
 	// Scheduled tasks' limits.
+	if c.Dashboard = strings.TrimSpace(raw["BRIDGED_DASHBOARD"]); c.Dashboard != "" {
+		if why := checkLoopback(c.Dashboard); why != "" {
+			return nil, bad("BRIDGED_DASHBOARD", why)
+		}
+	}
 	if c.MaxTasks, err = strconv.Atoi(raw["BRIDGED_MAX_TASKS"]); err != nil || c.MaxTasks < 1 || c.MaxTasks > 10000 {
 		return nil, bad("BRIDGED_MAX_TASKS", "want a whole number from 1 to 10000")
 	}
@@ -790,6 +800,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_ASSISTANT_NAME":          c.AssistantName,
 		"BRIDGED_OWN_NUMBER":              strconv.FormatBool(c.OwnNumber),
 		"BRIDGED_TIMEZONE":                c.Timezone.String(),
+		"BRIDGED_DASHBOARD":               c.Dashboard,
 		"BRIDGED_MAX_CONTAINERS":          strconv.Itoa(c.MaxContainers),
 		"BRIDGED_IDLE_TIMEOUT":            c.IdleTimeout.String(),
 		"BRIDGED_CONTAINER_TIMEOUT":       c.ContainerTimeout.String(),
@@ -875,4 +886,20 @@ func Variables() []Variable {
 		Variable{Env: EnvAPIKey, Usage: "Claude API key (or the OAuth token below); read by the daemon only", Secret: true},
 		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true},
 		Variable{Env: EnvTranscribeKey, Usage: "bearer token of the transcription endpoint; read by the daemon only", Secret: true})
+}
+
+// checkLoopback explains why addr is not a loopback host:port ("" when it
+// is): the dashboard is never reachable from another machine.
+func checkLoopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "want a loopback address and port such as 127.0.0.1:8080"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "want a port from 0 to 65535, as in 127.0.0.1:8080"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "the dashboard listens on a loopback address only (127.0.0.1 or [::1], e.g. 127.0.0.1:8080): reach it from elsewhere through an SSH tunnel"
+	}
+	return ""
 }

@@ -93,6 +93,11 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "65k"}, "BRIDGED_MAX_TASK_PROMPT"},
 		{map[string]string{"BRIDGED_MAX_TASK_PROMPT": "10"}, "BRIDGED_MAX_TASK_PROMPT"},
 		{map[string]string{"BRIDGED_TASK_MAX_FAILURES": "0"}, "BRIDGED_TASK_MAX_FAILURES"},
+		// The dashboard listens on loopback only.
+		{map[string]string{"BRIDGED_DASHBOARD": "0.0.0.0:8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": "192.168.1.2:8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": ":8080"}, "BRIDGED_DASHBOARD"},
+		{map[string]string{"BRIDGED_DASHBOARD": "localhost"}, "BRIDGED_DASHBOARD"},
 	}
 	for _, tc := range cases {
 		tc.env["BRIDGED_HOME"] = home
@@ -348,5 +353,24 @@ func TestInheritedTZFallsBack(t *testing.T) {
 	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": "Asia/Kolkata", "BRIDGED_TIMEZONE": "IST-2"})
 	if err == nil || !strings.Contains(err.Error(), "BRIDGED_TIMEZONE") {
 		t.Errorf("BRIDGED_TIMEZONE=IST-2: %v; want it refused", err)
+	}
+}
+
+// BRIDGED_DASHBOARD is off by default and takes a loopback address.
+func TestDashboardAddress(t *testing.T) {
+	home := t.TempDir()
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home})
+	if err != nil || c.Dashboard != "" {
+		t.Fatalf("default: %q %v; want off", c.Dashboard, err)
+	}
+	for _, a := range []string{"127.0.0.1:8080", "[::1]:0", "127.0.0.2:9000"} {
+		c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home, "BRIDGED_DASHBOARD": a})
+		if err != nil || c.Dashboard != a || c.Values()["BRIDGED_DASHBOARD"] != a {
+			t.Errorf("%s: %+v %v", a, c, err)
+		}
+	}
+	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": home, "BRIDGED_DASHBOARD": "0.0.0.0:8080"})
+	if err == nil || !strings.Contains(err.Error(), "loopback address only") {
+		t.Errorf("0.0.0.0: %v; want a clear refusal", err)
 	}
 }

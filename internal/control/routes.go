@@ -39,6 +39,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/approvals/rules", s.listApprovalRules)
 	mux.HandleFunc("DELETE /v1/approvals/rules/{id}", s.forgetApprovalRule)
 	mux.HandleFunc("POST /v1/approvals/{id}/{action}", s.decideApproval)
+	mux.HandleFunc("POST /v1/dashboard/login", s.dashboardLogin)
+	mux.HandleFunc("/dashboard/", s.dashboard)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -55,6 +57,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.code = code
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection's writer (the
+// dashboard's server-sent events flush through it).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -98,6 +98,7 @@ type Server struct {
 	srv      *http.Server
 	started  time.Time
 	stopping chan struct{}
+	dash     dashboardHolder
 }
 
 // Listen creates the socket and the server; Run serves it. A socket file left

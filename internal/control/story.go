@@ -388,17 +388,23 @@ func round(d time.Duration) string {
 // getStory answers GET /v1/messages/{id}/story[?chat=CHAT]: id is a message
 // id or "last".
 func (s *Server) getStory(w http.ResponseWriter, r *http.Request) {
-	var live *Live
-	if s.opts.Status != nil {
-		l := s.opts.Status.Live()
-		live = &l
-	}
-	st, err := s.opts.Admin.storyLive(r.Context(), r.PathValue("id"), r.URL.Query().Get("chat"), live)
+	st, err := s.Story(r.Context(), r.PathValue("id"), r.URL.Query().Get("chat"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// Story tells message ref's life (see Admin.Story) with what the running
+// daemon knows besides the store: the container that took it, while up.
+func (s *Server) Story(ctx context.Context, ref, chat string) (Story, error) {
+	var live *Live
+	if s.opts.Status != nil {
+		l := s.opts.Status.Live()
+		live = &l
+	}
+	return s.opts.Admin.storyLive(ctx, ref, chat, live)
 }
 
 // Story asks the daemon for message ref's story (see Admin.Story).

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RecentMessages returns the newest limit messages of chat, both
+// directions, oldest first.
+func (db *DB) RecentMessages(ctx context.Context, chat ChatID, limit int) ([]Message, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM (SELECT * FROM messages
+		WHERE chat = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, chat, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent messages of %s: %w", chat, err)
+	}
+	ms, err := collect(rows, scanMessage)
+	if err != nil {
+		return nil, fmt.Errorf("recent messages of %s: %w", chat, err)
+	}
+	return ms, nil
+}
+
+// HourlyCost is one group's metered cost (the usage ledger) in one hour.
+type HourlyCost struct {
+	Folder  Folder
+	Hour    time.Time // the hour's start, UTC
+	CostUSD float64
+}
+
+// CostByHour sums the usage ledger by group and hour since since (the
+// hours a timezone folds into its days).
+func (db *DB) CostByHour(ctx context.Context, since time.Time) ([]HourlyCost, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT folder, at / 3600000 AS h, SUM(cost_usd) FROM api_usage
+		WHERE at >= ? GROUP BY folder, h ORDER BY h, folder`, toMS(since))
+	if err != nil {
+		return nil, fmt.Errorf("cost by hour: %w", err)
+	}
+	defer rows.Close()
+	var out []HourlyCost
+	for rows.Next() {
+		var c HourlyCost
+		var h int64
+		if err := rows.Scan(&c.Folder, &h, &c.CostUSD); err != nil {
+			return nil, fmt.Errorf("cost by hour: %w", err)
+		}
+		c.Hour = fromMS(h * 3600000)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// TurnLatency is one answered turn: when it ended and how long after the
+// newest message it took was stored.
+type TurnLatency struct {
+	Chat    ChatID
+	At      time.Time
+	Latency time.Duration
+}
+
+// TurnLatencies lists the answered turns of chat (empty: of every chat)
+// that ended since since, oldest first, at most limit.
+func (db *DB) TurnLatencies(ctx context.Context, chat ChatID, since time.Time, limit int) ([]TurnLatency, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at FROM turn_ends t JOIN messages m ON m.id = t.upto
+		WHERE t.result = 'done' AND m.stored_at > 0 AND t.at >= ? AND (? = '' OR t.chat = ?)
+		ORDER BY t.at DESC LIMIT ?`, toMS(since), chat, chat, limit)
+	if err != nil {
+		return nil, fmt.Errorf("turn latencies: %w", err)
+	}
+	defer rows.Close()
+	var out []TurnLatency
+	for rows.Next() {
+		var l TurnLatency
+		var at, ms int64
+		if err := rows.Scan(&l.Chat, &at, &ms); err != nil {
+			return nil, fmt.Errorf("turn latencies: %w", err)
+		}
+		l.At, l.Latency = fromMS(at), time.Duration(max(ms, 0))*time.Millisecond
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("turn latencies: %w", err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// HourlyMessages counts the messages of one hour: in from people, out from
+// bridged.
+type HourlyMessages struct {
+	Hour    time.Time // the hour's start, UTC
+	In, Out int
+}
+
+// MessagesByHour counts the messages of chat (empty: of every chat) sent
+// since since, by hour, oldest first; hours without messages are left out.
+func (db *DB) MessagesByHour(ctx context.Context, chat ChatID, since time.Time) ([]HourlyMessages, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages
+		WHERE sent_at >= ? AND (? = '' OR chat = ?) GROUP BY h ORDER BY h`, toMS(since), chat, chat)
+	if err != nil {
+		return nil, fmt.Errorf("messages by hour: %w", err)
+	}
+	defer rows.Close()
+	var out []HourlyMessages
+	for rows.Next() {
+		var m HourlyMessages
+		var h int64
+		if err := rows.Scan(&h, &m.In, &m.Out); err != nil {
+			return nil, fmt.Errorf("messages by hour: %w", err)
+		}
+		m.Hour = fromMS(h * 3600000)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
