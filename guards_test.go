@@ -20,7 +20,8 @@ import (
 // unit of work (those are parameters, so the signatures show every path
 // that commits).
 var allowedContextKeys = map[[2]string]string{
-	{"internal/credproxy", "groupKey{}"}: "the group folder of an API request (a string), for its response's meter",
+	{"internal/credproxy", "groupKey{}"}:   "the group folder of an API request (a string), for its response's meter",
+	{"internal/dashboard", "sessionKey{}"}: "the signed-in dashboard session of a request (its CSRF token and expiry), for its page",
 }
 
 // allowedCmdSetters lists the Set… calls cmd/bridged may make, as written:

@@ -526,6 +526,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	uploads := hm.Uploads()
 	admin := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)}
+	var dash *dashboard.Dashboard // built by Listen, below
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
@@ -540,6 +541,20 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Tasks:     sched,
 		Config:    daemonConfig{cfg, proxy},
 		Approvals: approver,
+		// The dashboard: on the control socket, and on BRIDGED_DASHBOARD's
+		// loopback address when set (a taken port fails the start).
+		Dashboard: func(srv *control.Server) (control.Dashboard, error) {
+			d, err := dashboard.New(dashboard.Options{
+				Source:    srv,
+				Admin:     admin,
+				Approvals: dashApprovals{approver},
+				Wait:      loc.Wait,
+				Addr:      cfg.Dashboard,
+				Log:       log,
+			})
+			dash = d
+			return d, err
+		},
 		Version:   buildVersion(),
 		Instance:  instance,
 		Log:       log,
@@ -556,27 +571,11 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	defer func() {
 		if !serving {
 			_ = srv.Close()
+			if dash != nil {
+				_ = dash.Close()
+			}
 		}
 	}()
-	// The dashboard: on the control socket, and on BRIDGED_DASHBOARD's
-	// loopback address when set (a taken port fails the start).
-	dash, err := dashboard.New(dashboard.Options{
-		Source:    srv,
-		Admin:     admin,
-		Approvals: nil, // no approval service yet: the pages show none
-		Wait:      loc.Wait,
-		Addr:      cfg.Dashboard,
-		Log:       log,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if !serving {
-			_ = dash.Close()
-		}
-	}()
-	srv.SetDashboard(dash)
 
 	// Nothing runs before what a previous daemon left is dealt with.
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {

@@ -21,15 +21,13 @@ func TestDashboardCommand(t *testing.T) {
 		t.Errorf("without a daemon: %v; want 'bridged is not running'", err)
 	}
 	admin := &control.Admin{DB: openDB(t, home), AssistantName: "Andy", Timezone: time.UTC}
-	srv, err := control.Listen(control.Options{Socket: filepath.Join(home, "bridged.sock"), Admin: admin, Log: zerolog.Nop()})
+	srv, err := control.Listen(control.Options{Socket: filepath.Join(home, "bridged.sock"), Admin: admin, Log: zerolog.Nop(),
+		Dashboard: func(srv *control.Server) (control.Dashboard, error) {
+			return dashboard.New(dashboard.Options{Source: srv, Admin: admin})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Options{Source: srv, Admin: admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetDashboard(d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()

@@ -29,14 +29,13 @@ type DashboardLogin struct {
 // errNoDashboard answers when the daemon serves no dashboard.
 var errNoDashboard = errors.New("this daemon serves no dashboard")
 
-// dashboardHolder keeps the dashboard set after Listen.
+// dashboardHolder keeps the dashboard Options.Dashboard built.
 type dashboardHolder struct{ atomic.Pointer[Dashboard] }
 
-// SetDashboard serves d under /dashboard/ (it may be called before or
-// while the server runs).
-func (s *Server) SetDashboard(d Dashboard) {
-	s.dash.Store(&d)
-}
+// NewDashboard builds the dashboard a Server serves under /dashboard/ from
+// the server itself (its status and stories are what the pages show); Listen
+// calls it once, before it returns.
+type NewDashboard func(*Server) (Dashboard, error)
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	d := s.dash.Load()

@@ -28,7 +28,7 @@
 //	DELETE /v1/approvals/rules/{id}          204
 //	GET    /v1/messages/{id}/story?chat=CHAT Story
 //	POST   /v1/dashboard/login               DashboardLogin (201): a one-time dashboard login link
-//	*      /dashboard/…                      the web dashboard (Server.SetDashboard), behind its own login
+//	*      /dashboard/…                      the web dashboard (Options.Dashboard), behind its own login
 //
 // Errors are {"error":"…"} with 400 (invalid), 404 (not found), 409 (taken),
 // 413 (a file too large), 415 (multipart other than form data),

@@ -60,16 +60,19 @@ const shutdownGrace = 5 * time.Second
 
 // Options configure a Server.
 type Options struct {
-	Socket   string // <home>/bridged.sock
-	Admin    *Admin
-	Local    Local             // nil: the chat endpoints answer 503
-	Turns    Turns             // nil: the turn endpoint answers 503
-	Holds    Holds             // nil: a held turn is not told before the wait ends
-	Status   StatusSource      // nil: no live part in /v1/status
-	Channels []channel.Channel // for status and metrics
-	Groups   GroupSyncer       // nil: nobody to tell
-	Tasks    Waker             // nil: nobody to tell
-	Config   ConfigSource      // nil: GET /v1/config answers 503
+	Socket string // <home>/bridged.sock
+	// Dashboard, when set, builds the web dashboard served under
+	// /dashboard/; nil: none (its routes answer 404).
+	Dashboard NewDashboard
+	Admin     *Admin
+	Local     Local             // nil: the chat endpoints answer 503
+	Turns     Turns             // nil: the turn endpoint answers 503
+	Holds     Holds             // nil: a held turn is not told before the wait ends
+	Status    StatusSource      // nil: no live part in /v1/status
+	Channels  []channel.Channel // for status and metrics
+	Groups    GroupSyncer       // nil: nobody to tell
+	Tasks     Waker             // nil: nobody to tell
+	Config    ConfigSource      // nil: GET /v1/config answers 503
 	// Approvals settles the approval requests; nil: its endpoints answer
 	// 503.
 	Approvals Approvals
@@ -129,6 +132,14 @@ func Listen(opts Options) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if opts.Dashboard != nil {
+		d, err := opts.Dashboard(s)
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		s.dash.Store(&d)
 	}
 	return s, nil
 }

@@ -498,7 +498,14 @@ func TestServedOnTheControlSocket(t *testing.T) {
 	if rec := call("POST", "/v1/dashboard/login", nil); rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("login without a dashboard: %d, want 503", rec.Code)
 	}
-	srv.SetDashboard(f.d)
+	// The same server with a dashboard.
+	srv.Close()
+	srv, err = control.Listen(control.Options{Socket: filepath.Join(dir, "s2.sock"), Admin: f.d.opts.Admin,
+		Dashboard: func(*control.Server) (control.Dashboard, error) { return f.d, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
 	if rec := call("GET", Prefix, nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("the overview without a session: %d, want 401", rec.Code)
 	}

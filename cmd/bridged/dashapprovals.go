@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+
+	"github.com/bridged-app/bridged/internal/approvals"
+	"github.com/bridged-app/bridged/internal/dashboard"
+)
+
+// dashApprovals shows the approval service's open requests on the
+// dashboard and takes its decisions, with the same rules as the command
+// line (approvals.Service.Decide).
+type dashApprovals struct{ s *approvals.Service }
+
+// List returns the open requests, newest first.
+func (a dashApprovals) List(ctx context.Context) ([]dashboard.Approval, error) {
+	open, err := a.s.List(ctx, true, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.Approval, 0, len(open))
+	for _, r := range open {
+		out = append(out, dashboard.Approval{
+			ID: r.ID, Group: string(r.Folder), Action: r.Tool, Detail: r.Subject,
+			AskedAt: r.AskedAt, Expires: r.AskedAt.Add(a.s.Timeout()),
+		})
+	}
+	return out, nil
+}
+
+// Decide settles request id once; a request settled before is an error.
+func (a dashApprovals) Decide(ctx context.Context, id string, allow, always bool, by string) error {
+	_, err := a.s.Decide(ctx, id, allow, always, by)
+	return err
+}
