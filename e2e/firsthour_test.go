@@ -210,6 +210,7 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 // every file, and chat -m prints that turn's reply. Repeated, since a post
 // split into turns showed only now and then.
 func TestE2EAttachmentsOneTurn(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
@@ -241,6 +242,7 @@ func TestE2EAttachmentsOneTurn(t *testing.T) {
 // by SIGPIPE when the pipe's reader is gone: Ctrl-C (SIGINT) still drains,
 // stops its containers and exits 0.
 func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	r, w, err := os.Pipe()

@@ -153,7 +153,7 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
 // when a root daemon's walk hands the folder to the container user, and the
 // daemon says which file it left alone.
 func TestE2EOwnershipWalkHardLink(t *testing.T) {
-	needDocker(t)
+	parallel(t, light)
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}

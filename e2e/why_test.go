@@ -79,6 +79,7 @@ func hasStep(t *testing.T, name string, s story, step string, want ...string) {
 // allowlist: every member of a registered chat may wake its agent, so there
 // is no "sender not allowed" story to tell; docs/control-api.md says so.)
 func TestE2EWhyTellsAMessagesStory(t *testing.T) {
+	parallel(t, light)
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "100ms")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
