@@ -108,6 +108,11 @@ func TestE2EConcurrencyCap(t *testing.T) {
 	d.stop(t)
 }
 
+// taskLead is how far ahead a test schedules a once task: far enough that
+// the agent's tool call, a container start later, is still before it (a
+// time already past is refused).
+const taskLead = 20 * time.Second
+
 // A task scheduled through the agent's tool runs and its output arrives in the
 // chat.
 func TestE2EScheduledTask(t *testing.T) {
@@ -116,7 +121,7 @@ func TestE2EScheduledTask(t *testing.T) {
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
 
-	at := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
+	at := time.Now().Add(taskLead).UTC().Format(time.RFC3339)
 	// The colon of the task's own directive is escaped, or the fake would
 	// read it as the end of the tool's arguments.
 	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
@@ -125,7 +130,7 @@ func TestE2EScheduledTask(t *testing.T) {
 	if strings.Contains(first, "tool error") || !strings.Contains(first, "task") {
 		t.Fatalf("schedule_task answer %q; want a task id and next run", first)
 	}
-	got := e.waitOut("local:main", id, 2, 90*time.Second)
+	got := e.waitOut("local:main", id, 2, taskLead+90*time.Second)
 	if got[1].Text != "the task ran" {
 		t.Fatalf("task output %q; want %q", got[1].Text, "the task ran")
 	}

@@ -368,7 +368,7 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	d := e.start()
-	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	at := time.Now().Add(taskLead).UTC().Format(time.RFC3339)
 	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
 	id := e.post("local:main", "fake:tool schedule_task "+args)
 	first := e.waitOut("local:main", id, 1, 60*time.Second)[0].Text
@@ -376,7 +376,7 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	if task == "" {
 		t.Fatalf("schedule_task answer %q; want a task id", first)
 	}
-	got := e.waitOut("local:main", id, 2, 90*time.Second)
+	got := e.waitOut("local:main", id, 2, taskLead+90*time.Second)
 	if got[1].Text != "the task ran" {
 		t.Fatalf("task output %q; want the task's reply", got[1].Text)
 	}
