@@ -122,16 +122,16 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// defaultParallel is how many parallel tests (see parallel) run at once
-// unless -parallel or E2E_PARALLEL says otherwise. go test's default,
+// defaultParallel is how many light parallel tests (see parallel) run at
+// once unless -parallel or E2E_PARALLEL says otherwise. go test's default,
 // GOMAXPROCS, suits tests that compute; these mostly wait (for containers
 // to start, for idle timeouts and retry delays), so more of them than
 // there are cores fit beside each other.
 const defaultParallel = 4
 
 var (
-	// slots holds one token per parallel test running, heavySlots one per
-	// heavy one (see parallel). Both are made by setParallel.
+	// slots holds one token per light parallel test running, heavySlots
+	// one per heavy one (see parallel). Both are made by setParallel.
 	slots, heavySlots chan struct{}
 )
 
@@ -171,23 +171,25 @@ const (
 )
 
 // parallel runs t beside the other parallel tests, after the serial ones
-// (go test runs every serial test first, one at a time), at most
-// defaultParallel at once and at most one heavy one among them. A test is
-// parallel only when it shares nothing with another (its own home, daemon,
-// containers and fake servers; nothing process-wide such as the umask)
-// and checks no delay, duration, count over time, descriptor count or
-// memory figure that a busy machine could push past its bound: those stay
-// serial. The test's own deadlines start once it has its slot.
+// (go test runs every serial test first, one at a time): up to
+// defaultParallel light ones at once and, beside them, one heavy one. The
+// heavy ones do not queue behind the light ones: they are the longest, and
+// one after another they take about as long as all the light ones do. A
+// test is parallel only when it shares nothing with another (its own home,
+// daemon, containers and fake servers; nothing process-wide such as the
+// umask) and checks no delay, duration, count over time, descriptor count
+// or memory figure that a busy machine could push past its bound: those
+// stay serial. The test's own deadlines start once it has its slot.
 func parallel(t *testing.T, isHeavy bool) {
 	t.Helper()
 	needDocker(t)
 	t.Parallel()
-	if isHeavy { // first, holding no slot a light test could use meanwhile
-		heavySlots <- struct{}{}
-		t.Cleanup(func() { <-heavySlots })
+	slot := slots
+	if isHeavy {
+		slot = heavySlots
 	}
-	slots <- struct{}{}
-	t.Cleanup(func() { <-slots })
+	slot <- struct{}{}
+	t.Cleanup(func() { <-slot })
 }
 
 func needDocker(t *testing.T) {
