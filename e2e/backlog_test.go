@@ -11,6 +11,7 @@ import (
 // chat learn in one line how many older messages the agent did not read
 // (issue 10, item 7).
 func TestE2EBacklogLeftOutNotice(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--prompt-cap", "3", "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "local:fam") // requires the trigger
 	d := e.start()

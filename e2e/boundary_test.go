@@ -220,7 +220,7 @@ func (u daemonUser) skipUnavailable(t *testing.T) {
 // daemon user, each attack from a group of its own so one cannot mask
 // another.
 func TestE2EBoundary(t *testing.T) {
-	needDocker(t)
+	parallel(t, heavy)
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)
@@ -443,7 +443,7 @@ func restoreFile(t testing.TB, path string, data []byte) {
 // container to close (idle timeout) between turns, and checks the
 // containers' uid.
 func TestE2EBoundaryIdleClose(t *testing.T) {
-	needDocker(t)
+	parallel(t, light)
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)
@@ -521,7 +521,7 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 // j. BRIDGED_CONTAINER_UID and _GID choose the containers' user of a root
 // daemon.
 func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
-	needDocker(t)
+	parallel(t, light)
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon runs as this test's user, not root: BRIDGED_CONTAINER_UID applies to a root daemon only")
 	}
@@ -583,6 +583,7 @@ func TestE2EBoundaryRequestFlood(t *testing.T) {
 // agent before groups/ was read-only). The daemon runs as a non-root user
 // here: the one whose containers could write groups/.
 func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
+	parallel(t, light)
 	var e *env
 	if os.Geteuid() == 0 {
 		e = newEnvAs(t, nonRootUID, nonRootUID, "--idle-timeout", "2m")

@@ -10,6 +10,7 @@ import (
 // group and one in the main chat; its next message waits, and is answered
 // as soon as the owner lifts the budget with `groups set`.
 func TestE2EBudgetPauseLiftedByGroupsSet(t *testing.T) {
+	parallel(t, light)
 	// One metered API call of the turn costs more than this.
 	_, e := budgetEnv(t, "2m", "0.0001")
 	d := e.start()

@@ -31,9 +31,8 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
 	}
-	// Its own daemon and home, nothing timed tightly: it runs beside the
-	// other parallel tests, after the serial ones.
-	t.Parallel()
+	// Twenty kill -9 restarts of a -race daemon: heavy.
+	parallel(t, heavy)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -228,6 +227,7 @@ func (e *env) lastID(chat string) int64 {
 // repeated action would be worse; README "A turn that acted is not
 // repeated").
 func TestE2EKill9AfterActionNotRepeated(t *testing.T) {
+	parallel(t, light)
 	const chat = "local:main"
 	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", chat)

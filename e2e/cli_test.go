@@ -96,6 +96,7 @@ func entries(t *testing.T, dir string) []string {
 // another directory, finds that daemon; before it ever ran, the read-only
 // commands create nothing anywhere.
 func TestE2EDefaultHome(t *testing.T) {
+	parallel(t, light)
 	e, wd := defaultHomeEnv(t, "--idle-timeout", "2m")
 	user := filepath.Dir(wd)
 
@@ -139,6 +140,7 @@ func TestE2EDefaultHome(t *testing.T) {
 // no group named, then gets the agent's reply. A later start registers
 // nothing again.
 func TestE2EFirstStartRegistersMain(t *testing.T) {
+	parallel(t, light)
 	e, wd := defaultHomeEnv(t, "--idle-timeout", "2m")
 	d := e.startBare(wd)
 	// The program as started (bridged on PATH is another, or none).
@@ -192,6 +194,7 @@ func TestE2EHelpAtEveryLevel(t *testing.T) {
 // run`: it starts on the system's zone (else UTC) and says so; a bad
 // BRIDGED_TIMEZONE the owner set is still refused.
 func TestE2EInheritedTZFallsBack(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t)
 	e.extraEnv = []string{"TZ=IST-2"}
 	d := e.start()

@@ -14,6 +14,7 @@ import (
 // values the files now give otherwise, and `status --json` carries the
 // credential; stopped, `config` says it describes the files.
 func TestE2EConfigAsksTheDaemon(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "7m")
 	d := e.start()
 
@@ -63,6 +64,7 @@ func TestE2EConfigAsksTheDaemon(t *testing.T) {
 // `status` and `doctor` say the daemon's key is refused and that a restart
 // is needed after fixing it, and `status --json` says "refused".
 func TestE2EStatusSaysKeyRefused(t *testing.T) {
+	parallel(t, light)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -102,6 +104,7 @@ func TestE2EStatusSaysKeyRefused(t *testing.T) {
 // doctor: it is billed as extra usage when bridged uses it; an API key is
 // recommended.
 func TestE2EOAuthTokenWarned(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t)
 	e.extraEnv = []string{"ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-e2e-TOKEN-0123456789"}
 	d := e.start()
@@ -121,6 +124,7 @@ func TestE2EOAuthTokenWarned(t *testing.T) {
 // only): status and doctor describe the daemon, which has no credential,
 // and doctor names the restart.
 func TestE2EKeyAddedWithoutRestart(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t)
 	e.extraEnv = []string{"ANTHROPIC_API_KEY="}
 	e.start()

@@ -118,6 +118,7 @@ func (e *env) inspectAll(t *testing.T, ctx context.Context) []byte {
 // (no process environment, no file, no mount, not in docker inspect); a
 // stream reaches claude event by event; other paths and hosts are refused.
 func TestE2ECredentialProxy(t *testing.T) {
+	parallel(t, light)
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
@@ -218,6 +219,7 @@ func TestE2ECredentialProxy(t *testing.T) {
 // try-outs), an API call gets a 401 naming the variables, and status and
 // doctor say what to set.
 func TestE2ECredentialProxyNoCredential(t *testing.T) {
+	parallel(t, light)
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "10ms")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "ANTHROPIC_API_KEY="}
@@ -254,6 +256,7 @@ func TestE2ECredentialProxyNoCredential(t *testing.T) {
 // BRIDGED_CONTAINER_NETWORK=none: the container has no network, and the
 // agent still reaches Claude through the proxy socket.
 func TestE2ECredentialProxyNoNetwork(t *testing.T) {
+	parallel(t, light)
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "BRIDGED_CONTAINER_NETWORK=none"}
@@ -276,6 +279,7 @@ func TestE2ECredentialProxyNoNetwork(t *testing.T) {
 // With an OAuth token, the upstream gets it as a bearer token with the OAuth
 // beta, and claude holds only a placeholder token.
 func TestE2ECredentialProxyOAuth(t *testing.T) {
+	parallel(t, light)
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL, "ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=" + secret}

@@ -118,6 +118,7 @@ func TestE2EOutboxFlood(t *testing.T) {
 // removed: the outbox row keeps the file's name and size, and the local
 // chat still shows a file that holds what the agent wrote.
 func TestE2ESentFileCopyRemoved(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -164,6 +165,7 @@ func TestE2ESentFileCopyRemoved(t *testing.T) {
 // an attached file reaches the agent as a placeholder saying it was not
 // downloaded and why, and the owner's low-disk alert is in the main chat.
 func TestE2ELowDiskFloor(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_MIN_FREE=900000g"}
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")

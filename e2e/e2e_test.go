@@ -14,6 +14,7 @@ import (
 // agent's reply is printed. A second message while the container lives is
 // answered by the same container.
 func TestE2EChatAndFollowUp(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -58,6 +59,7 @@ func TestE2EChatAndFollowUp(t *testing.T) {
 
 // A short idle timeout closes and removes the container.
 func TestE2EIdleTimeoutRemovesContainer(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -77,6 +79,7 @@ func TestE2EIdleTimeoutRemovesContainer(t *testing.T) {
 
 // Five groups with a cap of two: never more than two containers, all answered.
 func TestE2EConcurrencyCap(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--max-containers", "2", "--idle-timeout", "1s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	names := []string{"g1", "g2", "g3", "g4", "g5"}
@@ -105,14 +108,20 @@ func TestE2EConcurrencyCap(t *testing.T) {
 	d.stop(t)
 }
 
+// taskLead is how far ahead a test schedules a once task: far enough that
+// the agent's tool call, a container start later, is still before it (a
+// time already past is refused).
+const taskLead = 20 * time.Second
+
 // A task scheduled through the agent's tool runs and its output arrives in the
 // chat.
 func TestE2EScheduledTask(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
-	at := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
+	at := time.Now().Add(taskLead).UTC().Format(time.RFC3339)
 	// The colon of the task's own directive is escaped, or the fake would
 	// read it as the end of the tool's arguments.
 	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
@@ -121,7 +130,7 @@ func TestE2EScheduledTask(t *testing.T) {
 	if strings.Contains(first, "tool error") || !strings.Contains(first, "task") {
 		t.Fatalf("schedule_task answer %q; want a task id and next run", first)
 	}
-	got := e.waitOut("local:main", id, 2, 90*time.Second)
+	got := e.waitOut("local:main", id, 2, taskLead+90*time.Second)
 	if got[1].Text != "the task ran" {
 		t.Fatalf("task output %q; want %q", got[1].Text, "the task ran")
 	}
@@ -135,6 +144,7 @@ func TestE2EScheduledTask(t *testing.T) {
 // A non-main group's send_message to another chat is refused and nothing is
 // sent there.
 func TestE2ECrossChatSendRefused(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
@@ -156,6 +166,7 @@ func TestE2ECrossChatSendRefused(t *testing.T) {
 // kill -9 while an agent is mid-turn, then a restart: the leftover container
 // is removed and the message is answered exactly once.
 func TestE2EKill9MidTurn(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -163,8 +174,9 @@ func TestE2EKill9MidTurn(t *testing.T) {
 	defer cancel()
 	w := e.watchContainers(ctx)
 
-	id := e.post("local:main", "fake:sleep 6s\nfake:reply survived")
+	id := e.post("local:main", gatedTurn(".began", ".go")+"\nfake:reply survived")
 	w.waitRunning(t, 1, 60*time.Second)
+	e.waitGroupFile(t, ".began", 90*time.Second)
 	leftover := e.containers(ctx)
 	if len(leftover) != 1 {
 		t.Fatalf("got %d containers mid-turn; want the one running the turn: %+v", len(leftover), leftover)
@@ -175,8 +187,9 @@ func TestE2EKill9MidTurn(t *testing.T) {
 	d.kill9()
 
 	d2 := e.start()
+	e.openGate(t, ".go")
 	got := e.waitOut("local:main", id, 1, 2*time.Minute)
-	if got[0].Text != "survived" {
+	if strings.TrimSpace(got[0].Text) != "survived" {
 		t.Fatalf("reply %q; want %q", got[0].Text, "survived")
 	}
 	for _, c := range leftover {
@@ -195,6 +208,7 @@ func TestE2EKill9MidTurn(t *testing.T) {
 // fake:crash in every attempt ends, after the retries, in one visible
 // failure, not a loop.
 func TestE2ECrashEveryAttempt(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -232,6 +246,7 @@ func TestE2ECrashEveryAttempt(t *testing.T) {
 // An unpaired home: the daemon starts, says once that WhatsApp is not
 // paired, and serves the local channel.
 func TestE2EUnpairedWhatsApp(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

@@ -40,6 +40,7 @@ func engineEnv(t *testing.T, extraEnv []string, args ...string) (*env, *daemon, 
 // running beside the retry's: maxRunning is 2 and follow-ups it takes from
 // input/ are never answered.
 func TestE2EEngineConnectionCut(t *testing.T) {
+	parallel(t, light)
 	e, d, p, w := engineEnv(t, nil, "--idle-timeout", "5m")
 	id := e.post("local:main", "fake:bash touch .started\nfake:sleep 3s\nfake:reply two")
 	e.waitGroupFile(t, ".started", time.Minute)
@@ -70,6 +71,7 @@ func TestE2EEngineConnectionCut(t *testing.T) {
 // stopped (all it did is committed: no retry, no notice), and the next
 // messages are answered by one new container, never two at once.
 func TestE2EEngineConnectionCutIdle(t *testing.T) {
+	parallel(t, light)
 	e, d, p, w := engineEnv(t, nil, "--idle-timeout", "5m")
 	if n := p.cutStreams(); n < 2 {
 		t.Fatalf("cut %d connections; want the attach and the wait", n)

@@ -36,39 +36,36 @@ func (e *env) waitRequestFile(folder string, within time.Duration) string {
 	}
 }
 
-// killMidToolCall posts text, which makes the agent sleep and then call a
-// tool, kills the daemon with -9 during the sleep, and waits until the dead
-// daemon's container, still running, has written its tool request. It
-// returns the posted message's id and the request file's name. The kill
-// waits until the agent began the turn (the runner reported claude's
-// session): a container that runs has not necessarily been given its input
-// yet, and one killed before that never calls the tool.
-func killMidToolCall(t *testing.T, e *env, d *daemon, text string) (int64, string) {
+// killMidToolCall has the agent begin a turn that calls tool (a fake:tool
+// directive) once the test lets it, kills the daemon with -9 while the turn
+// waits, then lets it, and waits until the dead daemon's container, still
+// running, has written its tool request. It returns the posted message's id
+// and the request file's name. The turn waits on a file, not a clock: a
+// kill that came late on a busy machine, after the tool call, would find
+// the call carried out by the live daemon, and no request left to write.
+// A turn run again after the restart finds the file and goes on at once.
+func killMidToolCall(t *testing.T, e *env, d *daemon, tool string) (int64, string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := e.watchContainers(ctx)
-	id := e.post("local:main", text)
-	w.waitRunning(t, 1, 60*time.Second)
-	if !d.waitLog(`"message":"session changed"`, 90*time.Second) {
-		t.Fatal("the agent did not begin its turn within 90 s")
-	}
+	id := e.post("local:main", gatedTurn(".began", ".go")+"\n"+tool)
+	e.waitGroupFile(t, ".began", 90*time.Second)
 	if out := e.outSince("local:main", id); len(out) != 0 {
 		t.Fatalf("messages went out before the kill; the test did not kill mid-turn: %+v", out)
 	}
 	d.kill9()
+	e.openGate(t, ".go")
 	return id, e.waitRequestFile("main", time.Minute)
 }
 
-// kill -9 while a turn sleeps and then sends "hello" with send_message: the
+// kill -9 while a turn waits and then sends "hello" with send_message: the
 // dead daemon's container writes its request anyway; after the restart the
 // leftover container is stopped, its request quarantined, the turn run again,
 // and "hello" arrives exactly once.
 func TestE2EKill9SendMessageOnce(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
-	id, reqFile := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool send_message {\"text\":\"hello\"}")
+	id, reqFile := killMidToolCall(t, e, d, `fake:tool send_message {"text":"hello"}`)
 
 	d2 := e.start()
 	// The re-run's turn calls the tool, then replies: once its reply (the
@@ -109,11 +106,12 @@ var taskIDRE = regexp.MustCompile(`task-[0-9a-f]{12}`)
 
 // The same with schedule_task: exactly one task exists afterwards.
 func TestE2EKill9ScheduleTaskOnce(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	args := `{"prompt":"fake\u003areply good morning","schedule_type":"cron","schedule_value":"0 9 * * *","context_mode":"isolated"}`
-	id, _ := killMidToolCall(t, e, d, "fake:sleep 4s\nfake:tool schedule_task "+args)
+	id, _ := killMidToolCall(t, e, d, "fake:tool schedule_task "+args)
 
 	d2 := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,6 +133,7 @@ func TestE2EKill9ScheduleTaskOnce(t *testing.T) {
 // row in its run log), and after the restart it is an "interrupted" error run
 // and the chat gets one notice.
 func TestE2EKill9DuringRecurringTask(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

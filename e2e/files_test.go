@@ -18,6 +18,7 @@ var fileLineRE = regexp.MustCompile(`\[file: (\S+) \(([^,]+), (\w+)\) (/\S+)\]`)
 // /etc/passwd planted in the workspace, or the path itself, is refused with
 // a clear error and nothing of it leaves the host's file system.
 func TestE2ESendMessageFile(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

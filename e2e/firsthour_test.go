@@ -210,6 +210,7 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 // every file, and chat -m prints that turn's reply. Repeated, since a post
 // split into turns showed only now and then.
 func TestE2EAttachmentsOneTurn(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
@@ -241,6 +242,7 @@ func TestE2EAttachmentsOneTurn(t *testing.T) {
 // by SIGPIPE when the pipe's reader is gone: Ctrl-C (SIGINT) still drains,
 // stops its containers and exits 0.
 func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	r, w, err := os.Pipe()
@@ -366,7 +368,7 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
-	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	at := time.Now().Add(taskLead).UTC().Format(time.RFC3339)
 	args := fmt.Sprintf(`{"prompt":"fake\u003areply the task ran","schedule_type":"once","schedule_value":%q,"context_mode":"isolated"}`, at)
 	id := e.post("local:main", "fake:tool schedule_task "+args)
 	first := e.waitOut("local:main", id, 1, 60*time.Second)[0].Text
@@ -374,7 +376,7 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 	if task == "" {
 		t.Fatalf("schedule_task answer %q; want a task id", first)
 	}
-	got := e.waitOut("local:main", id, 2, 90*time.Second)
+	got := e.waitOut("local:main", id, 2, taskLead+90*time.Second)
 	if got[1].Text != "the task ran" {
 		t.Fatalf("task output %q; want the task's reply", got[1].Text)
 	}

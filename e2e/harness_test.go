@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,7 +115,81 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
 		return 1
 	}
+	if err := setParallel(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// defaultParallel is how many light parallel tests (see parallel) run at
+// once unless -parallel or E2E_PARALLEL says otherwise. go test's default,
+// GOMAXPROCS, suits tests that compute; these mostly wait (for containers
+// to start, for idle timeouts and retry delays), so more of them than
+// there are cores fit beside each other.
+const defaultParallel = 4
+
+var (
+	// slots holds one token per light parallel test running, heavySlots
+	// one per heavy one (see parallel). Both are made by setParallel.
+	slots, heavySlots chan struct{}
+)
+
+// setParallel sizes slots from -parallel when given, else E2E_PARALLEL,
+// else defaultParallel, and lifts go test's own limit: a test waiting for
+// a heavy slot must not hold one of go test's, or a light test could not
+// run in its place.
+func setParallel() error {
+	n := defaultParallel
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if f := flag.Lookup("test.parallel"); given && f != nil {
+		k, err := strconv.Atoi(f.Value.String())
+		if err != nil || k < 1 {
+			return fmt.Errorf("-parallel %s: want a positive number", f.Value)
+		}
+		n = k
+	} else if v := os.Getenv("E2E_PARALLEL"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			return fmt.Errorf("E2E_PARALLEL=%q: want a positive number", v)
+		}
+		n = k
+	}
+	slots, heavySlots = make(chan struct{}, n), make(chan struct{}, 1)
+	return flag.Set("test.parallel", "1000")
+}
+
+// Weights of a parallel test: a light one mostly waits; a heavy one keeps
+// the CPU busy for minutes (restarting -race daemons over and over, or a
+// dozen containers at once), and two of those side by side on a small
+// machine starve each other, and every test beside them, into their
+// timeouts.
+const (
+	light = false
+	heavy = true
+)
+
+// parallel runs t beside the other parallel tests, after the serial ones
+// (go test runs every serial test first, one at a time): up to
+// defaultParallel light ones at once and, beside them, one heavy one. The
+// heavy ones do not queue behind the light ones: they are the longest, and
+// one after another they take about as long as all the light ones do. A
+// test is parallel only when it shares nothing with another (its own home,
+// daemon, containers and fake servers; nothing process-wide such as the
+// umask) and checks no delay, duration, count over time, descriptor count
+// or memory figure that a busy machine could push past its bound: those
+// stay serial. The test's own deadlines start once it has its slot.
+func parallel(t *testing.T, isHeavy bool) {
+	t.Helper()
+	needDocker(t)
+	t.Parallel()
+	slot := slots
+	if isHeavy {
+		slot = heavySlots
+	}
+	slot <- struct{}{}
+	t.Cleanup(func() { <-slot })
 }
 
 func needDocker(t *testing.T) {

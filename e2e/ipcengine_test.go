@@ -18,6 +18,7 @@ import (
 // recovery, as the lock against a second daemon, and released when the
 // start fails.
 func TestE2EFailedRecoveryLeavesNoSocket(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t)
 	e.start().stop(t) // a home that ran before
 

@@ -156,6 +156,7 @@ func uploadsLeft(t *testing.T, e *env) []string {
 // transcribed by the configured endpoint (or said to be missing when it
 // fails), and the message answered either way.
 func TestE2EMediaAttachments(t *testing.T) {
+	parallel(t, light)
 	tr := newFakeTranscriber(t, func(tr transcription, w http.ResponseWriter, r *http.Request) {
 		if bytes.Contains(tr.audio, []byte("endpoint down")) {
 			http.Error(w, `{"error":{"message":"model overloaded"}}`, http.StatusInternalServerError)
@@ -217,6 +218,7 @@ func TestE2EMediaAttachments(t *testing.T) {
 // up again at the next start: the endpoint is asked again, and the message
 // is answered once, with that transcript.
 func TestE2EMediaKill9WhileTranscribing(t *testing.T) {
+	parallel(t, light)
 	// The first request hangs until the daemon that sent it dies; the
 	// next is answered.
 	tr := newFakeTranscriber(t, func(tr transcription, w http.ResponseWriter, r *http.Request) {

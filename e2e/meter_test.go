@@ -128,6 +128,7 @@ func sameUSD(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 // chat gets one notice; raising the budget lets the very next request
 // through, with no new message and no restart.
 func TestE2EMeterBudgetRefusedByProxy(t *testing.T) {
+	parallel(t, light)
 	up, e := budgetEnv(t, "5m", "1.50")
 	d := e.start()
 
@@ -207,6 +208,7 @@ func TestE2EMeterBudgetRefusedByProxy(t *testing.T) {
 // stdout (it runs as the runner's uid): the forged figure is refused, and
 // the group's cost today stays what the proxy metered.
 func TestE2EMeterForgedResultCostRefused(t *testing.T) {
+	parallel(t, light)
 	_, e := budgetEnv(t, "2m", "10")
 	d := e.start()
 
@@ -237,6 +239,7 @@ func TestE2EMeterForgedResultCostRefused(t *testing.T) {
 // proxy, so the turn ends there (the rest of it never runs), with one
 // notice; the message is kept and answered once the budget is raised.
 func TestE2EMeterTurnEndsAtBudget(t *testing.T) {
+	parallel(t, light)
 	up, e := budgetEnv(t, "2m", "0.50")
 	d := e.start()
 

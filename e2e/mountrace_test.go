@@ -37,10 +37,9 @@ const extraRaceRestarts = 6
 // containers could write groups/ before it was read-only for them, and as
 // root.
 func TestE2EMountRace(t *testing.T) {
-	needDocker(t)
-	// Restarts and a swap loop, nothing timed tightly: it runs beside the
-	// other parallel tests, after the serial ones.
-	t.Parallel()
+	// Restarts and a swap loop, nothing timed tightly, but ten restarts
+	// per daemon user: heavy.
+	parallel(t, heavy)
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)

@@ -13,7 +13,7 @@ import (
 )
 
 func TestE2EExtraMounts(t *testing.T) {
-	needDocker(t)
+	parallel(t, light)
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)

@@ -79,6 +79,7 @@ func scheduleCall(prompt, targetGroup string) string {
 // BRIDGED_MAX_TASK_PROMPT) is refused and nothing is stored. Cancelling a
 // task makes room for one.
 func TestE2ETaskCapAndPromptSize(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "30s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "family", "--no-trigger", "local:family")
@@ -146,9 +147,8 @@ func TestE2ETaskCapAndPromptSize(t *testing.T) {
 // restarts it with a fresh count. (The back-off between the failures, and
 // the default of 5, are internal/scheduler's TestFailingTaskBacksOffAndPausesItself.)
 func TestE2EFailingTaskPausesItself(t *testing.T) {
-	// It waits more than it works (two minute slots of its task): it runs
-	// beside the other parallel tests, after the serial ones.
-	t.Parallel()
+	// It waits more than it works (two minute slots of its task).
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "3s", "--task-max-failures", "2")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

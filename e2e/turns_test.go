@@ -51,6 +51,21 @@ func (e *env) waitGroupFile(t *testing.T, name string, within time.Duration) {
 	}
 }
 
+// gatedTurn is a fake:bash directive for the main agent that creates began
+// in its folder and then waits until the test opens gate there (openGate):
+// a turn the test must catch in the middle waits for it, not for a clock
+// a busy machine can outrun. A turn run again finds the gate open and goes
+// on at once. It prints nothing.
+func gatedTurn(began, gate string) string {
+	return "fake:bash touch " + began + "; until [ -e " + gate + " ]; do sleep 0.1; done"
+}
+
+// openGate lets the main agent's turn waiting on gate (gatedTurn) go on.
+func (e *env) openGate(t *testing.T, gate string) {
+	t.Helper()
+	writeFile(t, filepath.Join(e.home, "groups", "main", gate), "")
+}
+
 // noMoreOut fails if anything is sent to chat after id within wait.
 func (e *env) noMoreOut(t *testing.T, chat string, after int64, wait time.Duration) {
 	t.Helper()
@@ -67,6 +82,7 @@ func (e *env) noMoreOut(t *testing.T, chat string, after int64, wait time.Durati
 // status shows the failure, and no container is left running (the first one
 // did not sit "busy" until the container timeout).
 func TestE2ELaterTurnCrashEveryAttempt(t *testing.T) {
+	parallel(t, light)
 	e, d, w := laterTurnEnv(t)
 	id := e.post("local:main", "fake:crash")
 	got := e.waitOut("local:main", id, 1, 3*time.Minute)
@@ -93,6 +109,7 @@ func TestE2ELaterTurnCrashEveryAttempt(t *testing.T) {
 // it the turn again, which is answered exactly once; the container is then
 // closed, not left busy.
 func TestE2ELaterTurnClaudeKilledOnce(t *testing.T) {
+	parallel(t, light)
 	e, d, w := laterTurnEnv(t)
 	id := e.post("local:main", "fake:bash test -e .killed && echo answered || { touch .killed; kill -9 $PPID; }")
 	got := e.waitOut("local:main", id, 1, 2*time.Minute)
@@ -110,8 +127,9 @@ func TestE2ELaterTurnClaudeKilledOnce(t *testing.T) {
 // A container killed (docker kill) during a later turn: the turn is run
 // again in a new container and answered exactly once.
 func TestE2ELaterTurnContainerKilled(t *testing.T) {
+	parallel(t, light)
 	e, d, w := laterTurnEnv(t)
-	id := e.post("local:main", "fake:bash touch .started\nfake:sleep 3s\nfake:reply two")
+	id := e.post("local:main", gatedTurn(".started", ".go")+"\nfake:reply two")
 	e.waitGroupFile(t, ".started", time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -122,6 +140,7 @@ func TestE2ELaterTurnContainerKilled(t *testing.T) {
 	if _, err := docker.ContainerKill(ctx, live[0].ID, client.ContainerKillOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.openGate(t, ".go")
 	got := e.waitOut("local:main", id, 1, 2*time.Minute)
 	if strings.TrimSpace(got[0].Text) != "two" {
 		t.Fatalf("reply %q; want the killed turn answered by the retry", got[0].Text)
@@ -138,6 +157,7 @@ func TestE2ELaterTurnContainerKilled(t *testing.T) {
 // answered exactly once. The hanging turn is queued behind a running one, so
 // it is a later turn of the first container whatever the timing.
 func TestE2ELaterTurnHang(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--container-timeout", "32s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -163,7 +183,7 @@ func TestE2ELaterTurnHang(t *testing.T) {
 // skipped, and once space returns it is answered exactly once. The store is
 // put on a small tmpfs the test mounts, so it needs root.
 func TestE2EReplyOnFullDisk(t *testing.T) {
-	needDocker(t)
+	parallel(t, light)
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING the full-disk test: mounting a small tmpfs for the store needs root")
 	}
@@ -186,10 +206,11 @@ func TestE2EReplyOnFullDisk(t *testing.T) {
 		t.Fatalf("first reply %q; want one", got)
 	}
 
-	id := e.post("local:main", "fake:bash touch .started\nfake:sleep 2s\nfake:reply two")
+	id := e.post("local:main", gatedTurn(".started", ".go")+"\nfake:reply two")
 	e.waitGroupFile(t, ".started", time.Minute)
 	filler := filepath.Join(storeDir, "filler")
 	fill(t, filler)
+	e.openGate(t, ".go")
 
 	// The reply cannot be stored: status shows the failed turn and why.
 	deadline := time.Now().Add(time.Minute)

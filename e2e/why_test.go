@@ -78,6 +78,7 @@ func hasStep(t *testing.T, name string, s story, step string, want ...string) {
 // was retried, one whose reply could not be sent. (A sender not allowed:
 // TestE2EOnlyAllowedSendersWakeTheAgent.)
 func TestE2EWhyTellsAMessagesStory(t *testing.T) {
+	parallel(t, light)
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m", "--retry-base", "100ms")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -87,10 +88,8 @@ func (f *fake) floodDirective(ctx context.Context, arg string) string {
 		}
 	}
 	closed := 0
-	one := make([]byte, 1)
 	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
-		if _, err := c.Read(one); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if closedByPeer(c) {
 			closed++
 		}
 	}
@@ -100,4 +99,28 @@ func (f *fake) floodDirective(ctx context.Context, arg string) string {
 		msg += " (first: " + firstErr.Error() + ")"
 	}
 	return msg
+}
+
+// closedByPeer reports whether the other end of c has closed it: a peek
+// that does not wait finds the end of the stream (or an error) rather than
+// no data yet. A read with a short deadline would not do on a busy
+// machine: a deadline that passes before the read begins fails it without
+// a look at the socket, and an open connection is what it would report.
+func closedByPeer(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	one := make([]byte, 1)
+	_ = raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), one, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = err == nil && n == 0 || err != nil && !errors.Is(err, syscall.EAGAIN)
+		return true
+	})
+	return closed
 }

@@ -866,6 +866,13 @@ func TestOnePendingReadPerRun(t *testing.T) {
 	if !strings.Contains(run.spec.Input.Prompt, "hello") {
 		t.Fatalf("prompt: got %q; want the message", run.spec.Input.Prompt)
 	}
+	// The run may start before the loop's first pass has looked at the
+	// other group: a round trip through the loop waits for the pass's end.
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := h.r.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := h.r.pendingReads.Load(); got != 2 {
 		t.Fatalf("pending reads: got %d; want 2 (one per group, none more for the run)", got)
 	}
