@@ -27,6 +27,7 @@ func (e *env) postAs(chat, as, text string) (int64, error) {
 // bob's sender was not allowed; with --others drop bob's message is not
 // stored at all; `groups list` shows who is allowed.
 func TestE2EOnlyAllowedSendersWakeTheAgent(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "team", "--no-trigger", "local:team")

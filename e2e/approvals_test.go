@@ -54,6 +54,7 @@ func exists(path string) bool {
 // own folder run freely. A read-only group never asks and never writes; a
 // chat group has no tools but bridged's own.
 func TestE2EApprovalsAskProfile(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_APPROVAL_TIMEOUT=25s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
@@ -183,6 +184,7 @@ func TestE2EApprovalsAskProfile(t *testing.T) {
 // A daemon killed with an approval open settles it at the next start as
 // denied, with one notice; the cut-off turn runs again and asks anew.
 func TestE2EApprovalOpenAtKill9(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
@@ -225,6 +227,7 @@ func TestE2EApprovalOpenAtKill9(t *testing.T) {
 // timeout stops it, silent while it waits) has the request denied then,
 // once, with a notice; the retried turn asks anew.
 func TestE2EApprovalOpenWhenContainerEnds(t *testing.T) {
+	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5s", "--container-timeout", "40s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
