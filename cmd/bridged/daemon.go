@@ -465,10 +465,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 
-	turnEnds := turns.New(time.Now)
 	turnLog := startTurnRecorder(db, log)
 	defer turnLog.stop()
-	turnEnds.OnEnd(turnLog.add)
+	turnEnds := turns.New(time.Now, turnLog.add)
 	// Owner alerts and budgets: built before the router, which consults
 	// them. They post their notices through the outbox's signal and the
 	// ingest, both built before either, so nothing is wired afterwards.
