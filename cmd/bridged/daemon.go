@@ -509,7 +509,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
-		OutboxSignal: outSignal, ContainerGone: func(f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
+		OutboxSignal: outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
 	if err != nil {
 		return err
 	}
