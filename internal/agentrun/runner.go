@@ -216,7 +216,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 			t.stopping = true
 			x.Queue.MarkClosing(folder)
 		},
-		Event: func(ev ipc.Event) { t.event(ctx, ev) },
+		Event: t.event,
 	}))
 	if x.ContainerGone != nil {
 		// The container is often gone because ctx ended (bridged stops):
