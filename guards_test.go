@@ -24,9 +24,9 @@ var allowedContextKeys = map[[2]string]string{
 	{"internal/dashboard", "sessionKey{}"}: "the signed-in dashboard session of a request (its CSRF token and expiry), for its page",
 }
 
-// allowedCmdSetters lists the Set… calls cmd/bridged may make, as written:
-// the standard library's, which configure a value, never wire one component
-// into another after construction.
+// allowedCmdSetters lists the Set… and On… calls cmd/bridged may make, as
+// written: the standard library's, which configure a value, never wire one
+// component into another after construction.
 var allowedCmdSetters = map[string]bool{
 	"fs.SetOutput":       true, // flag.FlagSet
 	"enc.SetIndent":      true, // json.Encoder
@@ -150,13 +150,14 @@ func TestNoCommitInContext(t *testing.T) {
 	}
 }
 
-// setterCall matches a method named Set… (SetPoster, SetSink): a call that
-// completes wiring after construction.
-var setterCall = regexp.MustCompile(`^Set[A-Z]`)
+// setterCall matches a method named Set… (SetPoster, SetSink) or On…
+// (OnEnd, OnChange): a call that completes wiring after construction, by
+// setting a dependency or registering a callback.
+var setterCall = regexp.MustCompile(`^(Set|On)[A-Z]`)
 
 // cmd/bridged wires the daemon by construction order and constructor
-// arguments: no Set… call completes the wiring afterwards. The standard
-// library's setters it uses are listed in allowedCmdSetters.
+// arguments: no Set… or On… call completes the wiring afterwards. The
+// standard library's setters it uses are listed in allowedCmdSetters.
 func TestNoWiringSettersInCmd(t *testing.T) {
 	fset, files := parseSources(t)
 	n := 0

@@ -465,10 +465,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return err
 	}
 
-	turnEnds := turns.New(time.Now)
 	turnLog := startTurnRecorder(db, log)
 	defer turnLog.stop()
-	turnEnds.OnEnd(turnLog.add)
+	turnEnds := turns.New(time.Now, turnLog.add)
 	// Owner alerts and budgets: built before the router, which consults
 	// them. They post their notices through the outbox's signal and the
 	// ingest, both built before either, so nothing is wired afterwards.
@@ -510,7 +509,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
-		OutboxSignal: outSignal, ContainerGone: func(f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
+		OutboxSignal: outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
 	if err != nil {
 		return err
 	}
@@ -555,9 +554,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			dash = d
 			return d, err
 		},
-		Version:   buildVersion(),
-		Instance:  instance,
-		Log:       log,
+		Version:  buildVersion(),
+		Instance: instance,
+		Log:      log,
 	})
 	if err != nil {
 		return err

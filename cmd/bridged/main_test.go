@@ -239,7 +239,7 @@ func startDaemon(t *testing.T, home string, reply func(text string) []string) *f
 // startDaemonWithStatus is startDaemon whose live status comes from live.
 func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []string, live control.StatusSource) *fakeDaemon {
 	t.Helper()
-	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil)}
+	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil, nil)}
 	d.loc = local.New(d.db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
 		id, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})

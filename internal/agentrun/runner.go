@@ -80,8 +80,9 @@ type Deps struct {
 	// its mount check: the window in which an agent could swap a directory.
 	BeforeMountCheck func(store.Folder)
 	// ContainerGone, when set, is told that a group's container is gone:
-	// the approvals its turn left waiting are settled.
-	ContainerGone func(store.Folder)
+	// the approvals its turn left waiting are settled. Its ctx is not
+	// cancelled when the run's was (see Container).
+	ContainerGone func(context.Context, store.Folder)
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.
@@ -215,10 +216,14 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 			t.stopping = true
 			x.Queue.MarkClosing(folder)
 		},
-		Event: func(ev ipc.Event) { t.event(ctx, ev) },
+		Event: t.event,
 	}))
 	if x.ContainerGone != nil {
-		x.ContainerGone(g.Folder)
+		// The container is often gone because ctx ended (bridged stops):
+		// the approvals it left open are still to be settled in the store,
+		// or the next start finds them open with no runner waiting. So the
+		// call keeps ctx's values but not its cancellation.
+		x.ContainerGone(context.WithoutCancel(ctx), g.Folder)
 	}
 	grp.Lock()
 	replied := run.replied

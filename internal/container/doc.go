@@ -79,4 +79,13 @@
 // simple component (letters, digits, . _ -; no .., no /). It is read-write
 // only when asked for, allowed by its root, and the group is main or
 // nonMainReadOnly is false; otherwise read-only.
+//
+// # Supervision callbacks
+//
+// Supervise hands every stdout line to Watch.Event with its own ctx: that
+// callback does the run's work (it commits results). Watch.Started,
+// Watch.Stopping and Watch.Held take no context: they are signals that
+// record or read the run's state in memory (the container's id, that it
+// is stopping, whether its turn is held) and must not block, so there is
+// nothing a context would bound. Spec.Stderr is the same: a line to log.
 package container

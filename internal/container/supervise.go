@@ -44,8 +44,9 @@ type Watch struct {
 	Held func() bool
 	// Started is told the container's id once it runs.
 	Started func(id string)
-	// Event is called for every stdout line, in order.
-	Event func(ipc.Event)
+	// Event is called for every stdout line, in order, with Supervise's
+	// ctx (ended already for the lines a stopping container still prints).
+	Event func(context.Context, ipc.Event)
 	// Stopping is called once, when Supervise begins to stop the container
 	// (a timeout, the end of ctx, a failed wait).
 	Stopping func()
@@ -141,7 +142,7 @@ loop:
 				firstC = nil
 			}
 			if w.Event != nil {
-				w.Event(ev)
+				w.Event(ctx, ev)
 			}
 		case <-w.Kick:
 			if !stopping {

@@ -124,7 +124,7 @@ func start(t *testing.T, live Live) *harness {
 		}
 		return id, err
 	}, zerolog.Nop()), waiting: make(chan struct{}, 1)}
-	h := &harness{home: hm, posted: posted, db: db, local: loc, inbound: inbound, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
+	h := &harness{home: hm, posted: posted, db: db, local: loc, inbound: inbound, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil, nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
 	srv, err := Listen(Options{
 		Socket:    h.socket,
 		Admin:     &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},

@@ -25,6 +25,10 @@
 // removed) is not repeated until the next event or sweep, so a worker never
 // spins.
 //
+// Config.Open and the Handler get the directory's context; Config.Idle gets
+// none: it only reports that a worker ended (a signal, for tests), and does
+// no work a context would bound. Config.Ticker is a clock.
+//
 // # Side lanes and back-pressure
 //
 // The handler may hand the rest of a file's work to a side lane by returning
@@ -97,8 +101,9 @@ type Handler[D Dir] func(ctx context.Context, key string, d D, name string) (don
 
 // Config configures an Engine.
 type Config[D Dir] struct {
-	// Open opens the directory of key for one pass. Required.
-	Open func(key string) (D, error)
+	// Open opens the directory of key for one pass, with the pass's ctx
+	// (it ends when the key is removed or the engine stops). Required.
+	Open func(ctx context.Context, key string) (D, error)
 	// Handle deals with each file. Required.
 	Handle Handler[D]
 	// Sweep is how often every directory is looked at even without an
@@ -478,7 +483,7 @@ func (e *Engine[D]) pass(ctx context.Context, d *dir[D]) (again bool) {
 			again = false
 		}
 	}()
-	od, err := e.cfg.Open(d.key)
+	od, err := e.cfg.Open(ctx, d.key)
 	if err != nil {
 		log.Warn().Err(err).Msg("open directory")
 		return false

@@ -70,7 +70,7 @@ func (m *memFS) openDirs() int {
 	return m.open
 }
 
-func (m *memFS) Open(key string) (*memDir, error) {
+func (m *memFS) Open(_ context.Context, key string) (*memDir, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.opened = append(m.opened, key)
@@ -632,7 +632,7 @@ func TestUnopenableDirectoryTriedAgain(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	open := func(string) (*memDir, error) { return nil, nil }
+	open := func(context.Context, string) (*memDir, error) { return nil, nil }
 	handle := func(context.Context, string, *memDir, string) (bool, Job) { return true, nil }
 	for name, cfg := range map[string]Config[*memDir]{
 		"no open":        {Handle: handle, Sweep: time.Second},

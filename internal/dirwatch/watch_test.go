@@ -61,7 +61,7 @@ func newWatchRig(t *testing.T) *watchRig {
 		idle:    make(chan string, 100),
 	}
 	e, err := New(Config[osDir]{
-		Open: func(key string) (osDir, error) {
+		Open: func(_ context.Context, key string) (osDir, error) {
 			d := osDir{filepath.Join(r.root, key)}
 			if _, err := os.Stat(d.path); err != nil {
 				return osDir{}, err

@@ -239,7 +239,7 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 		h.approver.Store(&cfg.Approver)
 	}
 	box, err := dirwatch.New(dirwatch.Config[*trees]{
-		Open: func(folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
+		Open: func(_ context.Context, folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
 		Handle: func(ctx context.Context, folder string, t *trees, name string) (bool, dirwatch.Job) {
 			return h.serve(ctx, store.Folder(folder), t, name)
 		},

@@ -24,6 +24,11 @@
 // Every fetch start is counted, so a file that takes the daemon down each
 // time is given up on after Config.MaxStarts starts. A shutdown leaves the
 // media in flight pending.
+//
+// Deps.Settled takes no context: the media is settled in the store by then,
+// and Settled only signals the router to look at the chat again (it marks
+// the chat and wakes the message loop, without blocking), so there is no
+// work for a context to bound.
 package media
 
 import (
@@ -106,7 +111,7 @@ type Deps struct {
 	// queue of the Pool's own, fed by Add.
 	Queue *Queue
 	// Settled is called once a chat's media settled (the Ingest's
-	// MediaSettled, which wakes the router).
+	// MediaSettled, which wakes the router). A signal: it must not block.
 	Settled func(chat store.ChatID)
 	Log     zerolog.Logger
 }

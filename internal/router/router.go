@@ -119,8 +119,9 @@ type Deps struct {
 	// message's media is not fetched and its placeholder says so.
 	Media MediaQueue
 	// ContainerGone, when set, is told that a group's container is gone
-	// (the approvals it left waiting are settled).
-	ContainerGone func(store.Folder)
+	// (the approvals it left waiting are settled); see
+	// agentrun.Runner.ContainerGone.
+	ContainerGone func(context.Context, store.Folder)
 }
 
 // Status is the router's live state for `bridged status`.

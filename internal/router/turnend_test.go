@@ -29,7 +29,7 @@ func waitEnd(t *testing.T, hub *turns.Hub, after int64, since uint64) turns.End 
 func hubHarness(t *testing.T) (*harness, *turns.Hub) {
 	t.Helper()
 	h := newHarness(t, nil)
-	hub := turns.New(nil)
+	hub := turns.New(nil, nil)
 	h.r.turns, h.r.runs.Turns = hub, hub
 	h.start()
 	return h, hub

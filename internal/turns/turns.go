@@ -7,6 +7,11 @@
 // A Hub keeps the last few ends of each chat in memory, so a waiter that
 // asks after the turn ended still finds it. Nothing is persisted: after a
 // restart, ends of turns of the previous daemon are not known.
+//
+// Callbacks without a context: New's now is a clock, and its onEnd a
+// signal that must not block (the daemon queues the end for its turn log
+// and writes it elsewhere, under its own context); neither does work that
+// a context would bound. Ended itself takes none for the same reason.
 package turns
 
 import (
@@ -60,17 +65,14 @@ type Hub struct {
 	onEnd   func(End)
 }
 
-// OnEnd has fn called with every end Ended records (with its Seq and At),
-// outside the Hub's lock; fn must not block. Call it before the Hub is
-// used.
-func (h *Hub) OnEnd(fn func(End)) { h.onEnd = fn }
-
-// New returns an empty Hub. now is nil for time.Now.
-func New(now func() time.Time) *Hub {
+// New returns an empty Hub. now is nil for time.Now. onEnd, when not nil,
+// is called with every end Ended records (with its Seq and At), outside
+// the Hub's lock; it must not block.
+func New(now func() time.Time, onEnd func(End)) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{ends: make(map[string][]End), changed: make(chan struct{}), now: now}
+	return &Hub{ends: make(map[string][]End), changed: make(chan struct{}), now: now, onEnd: onEnd}
 }
 
 // Ended records the end of a turn of e.Chat (Seq and, when zero, At are set

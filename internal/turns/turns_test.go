@@ -7,7 +7,7 @@ import (
 )
 
 func TestWaitFindsTheTurnThatTookTheMessage(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	h.Ended(End{Chat: "local:a", Result: Done, Upto: 4})
 	h.Ended(End{Chat: "local:b", Result: Done, Upto: 9})
 	h.Ended(End{Chat: "local:a", Result: Failed, Upto: 7, Reason: "boom", Attempt: 1, Attempts: 3})
@@ -41,7 +41,7 @@ func TestWaitFindsTheTurnThatTookTheMessage(t *testing.T) {
 }
 
 func TestWaitWakesWhenTheTurnEnds(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	got := make(chan End, 1)
 	go func() {
 		e, _ := h.Wait(context.Background(), "local:a", 5, 0)
@@ -60,7 +60,7 @@ func TestWaitWakesWhenTheTurnEnds(t *testing.T) {
 }
 
 func TestHubKeepsOnlyRecentEnds(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	for i := range 3 * keep {
 		h.Ended(End{Chat: "local:a", Result: Done, Upto: int64(i)})
 	}
