@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func (e *env) postAs(chat, as, text string) (int64, error) {
 // (bridged chat --as bob says why at once) and reaches the agent as context
 // with carol's next turn; the owner always wakes it; `bridged why` says
 // bob's sender was not allowed; with --others drop bob's message is not
-// stored at all; `groups list` shows who is allowed.
+// stored at all; `groups list` shows who is allowed. bob's `yes ID` in the
+// main chat does not approve the group's open request; the owner's does.
 func TestE2EOnlyAllowedSendersWakeTheAgent(t *testing.T) {
 	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
@@ -72,6 +74,46 @@ func TestE2EOnlyAllowedSendersWakeTheAgent(t *testing.T) {
 	// The owner always wakes the agent, whatever the list.
 	if got := e.ask("local:team", "fake:reply the owner counts", 90*time.Second); got != "the owner counts" {
 		t.Errorf("owner got %q; want the reply", got)
+	}
+
+	// An approval request of this ask group is answered by the owner
+	// only: bob's `yes ID` in the main chat is an ordinary message there
+	// (the main agent sees it) and the request stays open; the owner's
+	// `yes ID` approves it and is no message.
+	const wait = 90 * time.Second
+	mainFrom := lastID(e, "local:main")
+	cmd := e.post("local:team", "fake:bash touch team-made && echo team-did")
+	req, reqMsg := e.waitApproval(mainFrom, wait)
+	out, errs, code, _ = e.chatM("main", "yes "+req, "--as", "bob", "--timeout", "90s")
+	if code != 0 || !strings.Contains(out, "yes "+req) {
+		t.Errorf("chat --as bob -m 'yes %s' in main: exit %d, stdout %q, stderr %q; want an ordinary message the main agent answers", req, code, out, errs)
+	}
+	var bobsAnswer bool
+	for _, m := range e.messages("local:main", reqMsg, 0) {
+		if m.Direction == "in" && m.Text == "yes "+req && m.Sender == "bob" {
+			bobsAnswer = true
+		}
+	}
+	if !bobsAnswer {
+		t.Errorf("bob's 'yes %s' is not stored in the main chat as his message: %+v", req, e.messages("local:main", reqMsg, 0))
+	}
+	if open := e.mustCLI("approvals", "--open"); !strings.Contains(open, req) {
+		t.Fatalf("approvals --open after bob's yes:\n%s\nwant %s still open", open, req)
+	}
+	if exists(filepath.Join(e.home, "groups", "team", "team-made")) || len(e.outSince("local:team", cmd)) != 0 {
+		t.Fatal("the command ran on bob's yes")
+	}
+	out, errs, code, _ = e.chatM("main", "yes "+req, "--timeout", "90s")
+	if code != 0 || !strings.Contains(errs, "Taken as an answer to an approval request") {
+		t.Errorf("owner's chat -m 'yes %s': exit %d, stdout %q, stderr %q; want taken as the answer", req, code, out, errs)
+	}
+	if got := e.waitOut("local:team", cmd, 1, wait)[0].Text; got != "team-did" {
+		t.Fatalf("team got %q after the owner's yes; want team-did", got)
+	}
+	for _, m := range e.messages("local:main", reqMsg, 0) {
+		if m.Direction == "in" && m.Sender != "bob" && strings.Contains(m.Text, req) {
+			t.Errorf("the owner's answer was stored as a message: %+v", m)
+		}
 	}
 
 	s := e.why(t, fmt.Sprint(bob))

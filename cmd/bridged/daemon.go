@@ -195,10 +195,15 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 	return tasks.Recover(ctx)
 }
 
+// noticePoster commits a message to a chat's outbox (the router).
+type noticePoster interface {
+	SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
+}
+
 // settleApprovals denies the approval requests a stopped bridged left open
 // (their containers are gone), once, with a notice each, and tells the
 // owner once that the groups registered before tool profiles kept full.
-func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, rt *router.Router, log zerolog.Logger) error {
+func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, rt noticePoster, log zerolog.Logger) error {
 	n, err := ap.SettleOpen(ctx)
 	if err != nil {
 		return fmt.Errorf("settle open approvals: %w", err)

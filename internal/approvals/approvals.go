@@ -380,7 +380,7 @@ func Parse(m channel.Message, isMain bool) (Reply, bool) {
 		}
 		return Reply{Target: r.TargetID, Allow: allow, By: "reaction"}, true
 	}
-	words := strings.Fields(strings.ToLower(m.Text))
+	words := strings.Fields(strings.ToLower(m.OwnText()))
 	if len(words) == 0 || len(words) > 2 {
 		return Reply{}, false
 	}

@@ -133,6 +133,8 @@ func TestParse(t *testing.T) {
 		{"bare yes, no quote", owner("yes"), true, Reply{}, false},
 		{"quote yes", channel.Message{Chat: mainChat, Text: "yes", FromMe: true, QuotedID: "net-1"}, true, Reply{Target: "net-1", Allow: true, By: "quote"}, true},
 		{"quote thumbs down", channel.Message{Chat: mainChat, Text: "👎", FromMe: true, QuotedID: "net-1"}, true, Reply{Target: "net-1", By: "quote"}, true},
+		{"quote yes with the channel's quote note", channel.Message{Chat: mainChat, Text: "yes\n[in reply to Andy: \"Approval abcd: group fam wants to ...\"]", FromMe: true, QuotedID: "net-1"}, true, Reply{Target: "net-1", Allow: true, By: "quote"}, true},
+		{"a quote note without a quote is text", channel.Message{Chat: mainChat, Text: "yes\n[in reply to Andy]", FromMe: true}, true, Reply{}, false},
 		{"reaction up", channel.Message{Chat: mainChat, FromMe: true, Reaction: &channel.Reaction{TargetID: "net-1", Emoji: "👍"}}, true, Reply{Target: "net-1", Allow: true, By: "reaction"}, true},
 		{"reaction other emoji", channel.Message{Chat: mainChat, FromMe: true, Reaction: &channel.Reaction{TargetID: "net-1", Emoji: "❤️"}}, true, Reply{}, false},
 		{"reaction by another", channel.Message{Chat: mainChat, Reaction: &channel.Reaction{TargetID: "net-1", Emoji: "👍"}}, true, Reply{}, false},

@@ -12,6 +12,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -124,6 +125,22 @@ type Message struct {
 	// it is stored as context and is late whatever its age, so it never
 	// starts a turn.
 	Backlog bool
+}
+
+// QuoteNote starts the line a channel appends to a reply's Text to show
+// the agent what it quotes: "\n[in reply to NAME: \"...\"]".
+const QuoteNote = "\n[in reply to "
+
+// OwnText is what the sender wrote: Text without the quote note a reply
+// (QuotedID set) carries at its end.
+func (m Message) OwnText() string {
+	if m.QuotedID == "" {
+		return m.Text
+	}
+	if i := strings.LastIndex(m.Text, QuoteNote); i >= 0 {
+		return m.Text[:i]
+	}
+	return m.Text
 }
 
 // Reaction is an emoji reaction to an earlier message of the same chat.

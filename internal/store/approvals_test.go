@@ -3,7 +3,14 @@ package store
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"testing"
+	"testing/fstest"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/migrations"
 )
 
 func TestApprovalDecidedOnce(t *testing.T) {
@@ -62,5 +69,72 @@ func TestTakeNoticeOnce(t *testing.T) {
 	}
 	if told, _ := db.TakeNotice(ctx, "tool_profiles"); told {
 		t.Fatal("the notice was taken twice")
+	}
+}
+
+// Upgrading to tool profiles owes the notice once when a group other than
+// the main one was registered before, and never when only the main group
+// was (or nothing was, a fresh install); every group then keeps full.
+func TestToolProfilesNoticeOnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	before := fstest.MapFS{}
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n >= "0013" {
+			continue
+		}
+		b, err := fs.ReadFile(migrations.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = &fstest.MapFile{Data: b}
+	}
+	for _, tc := range []struct {
+		name   string
+		groups [][2]string // chat, folder; the first is main
+		owed   bool
+	}{
+		{"fresh install", nil, false},
+		{"main only", [][2]string{{"local:main", "main"}}, false},
+		{"main and a family group", [][2]string{{"local:main", "main"}, {"123@g.us", "family"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bridged.db")
+			db, err := open(ctx, path, zerolog.Nop(), before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, g := range tc.groups {
+				if _, err := db.write.ExecContext(ctx, `INSERT INTO registered_groups (chat, name, folder, is_main, created_at)
+					VALUES (?, ?, ?, ?, 1)`, g[0], g[1], g[1], i == 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.Close()
+
+			for reopen := 0; reopen < 2; reopen++ {
+				db = openAt(t, path)
+				told, err := db.TakeNotice(ctx, "tool_profiles")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := tc.owed && reopen == 0; told != want {
+					t.Errorf("start %d: notice owed = %v; want %v", reopen+1, told, want)
+				}
+				gs, err := db.ListGroups(ctx)
+				if err != nil || len(gs) != len(tc.groups) {
+					t.Fatalf("groups = %d, %v; want %d", len(gs), err, len(tc.groups))
+				}
+				for _, g := range gs {
+					if g.Tools != ToolsFull {
+						t.Errorf("group %s has tools %q after the upgrade; want full", g.Folder, g.Tools)
+					}
+				}
+				db.Close()
+			}
+		})
 	}
 }

@@ -168,7 +168,7 @@ func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, ch
 
 	var tail string
 	if q := c.quote(ctx, ct.ctx, ownPN, ownLID); q != "" {
-		tail = "\n" + q
+		tail = "\n" + q // starts with channel.QuoteNote
 	}
 	if ct.media != nil {
 		// The media is fetched after the message is stored (internal/media);
@@ -304,9 +304,9 @@ func (c *Client) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID
 	}
 	s := snippet(ci.GetQuotedMessage())
 	if s == "" {
-		return fmt.Sprintf("[in reply to %s]", who)
+		return fmt.Sprintf("%s%s]", channel.QuoteNote[1:], who)
 	}
-	return fmt.Sprintf("[in reply to %s: \"%s\"]", who, s)
+	return fmt.Sprintf("%s%s: \"%s\"]", channel.QuoteNote[1:], who, s)
 }
 
 // replaceMention replaces "@<user>" (not followed by another digit) with
