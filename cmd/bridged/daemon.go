@@ -555,9 +555,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			dash = d
 			return d, err
 		},
-		Version:   buildVersion(),
-		Instance:  instance,
-		Log:       log,
+		Version:  buildVersion(),
+		Instance: instance,
+		Log:      log,
 	})
 	if err != nil {
 		return err

@@ -50,6 +50,10 @@ type Approvals interface {
 	Decide(ctx context.Context, id string, allow, always bool, by string) error
 }
 
+// ErrDecided is Decide's error for a request decided before (the page
+// answers 409); an unknown id is store.ErrNotFound (404).
+var ErrDecided = errors.New("approval request already decided")
+
 // Options configure a Dashboard.
 type Options struct {
 	Source Source
