@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -53,12 +54,15 @@ var loginURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/login\?code
 // The dashboard in a real browser against a real daemon with real
 // containers: each page loads without a script error or a failed request;
 // a message sent with `bridged chat -m` appears in the open conversation
-// without a reload; markup a member wrote shows as text.
+// without a reload; markup a member wrote shows as text; an ask group's
+// command waits in the overview and on the approvals page until the page's
+// Approve button lets it run, once, decided by the dashboard.
 func TestE2EDashboardInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_DASHBOARD=127.0.0.1:0")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "--tools", "ask", "local:fam")
 	e.start()
 	if out := e.mustCLI("chat", "-m", "hello", "main"); !strings.Contains(out, "echo: hello") {
 		t.Fatalf("bridged chat -m hello main printed %q", out)
@@ -98,7 +102,7 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 	}
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(listen))
 	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 4*time.Minute)
+	ctx, tcancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer tcancel()
 	base := link[:strings.Index(link, "/dashboard/")]
 	shot := func(name string) {
@@ -163,8 +167,89 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	visit("tasks", "/dashboard/tasks", "Tasks")
-	visit("approvals", "/dashboard/approvals", "approvals")
-	t.Log("approving a request through the page is not exercised: this daemon has no approval service yet (the page says so; the POST is tested against a fake in internal/dashboard)")
+	visit("approvals-none", "/dashboard/approvals", "No approvals waiting")
+
+	// An ask group's write command waits for the owner: the overview lists
+	// it, the approvals page shows it, and its Approve button (a form POST
+	// with the session's CSRF token) lets it run, once.
+	const wait = 2 * time.Minute
+	famDir := filepath.Join(e.home, "groups", "fam")
+	mainFrom := lastID(e, "local:main")
+	famMsg := e.post("local:fam", "fake:bash touch made-dash && echo did-dash")
+	req, _ := e.waitApproval(mainFrom, wait)
+	if exists(filepath.Join(famDir, "made-dash")) {
+		t.Fatal("the command ran before it was approved")
+	}
+	t.Logf("approval %s is open", req)
+	visit("overview-approval", "/dashboard/", "1 waiting")
+	if listed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("open-`+req+`") || {}).textContent || ""`)); err != nil || !strings.Contains(listed, "touch made-dash") {
+		t.Errorf("the overview does not list the open approval %s with its command: %q %v", req, listed, err)
+	}
+	visit("approvals", "/dashboard/approvals", "touch made-dash")
+	t.Logf("approving %s on the page", req)
+	// The button is clicked by the page's own DOM (the form's submit with
+	// its CSRF token); the browser then follows the redirect to the page.
+	if clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const b = document.querySelector("#approval-`+req+` button.allow");
+		if (!b) return false;
+		setTimeout(() => b.click(), 0);
+		return true;
+	})()`)); err != nil || !clicked {
+		t.Fatalf("no Approve button for %s on the page: %v", req, err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		done, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`location.search.includes("done=allow") && document.readyState === "complete" && !!document.querySelector("p.ok")`))
+		ccancel()
+		if err == nil && done {
+			break
+		}
+		if time.Now().After(deadline) {
+			shot("approvals-failed")
+			where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("the page did not come back after Approve of %s: %v; it is at %s", req, err, where)
+		}
+		<-time.After(200 * time.Millisecond)
+	}
+	after, err := chromedp.Run(ctx, chromedp.Text("main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(after, "Approved.") || strings.Contains(after, req) || !strings.Contains(after, "No approvals waiting") {
+		t.Errorf("after Approve the page shows:\n%s\nwant Approved. and %s no longer open", after, req)
+	}
+	shot("approvals-decided")
+	if got := e.waitOut("local:fam", famMsg, 1, wait); got[0].Text != "did-dash" {
+		t.Fatalf("fam got %q after the approval on the page; want did-dash", got[0].Text)
+	}
+	if !exists(filepath.Join(famDir, "made-dash")) {
+		t.Error("the approved command did not run")
+	}
+	var listed struct {
+		Approvals []struct {
+			ID        string `json:"id"`
+			State     string `json:"state"`
+			DecidedBy string `json:"decided_by"`
+		} `json:"approvals"`
+	}
+	if err := json.Unmarshal([]byte(e.mustCLI("approvals", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for _, a := range listed.Approvals {
+		if a.ID == req {
+			mine = append(mine, a.State+" by "+a.DecidedBy)
+		}
+	}
+	if len(mine) != 1 || mine[0] != "allowed by dashboard" {
+		t.Errorf("bridged approvals --json shows %s as %v; want it allowed by dashboard", req, mine)
+	}
+	if n := e.requestsSince(mainFrom); n != 1 {
+		t.Errorf("%d approval requests in the main chat; want the one", n)
+	}
+	if out := e.mustCLI("approvals", "--open"); strings.Contains(out, req) {
+		t.Errorf("approvals --open still lists %s:\n%s", req, out)
+	}
 	visit("story", "/dashboard/messages/last?chat=main", "Its story")
 	visit("group", "/dashboard/groups/main", "Conversation")
 

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/dashboard"
@@ -28,8 +31,12 @@ func (a dashApprovals) List(ctx context.Context) ([]dashboard.Approval, error) {
 	return out, nil
 }
 
-// Decide settles request id once; a request settled before is an error.
+// Decide settles request id once: a request settled before is
+// dashboard.ErrDecided, an unknown id store.ErrNotFound.
 func (a dashApprovals) Decide(ctx context.Context, id string, allow, always bool, by string) error {
 	_, err := a.s.Decide(ctx, id, allow, always, by)
+	if errors.Is(err, approvals.ErrSettled) {
+		return fmt.Errorf("%w: %s", dashboard.ErrDecided, strings.TrimPrefix(err.Error(), "approval "))
+	}
 	return err
 }

@@ -50,6 +50,10 @@ type Approvals interface {
 	Decide(ctx context.Context, id string, allow, always bool, by string) error
 }
 
+// ErrDecided is Decide's error for a request decided before (the page
+// answers 409); an unknown id is store.ErrNotFound (404).
+var ErrDecided = errors.New("approval request already decided")
+
 // Options configure a Dashboard.
 type Options struct {
 	Source Source
@@ -228,7 +232,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer (here and in the layout's meta): with
+	// no-referrer Chromium sends the page's own form POSTs with
+	// "Origin: null", which sameOrigin refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")

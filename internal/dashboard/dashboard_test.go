@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,6 +63,11 @@ func (f *fakeApprovals) Decide(ctx context.Context, id string, allow, always boo
 			f.open = append(f.open[:i], f.open[i+1:]...)
 			f.decided = append(f.decided, id+":"+map[bool]string{true: "allow", false: "deny"}[allow]+map[bool]string{true: "+always"}[always]+":"+by)
 			return nil
+		}
+	}
+	for _, d := range f.decided {
+		if strings.HasPrefix(d, id+":") {
+			return fmt.Errorf("%w: %s", ErrDecided, d)
 		}
 	}
 	return store.ErrNotFound
@@ -306,8 +312,14 @@ func TestCrossSitePostRefused(t *testing.T) {
 	if d := f.appr.decisions(); len(d) != 1 || d[0] != "a1:allow:dashboard" {
 		t.Errorf("decisions %v, want a1 allowed by the dashboard", d)
 	}
-	if resp, _ := f.do(t, "POST", Prefix+"approvals/a1", c, url.Values{"decision": {"deny"}, "csrf": {token}}, own); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("deciding again: %s, want 404", resp.Status)
+	if resp, body := f.do(t, "POST", Prefix+"approvals/a1", c, url.Values{"decision": {"deny"}, "csrf": {token}}, own); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "already decided") {
+		t.Errorf("deciding again: %s %q, want 409 saying it was decided before", resp.Status, body)
+	}
+	if resp, _ := f.do(t, "POST", Prefix+"approvals/zz99", c, url.Values{"decision": {"deny"}, "csrf": {token}}, own); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("deciding an unknown request: %s, want 404", resp.Status)
+	}
+	if d := f.appr.decisions(); len(d) != 1 {
+		t.Errorf("decisions %v after the refused ones, want only the first", d)
 	}
 }
 
@@ -531,7 +543,7 @@ func TestServedOnTheControlSocket(t *testing.T) {
 	go func() { done <- srv.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "s.sock"))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "s2.sock"))
 	}}}
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://bridged"+Prefix+"groups/fam/events?after=0", nil)
 	req.AddCookie(cookies[0])

@@ -119,6 +119,8 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		code = http.StatusNotFound
+	case errors.Is(err, ErrDecided):
+		code = http.StatusConflict
 	case errors.Is(err, control.ErrInvalid), errors.Is(err, store.ErrInvalid):
 		code = http.StatusBadRequest
 	default:
