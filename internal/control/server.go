@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -102,6 +103,11 @@ type Server struct {
 	started  time.Time
 	stopping chan struct{}
 	dash     dashboardHolder
+
+	// fresh holds the connections that have not sent a request yet; Run
+	// closes them when it stops (see Run).
+	freshMu sync.Mutex
+	fresh   map[net.Conn]struct{}
 }
 
 // Listen creates the socket and the server; Run serves it. A socket file left
@@ -132,6 +138,7 @@ func Listen(opts Options) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		ConnState:         s.connState,
 	}
 	if opts.Dashboard != nil {
 		d, err := opts.Dashboard(s)
@@ -216,6 +223,30 @@ func (s *Server) Close() error {
 	return err
 }
 
+// connState keeps the set of connections that have sent no request.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	if st == http.StateNew {
+		if s.fresh == nil {
+			s.fresh = map[net.Conn]struct{}{}
+		}
+		s.fresh[c] = struct{}{}
+		return
+	}
+	delete(s.fresh, c)
+}
+
+// closeFresh closes the connections that have sent no request.
+func (s *Server) closeFresh() {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+		delete(s.fresh, c)
+	}
+}
+
 // Run serves until ctx ends, then ends long-polls, waits briefly for requests
 // in flight and removes the socket.
 func (s *Server) Run(ctx context.Context) error {
@@ -229,6 +260,11 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	close(s.stopping)
+	// A connection that has sent no request yet is not a request in
+	// flight, but http.Server.Shutdown waits up to 5 s for it (as long as
+	// the grace): a client that had just connected would fail the stop.
+	// Such connections are closed first; the requests in flight finish.
+	s.closeFresh()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
 	err := s.srv.Shutdown(sctx)
