@@ -42,14 +42,16 @@ deps: ## install what the tests need beyond Go and Docker: a static busybox for 
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends chromium; fi; \
 	fi
 
+# -count=1: the e2e tests build the daemon themselves, out of sight of go
+# test's result cache, so a cached e2e pass could hide a change to the product.
 test: deps lint ## gofmt and vet, then every test with -race, Docker end-to-end included
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## the tests that need no Docker
 	BRIDGED_SKIP_DOCKER=1 $(GO) test -race ./...
 
 test-integration: deps ## only the Docker end-to-end tests
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
 
 tools: ## install the pinned staticcheck (through the Go module proxy) unless it is there
 	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))'; then \
