@@ -102,11 +102,6 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		// store it under an id of our own rather than lose it.
 		m.ExternalID = "bridged-in-" + uuid.NewString()
 	}
-	if m.Reaction != nil {
-		// A reaction is not a prompt: it is neither stored as a message
-		// nor lets anything start; only its chat is recorded.
-		m.Text, m.Media = "", nil
-	}
 	chat := store.ChatID(m.Chat)
 	last := m.SentAt
 	if last.IsZero() {
@@ -121,18 +116,18 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
 		}
 	}
+	notAllowed, dropped, err := in.allowed(ctx, m)
+	if err != nil {
+		return 0, fmt.Errorf("store inbound message: %w", err)
+	}
+	text, withMedia := m.Text, m.Media
+	if dropped {
+		text, withMedia = "", nil // only the chat is recorded
+	}
 	var id store.MessageID
-	var inserted, dropped bool
-	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
-		notAllowed, drop, err := allowed(ctx, tx, m)
-		if err != nil {
-			return err
-		}
-		dropped = drop
-		text, withMedia := m.Text, m.Media
-		if drop {
-			text, withMedia = "", nil // only the chat is recorded
-		}
+	var inserted bool
+	err = in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
+		var err error
 		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
@@ -167,12 +162,15 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 // allowed applies the allow list of m's group, if its chat is registered:
 // notAllowed when the list does not admit m's sender (stored as context),
 // drop when the group wants such messages not stored at all. The owner's
-// own messages and bridged's are always admitted.
-func allowed(ctx context.Context, tx *store.Tx, m channel.Message) (notAllowed, drop bool, err error) {
+// own messages and bridged's are always admitted. The group comes from the
+// store's in-memory registry, not the insert's transaction: a message that
+// races a change of the list is judged by the list before or after it, as
+// if it had arrived a moment earlier or later.
+func (in *Ingest) allowed(ctx context.Context, m channel.Message) (notAllowed, drop bool, err error) {
 	if m.FromMe || m.IsBot || strings.TrimSpace(m.Text) == "" && m.Media == nil {
 		return false, false, nil
 	}
-	g, err := tx.GetGroupByChat(ctx, store.ChatID(m.Chat))
+	g, err := in.cfg.DB.GetGroupByChat(ctx, store.ChatID(m.Chat))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, false, nil
 	}
@@ -186,8 +184,9 @@ func allowed(ctx context.Context, tx *store.Tx, m channel.Message) (notAllowed, 
 }
 
 // isLate reports whether a message sent at sentAt arrives late: through a
-// backlog, more than Config.LateWindow after it was sent. A message marked
-// channel.Message.Backlog (a history sync) is late whatever its age.
+// backlog, more than Config.LateWindow after it was sent. (A message marked
+// channel.Message.Backlog, from a history sync, is stored as late whatever
+// its age.)
 func (in *Ingest) isLate(sentAt time.Time) bool {
 	return !sentAt.IsZero() && in.cfg.Now().Sub(sentAt) > in.cfg.LateWindow
 }
