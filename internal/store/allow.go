@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -84,17 +85,12 @@ func (g Group) Admits(ids []string, admin bool) bool {
 	if len(g.Allow) == 0 {
 		return true
 	}
-	for _, a := range g.Allow {
-		if a == AllowAdmins {
-			if admin {
-				return true
-			}
-			continue
-		}
-		for _, id := range ids {
-			if n, err := NormalizeSender(id); err == nil && n == a {
-				return true
-			}
+	if admin && slices.Contains(g.Allow, AllowAdmins) {
+		return true
+	}
+	for _, id := range ids {
+		if n, err := NormalizeSender(id); err == nil && n != AllowAdmins && slices.Contains(g.Allow, n) {
+			return true
 		}
 	}
 	return false
