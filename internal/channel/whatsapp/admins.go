@@ -2,6 +2,7 @@ package whatsapp
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +31,7 @@ type adminCache struct {
 	groups map[types.JID]map[types.JID]bool // group → admins, in every known form
 }
 
-// setGroup replaces group's admins with those of its metadata.
+// setAdmins replaces a group's admins with those of its metadata.
 func (c *Client) setAdmins(ctx context.Context, info *types.GroupInfo) {
 	if info == nil || info.JID.IsEmpty() {
 		return
@@ -125,35 +126,39 @@ func (c *Client) isAdmin(ctx context.Context, group types.JID, ids []types.JID) 
 }
 
 // forms are every known form of a user given as ids (phone number and LID,
-// without device parts), completed through whatsmeow's LID map.
+// without device parts, in the order given): a form none of ids has is
+// completed through whatsmeow's LID map.
 func (c *Client) forms(ctx context.Context, ids ...types.JID) []types.JID {
 	var out []types.JID
+	var pn, lid types.JID
 	add := func(j types.JID) {
 		if j.IsEmpty() || j.User == "" {
 			return
 		}
 		j = j.ToNonAD()
-		for _, o := range out {
-			if o == j {
-				return
-			}
+		if slices.Contains(out, j) {
+			return
 		}
 		out = append(out, j)
+		switch {
+		case j.Server == types.HiddenUserServer && lid.IsEmpty():
+			lid = j
+		case j.Server == types.DefaultUserServer && pn.IsEmpty():
+			pn = j
+		}
 	}
 	for _, j := range ids {
 		add(j)
 	}
-	for _, j := range append([]types.JID(nil), out...) {
-		switch j.Server {
-		case types.HiddenUserServer:
-			if pn, err := c.wa.PNForLID(ctx, j); err == nil {
-				add(pn)
-			}
-		case types.DefaultUserServer:
-			if lc, ok := c.wa.(lidClient); ok {
-				if lid, err := lc.LIDForPN(ctx, j); err == nil {
-					add(lid)
-				}
+	switch {
+	case pn.IsEmpty() && !lid.IsEmpty():
+		if p, err := c.wa.PNForLID(ctx, lid); err == nil {
+			add(p)
+		}
+	case lid.IsEmpty() && !pn.IsEmpty():
+		if lc, ok := c.wa.(lidClient); ok {
+			if l, err := lc.LIDForPN(ctx, pn); err == nil {
+				add(l)
 			}
 		}
 	}

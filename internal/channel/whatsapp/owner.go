@@ -70,48 +70,13 @@ func (c *Client) setSender(ctx context.Context, msg *channel.Message, info *type
 	if msg.FromMe {
 		return
 	}
-	alts := c.senderAlts(ctx, info, sender)
-	for _, a := range alts {
-		msg.SenderAlt = append(msg.SenderAlt, a.String())
+	forms := c.forms(ctx, sender, info.Sender, info.SenderAlt)
+	for _, f := range forms {
+		if f != sender {
+			msg.SenderAlt = append(msg.SenderAlt, f.String())
+		}
 	}
 	if msg.IsGroup {
-		msg.SenderAdmin = c.isAdmin(ctx, info.Chat.ToNonAD(), append([]types.JID{sender}, alts...))
+		msg.SenderAdmin = c.isAdmin(ctx, info.Chat.ToNonAD(), forms)
 	}
-}
-
-// senderAlts are the sender's other ids than stable: its LID for a phone
-// number and the other way round, from the message's own addressing or else
-// whatsmeow's LID map.
-func (c *Client) senderAlts(ctx context.Context, info *types.MessageInfo, stable types.JID) []types.JID {
-	var out []types.JID
-	add := func(j types.JID) {
-		if j.IsEmpty() || j.User == "" {
-			return
-		}
-		j = j.ToNonAD()
-		if j == stable {
-			return
-		}
-		for _, o := range out {
-			if o == j {
-				return
-			}
-		}
-		out = append(out, j)
-	}
-	add(info.Sender)
-	add(info.SenderAlt)
-	switch stable.Server {
-	case types.HiddenUserServer:
-		if pn, err := c.wa.PNForLID(ctx, stable); err == nil {
-			add(pn)
-		}
-	case types.DefaultUserServer:
-		if lc, ok := c.wa.(lidClient); ok {
-			if lid, err := lc.LIDForPN(ctx, stable); err == nil {
-				add(lid)
-			}
-		}
-	}
-	return out
 }
