@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/types"
 
@@ -86,17 +85,7 @@ func TestSendRefused463StartsTheTimelock(t *testing.T) {
 func TestSendRefused463KeptAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "whatsapp.db")
-	open := func(now time.Time) *testClient {
-		ds, err := openStore(ctx, path, zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tc := restrictedClient(t)
-		tc.now = func() time.Time { return now }
-		tc.ds = ds
-		tc.loadConditions(ctx)
-		return tc
-	}
+	open := func(now time.Time) *testClient { return reopenedClient(t, path, now) }
 	first := open(restrictNow)
 	first.wa.sendErrs = []error{serverError(463)}
 	if _, err := first.Send(ctx, channel.Outgoing{Chat: newContact.String(), Text: "hello", ID: NewMessageID()}); err == nil {

@@ -43,6 +43,22 @@ func restrictedClient(t *testing.T) *testClient {
 	return tc
 }
 
+// reopenedClient is restrictedClient at now on the device store at path,
+// its kept conditions loaded as at a start.
+func reopenedClient(t *testing.T, path string, now time.Time) *testClient {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := openStore(ctx, path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := restrictedClient(t)
+	tc.now = func() time.Time { return now }
+	tc.ds = ds
+	tc.loadConditions(ctx)
+	return tc
+}
+
 // timelockEvent decodes the mex notification's payload the way whatsmeow
 // does (xwa2_notify_account_reachout_timelock).
 func timelockEvent(t *testing.T, payload string) *events.NotifyAccountReachoutTimelock {
@@ -125,16 +141,7 @@ func TestReachoutTimelockKeptAcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "whatsapp.db")
 	ends := restrictNow.Add(48 * time.Hour)
 
-	open := func() *testClient {
-		ds, err := openStore(ctx, path, zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tc := restrictedClient(t)
-		tc.ds = ds
-		tc.loadConditions(ctx)
-		return tc
-	}
+	open := func() *testClient { return reopenedClient(t, path, restrictNow) }
 	first := open()
 	first.handleEvent(timelockEvent(t, `{"enforcement_type":"REACHOUT_TIMELOCK","is_active":true,"time_enforcement_ends":"`+unix(ends)+`"}`))
 	if err := first.Close(); err != nil {
@@ -160,10 +167,7 @@ func TestReachoutTimelockKeptAcrossRestart(t *testing.T) {
 	// Once its end passed, a kept timelock is gone at the next start.
 	third.handleEvent(timelockEvent(t, `{"is_active":true,"time_enforcement_ends":"`+unix(ends)+`"}`))
 	_ = third.Close()
-	later := open()
-	later.now = func() time.Time { return ends.Add(time.Second) }
-	later.cond = newConditions()
-	later.loadConditions(ctx)
+	later := reopenedClient(t, path, ends.Add(time.Second))
 	if st := later.Status(); len(st.Conditions) != 0 {
 		t.Errorf("after its end: conditions %+v; want none", st.Conditions)
 	}
