@@ -171,15 +171,15 @@ const (
 )
 
 // parallel runs t beside the other parallel tests, after the serial ones
-// (go test runs every serial test first, one at a time): up to
-// defaultParallel light ones at once and, beside them, one heavy one. The
-// heavy ones do not queue behind the light ones: they are the longest, and
-// one after another they take about as long as all the light ones do. A
-// test is parallel only when it shares nothing with another (its own home,
-// daemon, containers and fake servers; nothing process-wide such as the
-// umask) and checks no delay, duration, count over time, descriptor count
-// or memory figure that a busy machine could push past its bound: those
-// stay serial. The test's own deadlines start once it has its slot.
+// (go test runs every serial test first, one at a time): as many light
+// ones at once as setParallel made slots for and, beside them, one heavy
+// one. The heavy ones do not queue behind the light ones: they are the
+// longest, and one after another they take about as long as all the light
+// ones do. A test is parallel only when it shares nothing with another
+// (its own home, daemon, containers and fake servers; nothing process-wide
+// such as the umask) and checks no delay, duration, count over time,
+// descriptor count or memory figure that a busy machine could push past
+// its bound: those stay serial. The test's own deadlines start once it has its slot.
 func parallel(t *testing.T, isHeavy bool) {
 	t.Helper()
 	needDocker(t)

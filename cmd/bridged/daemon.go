@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/bridged-app/bridged/internal/approvals"
 	"io"
 	"os"
 	"os/signal"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/bridged-app/bridged/groups"
 	"github.com/bridged-app/bridged/internal/alerts"
+	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
@@ -427,7 +427,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// takes them out; they post through the outbox, whose sender wakes on
 	// the signal built here.
 	outSignal := outbox.NewSignal()
-	approver := approvals.New(db, outboxPoster{db: db, out: outSignal}, cfg.ApprovalTimeout, log)
+	poster := outboxPoster{db: db, out: outSignal}
+	approver := approvals.New(db, poster, cfg.ApprovalTimeout, log)
 	ing, err := ingest.New(ingest.Config{
 		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
 		Log:     log.With().Str("component", "ingest").Logger(),
@@ -479,7 +480,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
-		Poster: notices{outboxPoster: outboxPoster{db: db, out: outSignal}, in: ing},
+		Poster: notices{outboxPoster: poster, in: ing},
 	})
 	if err != nil {
 		return err

@@ -42,28 +42,37 @@ func cursor(t *testing.T, db *store.DB, folder store.Folder) store.MessageID {
 	return c
 }
 
+// beginFam loads fam's run state and begins a message run in local:fam
+// whose turn has been handed the messages up to upto.
+func beginFam(t *testing.T, x *Runner, db *store.DB, upto store.MessageID) (*Group, *Run) {
+	t.Helper()
+	grp := &Group{}
+	grp.Lock()
+	defer grp.Unlock()
+	if err := grp.Load(context.Background(), db, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	return grp, x.BeginMessages(grp, "fam", "local:fam", upto)
+}
+
 // A message of the agent to its own chat stores the cursor of the turn in
 // flight, not of messages piped while it was busy; one to another chat, or
 // after a failed turn, stores none.
 func TestSendStoresTheTurnsCursor(t *testing.T) {
 	x, db := newRunner(t)
 	ctx := context.Background()
-	var grp Group
+	grp, run := beginFam(t, x, db, 5)
 	grp.Lock()
-	if err := grp.Load(ctx, db, "fam"); err != nil {
-		t.Fatal(err)
-	}
-	run := x.BeginMessages(&grp, "fam", "local:fam", 5)
 	grp.Pipe("in-1.json", 7, false) // the agent is busy: not its turn yet
 	grp.Unlock()
 
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:other", Group: "fam", Text: "elsewhere", Origin: store.OriginTool}, nil); err != nil {
+	if _, err := x.Send(ctx, grp, store.OutboxItem{Chat: "local:other", Group: "fam", Text: "elsewhere", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 0 {
 		t.Fatalf("cursor after a message to another chat: got %d; want 0", got)
 	}
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}, nil); err != nil {
+	if _, err := x.Send(ctx, grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 5 {
@@ -79,7 +88,7 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 	grp.Lock()
 	grp.Pipe("in-2.json", 9, true)
 	grp.Unlock()
-	if _, err := x.Send(ctx, &grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "late", Origin: store.OriginTool}, nil); err != nil {
+	if _, err := x.Send(ctx, grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "late", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cursor(t, db, "fam"); got != 5 {
@@ -92,16 +101,10 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 func TestActionStoresOrPutsBackTheCursor(t *testing.T) {
 	x, db := newRunner(t)
 	ctx := context.Background()
-	var grp Group
-	grp.Lock()
-	if err := grp.Load(ctx, db, "fam"); err != nil {
-		t.Fatal(err)
-	}
-	run := x.BeginMessages(&grp, "fam", "local:fam", 4)
-	grp.Unlock()
+	grp, run := beginFam(t, x, db, 4)
 
 	commitIn := func(ok bool) {
-		h := x.Hold(&grp, "fam")
+		h := x.Hold(grp, "fam")
 		defer h.Release(ctx, ok)
 		if err := db.Tx(ctx, func(tx *store.Tx) error { return h.Apply(ctx, tx) }); err != nil {
 			t.Fatal(err)
@@ -129,19 +132,13 @@ func (f unitFunc) Apply(ctx context.Context, tx *store.Tx, it store.OutboxItem) 
 func TestSendAppliesTheUnit(t *testing.T) {
 	x, db := newRunner(t)
 	ctx := context.Background()
-	var grp Group
-	grp.Lock()
-	if err := grp.Load(ctx, db, "fam"); err != nil {
-		t.Fatal(err)
-	}
-	x.BeginMessages(&grp, "fam", "local:fam", 5)
-	grp.Unlock()
+	grp, _ := beginFam(t, x, db, 5)
 	item := store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "hi", Origin: store.OriginTool}
 
 	errBoom := errors.New("boom")
 	var seen store.OutboxItem
 	failing := unitFunc(func(_ context.Context, _ *store.Tx, it store.OutboxItem) error { seen = it; return errBoom })
-	if _, err := x.Send(ctx, &grp, item, failing); !errors.Is(err, errBoom) {
+	if _, err := x.Send(ctx, grp, item, failing); !errors.Is(err, errBoom) {
 		t.Fatalf("Send with a failing unit = %v; want boom", err)
 	}
 	if seen.ID == 0 || seen.Text != "hi" {
@@ -157,7 +154,7 @@ func TestSendAppliesTheUnit(t *testing.T) {
 	recording := unitFunc(func(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
 		return tx.RecordRequest(ctx, store.HandledRequest{Folder: it.Group, ID: "r1", Type: "send_message", Response: []byte(`{"outbox_id":1}`)})
 	})
-	if _, err := x.Send(ctx, &grp, item, recording); err != nil {
+	if _, err := x.Send(ctx, grp, item, recording); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.HandledRequest(ctx, "fam", "r1"); err != nil {
@@ -167,7 +164,7 @@ func TestSendAppliesTheUnit(t *testing.T) {
 		t.Errorf("cursor: got %d; want 5", got)
 	}
 	// Recording the same request again fails the send: no second row.
-	if _, err := x.Send(ctx, &grp, item, recording); !errors.Is(err, store.ErrExists) {
+	if _, err := x.Send(ctx, grp, item, recording); !errors.Is(err, store.ErrExists) {
 		t.Errorf("second send of r1 = %v; want ErrExists", err)
 	}
 	if rows, err := db.PendingOutbox(ctx, 0); err != nil || len(rows) != 1 {

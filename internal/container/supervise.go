@@ -200,10 +200,11 @@ loop:
 // start at once, without asking the engine for a list. The zero value is
 // ready to use; a nil *Leftovers has every run look.
 type Leftovers struct {
-	mu      sync.Mutex
-	swept   bool
-	clean   map[string]bool
-	unclean map[string]bool
+	mu    sync.Mutex
+	swept bool
+	// clean holds what the last run of a group said: true, it ended
+	// cleanly; false, it did not. A group without a run yet is absent.
+	clean map[string]bool
 }
 
 // Swept records that the start-up sweep stopped every container the home's
@@ -225,7 +226,10 @@ func (l *Leftovers) suspect(group string) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.unclean[group] || (!l.swept && !l.clean[group])
+	if clean, ran := l.clean[group]; ran {
+		return !clean
+	}
+	return !l.swept
 }
 
 // set records whether group is known to have no container left.
@@ -236,15 +240,9 @@ func (l *Leftovers) set(group string, clean bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.clean == nil {
-		l.clean, l.unclean = make(map[string]bool), make(map[string]bool)
+		l.clean = make(map[string]bool)
 	}
-	if !clean {
-		delete(l.clean, group)
-		l.unclean[group] = true
-		return
-	}
-	delete(l.unclean, group)
-	l.clean[group] = true
+	l.clean[group] = clean
 }
 
 // stopGroupLeftovers stops every container of group that instance left

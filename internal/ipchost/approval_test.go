@@ -29,8 +29,7 @@ func (a *approver) Ask(ctx context.Context, folder, requestID string, args ipc.A
 func TestAskApprovalDoesNotBlockTheGroup(t *testing.T) {
 	e := newEnv(t)
 	ap := &approver{asked: make(chan ipc.AskApprovalArgs, 1), release: make(chan ipc.ApprovalDecision, 1)}
-	var a Approver = ap
-	e.h.approver.Store(&a) // as Config.Approver does
+	e.h.cfg.Approver = ap
 	handled := e.run(t)
 	dir := e.requestsDir("family")
 

@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -157,8 +156,6 @@ type Host struct {
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
 
-	approver atomic.Pointer[Approver] // nil: every ask_approval is denied
-
 	box *dirwatch.Engine[*trees] // the groups' requests directories, keyed by folder
 }
 
@@ -235,9 +232,6 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 	}
 	h.protocol.carryOut = h.carryOut
 	h.ask = h.askApproval
-	if cfg.Approver != nil {
-		h.approver.Store(&cfg.Approver)
-	}
 	box, err := dirwatch.New(dirwatch.Config[*trees]{
 		Open: func(_ context.Context, folder string) (*trees, error) { return h.openTrees(store.Folder(folder)) },
 		Handle: func(ctx context.Context, folder string, t *trees, name string) (bool, dirwatch.Job) {
@@ -783,16 +777,15 @@ func short(s string, n int) string {
 // askApproval asks the approver about one tool call.
 func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) ipc.Response {
 	args, ok := req.Args.(ipc.AskApprovalArgs)
-	ap := h.approver.Load()
 	var d ipc.ApprovalDecision
 	switch {
 	case !ok:
 		return ipc.ErrorResponse(req.ID, errors.New("not an ask_approval request"))
-	case ap == nil || *ap == nil:
+	case h.cfg.Approver == nil:
 		d = ipc.ApprovalDecision{Message: "not approved: bridged has no approvals"}
 	default:
 		var err error
-		if d, err = (*ap).Ask(ctx, folder, req.ID, args); err != nil {
+		if d, err = h.cfg.Approver.Ask(ctx, folder, req.ID, args); err != nil {
 			if ctx.Err() != nil {
 				return ipc.ErrorResponse(req.ID, ctx.Err())
 			}

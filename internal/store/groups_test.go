@@ -174,6 +174,7 @@ func TestRegistryFollowsChanges(t *testing.T) {
 	g, _ := db.GetGroupByFolder(ctx, "one")
 	g.Trigger = "@B"
 	g.ContainerConfig.ExtraMounts = []MountRequest{{HostPath: "/x", ContainerPath: "x"}}
+	g.Allow = []string{AllowAdmins}
 	if err := db.Tx(ctx, func(tx *Tx) error { return tx.UpdateGroup(ctx, g) }); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,8 @@ func TestRegistryFollowsChanges(t *testing.T) {
 		t.Fatalf("after update = %+v, %v; want trigger @B and one mount", got, err)
 	}
 	got.ContainerConfig.ExtraMounts[0].HostPath = "/changed"
-	if again, _ := db.GetGroupByFolder(ctx, "one"); again.ContainerConfig.ExtraMounts[0].HostPath != "/x" {
+	got.Allow[0] = "changed"
+	if again, _ := db.GetGroupByFolder(ctx, "one"); again.ContainerConfig.ExtraMounts[0].HostPath != "/x" || again.Allow[0] != AllowAdmins {
 		t.Fatal("a caller's change to a returned group reached the registry")
 	}
 	boom := errors.New("boom")

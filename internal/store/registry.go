@@ -95,6 +95,7 @@ func (db *DB) groups(ctx context.Context) (*groupSnap, error) {
 // clone returns a copy of g that shares nothing with the snapshot.
 func (g Group) clone() Group {
 	g.ContainerConfig.ExtraMounts = slices.Clone(g.ContainerConfig.ExtraMounts)
+	g.Allow = slices.Clone(g.Allow)
 	return g
 }
 
