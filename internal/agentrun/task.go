@@ -16,10 +16,11 @@ import (
 
 // Task runs scheduled task t of g (answering in t's chat, or g's) with
 // text as its prompt, in grp's one container, and records the run in the
-// task's run log; q is the queue's object for the run. A task in the group's context resumes the group's
-// session; an isolated one starts a fresh session that is not kept. It
-// blocks until the container is gone and returns the run's failure (nil
-// when it committed a result without a failed turn).
+// task's run log; q is the queue's object for the run. A task in the
+// group's context resumes the group's session; an isolated one starts a
+// fresh session that is not kept. It blocks until the container is gone
+// and returns the run's failure (nil when it committed a result without a
+// failed turn).
 func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun, t store.Task, text string) error {
 	log := x.Log.With().Str("group", string(g.Folder)).Str("task", string(t.ID)).Logger()
 	started := x.Now()
