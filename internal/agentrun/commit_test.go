@@ -14,13 +14,18 @@ import (
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
 
-// fakeQueue answers Idle as told and records nothing else.
-type fakeQueue struct{ idle bool }
+// fakeQueue records nothing.
+type fakeQueue struct{}
 
-func (q *fakeQueue) MarkClosing(string)     {}
-func (q *fakeQueue) NotifyIdle(string)      {}
-func (q *fakeQueue) Idle(string) bool       { return q.idle }
 func (q *fakeQueue) EnqueueMessages(string) {}
+
+// fakeQueueRun is a run's queue object that answers Idle as told and
+// records nothing else.
+type fakeQueueRun struct{ idle bool }
+
+func (r *fakeQueueRun) MarkIdle()    {}
+func (r *fakeQueueRun) MarkClosing() {}
+func (r *fakeQueueRun) Idle() bool   { return r.idle }
 
 func newRunner(t *testing.T) (*Runner, *store.DB) {
 	t.Helper()
@@ -52,7 +57,7 @@ func beginFam(t *testing.T, x *Runner, db *store.DB, upto store.MessageID) (*Gro
 	if err := grp.Load(context.Background(), db, "fam"); err != nil {
 		t.Fatal(err)
 	}
-	return grp, x.BeginMessages(grp, "fam", "local:fam", upto)
+	return grp, x.BeginMessages(grp, &fakeQueueRun{}, "fam", "local:fam", upto)
 }
 
 // A message of the agent to its own chat stores the cursor of the turn in

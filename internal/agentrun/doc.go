@@ -9,11 +9,17 @@
 // The router decides what a run is handed and when: the triggers, the
 // prompt's contents, a new run or a pipe into the live one. The group queue
 // (internal/groupqueue) decides when runs start, retries failed ones and
-// owns whether the agent is busy or idle; a run tells it what it sees
-// (Queue: NotifyIdle after each result, MarkClosing when the container goes
-// away). This package owns what happens inside a run, and asks the router
-// only for what Owner names: notices in a chat, the outbox's wake and
-// typing indicator, and the budget's bookkeeping. A message run returns its
+// owns whether the agent is busy or idle. For every run the queue makes
+// one run object (groupqueue.Run, seen here as QueueRun) and hands it to
+// the router's handler, which passes it to BeginMessages or Task; the Run
+// keeps it for its life. It is the only way a run reports its state:
+// MarkIdle after each result, MarkClosing when the container goes away,
+// Idle to ask whether the agent waits for input (Run.Idle, which the
+// router asks too). Bound to its run, it does nothing once the run has
+// ended, so a late report never reaches the group's next run. This
+// package owns what happens inside a run, and asks the router only for
+// what Owner names: notices in a chat, the outbox's wake and typing
+// indicator, and the budget's bookkeeping. A message run returns its
 // failure to the queue (a hang wraps groupqueue.ErrHang); how the queue
 // judged it reaches the router through groupqueue.Outcomes, not through
 // this package. Following a container (start and output timeouts, stop,

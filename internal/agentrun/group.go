@@ -131,11 +131,15 @@ func (g *Group) Hold() (release func(), ok bool) {
 	}, true
 }
 
-// Run is one container's run. Its fields are guarded by its group's lock.
+// Run is one container's run. Its fields are guarded by its group's lock,
+// except q, which is set when the run begins and never changes.
 type Run struct {
-	Kind    groupqueue.RunKind
-	Task    store.TaskID
-	Chat    store.ChatID
+	Kind groupqueue.RunKind
+	Task store.TaskID
+	Chat store.ChatID
+	// q is the queue's object for this run: everything the run tells the
+	// queue (a turn ended, the container goes away) goes through it.
+	q       QueueRun
 	folder  store.Folder
 	name    string
 	id      string
@@ -163,6 +167,11 @@ type Run struct {
 	// the end of the run), and after kill -9 they run again.
 	settled store.MessageID
 }
+
+// Idle reports whether the run's agent waits for input: it finished a turn
+// and no pipe since started another (the queue's word, through the run's
+// QueueRun). It takes no lock and never blocks.
+func (r *Run) Idle() bool { return r.q.Idle() }
 
 // pipedFile is an input file written into a live container, and the cursor
 // from before the messages it carries.

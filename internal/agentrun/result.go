@@ -116,7 +116,7 @@ func (t *turn) event(ctx context.Context, ev ipc.Event) {
 	if t.origin == store.OriginReply && (t.o.AgentErr != "" || t.o.CommitErr != nil) && !t.stopping && !t.closed {
 		t.closed = true
 		t.log.Info().Msg("a turn failed; closing the container")
-		t.x.Queue.MarkClosing(string(t.g.Folder))
+		t.run.q.MarkClosing()
 		t.x.CloseIdle(string(t.g.Folder))
 	}
 }
@@ -159,7 +159,7 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		// last committed reply and is retried. Between turns nothing was
 		// in flight. A task fails unless it already replied.
 		t.grp.Lock()
-		inTurn := !t.x.Queue.Idle(string(t.g.Folder))
+		inTurn := !t.run.q.Idle()
 		if t.origin != store.OriginReply {
 			inTurn = !t.run.replied
 		}
@@ -208,7 +208,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 
 	t.grp.Lock()
 	if t.run.broken != nil {
-		t.x.Queue.NotifyIdle(string(t.g.Folder))
+		t.run.q.MarkIdle()
 		t.grp.Unlock()
 		t.log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
 		return
@@ -262,7 +262,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	// The agent waits for input now: the queue hears it under the group's
 	// lock, so a pipe sees the agent busy or idle exactly as the cursor
 	// does.
-	t.x.Queue.NotifyIdle(string(t.g.Folder))
+	t.run.q.MarkIdle()
 	t.grp.Unlock()
 
 	if err != nil {

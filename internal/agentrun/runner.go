@@ -25,14 +25,27 @@ const TimeoutMargin = 30 * time.Second
 // shortTimeout bounds the small writes done outside a caller's context.
 const shortTimeout = 30 * time.Second
 
-// Queue is the part of the group queue a run tells what it sees
+// Queue is the part of the group queue a run asks for a follow-up run
 // (groupqueue.Queue implements it). No method blocks.
 type Queue interface {
-	MarkClosing(name string)
-	NotifyIdle(name string)
-	Idle(name string) bool
 	EnqueueMessages(name string)
 }
+
+// QueueRun is the group queue's object for one run, made by the queue when
+// it starts the run (groupqueue.Run implements it): the only way a run
+// tells the queue what its container does. Once the run has ended it does
+// nothing. No method blocks.
+type QueueRun interface {
+	// MarkIdle records that the agent finished a turn and waits for input.
+	MarkIdle()
+	// MarkClosing records that the container is going away: nothing more
+	// is piped into it.
+	MarkClosing()
+	// Idle reports whether the agent waits for input.
+	Idle() bool
+}
+
+var _ QueueRun = (*groupqueue.Run)(nil)
 
 // Owner is what a run needs of the daemon that started it (the router
 // implements it). No method blocks for long.
@@ -103,9 +116,10 @@ func New(cfg Config, d Deps) *Runner {
 }
 
 // BeginMessages makes a message run for chat the live run of grp, handed
-// the messages up to upto. The lock must be held.
-func (x *Runner) BeginMessages(grp *Group, folder store.Folder, chat store.ChatID, upto store.MessageID) *Run {
-	run := x.newRun(folder, groupqueue.KindMessages, "", chat)
+// the messages up to upto; q is the queue's object for the run. The lock
+// must be held.
+func (x *Runner) BeginMessages(grp *Group, q QueueRun, folder store.Folder, chat store.ChatID, upto store.MessageID) *Run {
+	run := x.newRun(q, folder, groupqueue.KindMessages, "", chat)
 	grp.run = run
 	grp.handed = upto
 	run.settled = upto
@@ -113,9 +127,9 @@ func (x *Runner) BeginMessages(grp *Group, folder store.Folder, chat store.ChatI
 	return run
 }
 
-func (x *Runner) newRun(folder store.Folder, kind groupqueue.RunKind, t store.TaskID, chat store.ChatID) *Run {
+func (x *Runner) newRun(q QueueRun, folder store.Folder, kind groupqueue.RunKind, t store.TaskID, chat store.ChatID) *Run {
 	name := fmt.Sprintf("bridged-%s-%d-%d", folder, x.Now().UnixMilli(), x.seq.Add(1))
-	return &Run{Kind: kind, Task: t, Chat: chat, folder: folder, name: name, started: x.Now(), kick: make(chan struct{}, 1)}
+	return &Run{Kind: kind, Task: t, Chat: chat, q: q, folder: folder, name: name, started: x.Now(), kick: make(chan struct{}, 1)}
 }
 
 // end makes grp's run gone. The lock must be held.
@@ -214,7 +228,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		},
 		Stopping: func() {
 			t.stopping = true
-			x.Queue.MarkClosing(folder)
+			run.q.MarkClosing()
 		},
 		Event: t.event,
 	}))
@@ -257,7 +271,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	o := x.Container(ctx, log, g, grp, run, text, &sess, store.OriginReply)
 
 	// The container is gone: nothing can be piped into it any more.
-	x.Queue.MarkClosing(string(folder))
+	run.q.MarkClosing()
 	grp.Lock()
 	fail := o.Failure()
 	// Messages handed over and not committed with a reply: the turns in
@@ -270,7 +284,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	// agent sent a message of its own, or acted, and then failed before its
 	// answer) is not run again either, but it did fail: the chat is told,
 	// and so is whoever waits for the turn's end.
-	lost := fail != nil && !uncommitted && (o.AgentErr != "" || o.CommitErr != nil || !x.Queue.Idle(string(folder)))
+	lost := fail != nil && !uncommitted && (o.AgentErr != "" || o.CommitErr != nil || !run.q.Idle())
 	if fail != nil && !uncommitted {
 		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
 		fail = nil

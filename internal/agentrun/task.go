@@ -16,11 +16,12 @@ import (
 
 // Task runs scheduled task t of g (answering in t's chat, or g's) with
 // text as its prompt, in grp's one container, and records the run in the
-// task's run log. A task in the group's context resumes the group's
-// session; an isolated one starts a fresh session that is not kept. It
-// blocks until the container is gone and returns the run's failure (nil
-// when it committed a result without a failed turn).
-func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, t store.Task, text string) error {
+// task's run log; q is the queue's object for the run. A task in the
+// group's context resumes the group's session; an isolated one starts a
+// fresh session that is not kept. It blocks until the container is gone
+// and returns the run's failure (nil when it committed a result without a
+// failed turn).
+func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun, t store.Task, text string) error {
 	log := x.Log.With().Str("group", string(g.Folder)).Str("task", string(t.ID)).Logger()
 	started := x.Now()
 	sess := store.Session{Folder: g.Folder}
@@ -37,7 +38,7 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, t store.Ta
 	if t.Chat != "" {
 		g.Chat = t.Chat
 	}
-	run := x.newRun(g.Folder, groupqueue.KindTask, t.ID, g.Chat)
+	run := x.newRun(q, g.Folder, groupqueue.KindTask, t.ID, g.Chat)
 	grp.Lock()
 	grp.run = run
 	x.publish(g.Folder, run)
@@ -45,7 +46,7 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, t store.Ta
 	log.Info().Msg("starting agent for scheduled task")
 
 	o := x.Container(ctx, log, g, grp, run, text, sessp, store.OriginTask)
-	x.Queue.MarkClosing(string(g.Folder))
+	run.q.MarkClosing()
 	grp.Lock()
 	x.end(grp, g.Folder)
 	grp.Unlock()

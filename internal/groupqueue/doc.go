@@ -15,8 +15,8 @@
 //   - Per group, pending tasks go before pending messages, one task per run.
 //     A task whose ID is already queued or running for the group is not added
 //     again.
-//   - A group's container is "idle" between NotifyIdle (it finished a turn)
-//     and the next successful TryPipe. An idle container is closed at once
+//   - A group's container is "idle" between Run.MarkIdle (it finished a
+//     turn) and the next successful TryPipe. An idle container is closed at once
 //     (Handlers.CloseIdle) when a task is queued for its group, when messages
 //     for its group wait that could not be piped, when another group waits for
 //     a slot and the cap is reached (the longest-idle containers first, only
@@ -44,14 +44,15 @@
 //     Failed task runs are logged, not retried: the scheduler owns tasks.
 //   - A panic in any handler is recovered and logged with its stack; for a
 //     run it counts as a failed run.
-//   - Nothing runs before Run is called, so work may be enqueued while the
-//     daemon is still wiring itself up.
-//   - Shutdown (or the end of Run's context) stops intake: later enqueues are
-//     ignored with a debug log, pending work is not started, pending tasks are
-//     reported through Handlers.Outcomes (Dropped). Idle containers are closed, busy
-//     ones as soon as they become idle. Shutdown waits for runs to end until
-//     its context's deadline, then cancels the runs' contexts and returns an
-//     error naming the groups still running.
+//   - Nothing runs before Queue.Run is called, so work may be enqueued
+//     while the daemon is still wiring itself up.
+//   - Shutdown (or the end of Queue.Run's context) stops intake: later
+//     enqueues are ignored with a debug log, pending work is not started,
+//     pending tasks are reported through Handlers.Outcomes (Dropped). Idle
+//     containers are closed, busy ones as soon as they become idle.
+//     Shutdown waits for runs to end until its context's deadline, then
+//     cancels the runs' contexts and returns an error naming the groups
+//     still running.
 //
 // # Run state
 //
@@ -60,9 +61,18 @@
 // one transition function, and its retry sequence in one Retry state
 // (NotRetrying, Backoff, Exhausted) with the count of failed runs and of
 // hangs. The owner learns how runs ended through one interface, Outcomes
-// (Succeeded, Retrying with the attempt number, GaveUp, Dropped); it tells
-// the queue what it sees through NotifyIdle, MarkClosing and TryPipe. Tasks
+// (Succeeded, Retrying with the attempt number, GaveUp, Dropped). Tasks
 // are typed: a Queue[T] hands a TaskRef[T] back to RunTask as it got it.
+//
+// Each run has one run object, a *Run, which the queue creates when it
+// starts the run and hands to the handler (RunMessages, RunTask); the
+// handler keeps it for the run's life. It is the only way a run reports
+// its state: Run.MarkIdle after each result, Run.MarkClosing when the
+// container goes away, and Run.Idle to ask whether the agent waits for
+// input. A Run is bound to its run, not to its group: once the run has
+// ended its reports do nothing, so a late one never marks the group's next
+// run idle or closing. New messages go the other way, through TryPipe by
+// group name, into whatever message run is live.
 //
 // Every method is safe for concurrent use.
 package groupqueue

@@ -20,6 +20,7 @@ type fakeCall struct {
 	kind  RunKind
 	task  string
 	ctx   context.Context
+	run   *Run       // the run object the queue handed over
 	done  chan error // the test (or CloseIdle) ends the run by sending here
 }
 
@@ -66,11 +67,11 @@ func newFake(max int) *fake {
 
 func (f *fake) handlers() Handlers[string] {
 	return Handlers[string]{
-		RunMessages: func(ctx context.Context, group string) error {
-			return f.run(&fakeCall{group: group, kind: KindMessages, ctx: ctx})
+		RunMessages: func(ctx context.Context, run *Run) error {
+			return f.run(&fakeCall{group: run.Group(), kind: KindMessages, ctx: ctx, run: run})
 		},
-		RunTask: func(ctx context.Context, group string, t TaskRef[string]) error {
-			return f.run(&fakeCall{group: group, kind: KindTask, task: t.ID, ctx: ctx})
+		RunTask: func(ctx context.Context, run *Run, t TaskRef[string]) error {
+			return f.run(&fakeCall{group: run.Group(), kind: KindTask, task: t.ID, ctx: ctx, run: run})
 		},
 		CloseIdle: func(group string) {
 			f.mu.Lock()
@@ -181,6 +182,18 @@ func (f *fake) end(t *testing.T, group string, err error) {
 	}
 	c.done <- err
 	synctest.Wait()
+}
+
+// runOf returns the run object of the group's current run.
+func (f *fake) runOf(t *testing.T, group string) *Run {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.current[group]
+	if c == nil {
+		t.Fatalf("run object of %s: no run active", group)
+	}
+	return c.run
 }
 
 func (f *fake) checkLimits(t *testing.T) {

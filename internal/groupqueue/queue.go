@@ -104,17 +104,19 @@ type Outcomes[T any] interface {
 // Handlers are the caller's side of the queue. RunMessages, RunTask and
 // CloseIdle are required; Outcomes is optional.
 type Handlers[T any] struct {
-	// RunMessages runs one container for the group's pending messages and
-	// returns when the container is gone. A non-nil error is a failed run,
-	// which is retried unless it wraps ErrNoRetry. ctx is cancelled only
-	// when Shutdown's deadline passes.
+	// RunMessages runs one container for the pending messages of
+	// run.Group() and returns when the container is gone. run is the run's
+	// object: the run reports through it what its container does. A non-nil
+	// error is a failed run, which is retried unless it wraps ErrNoRetry.
+	// ctx is cancelled only when Shutdown's deadline passes.
 	// Input piped through TryPipe may be written from the moment RunMessages
 	// is called, so RunMessages must not discard input files other than a
 	// stale close sentinel when it starts the container.
-	RunMessages func(ctx context.Context, group string) error
-	// RunTask runs one container for one scheduled task and returns when the
-	// container is gone. Errors are logged; the queue does not retry tasks.
-	RunTask func(ctx context.Context, group string, t TaskRef[T]) error
+	RunMessages func(ctx context.Context, run *Run) error
+	// RunTask runs one container for one scheduled task of run.Group() and
+	// returns when the container is gone; run is as for RunMessages. Errors
+	// are logged; the queue does not retry tasks.
+	RunTask func(ctx context.Context, run *Run, t TaskRef[T]) error
 	// CloseIdle asks the group's container to close now (it writes the close
 	// sentinel). It must not block for long. It is called at most once per
 	// run, never while a TryPipe send for the group is in progress.
@@ -317,7 +319,8 @@ func (g *group[T]) stopRetry() {
 	g.retryAt = time.Time{}
 }
 
-// Queue schedules runs per group. Create it with New, start it with Run.
+// Queue schedules runs per group. Create it with New, start it with
+// Queue.Run.
 type Queue[T any] struct {
 	cfg Config
 	h   Handlers[T]
@@ -336,8 +339,8 @@ type Queue[T any] struct {
 	wg sync.WaitGroup // run goroutines; waited for by Run
 }
 
-// New returns a queue that starts no run until Run is called. It fails if a
-// required handler is missing or cfg holds a negative value.
+// New returns a queue that starts no run until Queue.Run is called. It
+// fails if a required handler is missing or cfg holds a negative value.
 func New[T any](cfg Config, h Handlers[T], log zerolog.Logger) (*Queue[T], error) {
 	if h.RunMessages == nil || h.RunTask == nil || h.CloseIdle == nil {
 		return nil, errors.New("new group queue: RunMessages, RunTask and CloseIdle handlers are required")
@@ -506,62 +509,6 @@ func (q *Queue[T]) EnqueueTask(name string, t TaskRef[T]) {
 	q.closeIdle(closes)
 }
 
-// NotifyIdle records that the group's container finished a turn and waits
-// for input; call it for every result the container reports. It starts the
-// idle timer (message runs) or, on the first result, the task close timer
-// (task runs), and closes the container at once if the rules in the package
-// doc say so. Non-blocking; it does nothing if the group has no run, and
-// for a run that is closing it only records that the turn ended.
-func (q *Queue[T]) NotifyIdle(name string) {
-	q.mu.Lock()
-	g := q.groups[name]
-	if g == nil || !g.active() {
-		q.mu.Unlock()
-		q.log.Debug().Str("group", name).Msg("idle notice without a live run")
-		return
-	}
-	if g.state == Closing {
-		g.from = Idle // the turn ended; the container goes away all the same
-		q.mu.Unlock()
-		return
-	}
-	if g.state == Piping {
-		// The pipe decides: the agent is busy again once it is done.
-		g.from = Idle
-		g.idleSince = time.Now()
-	} else {
-		g.to(Idle)
-	}
-	g.results++
-	switch {
-	case g.kind == KindMessages:
-		q.armTimerLocked(g, q.cfg.IdleTimeout)
-	case g.results == 1:
-		q.armTimerLocked(g, q.cfg.TaskCloseDelay)
-	}
-	closes := q.settleLocked()
-	q.mu.Unlock()
-	q.closeIdle(closes)
-}
-
-// MarkClosing records that the group's current container is going away on
-// its own (it exited, crashed, or is being stopped by a timeout). From then
-// on TryPipe returns false for this run and new messages wait for a
-// follow-up run. It does not call CloseIdle. Non-blocking; it does nothing
-// without a run.
-func (q *Queue[T]) MarkClosing(name string) {
-	q.mu.Lock()
-	g := q.groups[name]
-	if g == nil || !g.active() || g.state == Closing {
-		q.mu.Unlock()
-		return
-	}
-	g.to(Closing)
-	closes := q.settleLocked()
-	q.mu.Unlock()
-	q.closeIdle(closes)
-}
-
 // TryPipe hands new messages to the group's live message run. If the group
 // is running messages, is not closing and the queue is not shutting down, it
 // calls send (which writes the IPC input file) while close decisions for the
@@ -609,19 +556,6 @@ func (q *Queue[T]) TryPipe(name string, send func() error) (bool, error) {
 		return false, fmt.Errorf("pipe messages to %s: %w", name, err)
 	}
 	return true, nil
-}
-
-// Idle reports whether the group's container waits for input: it finished
-// a turn and no pipe since started another (a pipe in progress counts as
-// the state it started from). Non-blocking.
-func (q *Queue[T]) Idle(name string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	g := q.groups[name]
-	if g == nil {
-		return false
-	}
-	return g.turnDone()
 }
 
 func (q *Queue[T]) pipeableLocked(g *group[T]) bool {
@@ -733,33 +667,33 @@ func (q *Queue[T]) startLocked(g *group[T]) {
 	g.to(Busy)
 	q.active++
 	q.wg.Add(1)
-	go q.execute(q.runCtx, g, g.kind, g.task, g.runID)
+	go q.execute(q.runCtx, g, &Run{group: g.name, kind: g.kind, id: g.runID, q: q}, g.task)
 }
 
 // execute runs one handler call and records its end. It is the body of
 // every run goroutine.
-func (q *Queue[T]) execute(ctx context.Context, g *group[T], kind RunKind, t TaskRef[T], runID uint64) {
+func (q *Queue[T]) execute(ctx context.Context, g *group[T], run *Run, t TaskRef[T]) {
 	defer q.wg.Done()
-	log := q.log.With().Str("group", g.name).Str("kind", string(kind)).Logger()
-	if kind == KindTask {
+	log := q.log.With().Str("group", g.name).Str("kind", string(run.kind)).Logger()
+	if run.kind == KindTask {
 		log = log.With().Str("task", t.ID).Logger()
 	}
 	log.Debug().Msg("run started")
-	err := q.invoke(ctx, log, g.name, kind, t)
-	q.finish(log, g, kind, runID, err)
+	err := q.invoke(ctx, log, run, t)
+	q.finish(log, g, run.kind, run.id, err)
 }
 
-func (q *Queue[T]) invoke(ctx context.Context, log zerolog.Logger, name string, kind RunKind, t TaskRef[T]) (err error) {
+func (q *Queue[T]) invoke(ctx context.Context, log zerolog.Logger, run *Run, t TaskRef[T]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("run handler panicked")
 			err = fmt.Errorf("%w: %v", ErrPanic, p)
 		}
 	}()
-	if kind == KindTask {
-		return q.h.RunTask(ctx, name, t)
+	if run.kind == KindTask {
+		return q.h.RunTask(ctx, run, t)
 	}
-	return q.h.RunMessages(ctx, name)
+	return q.h.RunMessages(ctx, run)
 }
 
 // finish records the end of a run: retry bookkeeping, then the next runs.

@@ -177,13 +177,13 @@ func TestTasksBeforeMessages(t *testing.T) {
 func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 	tests := []struct {
 		name      string
-		before    func(t *testing.T, q *Queue[string])
+		before    func(t *testing.T, q *Queue[string], f *fake)
 		wantClose bool
 	}{
-		{"busy container", func(t *testing.T, q *Queue[string]) {}, false},
-		{"idle container", func(t *testing.T, q *Queue[string]) { q.NotifyIdle("a") }, true},
-		{"idle then piped", func(t *testing.T, q *Queue[string]) {
-			q.NotifyIdle("a")
+		{"busy container", func(t *testing.T, q *Queue[string], f *fake) {}, false},
+		{"idle container", func(t *testing.T, q *Queue[string], f *fake) { f.runOf(t, "a").MarkIdle() }, true},
+		{"idle then piped", func(t *testing.T, q *Queue[string], f *fake) {
+			f.runOf(t, "a").MarkIdle()
 			if ok, err := q.TryPipe("a", func() error { return nil }); !ok || err != nil {
 				t.Fatalf("TryPipe: got (%v, %v); want (true, nil)", ok, err)
 			}
@@ -197,7 +197,7 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 				q.EnqueueMessages("a")
 				synctest.Wait()
 				wantEvents(t, f, "run a messages")
-				tt.before(t, q)
+				tt.before(t, q, f)
 				q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
 				q.EnqueueTask("a", TaskRef[string]{ID: "t2"})
 				synctest.Wait()
@@ -208,7 +208,7 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 				}
 				wantEvents(t, f)
 				// The next result makes it idle; with tasks pending it closes at once.
-				q.NotifyIdle("a")
+				f.runOf(t, "a").MarkIdle()
 				synctest.Wait()
 				wantEvents(t, f, "close a", "run a task t1")
 			})
@@ -228,7 +228,7 @@ func TestNeverPipeIntoTask(t *testing.T) {
 		}
 		for _, idle := range []bool{false, true} {
 			if idle {
-				q.NotifyIdle("a")
+				f.runOf(t, "a").MarkIdle()
 			}
 			sent := false
 			ok, err := q.TryPipe("a", func() error { sent = true; return nil })
@@ -250,22 +250,22 @@ func TestNeverPipeIntoTask(t *testing.T) {
 func TestTryPipe(t *testing.T) {
 	tests := []struct {
 		name     string
-		setup    func(t *testing.T, q *Queue[string])
+		setup    func(t *testing.T, q *Queue[string], f *fake)
 		sendErr  error
 		wantOK   bool
 		wantErr  bool
 		wantSend bool
 	}{
-		{"no run", func(t *testing.T, q *Queue[string]) {}, nil, false, false, false},
-		{"busy message run", startA, nil, true, false, true},
-		{"idle message run", func(t *testing.T, q *Queue[string]) { startA(t, q); q.NotifyIdle("a") }, nil, true, false, true},
-		{"run closing on its own", func(t *testing.T, q *Queue[string]) { startA(t, q); q.MarkClosing("a") }, nil, false, false, false},
-		{"shutting down", func(t *testing.T, q *Queue[string]) {
+		{"no run", func(t *testing.T, q *Queue[string], f *fake) {}, nil, false, false, false},
+		{"busy message run", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q) }, nil, true, false, true},
+		{"idle message run", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q); f.runOf(t, "a").MarkIdle() }, nil, true, false, true},
+		{"run closing on its own", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q); f.runOf(t, "a").MarkClosing() }, nil, false, false, false},
+		{"shutting down", func(t *testing.T, q *Queue[string], f *fake) {
 			startA(t, q)
 			go q.Shutdown(context.Background())
 			synctest.Wait()
 		}, nil, false, false, false},
-		{"send fails", startA, errBoom, false, true, true},
+		{"send fails", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q) }, errBoom, false, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +273,7 @@ func TestTryPipe(t *testing.T) {
 				f := newFake(5)
 				f.closeEnds = false
 				q, _ := startQueue(t, Config{}, f)
-				tt.setup(t, q)
+				tt.setup(t, q, f)
 				sent := false
 				ok, err := q.TryPipe("a", func() error { sent = true; return tt.sendErr })
 				if ok != tt.wantOK || (err != nil) != tt.wantErr || sent != tt.wantSend {
@@ -287,39 +287,41 @@ func TestTryPipe(t *testing.T) {
 	}
 }
 
-// Idle follows the agent's turns as the owner reports them: busy from the
+// Idle follows the agent's turns as the run reports them: busy from the
 // start and from each pipe, idle from each result, and a pipe in progress or
-// a closing counts as where it started.
+// a closing counts as where it started. A run that has ended is not idle.
 func TestIdleFollowsTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5)
 		f.closeEnds = false
 		q, _ := startQueue(t, Config{}, f)
-		if q.Idle("a") {
-			t.Fatal("no run: idle; want not")
-		}
 		startA(t, q)
-		if q.Idle("a") {
+		run := f.runOf(t, "a")
+		if run.Idle() {
 			t.Fatal("a new run is idle; want busy")
 		}
-		q.NotifyIdle("a")
-		if !q.Idle("a") {
+		run.MarkIdle()
+		if !run.Idle() {
 			t.Fatal("after a result: busy; want idle")
 		}
 		var during bool
-		if ok, _ := q.TryPipe("a", func() error { during = q.Idle("a"); return nil }); !ok || !during {
+		if ok, _ := q.TryPipe("a", func() error { during = run.Idle(); return nil }); !ok || !during {
 			t.Fatalf("pipe into an idle agent: piped %v, idle during the pipe %v; want true, true", ok, during)
 		}
-		if q.Idle("a") {
+		if run.Idle() {
 			t.Fatal("after a pipe: idle; want busy")
 		}
-		q.MarkClosing("a")
-		if q.Idle("a") {
+		run.MarkClosing()
+		if run.Idle() {
 			t.Fatal("closing a busy agent: idle; want busy")
 		}
-		q.NotifyIdle("a") // its turn ends while it closes
-		if !q.Idle("a") {
+		run.MarkIdle() // its turn ends while it closes
+		if !run.Idle() {
 			t.Fatal("a closing agent that finished its turn: busy; want idle")
+		}
+		f.end(t, "a", nil)
+		if run.Idle() {
+			t.Fatal("no run: idle; want not")
 		}
 	})
 }
@@ -338,7 +340,7 @@ func TestFailedPipeKeepsContainerIdle(t *testing.T) {
 		q, _ := startQueue(t, Config{}, f)
 		startA(t, q)
 		f.take()
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		if ok, _ := q.TryPipe("a", func() error { return errBoom }); ok {
 			t.Fatal("TryPipe with a failing send: got true; want false")
 		}
@@ -356,7 +358,7 @@ func TestPipeHoldsBackClose(t *testing.T) {
 		q, _ := startQueue(t, Config{}, f)
 		startA(t, q)
 		f.take()
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 
 		inSend := make(chan struct{})
 		release := make(chan struct{})
@@ -382,7 +384,7 @@ func TestPipeHoldsBackClose(t *testing.T) {
 		synctest.Wait()
 		// The container is busy with the piped message: still no close.
 		wantEvents(t, f)
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		synctest.Wait()
 		wantEvents(t, f, "close a", "run a task t1")
 	})
@@ -403,14 +405,14 @@ func TestFollowUpRun(t *testing.T) {
 
 		// Not piped while idle: the container is closed now rather than
 		// sitting out its idle timeout.
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		q.EnqueueMessages("a")
 		synctest.Wait()
 		wantEvents(t, f, "close a", "run a messages")
 
 		// Messages left pending when the container becomes idle: same.
 		q.EnqueueMessages("a")
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		synctest.Wait()
 		wantEvents(t, f, "close a", "run a messages")
 	})
@@ -423,16 +425,16 @@ func TestIdleTimeouts(t *testing.T) {
 		startA(t, q)
 		f.take()
 
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		advance(10 * time.Minute)
 		if ok, _ := q.TryPipe("a", func() error { return nil }); !ok {
 			t.Fatal("TryPipe: got false; want true")
 		}
 		advance(25 * time.Minute) // busy: no idle timeout runs
 		wantEvents(t, f)
-		q.NotifyIdle("a") // at 35m
+		f.runOf(t, "a").MarkIdle() // at 35m
 		advance(29 * time.Minute)
-		q.NotifyIdle("a") // a second result restarts the idle period (64m)
+		f.runOf(t, "a").MarkIdle() // a second result restarts the idle period (64m)
 		advance(29 * time.Minute)
 		wantEvents(t, f)
 		advance(time.Minute)
@@ -446,9 +448,9 @@ func TestIdleTimeouts(t *testing.T) {
 		q.EnqueueTask("b", TaskRef[string]{ID: "t1"})
 		synctest.Wait()
 		wantEvents(t, f, "run b task t1")
-		q.NotifyIdle("b")
+		f.runOf(t, "b").MarkIdle()
 		advance(5 * time.Second)
-		q.NotifyIdle("b")
+		f.runOf(t, "b").MarkIdle()
 		advance(5 * time.Second)
 		wantEvents(t, f, "close b")
 	})
@@ -463,9 +465,9 @@ func TestWaitingGroupClosesLongestIdle(t *testing.T) {
 		synctest.Wait()
 		f.take()
 
-		q.NotifyIdle("b")
+		f.runOf(t, "b").MarkIdle()
 		advance(time.Second)
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		q.EnqueueMessages("c")
 		synctest.Wait()
 		// One slot is needed: only the container idle the longest closes.
@@ -479,7 +481,7 @@ func TestWaitingGroupClosesLongestIdle(t *testing.T) {
 		q.EnqueueMessages("e")
 		synctest.Wait()
 		wantEvents(t, f)
-		q.NotifyIdle("d")
+		f.runOf(t, "d").MarkIdle()
 		synctest.Wait()
 		wantEvents(t, f, "close d", "run e messages")
 		f.checkLimits(t)
@@ -713,7 +715,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 		f.mu.Lock()
 		f.closePanics = true
 		f.mu.Unlock()
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		q.EnqueueTask("a", TaskRef[string]{ID: "t2"})
 		synctest.Wait()
 		if !strings.Contains(logs.String(), "close handler panicked") {
@@ -757,7 +759,7 @@ func TestShutdown(t *testing.T) {
 		}
 		synctest.Wait()
 		wantEventsUnordered(t, f, "run a messages", "run b messages", "run c messages")
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // pending behind busy b
 		q.EnqueueMessages("c")                        // follow-up for busy c
 		q.EnqueueMessages("d")                        // takes the last slot
@@ -765,7 +767,7 @@ func TestShutdown(t *testing.T) {
 		q.EnqueueMessages("e") // waits; closes idle a for its slot
 		synctest.Wait()
 		wantEvents(t, f, "run d messages", "close a", "run e messages")
-		q.NotifyIdle("e")
+		f.runOf(t, "e").MarkIdle()
 		q.EnqueueMessages("g") // waits for a slot; e is closed for it
 		synctest.Wait()
 		wantEvents(t, f, "close e", "run g messages")
@@ -796,7 +798,7 @@ func TestShutdown(t *testing.T) {
 		}
 
 		// Busy b closes when its turn ends; c and d end by themselves.
-		q.NotifyIdle("b")
+		f.runOf(t, "b").MarkIdle()
 		synctest.Wait()
 		wantEvents(t, f, "close b")
 		f.end(t, "c", errBoom) // no retry during shutdown
@@ -821,7 +823,7 @@ func TestShutdownClosesIdleAndDropsPending(t *testing.T) {
 		synctest.Wait()
 		q.EnqueueMessages("b")
 		synctest.Wait()
-		q.NotifyIdle("a")
+		f.runOf(t, "a").MarkIdle()
 		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // b busy: pending, no close
 		synctest.Wait()
 		wantEvents(t, f, "run a messages", "run b messages")
@@ -831,7 +833,7 @@ func TestShutdownClosesIdleAndDropsPending(t *testing.T) {
 		synctest.Wait()
 		// Pending task reported, idle a closed, busy b left to finish its turn.
 		wantEvents(t, f, "drop b t1", "close a")
-		q.NotifyIdle("b")
+		f.runOf(t, "b").MarkIdle()
 		synctest.Wait()
 		wantEvents(t, f, "close b")
 		if err := <-res; err != nil {
@@ -889,7 +891,7 @@ func TestRunContextEndDrains(t *testing.T) {
 		default:
 		}
 		q.EnqueueMessages("b")
-		q.NotifyIdle("a") // the turn ends: closed, and Run returns
+		f.runOf(t, "a").MarkIdle() // the turn ends: closed, and Run returns
 		synctest.Wait()
 		wantEvents(t, f, "close a")
 		if err := <-done; err != nil {
@@ -916,10 +918,13 @@ func TestConcurrentUse(t *testing.T) {
 		f := newFake(maxRuns)
 		var seq atomic.Int64
 		var lastStart [groups]atomic.Int64
+		var lastRun [groups]atomic.Pointer[Run] // reported on after the run ended
 		f.auto = func(c *fakeCall) error {
 			var i int
 			fmt.Sscanf(c.group, "g%d", &i)
 			lastStart[i].Store(seq.Add(1))
+			lastRun[i].Store(c.run)
+			c.run.MarkIdle()
 			return nil
 		}
 		q, _ := startQueue(t, Config{MaxConcurrent: maxRuns}, f)
@@ -940,7 +945,11 @@ func TestConcurrentUse(t *testing.T) {
 						tasks.Add(1)
 						q.EnqueueTask(name, TaskRef[string]{ID: fmt.Sprintf("w%d-%d", w, i)})
 					case 3:
-						q.NotifyIdle(name)
+						if r := lastRun[g].Load(); r != nil {
+							r.MarkIdle()
+							r.MarkClosing()
+							_ = r.Idle()
+						}
 						_, _ = q.TryPipe(name, func() error { return nil })
 					case 4:
 						_ = q.Status()
@@ -971,5 +980,40 @@ func TestConcurrentUse(t *testing.T) {
 		if st := q.Status(); st.Running != 0 || len(st.Waiting) != 0 {
 			t.Errorf("status at rest: got running %d waiting %q; want idle", st.Running, st.Waiting)
 		}
+	})
+}
+
+// A run object speaks for its own run only: the reports of a run that has
+// ended do not touch the group's next run (it stays busy, its idle timer
+// does not start, and it takes pipes).
+func TestEndedRunCannotChangeNextRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5)
+		q, _ := startQueue(t, Config{IdleTimeout: time.Minute}, f)
+		startA(t, q)
+		first := f.runOf(t, "a")
+		q.EnqueueMessages("a") // a follow-up run waits for the first
+		f.end(t, "a", nil)
+		wantEvents(t, f, "run a messages", "run a messages")
+		next := f.runOf(t, "a")
+
+		first.MarkIdle()
+		if first.Idle() || next.Idle() {
+			t.Fatalf("after the ended run reported idle: ended run idle %v, next run idle %v; want both busy", first.Idle(), next.Idle())
+		}
+		advance(2 * time.Minute)
+		wantEvents(t, f) // no idle timer ran out
+		first.MarkClosing()
+		if st := q.Status().Groups[0]; st.Idle || st.Closing {
+			t.Fatalf("next run after the ended run's reports: idle %v, closing %v; want busy, not closing", st.Idle, st.Closing)
+		}
+		if ok, err := q.TryPipe("a", func() error { return nil }); !ok || err != nil {
+			t.Fatalf("TryPipe into the next run: got (%v, %v); want (true, nil)", ok, err)
+		}
+
+		// The next run's own object still reports for it.
+		next.MarkIdle()
+		advance(time.Minute)
+		wantEvents(t, f, "close a")
 	})
 }

@@ -126,7 +126,7 @@ func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
 		gs.Drop()
 		// An idle agent starts a turn for these messages at once.
-		gs.Pipe(name, msgs[len(msgs)-1].ID, r.queue.Idle(string(g.Folder)))
+		gs.Pipe(name, msgs[len(msgs)-1].ID, run.Idle())
 		live = true
 		return nil
 	})

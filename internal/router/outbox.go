@@ -78,7 +78,8 @@ func (r *Router) typingOffAfterReply(it store.OutboxItem) {
 	if it.Group != "" {
 		if gs := r.runState(it.Group); gs != nil {
 			gs.Lock()
-			busy := gs.Live() != nil && !r.queue.Idle(string(it.Group))
+			run := gs.Live()
+			busy := run != nil && !run.Idle()
 			gs.Unlock()
 			if busy {
 				return

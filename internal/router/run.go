@@ -14,10 +14,11 @@ import (
 
 // runMessages is the queue's RunMessages handler: one container for the
 // group's pending messages (agentrun.Runner.Messages), handed over by
-// handover.
-func (r *Router) runMessages(ctx context.Context, name string) error {
-	gs := r.state(store.Folder(name))
-	run, g, text, err := r.handover(ctx, store.Folder(name), gs)
+// handover. q is the queue's object for the run; the run keeps it.
+func (r *Router) runMessages(ctx context.Context, q *groupqueue.Run) error {
+	folder := store.Folder(q.Group())
+	gs := r.state(folder)
+	run, g, text, err := r.handover(ctx, folder, gs, q)
 	if run == nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func (r *Router) runMessages(ctx context.Context, name string) error {
 // run, a pipe into this run hands nothing over (the loop offers its batch
 // instead); when it returns nil the run is marked closing, so later
 // messages start a new run.
-func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupState) (*agentrun.Run, store.Group, string, error) {
+func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupState, q *groupqueue.Run) (*agentrun.Run, store.Group, string, error) {
 	gs.Lock()
 	defer gs.Unlock()
 	var g store.Group
@@ -67,12 +68,12 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 		msgs := b.Msgs
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, b.Omitted, ipc.MaxTextBytes)
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+b.Omitted)
-		run := r.runs.BeginMessages(&gs.Group, g.Folder, g.Chat, msgs[len(msgs)-1].ID)
+		run := r.runs.BeginMessages(&gs.Group, q, g.Folder, g.Chat, msgs[len(msgs)-1].ID)
 		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+b.Omitted).Msg("starting agent for messages")
 		return run, text, nil
 	}()
 	if run == nil {
-		r.queue.MarkClosing(string(folder))
+		q.MarkClosing()
 	}
 	if err != nil {
 		return nil, g, "", agentrun.NewRunError(folder, err)

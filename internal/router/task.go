@@ -11,11 +11,13 @@ import (
 )
 
 // runTask is the queue's RunTask handler: one container for one task
-// (agentrun.Runner.Task), unless the group's daily budget is used up. A
+// (agentrun.Runner.Task, which keeps q, the queue's object for the run),
+// unless the group's daily budget is used up. A
 // failure is shown in status and, when the task's previous run did not
 // fail, in its chat; a failure that paused the task (its
 // TaskMaxFailures-th in a row) is told to the owner once.
-func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRef[store.Task]) error {
+func (r *Router) runTask(ctx context.Context, q *groupqueue.Run, ref groupqueue.TaskRef[store.Task]) error {
+	name := q.Group()
 	t := ref.Task
 	started := r.now()
 	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
@@ -30,7 +32,7 @@ func (r *Router) runTask(ctx context.Context, name string, ref groupqueue.TaskRe
 	fail := err
 	if err != nil {
 		r.runs.NotRun(t, started, err)
-	} else if fail = r.runs.Task(ctx, g, &r.state(g.Folder).Group, t, prompt.Task(r.cfg.Timezone, r.now(), t)); fail != nil {
+	} else if fail = r.runs.Task(ctx, g, &r.state(g.Folder).Group, q, t, prompt.Task(r.cfg.Timezone, r.now(), t)); fail != nil {
 		err = fmt.Errorf("run task %s: %w", t.ID, fail)
 	}
 	if fail == nil {

@@ -325,9 +325,9 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 		var starts, active, maxActive int
 		release := make(chan struct{})
 		q, err := groupqueue.New(groupqueue.Config{}, groupqueue.Handlers[store.Task]{
-			RunMessages: func(context.Context, string) error { return nil },
+			RunMessages: func(context.Context, *groupqueue.Run) error { return nil },
 			CloseIdle:   func(string) {},
-			RunTask: func(ctx context.Context, _ string, ref groupqueue.TaskRef[store.Task]) error {
+			RunTask: func(ctx context.Context, _ *groupqueue.Run, ref groupqueue.TaskRef[store.Task]) error {
 				mu.Lock()
 				starts++
 				active++
