@@ -186,3 +186,41 @@ func TestNoWiringSettersInCmd(t *testing.T) {
 		t.Fatal("no files of cmd/bridged found")
 	}
 }
+
+// maxMethods bounds the methods (exported or not) of types that tend to
+// gather everything: what they hold grows, their methods move out to the
+// parts they use.
+var maxMethods = map[[2]string]int{
+	{"internal/ipchost", "Host"}: 20, // the file protocol's requests; the directory engine is internal/dirwatch
+}
+
+// Each type of maxMethods has at most its bound of methods.
+func TestMethodCounts(t *testing.T) {
+	_, files := parseSources(t)
+	got := map[[2]string]int{}
+	for _, sf := range files {
+		for _, d := range sf.file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				got[[2]string{sf.dir, id.Name}]++
+			}
+		}
+	}
+	for k, limit := range maxMethods {
+		switch n := got[k]; {
+		case n == 0:
+			t.Errorf("%s.%s has no methods: is it still there?", k[0], k[1])
+		case n > limit:
+			t.Errorf("%s.%s has %d methods, over its bound of %d: move what is not its own to the part it belongs to", k[0], k[1], n, limit)
+		default:
+			t.Logf("%s.%s: %d methods (bound %d)", k[0], k[1], n, limit)
+		}
+	}
+}

@@ -272,7 +272,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 		}
 		target = tg
 	}
-	if err := h.checkPrompt(a.Prompt, "scheduled"); err != nil {
+	if err := checkPrompt(a.Prompt, h.cfg.MaxTaskPrompt, "scheduled"); err != nil {
 		return nil, err
 	}
 	sc, first, err := h.parseSchedule(a.ScheduleType, a.ScheduleValue)
@@ -304,7 +304,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 		if err != nil {
 			return err
 		}
-		return u.commit(ctx, tx, h.taskInfo(task))
+		return u.commit(ctx, tx, taskInfo(task, h.cfg.Timezone))
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
@@ -315,16 +315,16 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 	h.wake()
 	h.log.Info().Str("group", string(g.Folder)).Str("task", string(task.ID)).Str("task_group", string(task.Folder)).
 		Str("kind", string(task.Kind)).Time("next_run", first.In(h.cfg.Timezone)).Msg("task scheduled")
-	return h.taskInfo(task), nil
+	return taskInfo(task, h.cfg.Timezone), nil
 }
 
-// checkPrompt refuses a task prompt over the configured size; undone says
-// what did not happen ("scheduled", "changed").
-func (h *Host) checkPrompt(prompt, undone string) error {
-	if len(prompt) > h.cfg.MaxTaskPrompt {
+// checkPrompt refuses a task prompt over limit bytes (the configured
+// size); undone says what did not happen ("scheduled", "changed").
+func checkPrompt(prompt string, limit int, undone string) error {
+	if len(prompt) > limit {
 		return badRequest("the task prompt is %d bytes, over the %d-byte limit for a task's prompt (BRIDGED_MAX_TASK_PROMPT); "+
 			"nothing was %s. Shorten it: keep long material in a file in your workspace and have the prompt say to read it",
-			len(prompt), h.cfg.MaxTaskPrompt, undone)
+			len(prompt), limit, undone)
 	}
 	return nil
 }
@@ -340,7 +340,7 @@ func (h *Host) listTasks(ctx context.Context, g store.Group) (any, error) {
 	}
 	out := make([]ipc.TaskInfo, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, h.taskInfo(t))
+		out = append(out, taskInfo(t, h.cfg.Timezone))
 	}
 	return out, nil
 }
@@ -367,7 +367,7 @@ func ownedTask(ctx context.Context, tx *store.Tx, g store.Group, id store.TaskID
 
 func (h *Host) updateTask(ctx context.Context, u *unit, g store.Group, a ipc.UpdateTaskArgs) (any, error) {
 	if a.Prompt != nil {
-		if err := h.checkPrompt(*a.Prompt, "changed"); err != nil {
+		if err := checkPrompt(*a.Prompt, h.cfg.MaxTaskPrompt, "changed"); err != nil {
 			return nil, err
 		}
 	}
@@ -382,14 +382,14 @@ func (h *Host) updateTask(ctx context.Context, u *unit, g store.Group, a ipc.Upd
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return u.commit(ctx, tx, h.taskInfo(updated))
+		return u.commit(ctx, tx, taskInfo(updated, h.cfg.Timezone))
 	})
 	if err != nil {
 		return nil, err
 	}
 	h.wake()
 	h.log.Info().Str("group", string(g.Folder)).Str("task", string(updated.ID)).Msg("task updated")
-	return h.taskInfo(updated), nil
+	return taskInfo(updated, h.cfg.Timezone), nil
 }
 
 func (h *Host) taskAction(ctx context.Context, u *unit, g store.Group, id store.TaskID) (any, error) {
@@ -412,17 +412,18 @@ func (h *Host) taskAction(ctx context.Context, u *unit, g store.Group, id store.
 		if err != nil {
 			return ruleFailure(err)
 		}
-		return u.commit(ctx, tx, h.taskInfo(result))
+		return u.commit(ctx, tx, taskInfo(result, h.cfg.Timezone))
 	})
 	if err != nil {
 		return nil, err
 	}
 	h.wake()
 	h.log.Info().Str("group", string(g.Folder)).Str("task", string(result.ID)).Str("action", string(kind)).Msg("task changed")
-	return h.taskInfo(result), nil
+	return taskInfo(result, h.cfg.Timezone), nil
 }
 
-func (h *Host) taskInfo(t store.Task) ipc.TaskInfo {
+// taskInfo is a task as the agent sees it, its times in tz.
+func taskInfo(t store.Task, tz *time.Location) ipc.TaskInfo {
 	info := ipc.TaskInfo{
 		ID:            string(t.ID),
 		Group:         string(t.Folder),
@@ -434,10 +435,10 @@ func (h *Host) taskInfo(t store.Task) ipc.TaskInfo {
 		LastResult:    t.LastResult,
 	}
 	if t.NextRun != nil {
-		info.NextRun = t.NextRun.In(h.cfg.Timezone).Format(time.RFC3339)
+		info.NextRun = t.NextRun.In(tz).Format(time.RFC3339)
 	}
 	if t.LastRun != nil {
-		info.LastRun = t.LastRun.In(h.cfg.Timezone).Format(time.RFC3339)
+		info.LastRun = t.LastRun.In(tz).Format(time.RFC3339)
 	}
 	return info
 }
