@@ -2,6 +2,7 @@ package whatsapp
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -25,10 +26,18 @@ type groupInfoClient interface {
 // arrives before it was read.
 const adminFetchTimeout = 15 * time.Second
 
+// adminRetryAfter is how long a group whose metadata could not be read
+// goes without another try: until then its senders count as no admins at
+// once, so a group WhatsApp will not describe (one bridged was removed
+// from, a fetch that times out) does not hold up each of its messages for
+// adminFetchTimeout.
+const adminRetryAfter = 10 * time.Minute
+
 // adminCache is every known group's admins. The zero value is ready.
 type adminCache struct {
 	mu     sync.Mutex
 	groups map[types.JID]map[types.JID]bool // group → admins, in every known form
+	failed map[types.JID]time.Time          // group → when reading its metadata last failed
 }
 
 // setAdmins replaces a group's admins with those of its metadata.
@@ -51,6 +60,7 @@ func (c *Client) setAdmins(ctx context.Context, info *types.GroupInfo) {
 		c.admins.groups = map[types.JID]map[types.JID]bool{}
 	}
 	c.admins.groups[info.JID.ToNonAD()] = admins
+	delete(c.admins.failed, info.JID.ToNonAD())
 }
 
 // noteAdminChanges applies a group's participant event to its admins: a
@@ -97,8 +107,12 @@ func (c *Client) noteAdminChanges(ctx context.Context, e *events.GroupInfo) {
 func (c *Client) isAdmin(ctx context.Context, group types.JID, ids []types.JID) bool {
 	c.admins.mu.Lock()
 	admins, ok := c.admins.groups[group]
+	failedAt, failed := c.admins.failed[group]
 	c.admins.mu.Unlock()
 	if !ok {
+		if failed && c.now().Sub(failedAt) < adminRetryAfter {
+			return false
+		}
 		gc, can := c.wa.(groupInfoClient)
 		if !can {
 			return false
@@ -106,8 +120,18 @@ func (c *Client) isAdmin(ctx context.Context, group types.JID, ids []types.JID) 
 		fctx, cancel := context.WithTimeout(ctx, adminFetchTimeout)
 		info, err := gc.GetGroupInfo(fctx, group)
 		cancel()
+		if err == nil && (info == nil || info.JID.ToNonAD() != group) {
+			err = errors.New("WhatsApp returned no metadata for the group")
+		}
 		if err != nil {
-			c.log.Warn().Err(err).Str("chat", group.String()).Msg("cannot read the group's admins; the sender counts as no admin")
+			c.admins.mu.Lock()
+			if c.admins.failed == nil {
+				c.admins.failed = map[types.JID]time.Time{}
+			}
+			c.admins.failed[group] = c.now()
+			c.admins.mu.Unlock()
+			c.log.Warn().Err(err).Str("chat", group.String()).Dur("retry_after", adminRetryAfter).
+				Msg("cannot read the group's admins; its senders count as no admins until it is read")
 			return false
 		}
 		c.setAdmins(ctx, info)

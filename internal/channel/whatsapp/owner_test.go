@@ -2,9 +2,11 @@ package whatsapp
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mau.fi/whatsmeow/proto/waCommon"
 	"go.mau.fi/whatsmeow/proto/waE2E"
@@ -204,4 +206,80 @@ func TestGroupAdminsFromMetadataAndEvents(t *testing.T) {
 	}}})
 	admin("admin of the joined group's metadata", bobPN, types.EmptyJID, true)
 	admin("no longer an admin there", alicePN, types.EmptyJID, false)
+}
+
+// flakyGroups fails to read a group's metadata while err is set, and
+// counts the tries.
+type flakyGroups struct {
+	lidFake
+	mu      sync.Mutex
+	err     error
+	info    *types.GroupInfo
+	fetches int
+}
+
+func (f *flakyGroups) GetGroupInfo(_ context.Context, jid types.JID) (*types.GroupInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fetches++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.info, nil
+}
+
+func (f *flakyGroups) tries() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches
+}
+
+// A group whose metadata cannot be read is not asked again for each of its
+// messages (each try may wait adminFetchTimeout on the event path): its
+// senders count as no admins until adminRetryAfter has passed, then it is
+// read again.
+func TestGroupAdminsUnreadableIsNotRefetchedPerMessage(t *testing.T) {
+	tc := newTestClient(t, nil)
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	tc.now = func() time.Time { return now }
+	groups := &flakyGroups{lidFake: lidFake{tc.wa}, err: errors.New("info query timed out"),
+		info: &types.GroupInfo{JID: familyChat, Participants: []types.GroupParticipant{{JID: alicePN, PhoneNumber: alicePN, IsAdmin: true}}}}
+	tc.Client.wa = groups
+	n := 0
+	send := func() channel.Message {
+		t.Helper()
+		n++
+		info := types.MessageInfo{MessageSource: types.MessageSource{Chat: familyChat, Sender: alicePN, IsGroup: true},
+			ID: "3A0000000000000FLK" + string(rune('A'+n)), PushName: "Alice"}
+		if !tc.handleEvent(msgEvent(info, &waE2E.Message{Conversation: proto.String("hello")})) {
+			t.Fatal("handleEvent = false")
+		}
+		got := tc.rec.stored()
+		return got[len(got)-1]
+	}
+
+	for i := range 3 {
+		if m := send(); m.SenderAdmin {
+			t.Errorf("message %d while the metadata cannot be read: SenderAdmin = true; want false", i+1)
+		}
+	}
+	if got := groups.tries(); got != 1 {
+		t.Errorf("metadata read %d times for 3 messages while it fails; want once", got)
+	}
+
+	groups.mu.Lock()
+	groups.err = nil
+	groups.mu.Unlock()
+	now = now.Add(adminRetryAfter - time.Second)
+	if m := send(); m.SenderAdmin || groups.tries() != 1 {
+		t.Errorf("before adminRetryAfter: SenderAdmin %v after %d reads; want false, still 1 read", m.SenderAdmin, groups.tries())
+	}
+	now = now.Add(time.Second)
+	if m := send(); !m.SenderAdmin {
+		t.Error("after adminRetryAfter, with the metadata readable: SenderAdmin = false; want true")
+	}
+	send()
+	if got := groups.tries(); got != 2 {
+		t.Errorf("metadata read %d times in all; want 2 (once more after adminRetryAfter, then kept)", got)
+	}
 }
