@@ -195,15 +195,16 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 	return tasks.Recover(ctx)
 }
 
-// noticePoster commits a message to a chat's outbox (the router).
+// noticePoster commits bridged's own message to a chat's outbox
+// (outboxPoster).
 type noticePoster interface {
-	SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
+	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 }
 
 // settleApprovals denies the approval requests a stopped bridged left open
 // (their containers are gone), once, with a notice each, and tells the
 // owner once that the groups registered before tool profiles kept full.
-func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, rt noticePoster, log zerolog.Logger) error {
+func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, out noticePoster, log zerolog.Logger) error {
 	n, err := ap.SettleOpen(ctx)
 	if err != nil {
 		return fmt.Errorf("settle open approvals: %w", err)
@@ -220,7 +221,7 @@ func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, r
 		"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."
 	log.Warn().Msg(text)
 	if main, err := db.MainGroup(ctx); err == nil {
-		if _, err := rt.SendMessage(ctx, nil, string(main.Chat), text, store.OriginNotice, ""); err != nil {
+		if _, err := out.SendMessage(ctx, string(main.Chat), text, store.OriginNotice, ""); err != nil {
 			log.Warn().Err(err).Msg("tool profile notice not posted")
 		}
 	}
@@ -586,7 +587,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
 		return err
 	}
-	if err := settleApprovals(ctx, db, approver, rt, log); err != nil {
+	if err := settleApprovals(ctx, db, approver, poster, log); err != nil {
 		return err
 	}
 

@@ -16,7 +16,7 @@ import (
 // postedNotices records what settleApprovals posts.
 type postedNotices struct{ texts []string }
 
-func (p *postedNotices) SendMessage(_ context.Context, _ store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+func (p *postedNotices) SendMessage(_ context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
 	p.texts = append(p.texts, chat+"|"+string(origin)+"|"+folder+"|"+text)
 	return store.OutboxItem{}, nil
 }
