@@ -59,6 +59,41 @@ func Open(ctx context.Context, path string, log zerolog.Logger) (*DB, error) {
 	return open(ctx, path, log, migrations.FS)
 }
 
+// OpenUpTo is Open with the migrations up to version only: the store as a
+// bridged whose last migration was version left it. Tests of an upgrade
+// build their old store with it (internal/store/storetest.Before).
+func OpenUpTo(ctx context.Context, path string, version int, log zerolog.Logger) (*DB, error) {
+	ms, err := loadMigrations(migrations.FS)
+	if err != nil {
+		return nil, err
+	}
+	if version < 1 || version > len(ms) {
+		return nil, fmt.Errorf("open database %s up to migration %d: there are migrations 1 to %d", path, version, len(ms))
+	}
+	return open(ctx, path, log, upTo{migrations.FS, version})
+}
+
+// upTo is a migrations directory without the migrations after version.
+type upTo struct {
+	fs.FS
+	version int
+}
+
+// Glob is fs.Glob on the directory, leaving out migrations after version.
+func (u upTo) Glob(pattern string) ([]string, error) {
+	names, err := fs.Glob(u.FS, pattern)
+	var keep []string
+	for _, n := range names {
+		if m := migrationName.FindStringSubmatch(n); m != nil {
+			if v, _ := strconv.Atoi(m[1]); v > u.version {
+				continue
+			}
+		}
+		keep = append(keep, n)
+	}
+	return keep, err
+}
+
 func open(ctx context.Context, path string, log zerolog.Logger, fsys fs.FS) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -92,6 +92,35 @@ func TestMigrationsIdempotent(t *testing.T) {
 	}
 }
 
+// OpenUpTo leaves the store at the migration asked for, and Open applies
+// the rest; a version that does not exist is refused.
+func TestOpenUpTo(t *testing.T) {
+	ctx := context.Background()
+	known, err := loadMigrations(migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bridged.db")
+	old, err := OpenUpTo(ctx, path, 3, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := old.SchemaVersion(ctx); err != nil || v != 3 {
+		t.Errorf("OpenUpTo 3: schema version %d, %v; want 3", v, err)
+	}
+	old.Close()
+	db := openAt(t, path)
+	if v, err := db.SchemaVersion(ctx); err != nil || v != len(known) {
+		t.Errorf("Open after OpenUpTo 3: schema version %d, %v; want %d", v, err, len(known))
+	}
+	for _, v := range []int{0, len(known) + 1} {
+		if db, err := OpenUpTo(ctx, filepath.Join(t.TempDir(), "bridged.db"), v, zerolog.Nop()); err == nil {
+			db.Close()
+			t.Errorf("OpenUpTo %d: no error; want one naming the migrations there are", v)
+		}
+	}
+}
+
 func TestSchemaTooNew(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bridged.db")

@@ -5,16 +5,12 @@ package storetest
 import (
 	"context"
 	"database/sql"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/store"
-	"github.com/bridged-app/bridged/migrations"
 )
 
 // Open opens a fresh store in its own temporary directory, closed when the
@@ -50,8 +46,11 @@ func OpenAt(t testing.TB, path string) *store.DB {
 // it with OpenAt, which applies the rest.
 func Before(t testing.TB, path string, version int) *sql.DB {
 	t.Helper()
-	ctx := context.Background()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	old, err := store.OpenUpTo(context.Background(), path, version, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
@@ -59,29 +58,5 @@ func Before(t testing.TB, path string, version int) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
-		t.Fatal(err)
-	}
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	if len(names) < version {
-		t.Fatalf("store before version %d: only %d migrations", version, len(names))
-	}
-	for i, n := range names[:version] {
-		b, err := fs.ReadFile(migrations.FS, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, string(b)); err != nil {
-			t.Fatalf("apply %s: %v", n, err)
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, i+1, n); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return db
 }
