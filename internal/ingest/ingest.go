@@ -56,7 +56,7 @@ type Ingest struct {
 
 	// mu guards the fields below; it is never held across the store.
 	mu    sync.Mutex
-	dirty map[store.ChatID]struct{}
+	dirty map[store.ChatID]Changed
 	all   bool
 }
 
@@ -76,8 +76,20 @@ func New(cfg Config) (*Ingest, error) {
 	}
 	return &Ingest{
 		cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1),
-		dirty: map[store.ChatID]struct{}{},
+		dirty: map[store.ChatID]Changed{},
 	}, nil
+}
+
+// Changed is a chat that changed since the message loop last looked, with
+// its group as the ingest looked it up for the chat's newest message: the
+// one lookup of a message's group. The loop uses it while the registry is
+// still at Version, and looks the group up itself otherwise (or when the
+// change was not a message: a media that settled).
+type Changed struct {
+	Known      bool        // Group and Registered were read under Version
+	Registered bool        // the chat is a registered group's
+	Group      store.Group // the chat's group when Registered
+	Version    uint64      // the registry's version (store.DB.GroupsVersion) of the lookup
 }
 
 // Inbound stores one inbound message and its chat's metadata in one
@@ -116,10 +128,15 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
 		}
 	}
-	notAllowed, dropped, err := in.allowed(ctx, m)
-	if err != nil {
+	seen := Changed{Known: true, Version: in.cfg.DB.GroupsVersion()}
+	g, err := in.cfg.DB.GetGroupByChat(ctx, chat)
+	switch {
+	case err == nil:
+		seen.Group, seen.Registered = g, true
+	case !errors.Is(err, store.ErrNotFound):
 		return 0, fmt.Errorf("store inbound message: %w", err)
 	}
+	notAllowed, dropped := allowed(seen, m)
 	text, withMedia := m.Text, m.Media
 	if dropped {
 		text, withMedia = "", nil // only the chat is recorded
@@ -152,35 +169,28 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 		return id, nil
 	}
 	in.mu.Lock()
-	in.dirty[chat] = struct{}{}
+	in.dirty[chat] = seen
 	in.mu.Unlock()
 	in.signal()
 	in.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
 	return id, nil
 }
 
-// allowed applies the allow list of m's group, if its chat is registered:
-// notAllowed when the list does not admit m's sender (stored as context),
-// drop when the group wants such messages not stored at all. The owner's
-// own messages and bridged's are always admitted. The group comes from the
-// store's in-memory registry, not the insert's transaction: a message that
-// races a change of the list is judged by the list before or after it, as
-// if it had arrived a moment earlier or later.
-func (in *Ingest) allowed(ctx context.Context, m channel.Message) (notAllowed, drop bool, err error) {
-	if m.FromMe || m.IsBot || strings.TrimSpace(m.Text) == "" && m.Media == nil {
-		return false, false, nil
+// allowed applies the allow list of m's group, if its chat is registered
+// (seen): notAllowed when the list does not admit m's sender (stored as
+// context), drop when the group wants such messages not stored at all. The
+// owner's own messages and bridged's are always admitted. The group comes
+// from the store's in-memory registry, not the insert's transaction: a
+// message that races a change of the list is judged by the list before or
+// after it, as if it had arrived a moment earlier or later.
+func allowed(seen Changed, m channel.Message) (notAllowed, drop bool) {
+	if !seen.Registered || m.FromMe || m.IsBot || strings.TrimSpace(m.Text) == "" && m.Media == nil {
+		return false, false
 	}
-	g, err := in.cfg.DB.GetGroupByChat(ctx, store.ChatID(m.Chat))
-	if errors.Is(err, store.ErrNotFound) {
-		return false, false, nil
+	if seen.Group.Admits(append([]string{m.Sender}, m.SenderAlt...), m.SenderAdmin) {
+		return false, false
 	}
-	if err != nil {
-		return false, false, err
-	}
-	if g.Admits(append([]string{m.Sender}, m.SenderAlt...), m.SenderAdmin) {
-		return false, false, nil
-	}
-	return true, g.Others == store.OthersDrop, nil
+	return true, seen.Group.Others == store.OthersDrop
 }
 
 // isLate reports whether a message sent at sentAt arrives late: through a
@@ -196,7 +206,9 @@ func (in *Ingest) isLate(sentAt time.Time) bool {
 // pending now, so the message loop looks at the chat again.
 func (in *Ingest) MediaSettled(chat store.ChatID) {
 	in.mu.Lock()
-	in.dirty[chat] = struct{}{}
+	if _, ok := in.dirty[chat]; !ok {
+		in.dirty[chat] = Changed{}
+	}
 	in.mu.Unlock()
 	in.signal()
 }
@@ -215,11 +227,11 @@ func (in *Ingest) Wake() <-chan struct{} { return in.wake }
 
 // Take returns the chats changed since the last Take, and whether every
 // group is to be looked at, and starts a new set.
-func (in *Ingest) Take() (map[store.ChatID]struct{}, bool) {
+func (in *Ingest) Take() (map[store.ChatID]Changed, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	dirty, all := in.dirty, in.all
-	in.dirty, in.all = map[store.ChatID]struct{}{}, false
+	in.dirty, in.all = map[store.ChatID]Changed{}, false
 	return dirty, all
 }
 

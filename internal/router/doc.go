@@ -118,12 +118,14 @@
 //  1. whatsmeow's event goroutine calls the WhatsApp channel
 //     (channel/whatsapp.Client.handleEvent);
 //  2. the channel hands it to internal/ingest (Ingest.Inbound);
-//  3. store trip: the message and its chat's row, one transaction (which
-//     stores text only for a registered chat: a condition of the insert,
-//     not a lookup of the group);
-//  4. ingest wakes the message loop (goroutine);
-//  5. the loop looks the chat's group up in the store's registry (memory:
-//     the one group lookup of the message);
+//  3. ingest looks the chat's group up in the store's registry (memory:
+//     the one group lookup of the message, for the group's allow list);
+//  4. store trip: the message and its chat's row, one transaction (which
+//     stores text only for a registered chat: a condition of the insert);
+//  5. ingest wakes the message loop (goroutine), handing it the group it
+//     looked up with the registry's version (ingest.Changed): the loop
+//     uses it while the registry has not changed since, and looks the
+//     group up again only if it has;
 //  6. store trip: the chat's pending messages after the cursor;
 //  7. the budget (internal/alerts, Budget.Paused, in memory) is asked once;
 //  8. the loop hands the batch to the group's run object through the queue
@@ -139,13 +141,15 @@
 //  14. store trip: the row marked sent (and the sent text recorded).
 //
 // When no container is live, 8 is the queue's EnqueueMessages instead, and
-// the run adds: the queue's run goroutine takes the batch from the run
-// object (no store trip, no second group lookup, no second budget check),
-// internal/agentrun reads the session (a store trip), and
-// internal/container starts the container (Engine calls: create, attach,
-// start; the engine is asked for the group's leftovers only after the
-// start-up sweep failed or the group's last container did not end
-// cleanly): 20 in all.
+// the run adds seven: the queue's run goroutine takes the batch from the
+// run object (no store trip, no second group lookup, no second budget
+// check); internal/agentrun reads the session (a store trip); it hands the
+// spec to internal/container, which makes four Engine calls (create,
+// attach, start, and an inspect that confirms each bind mount is the
+// directory that was checked; the engine is asked for the group's
+// leftovers only after the start-up sweep failed or the group's last
+// container did not end cleanly): 21 in all, still one group lookup.
+// TestOneGroupLookupPerMessage holds both paths to one lookup.
 //
 // # Liveness
 //

@@ -56,20 +56,25 @@ func (r *Router) loop(ctx context.Context) {
 			}
 			continue
 		}
-		for chat := range dirty {
-			version := r.db.GroupsVersion()
-			g, err := r.db.GetGroupByChat(ctx, chat)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return
+		for chat, seen := range dirty {
+			// The ingest looked the group up for the chat's newest message;
+			// while the registry has not changed since, that is the group.
+			if !seen.Known || seen.Version != r.db.GroupsVersion() {
+				seen.Version = r.db.GroupsVersion()
+				g, err := r.db.GetGroupByChat(ctx, chat)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					if ctx.Err() != nil {
+						return
+					}
+					r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
+					continue
 				}
-				r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
+				seen.Group, seen.Registered = g, err == nil
+			}
+			if !seen.Registered {
 				continue
 			}
-			r.protect("message loop", func() { r.consider(ctx, g, version) })
+			r.protect("message loop", func() { r.consider(ctx, seen.Group, seen.Version) })
 		}
 	}
 }

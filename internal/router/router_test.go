@@ -882,6 +882,44 @@ func TestOnePendingReadPerRun(t *testing.T) {
 	h.waitIdle("main")
 }
 
+// A message's group is looked up once on its way from the channel to the
+// reply, by the ingest (for the allow list): the message loop takes it from
+// there, the container start and the reply look it up no more. Both the
+// path that starts a container and the pipe into the live one.
+func TestOneGroupLookupPerMessage(t *testing.T) {
+	h := newHarness(t, nil)
+	h.start()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := h.r.Ping(ctx); err != nil { // the loop's first pass looked at every group
+		t.Fatal(err)
+	}
+	lookups := func(what string, do func()) {
+		t.Helper()
+		before := h.db.GroupLookups()
+		do()
+		if got := h.db.GroupLookups() - before; got != 1 {
+			t.Errorf("%s: %d group lookups; want 1", what, got)
+		}
+	}
+	var run *fakeRun
+	lookups("a message that starts the container, to its reply", func() {
+		h.post(mainChat, "hello")
+		run = h.nextRun()
+		run.result("hi")
+		h.nextSend()
+	})
+	lookups("a message piped into the live container, to its reply", func() {
+		h.post(mainChat, "and again")
+		inputs := waitInputs(t, h.inputDir("main"), 1)
+		run.result("hi again")
+		h.nextSend()
+		consume(t, h.inputDir("main"), inputs)
+	})
+	run.exit(0)
+	h.waitIdle("main")
+}
+
 // A batch waiting for a slot starts its container with the group as it is
 // then: a change of the group while it waited (here its model) reaches the
 // container, because the run reads the group again when the registry

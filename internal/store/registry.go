@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // registry keeps the registered groups in memory: the message loop looks a
@@ -20,6 +21,8 @@ type registry struct {
 	mu   sync.Mutex
 	gen  uint64 // counts invalidations
 	snap *groupSnap
+	// lookups counts GetGroupByChat and GetGroupByFolder calls.
+	lookups atomic.Uint64
 }
 
 // groupSnap is one read of registered_groups.
@@ -60,6 +63,11 @@ func (db *DB) GroupsVersion() uint64 {
 	defer r.mu.Unlock()
 	return r.gen
 }
+
+// GroupLookups counts the lookups of one group (GetGroupByChat,
+// GetGroupByFolder) since the database was opened: the message path makes
+// one per inbound message, which tests hold it to.
+func (db *DB) GroupLookups() uint64 { return db.registry.lookups.Load() }
 
 // groups returns the current snapshot, loading it when there is none. A
 // done ctx fails it as it would fail a query: callers see the same errors
@@ -102,6 +110,7 @@ func (g Group) clone() Group {
 // GetGroupByChat returns the group registered for chat, or ErrNotFound. It
 // reads the in-memory registry (loading it once after a change).
 func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
+	db.registry.lookups.Add(1)
 	s, err := db.groups(ctx)
 	if err != nil {
 		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
@@ -116,6 +125,7 @@ func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
 // GetGroupByFolder returns the group with folder, or ErrNotFound. It reads
 // the in-memory registry (loading it once after a change).
 func (db *DB) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
+	db.registry.lookups.Add(1)
 	s, err := db.groups(ctx)
 	if err != nil {
 		return Group{}, fmt.Errorf("get group %s: %w", folder, err)
