@@ -2,7 +2,11 @@
 // loop. It is built first, before the channels, the media pool and the
 // router: the channels hand it what they receive, the media pool tells it
 // when a chat's media settled, and the router takes it at construction and
-// reads from it which chats changed. Nothing is wired after construction.
+// reads from it which chats changed, each with its group as the ingest
+// looked it up for the chat's newest message (Changed): a message's group
+// is looked up once, here, for its allow list, and the message loop uses
+// that while the registry is unchanged. Nothing is wired after
+// construction.
 package ingest
 
 import (
