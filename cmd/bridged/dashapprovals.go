@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/dashboard"
@@ -36,7 +34,13 @@ func (a dashApprovals) List(ctx context.Context) ([]dashboard.Approval, error) {
 func (a dashApprovals) Decide(ctx context.Context, id string, allow, always bool, by string) error {
 	_, err := a.s.Decide(ctx, id, allow, always, by)
 	if errors.Is(err, approvals.ErrSettled) {
-		return fmt.Errorf("%w: %s", dashboard.ErrDecided, strings.TrimPrefix(err.Error(), "approval "))
+		return decided{err}
 	}
 	return err
 }
+
+// decided is approvals' ErrSettled as the dashboard knows it: its text is
+// the approvals' own, and it is dashboard.ErrDecided too.
+type decided struct{ error }
+
+func (d decided) Unwrap() []error { return []error{d.error, dashboard.ErrDecided} }

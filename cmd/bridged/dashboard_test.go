@@ -77,8 +77,9 @@ func TestDashboardApprovalsAdapter(t *testing.T) {
 	if open, err := a.List(ctx); err != nil || len(open) != 0 {
 		t.Errorf("List after the decision: %+v, %v; want none open", open, err)
 	}
-	if err := a.Decide(ctx, "ab12", false, false, "dashboard"); !errors.Is(err, dashboard.ErrDecided) {
-		t.Errorf("deciding again: %v; want dashboard.ErrDecided", err)
+	if err := a.Decide(ctx, "ab12", false, false, "dashboard"); !errors.Is(err, dashboard.ErrDecided) || !errors.Is(err, approvals.ErrSettled) ||
+		!strings.Contains(err.Error(), "ab12") || !strings.Contains(err.Error(), "allowed by dashboard") {
+		t.Errorf("deciding again: %v; want dashboard.ErrDecided, saying ab12 was allowed by dashboard", err)
 	}
 	if err := a.Decide(ctx, "zz99", true, false, "dashboard"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an unknown id: %v; want store.ErrNotFound", err)
