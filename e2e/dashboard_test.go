@@ -197,6 +197,9 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 	})()`)); err != nil || !clicked {
 		t.Fatalf("no Approve button for %s on the page: %v", req, err)
 	}
+	// A polling tick, not a wait for an event: the submit navigates, which
+	// ends any wait set inside the page, so the test asks the page again
+	// every 200 ms until it is back with the result, within the deadline.
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		done, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`location.search.includes("done=allow") && document.readyState === "complete" && !!document.querySelector("p.ok")`))
