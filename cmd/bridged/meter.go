@@ -8,13 +8,15 @@ import (
 
 	"github.com/bridged-app/bridged/internal/alerts"
 	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
 // meterLedger is the credential proxy's ledger: each metered response is
 // committed to the store's usage ledger, then the group's budget is
 // checked (the 80 % and 100 % notices); a request of a group at its budget
-// is refused. The group and its budget are read from the store before each
+// is refused, and the proxy reserves each request's worst case against
+// what is left. The group and its budget are read from the store before each
 // request, so `groups set --budget-daily` applies to the next request; the
 // check after it uses the group as read before it.
 type meterLedger struct {
@@ -27,17 +29,29 @@ type meterLedger struct {
 
 var _ credproxy.Ledger = (*meterLedger)(nil)
 
-func (m *meterLedger) Admit(ctx context.Context, group string) string {
+func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowance, string) {
 	g, err := m.db.GetGroupByFolder(ctx, store.Folder(group))
 	if err != nil {
 		m.admitted.Delete(group)
 		// A removed group's container is on its way out; a broken read
 		// never stops an agent (logged).
 		m.log.Warn().Err(err).Str("group", group).Msg("cannot read the group; its API request is not checked against a budget")
-		return ""
+		return credproxy.Allowance{}, ""
 	}
 	m.admitted.Store(group, g)
-	return m.al.Refusal(ctx, g)
+	budget := g.ContainerConfig.BudgetDailyUSD
+	if budget <= 0 {
+		return credproxy.Allowance{}, ""
+	}
+	cost, err := m.al.CostToday(ctx, g.Folder)
+	if err != nil {
+		m.log.Error().Err(err).Str("group", group).Msg("cannot read today's cost; budget not applied")
+		return credproxy.Allowance{}, ""
+	}
+	if rules.OverBudget(budget, cost) {
+		return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, m.al.Refusal(ctx, g)
+	}
+	return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, ""
 }
 
 func (m *meterLedger) Commit(ctx context.Context, group string, u credproxy.Metered) error {

@@ -72,7 +72,7 @@ func TestMeterLedgerCommitsAndRefuses(t *testing.T) {
 	if err := db.UpdateGroup(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if msg := l.Admit(ctx, "fam"); msg != "" {
+	if _, msg := l.Admit(ctx, "fam"); msg != "" {
 		t.Fatalf("admit under the budget: %q", msg)
 	}
 	if err := l.Commit(ctx, "fam", credproxy.Metered{Model: "claude-opus-4-1", CostUSD: 0.6}); err != nil {
@@ -81,14 +81,14 @@ func TestMeterLedgerCommitsAndRefuses(t *testing.T) {
 	if cost, _ := db.GroupCostSince(ctx, "fam", time.Now().Add(-time.Hour)); cost != 0.6 {
 		t.Fatalf("cost today %v; want 0.6", cost)
 	}
-	if msg := l.Admit(ctx, "fam"); !strings.Contains(msg, "daily budget") || !strings.Contains(msg, "$0.60 of $0.50") {
+	if _, msg := l.Admit(ctx, "fam"); !strings.Contains(msg, "daily budget") || !strings.Contains(msg, "$0.60 of $0.50") {
 		t.Fatalf("admit over the budget: %q", msg)
 	}
 	g.ContainerConfig.BudgetDailyUSD = 1
 	if err := db.UpdateGroup(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if msg := l.Admit(ctx, "fam"); msg != "" {
+	if _, msg := l.Admit(ctx, "fam"); msg != "" {
 		t.Fatalf("admit after the raise: %q", msg)
 	}
 	if err := l.Commit(ctx, "fam", credproxy.Metered{CostUSD: -1}); err == nil {

@@ -348,6 +348,12 @@ func (a *Alerts) Paused(ctx context.Context, g store.Group) bool {
 	return rules.OverBudget(budget, cost)
 }
 
+// CostToday is what folder's agent cost today, as the usage ledger has it.
+func (a *Alerts) CostToday(ctx context.Context, folder store.Folder) (float64, error) {
+	cost, _, err := a.costToday(ctx, folder)
+	return cost, err
+}
+
 // Refusal is asked by the credential proxy before g's agent sends a
 // Claude API request: "" lets it through; at the budget it returns the
 // refusal's message, and tells the group (and the owner) once, as Spent

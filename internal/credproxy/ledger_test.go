@@ -17,19 +17,26 @@ import (
 	"github.com/bridged-app/bridged/internal/testlog"
 )
 
-// fakeLedger records commits and refuses what over says.
+// fakeLedger records commits and refuses what over says, or a group whose
+// commits reached budget.
 type fakeLedger struct {
 	mu      sync.Mutex
 	commits []Metered
 	groups  []string
 	over    string
+	budget  float64
+	spent   float64       // the commits' cost
 	added   chan struct{} // one send per commit, if set
 }
 
-func (l *fakeLedger) Admit(_ context.Context, group string) string {
+func (l *fakeLedger) Admit(_ context.Context, group string) (Allowance, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.over
+	a := Allowance{BudgetUSD: l.budget, SpentUSD: l.spent}
+	if l.over == "" && l.budget > 0 && l.spent >= l.budget {
+		return a, "used up"
+	}
+	return a, l.over
 }
 
 func (l *fakeLedger) Commit(_ context.Context, group string, m Metered) error {
@@ -37,6 +44,7 @@ func (l *fakeLedger) Commit(_ context.Context, group string, m Metered) error {
 	defer l.mu.Unlock()
 	l.commits = append(l.commits, m)
 	l.groups = append(l.groups, group)
+	l.spent += m.CostUSD
 	if l.added != nil {
 		l.added <- struct{}{}
 	}

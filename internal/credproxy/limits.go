@@ -94,6 +94,7 @@ const (
 	reasonNoCred    = "no-credential"
 	reasonAborted   = "aborted"
 	reasonEncoded   = "encoded"
+	reasonHeld      = "budget-held"
 )
 
 // limiter holds the proxy's shared limit state: requests in flight per

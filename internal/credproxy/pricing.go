@@ -148,3 +148,12 @@ func (f Family) Cost(t Tokens) float64 {
 	}
 	return tokens + nz(t.WebSearches)*WebSearchUSD
 }
+
+// Worst is the most a request can cost as family f with a prompt of at
+// most input tokens and an answer of at most output tokens: every prompt
+// token written to the 1-hour cache (the dearest way to send one, at the
+// long-context rate past its threshold) and every answer token produced.
+// Web searches and fast mode are not in it (see reserve.go).
+func (f Family) Worst(input, output int64) float64 {
+	return f.Cost(Tokens{CacheWrite: input, CacheWrite1h: input, Output: output})
+}

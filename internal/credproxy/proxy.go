@@ -119,8 +119,9 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	usage    map[string]*Usage
-	refusing map[string]bool // groups whose last request was refused by their budget
-	unknown  map[string]bool // models priced as the priciest family, logged once
+	refusing map[string]bool   // groups whose last request was refused by their budget
+	purses   map[string]*purse // each group's reservations (reserve.go)
+	unknown  map[string]bool   // models priced as the priciest family, logged once
 }
 
 // Usage is a group's API usage seen by the proxy since the daemon started.
@@ -145,7 +146,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{upstream: u, dir: cfg.Dir, log: cfg.Log.With().Str("component", "credproxy").Logger(), usage: map[string]*Usage{},
-		refusing: map[string]bool{}, unknown: map[string]bool{}}
+		refusing: map[string]bool{}, unknown: map[string]bool{}, purses: map[string]*purse{}}
 	switch {
 	case cfg.APIKey != "":
 		p.mode, p.cred = ModeAPIKey, cfg.APIKey
@@ -306,11 +307,18 @@ func (p *Proxy) Handler(group, name string) http.Handler {
 			writeError(w, http.StatusUnauthorized, "authentication_error", NoCredentialMessage)
 			return
 		}
-		if !p.admit(w, r, group) {
+		h, ok := p.admit(w, r, group)
+		if !ok {
 			return
 		}
+		// However the request ends, its reservation ends with it: charged
+		// by the meter, or freed here.
+		defer h.settle(0)
 		rec := &statusRecorder{ResponseWriter: w}
 		ctx := context.WithValue(r.Context(), groupKey{}, group)
+		if h != nil {
+			ctx = context.WithValue(ctx, holdKey{}, h)
+		}
 		p.rp.ServeHTTP(rec, r.WithContext(ctx))
 		p.tally.note(rec.status, time.Now())
 		log.Info().Int("status", rec.status).Dur("took", time.Since(start)).Msg("API request")
@@ -339,6 +347,8 @@ func sortedPaths() []string {
 }
 
 type groupKey struct{}
+
+type holdKey struct{}
 
 // rewrite points the request at the upstream with the real credential.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -448,7 +458,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group}
+	h, _ := resp.Request.Context().Value(holdKey{}).(*hold)
+	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group, hold: h}
 	return nil
 }
 

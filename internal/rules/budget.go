@@ -39,3 +39,11 @@ const MaxReportedTurnCostUSD = 1000
 func PlausibleReportedCost(usd float64) bool {
 	return !math.IsNaN(usd) && usd >= 0 && usd <= MaxReportedTurnCostUSD
 }
+
+// BudgetHeld reports whether a group's requests in flight, counted at
+// their worst case (held), may use up what its daily budget leaves after
+// cost: a further request waits until they end (0: no budget, never). A
+// request is let through while anything is left after those in flight, and
+// reserves its own worst case, so a crossing overshoots the budget by at
+// most one request's reserve.
+func BudgetHeld(budget, cost, held float64) bool { return budget > 0 && cost+held >= budget }
