@@ -267,3 +267,117 @@ func TestE2EMeterTurnEndsAtBudget(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// meteredUpstream is a Messages API on the host's loopback whose answers
+// cost the most their requests allow: a prompt of a quarter of the body's
+// bytes and the whole max_tokens, at the model the request names (so no
+// answer costs more than the request's reserve). A JSON answer takes hold
+// to come, as a slow model's does. A streamed answer sends message_start
+// (a 1,000-token prompt), 30,000 bytes of text in content_block_delta
+// events, then pings every 100 ms and never its message_delta: cut tells
+// when its caller went away.
+type meteredUpstream struct {
+	srv  *httptest.Server
+	hold time.Duration
+	cut  chan struct{} // one send per streamed answer whose caller went away (buffered)
+}
+
+const (
+	streamedText  = 30_000 // bytes of text per streamed answer
+	streamedInput = 1_000  // its prompt tokens, in message_start
+)
+
+func newMeteredUpstream(t *testing.T, hold time.Duration) *meteredUpstream {
+	u := &meteredUpstream{hold: hold, cut: make(chan struct{}, 100)}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *meteredUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Model     string `json:"model"`
+		MaxTokens int64  `json:"max_tokens"`
+		Stream    bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if !req.Stream {
+		select {
+		case <-time.After(u.hold):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":%d,"output_tokens":%d}}`,
+			req.Model, len(body)/4, req.MaxTokens)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	ev := func(typ, data string) {
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+		w.(http.Flusher).Flush()
+	}
+	ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","model":%q,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, streamedInput))
+	ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	chunk := strings.Repeat("a", 1500)
+	for range streamedText / len(chunk) {
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+chunk+`"}}`)
+	}
+	ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			ev("ping", `{"type":"ping"}`)
+		case <-r.Context().Done():
+			u.cut <- struct{}{}
+			return
+		case <-time.After(time.Minute):
+			return
+		}
+	}
+}
+
+// A stream the agent cuts after its content and before its message_delta
+// is charged for the output it carried, not only for message_start's
+// prompt.
+func TestE2EMeterCutStreamChargedForItsOutput(t *testing.T) {
+	parallel(t, light)
+	up := newMeteredUpstream(t, 0)
+	e := newEnv(t, "--idle-timeout", "2m")
+	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
+	d := e.start()
+
+	// A raw streamed request, its connection kept open by the fifo (nc
+	// closes it when its input ends); awk stops reading at the first ping,
+	// after the content, and nc dies on its next write.
+	cut := `hp=${ANTHROPIC_BASE_URL#http://}; body='{"model":"claude-opus-4-1","max_tokens":64000,"stream":true,"messages":[]}'; busybox mkfifo /tmp/in; ` +
+		`{ printf 'POST /v1/messages HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body"; busybox sleep 30; } >/tmp/in 2>/dev/null </dev/null & ` +
+		`busybox nc ${hp%:*} ${hp#*:} </tmp/in | busybox awk '/event: ping/{exit} /text_delta/{n++} END{print n " deltas read, then cut"}'`
+	got := e.bash("local:fam", cut, 120*time.Second)
+	if !strings.Contains(got, "20 deltas read, then cut") {
+		t.Fatalf("the agent printed %q; want the 20 deltas read before the cut", got)
+	}
+	select {
+	case <-up.cut:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the upstream never saw its caller go away")
+	}
+	// The proxy commits what it metered before it logs the cut.
+	if !d.waitLog("API response stream aborted", 60*time.Second) {
+		t.Fatal("the proxy did not log the cut stream")
+	}
+	start := (streamedInput*15 + 1*75) / 1e6 // message_start: the prompt and one output token
+	carried := float64((streamedText+2)/3) * 75 / 1e6
+	cost, _, _ := groupCost(t, e, "fam")
+	t.Logf("fam's cost after the cut stream: $%v (message_start alone $%v)", cost, start)
+	if cost <= start || !sameUSD(cost, streamedInput*15/1e6+carried) {
+		t.Errorf("fam's cost is $%v; want $%v: the prompt and the %d bytes of text it carried, not message_start's $%v alone",
+			cost, streamedInput*15/1e6+carried, streamedText, start)
+	}
+	d.stop(t)
+}
