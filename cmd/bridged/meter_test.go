@@ -99,8 +99,9 @@ func TestMeterLedgerCommitsAndRefuses(t *testing.T) {
 // BenchmarkMeterOverhead prints what the meter adds to a Claude API
 // request: the same streamed request through the credential proxy's
 // handler (in-memory upstream, so only the proxy's own work is timed),
-// without a ledger and with the daemon's (the budget check before, the
-// ledger commit to the real store and the budget notices check after). The
+// without a ledger and with the daemon's (the budget check and the
+// request's reservation before, the ledger commit to the real store, the
+// reservation's settling and the budget notices check after). The
 // SSE usage parsing and pricing run in both; BenchmarkMeterParse in
 // internal/credproxy times them alone.
 func BenchmarkMeterOverhead(b *testing.B) {

@@ -302,3 +302,23 @@ func TestReservationEndsWithTheRequest(t *testing.T) {
 		t.Errorf("after the reservations ended: %d; want the request through", code)
 	}
 }
+
+// BenchmarkRequestFields prints what finding a request's model and
+// max_tokens costs in a body the size of the most the proxy reads before
+// admitting it (about 1 MiB, a long conversation, its keys after it as the CLI
+// writes them).
+func BenchmarkRequestFields(b *testing.B) {
+	msg := `{"role":"user","content":[{"type":"text","text":"` + strings.Repeat(`some text, \"quoted\" and {braced} `, 30) + `"}]},`
+	body := `{"messages":[` + strings.Repeat(msg, peekLimit/len(msg)-1) + `{"role":"user","content":"hi"}],"max_tokens":128000,"model":"claude-opus-5-5"}`
+	n := max(b.N, 200)
+	b.ResetTimer()
+	t0 := time.Now()
+	for range n {
+		if m, mt, _ := requestFields([]byte(body)); m != "claude-opus-5-5" || mt != 128000 {
+			b.Fatalf("found %q %d", m, mt)
+		}
+	}
+	per := float64(time.Since(t0)) / float64(n) / float64(time.Millisecond)
+	b.ReportMetric(per, "ms/MiB")
+	fmt.Printf("reserving: finding model and max_tokens in a %d-byte request body: %.3f ms per body\n", len(body), per)
+}
