@@ -22,8 +22,9 @@
 // The group a request belongs to is known from the socket it arrived on:
 // each request is logged with it. The proxy is also the meter (ledger.go):
 // each response's usage is priced from the pricing table (pricing.go) and
-// committed to the Ledger, which budgets read, and a group at its daily
-// budget is refused with a 429 before its request leaves. The token usage is
+// committed to the Ledger, which budgets read; a group at its daily budget
+// is refused with a 429 before its request leaves, and every request
+// reserves its worst case against what is left (reserve.go). The token usage is
 // also added to the group's live tally (Usage), which `bridged status` shows
 // while a turn is still running.
 package credproxy

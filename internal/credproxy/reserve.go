@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // Reserving money before a request (docs/decisions.md). A Messages API
@@ -14,7 +15,9 @@ import (
 // budget; it then reserves its own worst case (Family.Worst):
 //
 //   - its prompt at one token per byte of the request body (no token is
-//     shorter than a byte), every one priced as a 1-hour cache write;
+//     shorter than a byte), every one priced as a 1-hour cache write; a
+//     body of no declared length that runs past peekLimit counts as the
+//     proxy's body cap;
 //   - its answer at its max_tokens (DefaultReserveOutput when the body
 //     does not say, within the first peekLimit bytes, or says it
 //     unreadably);
@@ -123,7 +126,7 @@ func (h *hold) bodyBytes() int64 {
 	if h == nil || h.body == nil {
 		return 0
 	}
-	return h.body.n
+	return h.body.n.Load()
 }
 
 // estimate is what a request is reckoned to be before it is sent.
@@ -178,7 +181,7 @@ type peekedBody struct {
 	pre  []byte
 	err  error // after pre, instead of the rest
 	rest io.ReadCloser
-	n    int64
+	n    atomic.Int64 // read by the meter; the transport reads the body on its own goroutine
 }
 
 func (b *peekedBody) Read(p []byte) (int, error) {
@@ -188,14 +191,14 @@ func (b *peekedBody) Read(p []byte) (int, error) {
 		if len(b.pre) == 0 {
 			b.pre = nil
 		}
-		b.n += int64(k)
+		b.n.Add(int64(k))
 		return k, nil
 	}
 	if b.err != nil {
 		return 0, b.err
 	}
 	k, err := b.rest.Read(p)
-	b.n += int64(k)
+	b.n.Add(int64(k))
 	return k, err
 }
 
