@@ -143,20 +143,27 @@ func (p *Proxy) peek(r *http.Request) (estimate, *peekedBody) {
 	est := estimate{maxTokens: DefaultReserveOutput, bodyBytes: p.lim.lim.MaxBody}
 	var pb *peekedBody
 	if r.Body != nil && r.Body != http.NoBody {
-		n := peekLimit
-		if r.ContentLength >= 0 && r.ContentLength < int64(n) {
-			n = int(r.ContentLength)
-		}
-		buf := make([]byte, n)
-		got, err := io.ReadFull(r.Body, buf)
-		buf = buf[:got]
-		pb = &peekedBody{pre: buf, rest: r.Body}
-		switch {
-		case r.ContentLength >= 0:
+		var (
+			buf []byte
+			err error
+		)
+		if r.ContentLength >= 0 {
+			buf = make([]byte, min(r.ContentLength, peekLimit))
+			var got int
+			got, err = io.ReadFull(r.Body, buf)
+			buf = buf[:got]
 			est.bodyBytes = r.ContentLength
-		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-			est.bodyBytes = int64(got)
+		} else {
+			// No declared length: read one byte past the limit to know
+			// whether the body ended within it.
+			var b bytes.Buffer
+			_, err = b.ReadFrom(io.LimitReader(r.Body, peekLimit+1))
+			buf = b.Bytes()
+			if err == nil && len(buf) <= peekLimit {
+				est.bodyBytes = int64(len(buf))
+			}
 		}
+		pb = &peekedBody{pre: buf, rest: r.Body}
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			pb.err = err // the body failed: so does the request, as it would have
 		}

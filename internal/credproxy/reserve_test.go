@@ -322,3 +322,42 @@ func BenchmarkRequestFields(b *testing.B) {
 	b.ReportMetric(per, "ms/MiB")
 	fmt.Printf("reserving: finding model and max_tokens in a %d-byte request body: %.3f ms per body\n", len(body), per)
 }
+
+// The start of a body read before admission is sent on in front of the
+// rest, whole: with a declared length or without, shorter or longer than
+// what is read first.
+func TestPeekedBodyForwardedWhole(t *testing.T) {
+	l := &fakeLedger{added: make(chan struct{}, 10), budget: 1e9}
+	_, c, s := newProxy(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"model":"claude-3-haiku","usage":{"input_tokens":1,"output_tokens":1}}`)
+	}, Config{APIKey: realKey, Ledger: l})
+	long := `{"model":"claude-3-haiku","messages":[{"content":"` + strings.Repeat("0123456789", 300_000) + `"}],"max_tokens":5}`
+	for _, c2 := range []struct {
+		name, body string
+		chunked    bool
+	}{{"short", `{"model":"claude-3-haiku","max_tokens":5}`, false}, {"short chunked", `{"max_tokens":5}`, true},
+		{"long", long, false}, {"long chunked", long, true}} {
+		var rd io.Reader = strings.NewReader(c2.body)
+		if c2.chunked {
+			rd = io.MultiReader(rd) // hides the length: sent chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:4000/v1/messages", rd)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", c2.name, resp.StatusCode)
+		}
+		s.mu.Lock()
+		got := s.body[len(s.body)-1]
+		s.mu.Unlock()
+		if got != c2.body {
+			t.Errorf("%s: the upstream got %d bytes; want the %d sent", c2.name, len(got), len(c2.body))
+		}
+	}
+	if got := waitCommits(t, l, 4); len(got) != 4 {
+		t.Errorf("commits %+v; want 4", got)
+	}
+}
