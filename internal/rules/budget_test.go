@@ -18,3 +18,24 @@ func TestPlausibleReportedCost(t *testing.T) {
 		}
 	}
 }
+
+// A request waits while the requests in flight, at their worst, may use up
+// what the budget leaves; with nothing held only a used-up budget stops it,
+// and no budget never does.
+func TestBudgetHeld(t *testing.T) {
+	for _, c := range []struct {
+		budget, cost, held float64
+		want               bool
+	}{
+		{0, 100, 100, false},
+		{1, 0.99, 0, false},
+		{1, 0.99, 0.01, true},
+		{1, 0.5, 0.4, false},
+		{1, 0.5, 0.6, true},
+		{1, 1, 0, true},
+	} {
+		if got := BudgetHeld(c.budget, c.cost, c.held); got != c.want {
+			t.Errorf("BudgetHeld(%v, %v, %v) = %v; want %v", c.budget, c.cost, c.held, got, c.want)
+		}
+	}
+}
