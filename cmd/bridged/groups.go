@@ -362,6 +362,11 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
 			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+		applies := g.Applies
+		if applies == "" {
+			applies = control.AppliesNext
+		}
+		fmt.Fprintf(a.stdout, "%s%s.\n", strings.ToUpper(applies[:1]), applies[1:])
 		return nil
 	})
 }
