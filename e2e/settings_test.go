@@ -70,7 +70,7 @@ func TestE2ESettingsChangeReachesTheRunningAgent(t *testing.T) {
 	if !strings.Contains(out, "Applies from the next message.") || !strings.Contains(out, "who may wake it: you only") {
 		t.Errorf("groups set --allow me with no agent running said:\n%s\nwant you only, from the next message", out)
 	}
-	if _, errs, code, _ := e.chatM("fam", "fake:reply hello from bob", "--as", "bob", "--timeout", "60s"); code != 3 || !strings.Contains(errs, "sender not allowed") {
+	if _, errs, code, _ := e.chatM("fam", "bob says hello", "--as", "bob", "--timeout", "60s"); code != 3 || !strings.Contains(errs, "sender not allowed") {
 		t.Errorf("chat --as bob with --allow me: exit %d, stderr %q; want exit 3, sender not allowed", code, errs)
 	}
 	if got := e.ask("local:fam", "fake:reply only you", wait); got != "only you" {
