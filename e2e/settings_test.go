@@ -39,7 +39,7 @@ func TestE2ESettingsChangeReachesTheRunningAgent(t *testing.T) {
 	if !strings.Contains(out, "Applies when the current turn ends.") {
 		t.Errorf("groups set during a turn said:\n%s\nwant it to apply when the current turn ends", out)
 	}
-	next := e.post("local:fam", "fake:bash touch after-set && echo wrote")
+	e.post("local:fam", "fake:bash touch after-set && echo wrote")
 	replies := e.waitOut("local:fam", busy, 2, 2*wait)
 	if replies[0].Text != "slept" {
 		t.Errorf("the busy turn answered %q; want slept", replies[0].Text)
@@ -49,9 +49,6 @@ func TestE2ESettingsChangeReachesTheRunningAgent(t *testing.T) {
 	}
 	if !strings.Contains(replies[1].Text, "not allowed") {
 		t.Errorf("the command after the change got %q; want refused as not allowed", replies[1].Text)
-	}
-	if replies[1].ID < next {
-		t.Errorf("reply order: %+v", replies)
 	}
 	if _, _, starts := watch.snapshot(); starts != 2 {
 		t.Errorf("%d container starts; want 2 (the read-only command in a new one)", starts)
