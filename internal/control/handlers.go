@@ -132,8 +132,8 @@ func (s *Server) updateGroup(w http.ResponseWriter, r *http.Request) {
 	if a, ok := s.opts.Groups.(SettingsApplier); ok {
 		applies, err := a.ApplySettings(r.Context(), g.Folder)
 		if err != nil {
-			// Stored all the same: the running agent takes no message
-			// started with other settings (the router checks each pipe).
+			// The change is stored all the same, and the router pipes
+			// no message into a container started with other settings.
 			s.log.Warn().Err(err).Str("group", g.Folder).Msg("cannot apply the group's settings to its running agent")
 		} else {
 			g.Applies = applies
