@@ -10,8 +10,8 @@ import (
 
 // The owner's emergency brake: a busy `full` group set to read-only says
 // the change applies when its turn ends, and the very next command is
-// refused (the message sent during the turn waits for a container started
-// with the new profile, though the old one had work to finish). An idle
+// refused (the message sent during the turn is not piped into the old
+// container: it waits for one started with the new profile). An idle
 // agent is stopped at once, and the answer says so; with nothing running
 // the change applies from the next message. --allow me leaves the owner
 // alone able to wake the agent.
