@@ -360,6 +360,13 @@ func (g groupsChanged) SyncGroups(ctx context.Context) error {
 	return g.host.SyncGroups(ctx)
 }
 
+var _ control.SettingsApplier = groupsChanged{}
+
+func (g groupsChanged) ApplySettings(ctx context.Context, folder string) (string, error) {
+	a, err := g.rt.ApplySettings(ctx, store.Folder(folder))
+	return a.String(), err
+}
+
 // runDaemon runs the daemon until ctx ends, then drains and returns nil.
 // Everything is built before anything runs; if a part cannot be built, the
 // parts built so far are released and nothing has run.

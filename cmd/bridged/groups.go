@@ -311,7 +311,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	clearMounts := fs.Bool("clear-mounts", false, "remove the group's extra mounts")
 	fs.Var(&budget, "budget-daily", "most the group's agent may cost a day, in `USD`: at 80 % the main chat is told, at 100 % the agent pauses until midnight (0: no budget)")
 	fs.Var(&tools, "tools", "tool `PROFILE`: full, ask, read-only or chat (see README \"Permissions\")")
-	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, admins; repeatable; everyone: anyone (default)")
+	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, admins; repeatable; everyone: anyone (default); me: you only")
 	fs.Var(&others, "others", "others' messages: context (stored, wake nothing; default) or drop")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
@@ -362,11 +362,17 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
 			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+		applies := g.Applies
+		if applies == "" {
+			applies = control.AppliesNext
+		}
+		fmt.Fprintf(a.stdout, "%s%s.\n", strings.ToUpper(applies[:1]), applies[1:])
 		return nil
 	})
 }
 
-// allowFlags is the repeatable --allow flag; "everyone" clears the list.
+// allowFlags is the repeatable --allow flag; "everyone" clears the list,
+// "me" admits the owner only.
 type allowFlags struct {
 	set     bool
 	senders []string
@@ -390,6 +396,9 @@ func (f *allowFlags) list() ([]string, error) {
 			}
 			return out, nil
 		}
+		if strings.EqualFold(s, store.AllowOwner) && len(f.senders) > 1 {
+			return nil, fmt.Errorf("--allow me: give it alone (only you may wake the agent; you always may, so list the others without it)")
+		}
 		n, err := store.NormalizeSender(s)
 		if err != nil {
 			return nil, fmt.Errorf("--allow: %w", err)
@@ -405,6 +414,9 @@ func formatAllow(g control.Group) string {
 		return "everyone"
 	}
 	s := "you, " + strings.Join(g.Allow, ", ")
+	if len(g.Allow) == 1 && g.Allow[0] == store.AllowOwner {
+		s = "you only"
+	}
 	if g.Others == store.OthersDrop {
 		s += " (others dropped)"
 	}

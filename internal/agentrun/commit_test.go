@@ -57,7 +57,7 @@ func beginFam(t *testing.T, x *Runner, db *store.DB, upto store.MessageID) (*Gro
 	if err := grp.Load(context.Background(), db, "fam"); err != nil {
 		t.Fatal(err)
 	}
-	return grp, x.BeginMessages(grp, &fakeQueueRun{}, "fam", "local:fam", upto)
+	return grp, x.BeginMessages(grp, &fakeQueueRun{}, store.Group{Folder: "fam", Chat: "local:fam"}, upto)
 }
 
 // A message of the agent to its own chat stores the cursor of the turn in

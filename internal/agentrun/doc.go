@@ -105,6 +105,18 @@
 // since it was read, so a run reads neither the messages nor the group
 // again; a retry, which has no batch, reads both.
 //
+// # Settings
+//
+// A run records what its container takes from the group's settings
+// (Settings: the tool profile, model, timeout, extra mounts, main flag).
+// When the owner changes one of them, Runner.Apply marks the run stale: it
+// takes no more messages (Run.Stale, which the router asks before every
+// pipe) and its container is closed at once when the agent is idle, or
+// right after the result that ends its turn in flight. The next message
+// starts a container with the new settings. The rest of a group's settings
+// are read live, by the router and the credential proxy, never from the
+// group a run started with.
+//
 // # Holding a turn open
 //
 // Group.Hold marks the turn in flight as waiting on something outside the

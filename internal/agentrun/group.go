@@ -166,6 +166,11 @@ type Run struct {
 	// their own, so a reply does not cover them; the next result does (or
 	// the end of the run), and after kill -9 they run again.
 	settled store.MessageID
+	// settings are what the container was started with; stale: a change
+	// of them was applied (Runner.Apply), so the container takes no more
+	// messages and closes when its turn ends.
+	settings Settings
+	stale    bool
 }
 
 // Idle reports whether the run's agent waits for input: it finished a turn

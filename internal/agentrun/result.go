@@ -261,9 +261,19 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	t.x.publish(t.g.Folder, t.run)
 	// The agent waits for input now: the queue hears it under the group's
 	// lock, so a pipe sees the agent busy or idle exactly as the cursor
-	// does.
+	// does. A container whose group's settings changed during the turn
+	// goes away now instead (Runner.Apply): its next message starts one
+	// with the new settings.
+	stale := t.run.stale
+	if stale {
+		t.run.q.MarkClosing()
+	}
 	t.run.q.MarkIdle()
 	t.grp.Unlock()
+	if stale {
+		t.log.Info().Msg("the turn ended; closing the container for the group's new settings")
+		t.x.CloseIdle(string(t.g.Folder))
+	}
 
 	if err != nil {
 		t.log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")

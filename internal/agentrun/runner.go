@@ -115,21 +115,22 @@ func New(cfg Config, d Deps) *Runner {
 	return &Runner{cfg: cfg, Deps: d, layout: d.Home.Layout()}
 }
 
-// BeginMessages makes a message run for chat the live run of grp, handed
-// the messages up to upto; q is the queue's object for the run. The lock
-// must be held.
-func (x *Runner) BeginMessages(grp *Group, q QueueRun, folder store.Folder, chat store.ChatID, upto store.MessageID) *Run {
-	run := x.newRun(q, folder, groupqueue.KindMessages, "", chat)
+// BeginMessages makes a message run for g's chat the live run of grp,
+// handed the messages up to upto; q is the queue's object for the run, g
+// the group its container starts with. The lock must be held.
+func (x *Runner) BeginMessages(grp *Group, q QueueRun, g store.Group, upto store.MessageID) *Run {
+	run := x.newRun(q, g, groupqueue.KindMessages, "")
 	grp.run = run
 	grp.handed = upto
 	run.settled = upto
-	x.publish(folder, run)
+	x.publish(g.Folder, run)
 	return run
 }
 
-func (x *Runner) newRun(q QueueRun, folder store.Folder, kind groupqueue.RunKind, t store.TaskID, chat store.ChatID) *Run {
-	name := fmt.Sprintf("bridged-%s-%d-%d", folder, x.Now().UnixMilli(), x.seq.Add(1))
-	return &Run{Kind: kind, Task: t, Chat: chat, q: q, folder: folder, name: name, started: x.Now(), kick: make(chan struct{}, 1)}
+func (x *Runner) newRun(q QueueRun, g store.Group, kind groupqueue.RunKind, t store.TaskID) *Run {
+	name := fmt.Sprintf("bridged-%s-%d-%d", g.Folder, x.Now().UnixMilli(), x.seq.Add(1))
+	return &Run{Kind: kind, Task: t, Chat: g.Chat, q: q, folder: g.Folder, name: name, started: x.Now(), kick: make(chan struct{}, 1),
+		settings: SettingsOf(g)}
 }
 
 // end makes grp's run gone. The lock must be held.

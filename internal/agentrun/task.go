@@ -38,7 +38,7 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun
 	if t.Chat != "" {
 		g.Chat = t.Chat
 	}
-	run := x.newRun(q, g.Folder, groupqueue.KindTask, t.ID, g.Chat)
+	run := x.newRun(q, g, groupqueue.KindTask, t.ID)
 	grp.Lock()
 	grp.run = run
 	x.publish(g.Folder, run)

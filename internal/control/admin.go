@@ -161,7 +161,11 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 	if err != nil {
 		return Group{}, err
 	}
-	return groupOut(out), nil
+	g := groupOut(out)
+	// Admin changes the store only: a running daemon's server says what
+	// became of a live container (SettingsApplier).
+	g.Applies = AppliesNext
+	return g, nil
 }
 
 // Chats lists every chat seen, most recently active first, with the folder

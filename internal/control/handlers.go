@@ -129,7 +129,17 @@ func (s *Server) updateGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info().Str("group", g.Folder).Msg("group updated")
+	if a, ok := s.opts.Groups.(SettingsApplier); ok {
+		applies, err := a.ApplySettings(r.Context(), g.Folder)
+		if err != nil {
+			// The change is stored all the same, and the router pipes
+			// no message into a container started with other settings.
+			s.log.Warn().Err(err).Str("group", g.Folder).Msg("cannot apply the group's settings to its running agent")
+		} else {
+			g.Applies = applies
+		}
+	}
+	s.log.Info().Str("group", g.Folder).Str("applies", g.Applies).Msg("group updated")
 	s.syncGroups(r.Context())
 	writeJSON(w, http.StatusOK, g)
 }

@@ -47,6 +47,19 @@ type GroupSyncer interface {
 	SyncGroups(ctx context.Context) error
 }
 
+// SettingsApplier is a GroupSyncer that also brings a changed group's
+// settings to its running agent (the router's ApplySettings): its
+// container, when started with other settings, is closed at once if idle,
+// else when its turn ends. It returns what the owner is told of it
+// (AppliesNext when nothing runs) and does not wait for the container.
+type SettingsApplier interface {
+	ApplySettings(ctx context.Context, folder string) (string, error)
+}
+
+// AppliesNext is how a change reaches a group's agent when none runs: from
+// the next message.
+const AppliesNext = "applies from the next message"
+
 // Waker is told that tasks changed (the scheduler recomputes its sleep).
 // It does not block.
 type Waker interface {

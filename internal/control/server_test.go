@@ -55,9 +55,20 @@ func (w *waitingLocal) Wait(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-type countSync struct{ n atomic.Int32 }
+type countSync struct {
+	n atomic.Int32
+	// applies is what ApplySettings answers (empty: AppliesNext).
+	applies atomic.Value
+}
 
 func (c *countSync) SyncGroups(context.Context) error { c.n.Add(1); return nil }
+
+func (c *countSync) ApplySettings(context.Context, string) (string, error) {
+	if a, ok := c.applies.Load().(string); ok {
+		return a, nil
+	}
+	return AppliesNext, nil
+}
 
 type countWake struct{ n atomic.Int32 }
 

@@ -359,6 +359,9 @@ func allowText(g store.Group) string {
 	if len(g.Allow) == 0 {
 		return "now everyone"
 	}
+	if g.OwnerOnly() {
+		return "the owner only"
+	}
 	return "the owner, " + strings.Join(g.Allow, ", ")
 }
 

@@ -35,6 +35,11 @@ type Group struct {
 	// else's message: "context" (stored, wakes nothing) or "drop".
 	Allow  []string `json:"allow"`
 	Others string   `json:"others"`
+	// Applies says, in the answer to a change of the group (PATCH), how
+	// the change reaches its agent: "applied: the running agent was
+	// stopped", "applies when the current turn ends" or "applies from the
+	// next message".
+	Applies string `json:"applies,omitempty"`
 }
 
 // GroupAdd registers a chat as a group (POST /v1/groups).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/control"
@@ -74,6 +75,18 @@ var funcs = template.FuncMap{
 		}
 		return *t
 	},
+	"allowed": allowed,
+}
+
+// allowed says who may wake a group's agent.
+func allowed(g control.Group) string {
+	switch {
+	case len(g.Allow) == 0:
+		return "everyone"
+	case len(g.Allow) == 1 && g.Allow[0] == store.AllowOwner:
+		return "the owner only"
+	}
+	return "the owner, " + strings.Join(g.Allow, ", ")
 }
 
 func (d *Dashboard) loc() *time.Location {

@@ -120,7 +120,9 @@ func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 			gs.Offer(batch)
 			return nil
 		}
-		if run.Kind != groupqueue.KindMessages || run.Chat != g.Chat {
+		if run.Kind != groupqueue.KindMessages || run.Chat != g.Chat || run.Stale(g) {
+			// A container started with other settings than g's takes no
+			// more messages: they wait for the next one.
 			return errNoRun
 		}
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)

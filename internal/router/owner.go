@@ -57,10 +57,18 @@ func (r *Router) paused(ctx context.Context, g store.Group) bool {
 	return r.budget != nil && r.budget.Paused(ctx, g)
 }
 
+// spent tells the budget of a cost recorded for g's run, with the group's
+// budget as it is now: the run's g is the group as its container started,
+// and the owner may have changed the budget since.
 func (r *Router) spent(ctx context.Context, g store.Group) {
-	if r.budget != nil {
-		r.budget.Spent(context.WithoutCancel(ctx), g)
+	if r.budget == nil {
+		return
 	}
+	ctx = context.WithoutCancel(ctx)
+	if now, err := r.db.GetGroupByFolder(ctx, g.Folder); err == nil {
+		g.ContainerConfig.BudgetDailyUSD = now.ContainerConfig.BudgetDailyUSD
+	}
+	r.budget.Spent(ctx, g)
 }
 
 // alert tells the owner's alerts, if any, through tell.

@@ -68,7 +68,7 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 		msgs := b.Msgs
 		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, b.Omitted, ipc.MaxTextBytes)
 		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+b.Omitted)
-		run := r.runs.BeginMessages(&gs.Group, q, g.Folder, g.Chat, msgs[len(msgs)-1].ID)
+		run := r.runs.BeginMessages(&gs.Group, q, g, msgs[len(msgs)-1].ID)
 		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+b.Omitted).Msg("starting agent for messages")
 		return run, text, nil
 	}()

@@ -14,16 +14,22 @@ const (
 	localPrefix = "local:"
 )
 
+// AllowOwner, alone in a group's allow list, admits the owner only: nobody
+// else's message wakes the agent.
+const AllowOwner = "me"
+
 // NormalizeSender turns an allow-list entry as the owner writes it into
 // the form senders are stored in: a phone number ("+49 170 1234567") into
 // "491701234567@s.whatsapp.net", a WhatsApp id without its device part
 // ("491701234567:3@s.whatsapp.net", "1234:5@lid"), a local sender
-// ("local:bob") and AllowAdmins as they are.
+// ("local:bob"), AllowAdmins and AllowOwner as they are.
 func NormalizeSender(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case strings.EqualFold(s, AllowAdmins):
 		return AllowAdmins, nil
+	case strings.EqualFold(s, AllowOwner):
+		return AllowOwner, nil
 	case strings.HasPrefix(s, localPrefix):
 		name := strings.TrimPrefix(s, localPrefix)
 		if name == "" || strings.ContainsFunc(name, isSpace) {
@@ -55,7 +61,8 @@ func NormalizeSender(s string) (string, error) {
 }
 
 // NormalizeAllow normalises every entry of an allow list (NormalizeSender)
-// and drops repeats, keeping the order.
+// and drops repeats, keeping the order. AllowOwner goes alone: the owner
+// is admitted whatever the list says.
 func NormalizeAllow(allow []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
@@ -69,7 +76,15 @@ func NormalizeAllow(allow []string) ([]string, error) {
 			out = append(out, n)
 		}
 	}
+	if seen[AllowOwner] && len(out) > 1 {
+		return nil, fmt.Errorf("sender %q (the owner only) goes alone: the owner may always wake the agent, so list the others without it", AllowOwner)
+	}
 	return out, nil
+}
+
+// OwnerOnly reports whether g's allow list admits nobody but the owner.
+func (g Group) OwnerOnly() bool {
+	return len(g.Allow) == 1 && g.Allow[0] == AllowOwner
 }
 
 // ErrNotAllowed is what a group's allow list says of a sender it does not
@@ -79,7 +94,7 @@ var ErrNotAllowed = errors.New("sender not allowed")
 // Admits reports whether g's allow list admits a sender known by ids (its
 // stored id first, then any other form the channel knows, such as its LID
 // for a phone number) who is, or is not, an admin of the chat. An empty
-// list admits everyone. The owner's own messages are admitted before this
+// list admits everyone; AllowOwner alone admits nobody. The owner's own messages are admitted before this
 // is asked.
 func (g Group) Admits(ids []string, admin bool) bool {
 	if len(g.Allow) == 0 {
@@ -89,7 +104,7 @@ func (g Group) Admits(ids []string, admin bool) bool {
 		return true
 	}
 	for _, id := range ids {
-		if n, err := NormalizeSender(id); err == nil && n != AllowAdmins && slices.Contains(g.Allow, n) {
+		if n, err := NormalizeSender(id); err == nil && n != AllowAdmins && n != AllowOwner && slices.Contains(g.Allow, n) {
 			return true
 		}
 	}

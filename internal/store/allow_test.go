@@ -19,6 +19,7 @@ func TestNormalizeSender(t *testing.T) {
 		{"123456789:4@LID", "123456789@lid"},
 		{"local:bob", "local:bob"},
 		{"Admins", store.AllowAdmins},
+		{" ME ", store.AllowOwner},
 		{"bob", ""},
 		{"123", ""},
 		{"local:", ""},
@@ -69,5 +70,31 @@ func TestGroupAllowRoundTrip(t *testing.T) {
 	got.Allow, got.Others = nil, "ignore"
 	if err := db.UpdateGroup(ctx, got); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("invalid others: %v; want ErrInvalid", err)
+	}
+}
+
+// "me" alone admits the owner only: no sender, admin or not, in any form;
+// with others beside it the list is refused.
+func TestAllowOwnerOnly(t *testing.T) {
+	allow, err := store.NormalizeAllow([]string{"Me"})
+	if err != nil || !slices.Equal(allow, []string{store.AllowOwner}) {
+		t.Fatalf("NormalizeAllow(Me) = %v, %v; want [me]", allow, err)
+	}
+	g := store.Group{Allow: allow}
+	if !g.OwnerOnly() {
+		t.Error("OwnerOnly = false for [me]")
+	}
+	for _, ids := range [][]string{{"491701234567@s.whatsapp.net"}, {"local:bob"}, {"me"}, {"local:me"}} {
+		for _, admin := range []bool{false, true} {
+			if g.Admits(ids, admin) {
+				t.Errorf("[me] admits %v (admin %v); want nobody but the owner", ids, admin)
+			}
+		}
+	}
+	if (store.Group{}).OwnerOnly() || (store.Group{Allow: []string{"local:bob"}}).OwnerOnly() {
+		t.Error("OwnerOnly for everyone or a list of senders")
+	}
+	if _, err := store.NormalizeAllow([]string{"me", "local:bob"}); err == nil {
+		t.Error("NormalizeAllow(me, local:bob): no error; want me refused beside others")
 	}
 }
