@@ -48,7 +48,7 @@ func clean(s string, oneLine bool) string {
 	i := 0
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if unsafe(r, size, oneLine) {
+		if acts(r, size, oneLine) {
 			break
 		}
 		i += size
@@ -62,7 +62,7 @@ func clean(s string, oneLine bool) string {
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		i += size
-		if !unsafe(r, size, oneLine) {
+		if !acts(r, size, oneLine) {
 			b.WriteRune(r)
 			continue
 		}
@@ -71,9 +71,9 @@ func clean(s string, oneLine bool) string {
 	return b.String()
 }
 
-// unsafe reports whether the rune r, size bytes long in its string, must not
+// acts reports whether the rune r, size bytes long in its string, must not
 // reach a terminal as it is.
-func unsafe(r rune, size int, oneLine bool) bool {
+func acts(r rune, size int, oneLine bool) bool {
 	switch {
 	case r == utf8.RuneError && size <= 1:
 		return true // not UTF-8
@@ -93,7 +93,7 @@ func unsafe(r rune, size int, oneLine bool) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-// shown is what an unsafe rune r (size bytes in its string) is shown as.
+// shown is what a rune r that acts (size bytes in its string) is shown as.
 func shown(r rune, size int) rune {
 	switch {
 	case r == utf8.RuneError && size <= 1:
@@ -116,7 +116,7 @@ func JSON(b []byte) []byte {
 	i := 0
 	for i < len(b) {
 		r, size := utf8.DecodeRune(b[i:])
-		if r >= 0x80 && unsafe(r, size, false) {
+		if r >= 0x80 && acts(r, size, false) {
 			break
 		}
 		i += size
@@ -129,7 +129,7 @@ func JSON(b []byte) []byte {
 	for i < len(b) {
 		r, size := utf8.DecodeRune(b[i:])
 		i += size
-		if r < 0x80 || !unsafe(r, size, false) {
+		if r < 0x80 || !acts(r, size, false) {
 			out = utf8.AppendRune(out, r)
 			continue
 		}
