@@ -74,7 +74,7 @@ func pathSecret(file string) (string, error) {
 		return "", fmt.Errorf("dashboard path: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(s + "\n"); err == nil {
+	if _, err = tmp.WriteString(s + "\n"); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
