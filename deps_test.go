@@ -82,6 +82,7 @@ var tiers = map[string]tier{
 	"internal/ipc":              leaf,
 	"internal/schedule":         leaf,
 	"internal/sdnotify":         leaf,
+	"internal/termsafe":         leaf,
 	"internal/testimage":        leaf,
 	"internal/turns":            leaf,
 	"internal/store":            storeTier,

@@ -49,7 +49,7 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-var loginURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/login\?code=[A-Za-z0-9_-]+`)
+var loginURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/[A-Za-z0-9_-]{22,}/login\?code=[A-Za-z0-9_-]+`)
 
 // The dashboard in a real browser against a real daemon with real
 // containers: each page loads without a script error or a failed request;
@@ -104,7 +104,8 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 	defer cancel()
 	ctx, tcancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer tcancel()
-	base := link[:strings.Index(link, "/dashboard/")]
+	// The pages are under the dashboard's secret path, which the link names.
+	base := link[:strings.Index(link, "login?code=")-1]
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -117,7 +118,7 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 	}
 	visit := func(name, path, want string) {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.Navigate(base+path), chromedp.WaitReady("main")); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+strings.TrimPrefix(path, "/dashboard")), chromedp.WaitReady("main")); err != nil {
 			t.Fatalf("%s (%s): %v", name, path, err)
 		}
 		body, err := chromedp.Run(ctx, chromedp.Text("main"))

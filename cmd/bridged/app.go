@@ -15,6 +15,7 @@ import (
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // errUsage marks a usage error whose message was already printed.
@@ -259,7 +260,7 @@ func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
 // cliLogger is the logger of the short-lived commands: warnings and errors
 // only, on stderr.
 func (a *app) cliLogger() zerolog.Logger {
-	return zerolog.New(zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: true}).
+	return zerolog.New(zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: true, FormatFieldValue: consoleValue}).
 		Level(zerolog.WarnLevel).With().Timestamp().Logger()
 }
 
@@ -343,9 +344,9 @@ func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	r := []rune(s)
 	if len(r) > n {
-		return string(r[:n-1]) + "…"
+		s = string(r[:n-1]) + "…"
 	}
-	return s
+	return termsafe.Line(s)
 }
 
 func nopLogger() zerolog.Logger { return zerolog.Nop() }

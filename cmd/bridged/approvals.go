@@ -11,6 +11,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // approvalsClient returns a client of the running daemon: approvals are
@@ -81,8 +82,8 @@ func (a *app) approvalsList(ctx context.Context, args []string) error {
 		if x.Always {
 			state += " (always)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Folder, x.Tool, oneLine(x.Subject, 60), state,
-			x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), orDash(x.DecidedBy))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(x.ID), termsafe.Line(x.Folder), termsafe.Line(x.Tool),
+			oneLine(x.Subject, 60), termsafe.Line(state), x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), termsafe.Line(orDash(x.DecidedBy)))
 	}
 	return tw.Flush()
 }
@@ -114,7 +115,7 @@ func (a *app) approvalRules(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tGROUP\tALLOWS\tADDED")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.ID, r.Folder, oneLine(r.Rule, 70), r.CreatedAt.In(cfg.Timezone).Format("2006-01-02 15:04"))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.ID, termsafe.Line(r.Folder), oneLine(r.Rule, 70), r.CreatedAt.In(cfg.Timezone).Format("2006-01-02 15:04"))
 	}
 	return tw.Flush()
 }
@@ -177,6 +178,6 @@ func (a *app) decide(ctx context.Context, verb string, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Approval %s (%s, %s): %s.\n", x.ID, x.Folder, x.Tool, x.State)
+	fmt.Fprintf(a.stdout, "Approval %s (%s, %s): %s.\n", termsafe.Line(x.ID), termsafe.Line(x.Folder), termsafe.Line(x.Tool), termsafe.Line(x.State))
 	return nil
 }

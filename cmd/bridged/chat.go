@@ -16,6 +16,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // attachCommand starts an interactive line that sends a file.
@@ -193,7 +194,7 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 	show := func(ms []control.ChatMessage) {
 		for _, m := range ms {
 			if m.Direction == control.Out && m.ID > printed {
-				fmt.Fprintln(a.stdout, m.Text)
+				fmt.Fprintln(a.stdout, termsafe.Text(m.Text))
 				printed = m.ID
 			}
 		}
@@ -216,11 +217,11 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 		case control.TurnBudgetPaused:
 			return fmt.Errorf("%w: %s: %s; the message waits", errBudgetPaused, o.name, t.Reason)
 		case control.TurnQueued:
-			fmt.Fprintf(a.stderr, "bridged chat: %s is %s; waiting\n", o.name, t.Reason)
+			fmt.Fprintf(a.stderr, "bridged chat: %s is %s; waiting\n", termsafe.Line(o.name), termsafe.Text(t.Reason))
 			queued = true
 			continue
 		case control.TurnFailed:
-			fmt.Fprintf(a.stderr, "bridged chat: attempt %d of %d failed (%s); bridged tries again\n", t.Attempt, t.Attempts, t.Error)
+			fmt.Fprintf(a.stderr, "bridged chat: attempt %d of %d failed (%s); bridged tries again\n", t.Attempt, t.Attempts, termsafe.Text(t.Error))
 			since = t.Seq
 			continue
 		case control.TurnGaveUp:
@@ -472,7 +473,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				text, files = "", []string{strings.TrimSpace(rest)}
 				if err := checkAttachment(files[0]); err != nil {
 					think.clear()
-					fmt.Fprintf(a.stderr, "bridged chat: %v\n", err)
+					fmt.Fprintf(a.stderr, "bridged chat: %s\n", termsafe.Text(err.Error()))
 					continue
 				}
 			}
@@ -501,9 +502,9 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 					if name == "" {
 						name = assistant
 					}
-					fmt.Fprintf(a.stdout, "%s: %s\n", name, m.Text)
+					fmt.Fprintf(a.stdout, "%s: %s\n", termsafe.Line(name), termsafe.Text(m.Text))
 				case !posted[m.ID]:
-					fmt.Fprintf(a.stdout, "%s: %s\n", m.Sender, m.Text)
+					fmt.Fprintf(a.stdout, "%s: %s\n", termsafe.Line(m.Sender), termsafe.Text(m.Text))
 				}
 				shown = max(shown, m.ID)
 			}
@@ -519,19 +520,19 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			}
 			if e.turn.State == control.TurnFailed {
 				think.clear()
-				fmt.Fprintf(a.stderr, "(attempt %d of %d failed: %s; bridged tries again)\n", e.turn.Attempt, e.turn.Attempts, e.turn.Error)
+				fmt.Fprintf(a.stderr, "(attempt %d of %d failed: %s; bridged tries again)\n", e.turn.Attempt, e.turn.Attempts, termsafe.Text(e.turn.Error))
 				think.show()
 				continue
 			}
 			if e.turn.State == control.TurnQueued {
 				think.clear()
-				fmt.Fprintf(a.stderr, "(%s)\n", e.turn.Reason)
+				fmt.Fprintf(a.stderr, "(%s)\n", termsafe.Text(e.turn.Reason))
 				think.show()
 				continue
 			}
 			if e.turn.WillNotStart() {
 				think.clear()
-				fmt.Fprintf(a.stderr, "(no answer: %s; the message is kept)\n", e.turn.Reason)
+				fmt.Fprintf(a.stderr, "(no answer: %s; the message is kept)\n", termsafe.Text(e.turn.Reason))
 			}
 			delete(running, e.id)
 			if len(running) == 0 {

@@ -445,7 +445,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
-	loc := local.New(db, cfg.AssistantName, ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir())
+	loc := local.New(db, cfg.AssistantName, ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir(),
+		local.KeepLimits{Files: cfg.LocalFiles, Bytes: cfg.LocalFilesBytes})
 	// Below the free-space floor no file is taken in: outgoing files are
 	// not staged, media are not downloaded; the owner's alert says why.
 	floor := home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
@@ -563,6 +564,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 				Approvals: dashApprovals{approver},
 				Wait:      loc.Wait,
 				Addr:      cfg.Dashboard,
+				PathFile:  filepath.Join(hm.Layout().StoreDir(), "dashboard-path"),
 				Log:       log,
 			})
 			dash = d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +40,13 @@ func TestDashboardCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BRIDGED_DASHBOARD=127.0.0.1:PORT", "ssh -L", "/dashboard/login?code=", "works once"} {
+	for _, want := range []string{"BRIDGED_DASHBOARD=127.0.0.1:PORT", "ssh -L", "/login?code=", "works once"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bridged dashboard printed %q; want %q in it", out, want)
 		}
+	}
+	if !regexp.MustCompile(`/dashboard/[A-Za-z0-9_-]{22,}/login\?code=`).MatchString(out) {
+		t.Errorf("bridged dashboard printed %q; want the link under the dashboard's secret path", out)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/termsafe"
 	"github.com/bridged-app/bridged/internal/transcribe"
 )
 
@@ -85,7 +86,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	}
 	failed := false
 	for _, c := range checks {
-		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, c.detail)
+		fmt.Fprintf(a.stdout, "%-12s %-4s  %s\n", c.name, c.status, termsafe.Text(c.detail))
 		if c.hint != "" && c.status != "ok" {
 			fmt.Fprintf(a.stdout, "%-12s       → %s\n", "", c.hint)
 		}

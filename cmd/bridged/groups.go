@@ -16,6 +16,7 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
@@ -97,8 +98,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, g.Chat, g.Name, g.Trigger, answers, orDash(g.Tools),
-				orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), budgetToday(g), formatAllow(g))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, orDash(g.Tools),
+				termsafe.Line(orDash(g.Model)), orDash(g.Timeout), termsafe.Line(orDash(formatMounts(g.ExtraMounts))), budgetToday(g), termsafe.Line(formatAllow(g)))
 		}
 		return tw.Flush()
 	})
@@ -148,7 +149,7 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 		if !c.LastActivity.IsZero() {
 			last = c.LastActivity.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ID, orDash(c.Name), kind, last, orDash(c.Folder))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(c.ID), termsafe.Line(orDash(c.Name)), kind, last, orDash(c.Folder))
 	}
 	if n == 0 {
 		fmt.Fprintln(a.stdout, "No WhatsApp chats seen yet. Pair with `bridged login`, start the daemon, and send a message in the chat.")

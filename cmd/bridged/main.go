@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 func main() {
@@ -25,7 +27,7 @@ func main() {
 	stop()
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errUsage) {
-			fmt.Fprintln(os.Stderr, "bridged:", err)
+			fmt.Fprintln(os.Stderr, "bridged:", termsafe.Text(err.Error()))
 		}
 		os.Exit(exitCode(err))
 	}

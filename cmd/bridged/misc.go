@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
@@ -50,9 +52,14 @@ func buildVersion() string {
 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termsafe.JSON(b.Bytes()))
+	return err
 }
 
 func (a *app) cmdVersion(ctx context.Context, args []string) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 func (a *app) cmdStatus(ctx context.Context, args []string) error {
@@ -95,7 +96,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {
 		for _, c := range st.Channels {
-			fmt.Fprintf(tw, "  %s\t%s%s\tsince %s\t%s\n", c.Name, c.State, healthNote(c.State, c.Health, c.Conditions), clock(c.Since), c.Detail)
+			fmt.Fprintf(tw, "  %s\t%s%s\tsince %s\t%s\n", c.Name, c.State, healthNote(c.State, c.Health, c.Conditions), clock(c.Since), termsafe.Line(c.Detail))
 		}
 	} else {
 		wa := "not paired: run `bridged login` to pair"
@@ -104,7 +105,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 		} else if paired {
 			wa = "paired (unless WhatsApp logged it out since)"
 		}
-		fmt.Fprintf(tw, "  whatsapp\t%s\n", wa)
+		fmt.Fprintf(tw, "  whatsapp\t%s\n", termsafe.Line(wa))
 	}
 	tw.Flush()
 	printConditions(w, st.Channels, clock)

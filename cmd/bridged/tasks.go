@@ -11,6 +11,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
@@ -82,7 +83,7 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tGROUP\tSTATUS\tSCHEDULE\tNEXT RUN\tLAST RUN\tPROMPT")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, taskStatus(t), t.Kind, t.Value,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, taskStatus(t), t.Kind, termsafe.Line(t.Value),
 			fmtTime(t.NextRun, cfg.Timezone), fmtTime(t.LastRun, cfg.Timezone), oneLine(t.Prompt, 50))
 	}
 	return tw.Flush()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // healthNote is what a connected channel's health adds to its state: ""
@@ -51,7 +52,7 @@ func printConditions(w io.Writer, chs []control.ChannelStatus, clock func(time.T
 			if len(when) > 0 {
 				head += " (" + strings.Join(when, ", ") + ")"
 			}
-			fmt.Fprintf(w, "  %s: %s\n", head, c.Text)
+			fmt.Fprintf(w, "  %s: %s\n", termsafe.Line(head), termsafe.Line(c.Text))
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 // storyTeller is what `bridged why` needs: the daemon's control client, or
@@ -62,12 +63,12 @@ func printStory(w io.Writer, st control.Story, loc *time.Location) {
 	if group == "" {
 		group = "no group"
 	}
-	fmt.Fprintf(w, "message %d in %s (%s): %s\n", m.ID, m.Chat, group, oneLine(m.Text, 70))
+	fmt.Fprintf(w, "message %d in %s (%s): %s\n", m.ID, termsafe.Line(m.Chat), termsafe.Line(group), oneLine(m.Text, 70))
 	verdict := "did not wake the agent"
 	if st.Woke {
 		verdict = "woke the agent"
 	}
-	fmt.Fprintf(w, "%s: %s\n\n", verdict, st.Why)
+	fmt.Fprintf(w, "%s: %s\n\n", verdict, termsafe.Text(st.Why))
 	for _, s := range st.Steps {
 		at, since := "not recorded", ""
 		if s.At != nil {
@@ -80,6 +81,6 @@ func printStory(w io.Writer, st control.Story, loc *time.Location) {
 		if s.State != "" {
 			step += " " + strings.ReplaceAll(s.State, "_", " ")
 		}
-		fmt.Fprintf(w, "%-23s %9s  %-16s %s\n", at, since, step, s.Detail)
+		fmt.Fprintf(w, "%-23s %9s  %-16s %s\n", at, since, termsafe.Line(step), termsafe.Line(s.Detail))
 	}
 }

@@ -68,6 +68,7 @@ func budgetPauseKey(f store.Folder) string  { return "budget-paused/" + string(f
 func gaveUpKey(f store.Folder) string       { return "gave-up/" + string(f) }
 func outboxFailedKey(c store.ChatID) string { return "outbox-failed/" + string(c) }
 func taskPausedKey(id store.TaskID) string  { return "task-paused/" + string(id) }
+func taskNotRunKey(id store.TaskID) string  { return "task-not-run/" + string(id) }
 
 // apiRefusedPrefix starts the keys of the API's refusals, one per kind.
 const apiRefusedPrefix = "api-refused/"
@@ -249,6 +250,18 @@ func (a *Alerts) TaskPaused(ctx context.Context, t store.Task, why string) {
 		"Scheduled task %s of group %s failed %d times in a row and is paused (last error: %s). "+
 			"Once the cause is fixed, `bridged tasks resume %s` restarts it; `bridged tasks cancel %s` removes it.",
 		t.ID, t.Folder, t.Failures, why, t.ID, t.ID))
+}
+
+// TaskNotRun tells the owner that scheduled task t was paused instead of
+// run because the group that set its prompt may no longer choose what t's
+// group runs (rules.TaskMayRun); why says so and what the owner can do.
+// Each pause is told once: the detail is t's due run.
+func (a *Alerts) TaskNotRun(ctx context.Context, t store.Task, why string) {
+	detail := why
+	if t.NextRun != nil {
+		detail += " " + t.NextRun.UTC().Format(time.RFC3339Nano)
+	}
+	a.raise(ctx, taskNotRunKey(t.ID), detail, "", "Scheduled task "+string(t.ID)+" was not run: "+why)
 }
 
 // Sent tells that a message to chat went out.

@@ -106,8 +106,13 @@ type Config struct {
 	// keeps (below it no outgoing file is staged, no media downloaded, and
 	// the owner is alerted); LogRetention and InboxRetention are how long run
 	// logs and inbox files are kept (0 forever).
-	OutboxFilesPerMinute         int
-	OutboxBytesPerDay            int64
+	OutboxFilesPerMinute int
+	OutboxBytesPerDay    int64
+	// LocalFiles and LocalFilesBytes cap the files one local chat keeps
+	// delivered (data/local/): past either, a file is not delivered and
+	// its message says so.
+	LocalFiles                   int
+	LocalFilesBytes              int64
 	MinFree                      int64
 	LogRetention, InboxRetention time.Duration
 
@@ -198,6 +203,8 @@ var settings = []setting{
 	// and the retention of the files kept per run and per message.
 	{"outbox-files-per-minute", "BRIDGED_OUTBOX_FILES_PER_MINUTE", constant("60"), "most files one group may send (stage) in any minute"},
 	{"outbox-bytes-per-day", "BRIDGED_OUTBOX_BYTES_PER_DAY", constant("2g"), "most bytes of files one group may send (stage) in any 24 hours (e.g. 500m, 2g)"},
+	{"local-files", "BRIDGED_LOCAL_FILES", constant("1000"), "most files one local chat keeps delivered in data/local/ (bridged chat's files); past it a file is not delivered and its message says so"},
+	{"local-files-bytes", "BRIDGED_LOCAL_FILES_BYTES", constant("2g"), "most bytes of files one local chat keeps delivered in data/local/ (e.g. 500m, 2g)"},
 	{"min-free", "BRIDGED_MIN_FREE", constant("1g"), "free space kept on the home's disk: below it no outgoing file is staged, no media downloaded, and the owner is alerted (e.g. 500m, 1g)"},
 	{"log-retention", "BRIDGED_LOG_RETENTION", constant("30d"), "prune run logs (data/logs/) older than this (e.g. 14d; 0 = keep forever)"},
 	{"dashboard", "BRIDGED_DASHBOARD", constant(""), "loopback address the web dashboard also listens on, e.g. 127.0.0.1:8080 (empty = the control socket only)"},
@@ -642,6 +649,12 @@ func build(raw map[string]string) (*Config, error) {
 	if c.OutboxBytesPerDay, err = ParseBytes(raw["BRIDGED_OUTBOX_BYTES_PER_DAY"]); err != nil || c.OutboxBytesPerDay < 1<<20 {
 		return nil, bad("BRIDGED_OUTBOX_BYTES_PER_DAY", "want a size of at least 1m, such as 2g")
 	}
+	if c.LocalFiles, err = strconv.Atoi(raw["BRIDGED_LOCAL_FILES"]); err != nil || c.LocalFiles < 1 || c.LocalFiles > 1000000 {
+		return nil, bad("BRIDGED_LOCAL_FILES", "want a whole number from 1 to 1000000")
+	}
+	if c.LocalFilesBytes, err = ParseBytes(raw["BRIDGED_LOCAL_FILES_BYTES"]); err != nil || c.LocalFilesBytes < 1<<20 {
+		return nil, bad("BRIDGED_LOCAL_FILES_BYTES", "want a size of at least 1m, such as 2g")
+	}
 	if c.MinFree, err = ParseBytes(raw["BRIDGED_MIN_FREE"]); err != nil || c.MinFree < 1<<20 {
 		return nil, bad("BRIDGED_MIN_FREE", "want a size of at least 1m, such as 1g")
 	}
@@ -831,6 +844,8 @@ func (c *Config) Values() map[string]string {
 		EnvTranscribeKey:                  Mask(c.TranscribeKey),
 		"BRIDGED_OUTBOX_FILES_PER_MINUTE": strconv.Itoa(c.OutboxFilesPerMinute),
 		"BRIDGED_OUTBOX_BYTES_PER_DAY":    strconv.FormatInt(c.OutboxBytesPerDay, 10),
+		"BRIDGED_LOCAL_FILES":             strconv.Itoa(c.LocalFiles),
+		"BRIDGED_LOCAL_FILES_BYTES":       strconv.FormatInt(c.LocalFilesBytes, 10),
 		"BRIDGED_MIN_FREE":                strconv.FormatInt(c.MinFree, 10),
 		"BRIDGED_LOG_RETENTION":           FormatRetention(c.LogRetention),
 		"BRIDGED_INBOX_RETENTION":         FormatRetention(c.InboxRetention),

@@ -228,13 +228,28 @@ func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 // task whose next run passed while it was paused gets its next slot from
 // now, so it does not fire at once for a missed slot; a once task that is
 // overdue runs now. A running or done task, one with no run left and one
-// whose group is not registered cannot be resumed.
+// whose group is not registered cannot be resumed. The owner's resume
+// vouches for the task: one whose prompt a group that is no longer full set
+// becomes the owner's (rules.TaskMayRun).
 func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
 		t, err := tx.GetTask(ctx, store.TaskID(id))
 		if err != nil {
 			return err
+		}
+		if t.PromptBy != "" && t.PromptBy != t.Folder {
+			// A task the owner resumes is the owner's: one paused because
+			// the group that set it is no longer full runs again.
+			var setter *store.Group
+			if g, err := tx.GetGroupByFolder(ctx, t.PromptBy); err == nil {
+				setter = &g
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if rules.TaskMayRun(t, setter) != nil {
+				t.PromptBy = ""
+			}
 		}
 		out, err = rules.ResumeTask(ctx, tx, t, a.now(), a.loc())
 		return rulesErr(err)

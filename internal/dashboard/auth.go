@@ -5,8 +5,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,6 +53,54 @@ func secret() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// pathSecret returns the secret of the dashboard's path: the one kept in
+// file, or a new one kept there (temp file, fsync, rename; mode 0600). With
+// no file, a new one each time. A file that holds no valid secret is
+// replaced.
+func pathSecret(file string) (string, error) {
+	if file == "" {
+		return secret()[:22], nil
+	}
+	if b, err := os.ReadFile(file); err == nil && validPathSecret(strings.TrimSpace(string(b))) {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("dashboard path: %w", err)
+	}
+	s := secret()[:22] // 132 bits
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".dashboard-path-*")
+	if err != nil {
+		return "", fmt.Errorf("dashboard path: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err = tmp.WriteString(s + "\n"); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return "", fmt.Errorf("dashboard path: %w", err)
+	}
+	return s, nil
+}
+
+// validPathSecret reports whether s is a path secret as pathSecret makes
+// them: 22 or more base64url characters.
+func validPathSecret(s string) bool {
+	if len(s) < 22 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func digest(s string) string {

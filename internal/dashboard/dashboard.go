@@ -22,7 +22,11 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// Prefix is the path the dashboard is served under.
+// Prefix is the path under which the control socket hands requests to the
+// dashboard. The dashboard itself answers only under its own secret path
+// below it, Prefix + <secret> + "/" (see Options.PathFile): a browser sends
+// the session cookie only there, never to another program on another
+// loopback port (cookies ignore ports), which could not name the path.
 const Prefix = "/dashboard/"
 
 // Source is what the running daemon reports beside the store: the full
@@ -67,8 +71,12 @@ type Options struct {
 	// Addr is the loopback address to serve on besides the control socket
 	// (BRIDGED_DASHBOARD); "": the control socket only.
 	Addr string
-	Log  zerolog.Logger
-	Now  func() time.Time
+	// PathFile keeps the secret of the dashboard's path across restarts
+	// (<home>/store/dashboard-path): made at the first start, mode 0600,
+	// so a bookmark keeps working. "": a new secret for each Dashboard.
+	PathFile string
+	Log      zerolog.Logger
+	Now      func() time.Time
 	// PollEvery is how often a live conversation checks the store for
 	// messages of channels that do not wake it (0: DefaultPollEvery).
 	PollEvery time.Duration
@@ -92,8 +100,11 @@ type Dashboard struct {
 	pages     map[string]*template.Template
 	pagesErr  error
 	mux       *http.ServeMux
-	ln        net.Listener // the loopback TCP listener, nil when off
-	done      chan struct{}
+	// prefix is the path the dashboard answers under: Prefix, its secret,
+	// a slash.
+	prefix string
+	ln     net.Listener // the loopback TCP listener, nil when off
+	done   chan struct{}
 }
 
 // ErrNotLoopback refuses a BRIDGED_DASHBOARD that is not a loopback address.
@@ -130,13 +141,17 @@ func New(opts Options) (*Dashboard, error) {
 	if err := CheckAddr(opts.Addr); err != nil {
 		return nil, err
 	}
-	d := &Dashboard{
-		opts: opts,
-		log:  opts.Log.With().Str("component", "dashboard").Logger(),
-		auth: newAuth(opts.Now),
-		done: make(chan struct{}),
+	seg, err := pathSecret(opts.PathFile)
+	if err != nil {
+		return nil, err
 	}
-	var err error
+	d := &Dashboard{
+		opts:   opts,
+		log:    opts.Log.With().Str("component", "dashboard").Logger(),
+		auth:   newAuth(opts.Now),
+		prefix: Prefix + seg + "/",
+		done:   make(chan struct{}),
+	}
 	d.mux = d.routes()
 	if opts.Addr != "" {
 		if d.ln, err = net.Listen("tcp", opts.Addr); err != nil {
@@ -157,7 +172,7 @@ func (d *Dashboard) Addr() string {
 // Login makes a one-time login link.
 func (d *Dashboard) Login() (control.DashboardLogin, error) {
 	code, exp := d.auth.newCode()
-	l := control.DashboardLogin{Path: Prefix + "login?code=" + code, Expires: exp}
+	l := control.DashboardLogin{Path: d.prefix + "login?code=" + code, Expires: exp}
 	if a := d.Addr(); a != "" {
 		l.URL = "http://" + a + l.Path
 	}
@@ -214,10 +229,6 @@ func (d *Dashboard) tcpHandler() http.Handler {
 			http.Error(w, "misdirected request: the dashboard answers on its loopback address only", http.StatusMisdirectedRequest)
 			return
 		}
-		if r.URL.Path == "/" {
-			http.Redirect(w, r, Prefix, http.StatusFound)
-			return
-		}
 		if !strings.HasPrefix(r.URL.Path, Prefix) {
 			http.NotFound(w, r)
 			return
@@ -226,8 +237,20 @@ func (d *Dashboard) tcpHandler() http.Handler {
 	})
 }
 
-// ServeHTTP serves a dashboard request (the path under Prefix).
+// ServeHTTP serves a dashboard request: a path under its secret prefix;
+// any other answers 404 and tells nothing.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, d.prefix)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	// The routes are written under Prefix: the request is handed on with
+	// the secret taken out of its path.
+	u := *r.URL
+	u.Path, u.RawPath = Prefix+rest, ""
+	r = r.Clone(r.Context())
+	r.URL = &u
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -239,7 +262,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if r.URL.Path == Prefix+"login" {
+	if rest == "login" {
 		d.login(w, r)
 		return
 	}
@@ -288,12 +311,12 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: id, Path: Prefix,
+		Name: cookieName, Value: id, Path: d.prefix,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		MaxAge: int(SessionTTL / time.Second),
 	})
 	d.log.Info().Msg("dashboard login")
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	http.Redirect(w, r, d.prefix, http.StatusSeeOther)
 }
 
 // Routes are the dashboard's routes (every one but the login link needs a
@@ -334,7 +357,7 @@ func (d *Dashboard) routes() *http.ServeMux {
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	d.auth.logout(r)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: d.prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write([]byte(strings.Replace(loggedOut, "Not logged in.", "Logged out.", 1)))
 }

@@ -148,7 +148,20 @@ func (f *fixture) login(t *testing.T) *http.Cookie {
 	return nil
 }
 
+// do sends a request for path; a path written under Prefix (as the routes
+// are) is sent under the dashboard's secret prefix.
 func (f *fixture) do(t *testing.T, method, path string, c *http.Cookie, form url.Values, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	if !strings.HasPrefix(path, f.d.prefix) {
+		if rest, ok := strings.CutPrefix(path, Prefix); ok {
+			path = f.d.prefix + rest
+		}
+	}
+	return f.doRaw(t, method, path, c, form, hdr)
+}
+
+// doRaw sends a request for path as it is.
+func (f *fixture) doRaw(t *testing.T, method, path string, c *http.Cookie, form url.Values, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -250,8 +263,8 @@ func TestLoginLinkWorksOnce(t *testing.T) {
 		t.Fatalf("first use: %s", resp.Status)
 	}
 	c := resp.Cookies()[0]
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != Prefix {
-		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path %s", c, Prefix)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != f.d.prefix || len(c.Path) < len(Prefix)+22 {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path %s (the dashboard's secret path)", c, f.d.prefix)
 	}
 	if resp, _ := f.do(t, "GET", l.Path, nil, nil, nil); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
 		t.Errorf("second use: %s, cookies %v; want 403 and none", resp.Status, resp.Cookies())
@@ -356,7 +369,7 @@ func TestConversationIsLive(t *testing.T) {
 	c := f.login(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+Prefix+"groups/fam/events?after="+itoa(f.msgID), nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+f.d.prefix+"groups/fam/events?after="+itoa(f.msgID), nil)
 	req.AddCookie(c)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -407,7 +420,7 @@ func TestTCPOffUnlessSet(t *testing.T) {
 	go func() { done <- d.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	l, _ := d.Login()
-	if !strings.HasPrefix(l.URL, "http://"+d.Addr()+Prefix+"login?code=") {
+	if !strings.HasPrefix(l.URL, "http://"+d.Addr()+d.prefix+"login?code=") {
 		t.Fatalf("login URL %q", l.URL)
 	}
 	get := func(path, host string) int {
@@ -425,7 +438,7 @@ func TestTCPOffUnlessSet(t *testing.T) {
 	if code := get("/v1/status", ""); code != http.StatusNotFound {
 		t.Errorf("the control API on TCP: %d, want 404", code)
 	}
-	if code := get(Prefix, ""); code != http.StatusUnauthorized {
+	if code := get(d.prefix, ""); code != http.StatusUnauthorized {
 		t.Errorf("the overview on TCP without a session: %d, want 401", code)
 	}
 	if code := get(l.Path, "evil.example"); code != http.StatusMisdirectedRequest {
@@ -470,7 +483,7 @@ func TestPlotEscapes(t *testing.T) {
 
 // Every page's template parses (they are parsed at the first page served).
 func TestPagesParse(t *testing.T) {
-	pages, err := parsePages(func(time.Time) string { return "" })
+	pages, err := parsePages(func(time.Time) string { return "" }, Prefix+"s3cret/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,12 +531,12 @@ func TestServedOnTheControlSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	if rec := call("GET", Prefix, nil); rec.Code != http.StatusUnauthorized {
+	if rec := call("GET", f.d.prefix, nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("the overview without a session: %d, want 401", rec.Code)
 	}
 	rec := call("POST", "/v1/dashboard/login", nil)
 	var l control.DashboardLogin
-	if err := json.Unmarshal(rec.Body.Bytes(), &l); rec.Code != http.StatusCreated || err != nil || !strings.HasPrefix(l.Path, Prefix+"login?code=") || l.URL != "" {
+	if err := json.Unmarshal(rec.Body.Bytes(), &l); rec.Code != http.StatusCreated || err != nil || !strings.HasPrefix(l.Path, f.d.prefix+"login?code=") || l.URL != "" {
 		t.Fatalf("login: %d %s", rec.Code, rec.Body)
 	}
 	rec = call("GET", l.Path, nil)
@@ -531,7 +544,7 @@ func TestServedOnTheControlSocket(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || len(cookies) != 1 {
 		t.Fatalf("the link: %d %v", rec.Code, cookies)
 	}
-	if rec := call("GET", Prefix, cookies[0]); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Family &lt;3") {
+	if rec := call("GET", f.d.prefix, cookies[0]); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Family &lt;3") {
 		t.Errorf("the overview with a session: %d", rec.Code)
 	}
 
@@ -545,7 +558,7 @@ func TestServedOnTheControlSocket(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "s2.sock"))
 	}}}
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://bridged"+Prefix+"groups/fam/events?after=0", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://bridged"+f.d.prefix+"groups/fam/events?after=0", nil)
 	req.AddCookie(cookies[0])
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -562,4 +575,47 @@ func TestServedOnTheControlSocket(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream on the socket ended without an event: %v", sc.Err())
+}
+
+// The dashboard answers under its secret path only, which its session
+// cookie is scoped to: the paths without it (what an older bridged served,
+// and what a page elsewhere could guess) answer 404 with or without the
+// session, and so do "/" and a wrong secret on TCP, which tell nothing of
+// the path. Every link of a page is under the secret path. The secret is
+// kept in its file: a second dashboard of the same home has the same path.
+func TestDashboardBoundToItsSecretPath(t *testing.T) {
+	f := newFixture(t, true)
+	c := f.login(t)
+	if !strings.HasPrefix(f.d.prefix, Prefix) || len(f.d.prefix) < len(Prefix)+23 {
+		t.Fatalf("prefix %q; want %s and a secret", f.d.prefix, Prefix)
+	}
+	for _, p := range []string{Prefix, Prefix + "login?code=x", Prefix + "approvals", Prefix + "static/style.css", "/", Prefix + "wrong-secret-0123456789ab/"} {
+		for _, ck := range []*http.Cookie{nil, c} {
+			if resp, body := f.doRaw(t, "GET", p, ck, nil, nil); resp.StatusCode != http.StatusNotFound || strings.Contains(body, f.d.prefix) {
+				t.Errorf("GET %s (cookie %v): %s; want 404 that does not tell the path", p, ck != nil, resp.Status)
+			}
+		}
+	}
+	_, body := f.do(t, "GET", Prefix, c, nil, nil)
+	for _, m := range regexp.MustCompile(`(?:href|action|src|data-events)="([^"]*)"`).FindAllStringSubmatch(body, -1) {
+		if strings.HasPrefix(m[1], "/") && !strings.HasPrefix(m[1], f.d.prefix) {
+			t.Errorf("the overview links to %s, outside the secret path", m[1])
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "dashboard-path")
+	d1, err := New(Options{Source: f.d.opts.Source, Admin: f.d.opts.Admin, PathFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := New(Options{Source: f.d.opts.Source, Admin: f.d.opts.Admin, PathFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.prefix != d2.prefix || d1.prefix == f.d.prefix {
+		t.Errorf("prefixes %s and %s from one file (another dashboard: %s); want one secret kept", d1.prefix, d2.prefix, f.d.prefix)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the secret's file: %v, %v; want mode 0600", fi, err)
+	}
 }

@@ -31,12 +31,23 @@ type page struct {
 	Data  any
 }
 
-func parsePages(when func(time.Time) string) (map[string]*template.Template, error) {
+// parsePages parses the page templates, each with the layout. Their links
+// are written under Prefix ("/dashboard/…"); they are parsed with prefix,
+// the daemon's secret path, in its place.
+func parsePages(when func(time.Time) string, prefix string) (map[string]*template.Template, error) {
 	fm := template.FuncMap{"when": when}
 	for k, v := range funcs {
 		fm[k] = v
 	}
 	names, err := fs.Glob(assets, "assets/templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	source := func(name string) (string, error) {
+		b, err := fs.ReadFile(assets, name)
+		return strings.ReplaceAll(string(b), `"`+Prefix, `"`+prefix), err
+	}
+	layout, err := source("assets/templates/layout.html")
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +57,15 @@ func parsePages(when func(time.Time) string) (map[string]*template.Template, err
 		if base == "layout.html" {
 			continue
 		}
-		t, err := template.New(base).Funcs(fm).ParseFS(assets, "assets/templates/layout.html", n)
+		src, err := source(n)
 		if err != nil {
+			return nil, err
+		}
+		t := template.New(base).Funcs(fm)
+		if _, err := t.New("layout.html").Parse(layout); err != nil {
+			return nil, fmt.Errorf("dashboard template layout.html: %w", err)
+		}
+		if _, err := t.Parse(src); err != nil {
 			return nil, fmt.Errorf("dashboard template %s: %w", base, err)
 		}
 		pages[base[:len(base)-len(".html")]] = t
@@ -98,7 +116,7 @@ func (d *Dashboard) loc() *time.Location {
 
 // render writes page name with data.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name, title, nav string, data any) {
-	d.pagesOnce.Do(func() { d.pages, d.pagesErr = parsePages(d.when) })
+	d.pagesOnce.Do(func() { d.pages, d.pagesErr = parsePages(d.when, d.prefix) })
 	t := d.pages[name]
 	if d.pagesErr != nil || t == nil {
 		d.log.Error().Err(d.pagesErr).Str("page", name).Msg("dashboard templates")
@@ -238,7 +256,7 @@ func (d *Dashboard) messageOut(m store.Message, chat string) message {
 			out.Sender = d.opts.Admin.AssistantName
 		}
 	}
-	out.Story = Prefix + "messages/" + strconv.FormatInt(out.ID, 10) + "?chat=" + urlQuery(chat)
+	out.Story = d.prefix + "messages/" + strconv.FormatInt(out.ID, 10) + "?chat=" + urlQuery(chat)
 	return out
 }
 
@@ -385,7 +403,7 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.log.Info().Str("approval", id).Str("decision", decision).Msg("approval decided on the dashboard")
-	http.Redirect(w, r, Prefix+"approvals?done="+decision, http.StatusSeeOther)
+	http.Redirect(w, r, d.prefix+"approvals?done="+decision, http.StatusSeeOther)
 }
 
 func (d *Dashboard) story(w http.ResponseWriter, r *http.Request) {

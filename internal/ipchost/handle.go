@@ -272,6 +272,9 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 		}
 		target = tg
 	}
+	if err := rules.MayDirect(g, target.Folder, "schedule a task"); err != nil {
+		return nil, refused("%v", err)
+	}
 	if err := checkPrompt(a.Prompt, h.cfg.MaxTaskPrompt, "scheduled"); err != nil {
 		return nil, err
 	}
@@ -300,6 +303,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 			Value:       sc.Value,
 			ContextMode: store.ContextMode(a.ContextMode),
 			NextRun:     &first,
+			PromptBy:    g.Folder,
 		})
 		if err != nil {
 			return err
@@ -377,6 +381,12 @@ func (h *Host) updateTask(ctx context.Context, u *unit, g store.Group, a ipc.Upd
 		if err != nil {
 			return err
 		}
+		if err := rules.MayDirect(g, t.Folder, "change a task"); err != nil {
+			return refused("%v", err)
+		}
+		if a.Prompt != nil {
+			t.PromptBy = g.Folder
+		}
 		updated, err = rules.UpdateTask(ctx, tx, t, rules.TaskChange{Prompt: a.Prompt, Kind: a.ScheduleType, Value: a.ScheduleValue},
 			h.now(), h.cfg.Timezone)
 		if err != nil {
@@ -401,6 +411,11 @@ func (h *Host) taskAction(ctx context.Context, u *unit, g store.Group, id store.
 			return err
 		}
 		result = t
+		if kind == ipc.TypeResumeTask {
+			if err := rules.MayDirect(g, t.Folder, "resume a task"); err != nil {
+				return refused("%v", err)
+			}
+		}
 		switch kind {
 		case ipc.TypePauseTask:
 			result, err = rules.PauseTask(ctx, tx, t)

@@ -2,11 +2,13 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -28,6 +30,12 @@ func (r *Router) runTask(ctx context.Context, q *groupqueue.Run, ref groupqueue.
 		// The occurrence is skipped, not kept: the task runs again at its
 		// next time.
 		err = fmt.Errorf("run task %s: %w", t.ID, ErrBudgetPaused)
+	default:
+		if err = r.taskMayRun(ctx, t); errors.Is(err, rules.ErrLesserProfile) {
+			return fmt.Errorf("run task %s: %w", t.ID, err) // recorded, paused and told
+		} else if err != nil {
+			err = fmt.Errorf("run task %s: %w", t.ID, err)
+		}
 	}
 	fail := err
 	if err != nil {

@@ -29,6 +29,11 @@
 // recorded. After downtime an overdue task runs once, not once per missed
 // slot.
 //
+// A due task whose prompt another group's agent set runs only while that
+// group is registered and full (rules.TaskMayRun): otherwise it is paused in
+// the claim's transaction with the reason as its last result, and the
+// Enqueuer, when it is a NotRunTeller, tells the owner.
+//
 // A due task whose group is no longer registered is not queued: it is paused,
 // in the claim's transaction, with the last result "group <folder> was
 // removed; task paused", so a person sees why, and it is not retried. A task
@@ -58,6 +63,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -100,6 +106,14 @@ const (
 // Enqueuer takes claimed tasks. EnqueueTask must not block on a run.
 type Enqueuer interface {
 	EnqueueTask(t store.Task)
+}
+
+// NotRunTeller is an optional ability of the Enqueuer: it tells the owner
+// of a due task that was paused instead of run because the group whose
+// agent set its prompt may no longer choose what the task's group runs
+// (rules.TaskMayRun); why says so. TaskNotRun must not block for long.
+type NotRunTeller interface {
+	TaskNotRun(t store.Task, why string)
 }
 
 // Scheduler claims due tasks and hands them to an Enqueuer. Create it with
@@ -261,16 +275,24 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list groups: %w", err)
 	}
-	registered := make(map[store.Folder]bool, len(groups))
-	for _, g := range groups {
-		registered[g.Folder] = true
+	registered := make(map[store.Folder]*store.Group, len(groups))
+	for i, g := range groups {
+		registered[g.Folder] = &groups[i]
 	}
 
 	now := s.now()
 	paused := map[store.TaskID]string{}  // why a due task is paused instead of queued
 	skipped := map[store.TaskID]string{} // why a due task's slot is skipped
+	var notRun []store.Task              // paused because the group that set them may not direct theirs
 	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) store.Claim {
-		c := s.decide(t, now, registered[t.Folder])
+		c := s.decide(t, now, registered[t.Folder] != nil)
+		if c.Pause == "" {
+			if err := rules.TaskMayRun(t, registered[t.PromptBy]); err != nil {
+				c = store.Claim{Pause: err.Error()}
+				t.LastResult = c.Pause
+				notRun = append(notRun, t)
+			}
+		}
 		switch {
 		case c.Pause != "":
 			paused[t.ID] = c.Pause
@@ -284,6 +306,11 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	}
 	for id, reason := range paused {
 		s.log.Warn().Str("task", string(id)).Str("reason", reason).Msg("task paused instead of run")
+	}
+	if tell, ok := s.q.(NotRunTeller); ok {
+		for _, t := range notRun {
+			tell.TaskNotRun(t, t.LastResult)
+		}
 	}
 	for id, reason := range skipped {
 		s.log.Debug().Str("task", string(id)).Str("reason", reason).Msg("task slot skipped")

@@ -31,6 +31,11 @@ type Task struct {
 	// PausedByFailures: the task paused itself after Failures failed runs
 	// in a row (not a person's pause). Resuming clears it.
 	PausedByFailures bool
+	// PromptBy is the folder of the group whose agent last set the task's
+	// prompt (schedule_task, update_task); empty: the owner. A task whose
+	// prompt another group set runs only while that group may direct it
+	// (rules.TaskMayRun).
+	PromptBy Folder
 	// RunInFlight is set by ClaimDue only: the task's earlier run is still
 	// queued or running (its 'running' row in the run log is open).
 	RunInFlight bool
@@ -57,14 +62,14 @@ type TaskRun struct {
 	PauseAfter int
 }
 
-const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at, failures, paused_by_failures`
+const taskColumns = `id, folder, chat, prompt, kind, value, context_mode, status, next_run, last_run, last_result, created_at, failures, paused_by_failures, prompt_by`
 
 func scanTask(row rowScanner) (Task, error) {
 	var t Task
 	var next, last sql.NullInt64
 	var created int64
 	err := row.Scan(&t.ID, &t.Folder, &t.Chat, &t.Prompt, &t.Kind, &t.Value, &t.ContextMode, &t.Status, &next, &last, &t.LastResult, &created,
-		&t.Failures, &t.PausedByFailures)
+		&t.Failures, &t.PausedByFailures, &t.PromptBy)
 	t.NextRun = fromNullMS(next)
 	t.LastRun = fromNullMS(last)
 	t.CreatedAt = fromMS(created)
@@ -126,9 +131,9 @@ func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 			return Task{}, fmt.Errorf("create task: no free id after %d attempts", attempt+1)
 		}
 	}
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
-		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures)); err != nil {
+		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures), t.PromptBy); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)
 	}
 	return t, nil
@@ -175,16 +180,17 @@ func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
 }
 
 // UpdateTask replaces the prompt, schedule (kind, value), context mode,
-// status, next run, failure count and PausedByFailures (kept only while
-// paused) of the task t.ID. To change one field atomically, read and write
+// status, next run, failure count, PausedByFailures (kept only while
+// paused) and PromptBy of the task t.ID. To change one field atomically, read and write
 // inside DB.Tx. ErrNotFound if the task does not exist.
 func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
 	if err := t.check(); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
 	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ?,
-		failures = ?, paused_by_failures = ? WHERE id = ?`,
-		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), max(t.Failures, 0), boolInt(t.PausedByFailures && t.Status == TaskPaused), t.ID)
+		failures = ?, paused_by_failures = ?, prompt_by = ? WHERE id = ?`,
+		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), max(t.Failures, 0), boolInt(t.PausedByFailures && t.Status == TaskPaused),
+		t.PromptBy, t.ID)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}

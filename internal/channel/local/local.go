@@ -12,10 +12,12 @@
 // message wakes the long-poll waiters after its row is committed.
 //
 // A file sent with a message is delivered into the channel's own directory
-// (KeepFiles; data/local/<message id>/ in the daemon), hard-linked from the
-// outbox's copy, which the outbox removes once the message is sent: the
-// local chat's reader still finds the file, and the retention removes it
-// with the message's row.
+// (KeepFiles; data/local/<chat name>~<message id>/ in the daemon; an older
+// bridged wrote data/local/<message id>/), hard-linked from the outbox's
+// copy, which the outbox removes once the message is sent: the local chat's
+// reader still finds the file, and the retention removes it with the
+// message's row. What one chat keeps there is capped (KeepLimits): a file
+// past the cap is not delivered, and the message says so in its place.
 package local
 
 import (
@@ -23,10 +25,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,34 +79,59 @@ type Channel struct {
 	typing  map[string]bool
 
 	files string // where delivered files are kept; "" shows the outbox's copy
+	keep  KeepLimits
 }
+
+// KeepLimits caps the files one local chat keeps delivered: at most Files
+// files and Bytes bytes, a file's bytes being the larger of its size and
+// the disk blocks it takes (so neither a sparse nor a padded file hides
+// its weight). 0: no cap. The retention removes old ones.
+type KeepLimits struct {
+	Files int
+	Bytes int64
+}
+
+// ErrKeepCap is the error of a file not delivered because its chat keeps
+// as many files, or as many bytes, as its KeepLimits allow.
+var ErrKeepCap = errors.New("the chat's delivered files are at their cap")
 
 // KeepFiles has the channel deliver the files sent with messages into dir
 // (one subdirectory per message), a daemon-owned directory on the same
-// file system as the outbox's copies. Call it before the channel is used.
-func (c *Channel) KeepFiles(dir string) *Channel {
-	c.files = dir
+// file system as the outbox's copies, each chat keeping at most lim. Call
+// it before the channel is used.
+func (c *Channel) KeepFiles(dir string, lim KeepLimits) *Channel {
+	c.files, c.keep = dir, lim
 	return c
 }
 
+// keepSep separates a chat's name from a message id in the name of a
+// delivered file's directory: no chat name holds it.
+const keepSep = "~"
+
 // deliverFile links (or, across file systems, copies) the outbox's copy a
-// into the channel's directory under the message id, and returns a with its
-// new path. A file already there (a retried send) is kept.
-func (c *Channel) deliverFile(id string, a channel.Attachment) (channel.Attachment, error) {
+// into the channel's directory under chat's name and the message id, and
+// returns a with its new path. A file already there (a retried send) is
+// kept. A file that would take chat past its KeepLimits is not delivered:
+// the error wraps ErrKeepCap and says what the chat keeps.
+func (c *Channel) deliverFile(chat, id string, a channel.Attachment) (channel.Attachment, error) {
 	if c.files == "" {
 		return a, nil
 	}
 	if strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") || id == "" {
 		return a, fmt.Errorf("unsafe message id %q", id)
 	}
-	dir := filepath.Join(c.files, id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return a, err
-	}
+	name := strings.TrimPrefix(chat, Prefix)
+	dir := filepath.Join(c.files, name+keepSep+id)
 	dst := filepath.Join(dir, filepath.Base(a.Name))
 	if _, err := os.Lstat(dst); err == nil {
 		a.Path = dst
 		return a, nil
+	}
+	if err := c.checkKeep(name, a); err != nil {
+		return a, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return a, err
 	}
 	if err := os.Link(a.Path, dst); err != nil {
 		if err := copyFile(a.Path, dst); err != nil {
@@ -111,6 +140,71 @@ func (c *Channel) deliverFile(id string, a channel.Attachment) (channel.Attachme
 	}
 	a.Path = dst
 	return a, nil
+}
+
+// checkKeep refuses a, for the chat named name, when with it the chat would
+// keep more files or bytes than c.keep allows.
+func (c *Channel) checkKeep(name string, a channel.Attachment) error {
+	if c.keep.Files <= 0 && c.keep.Bytes <= 0 {
+		return nil
+	}
+	files, bytes, err := keptFiles(c.files, name+keepSep)
+	if err != nil {
+		return fmt.Errorf("count the chat's delivered files: %w", err)
+	}
+	size := a.Size
+	if fi, err := os.Stat(a.Path); err == nil {
+		size = diskBytes(fi)
+	}
+	switch {
+	case c.keep.Files > 0 && files+1 > c.keep.Files:
+		return fmt.Errorf("%w: it keeps %d files, the most a local chat keeps (BRIDGED_LOCAL_FILES=%d)", ErrKeepCap, files, c.keep.Files)
+	case c.keep.Bytes > 0 && bytes+size > c.keep.Bytes:
+		return fmt.Errorf("%w: with this one it would keep %s, over the %s a local chat keeps (BRIDGED_LOCAL_FILES_BYTES)",
+			ErrKeepCap, sizeText(bytes+size), sizeText(c.keep.Bytes))
+	}
+	return nil
+}
+
+// keptFiles counts the regular files, and their bytes (diskBytes), in the
+// directories of dir whose names start with prefix. A directory that is
+// gone meanwhile (the retention) counts nothing.
+func keptFiles(dir, prefix string) (files int, bytes int64, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		inner, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range inner {
+			fi, err := f.Info()
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			files++
+			bytes += diskBytes(fi)
+		}
+	}
+	return files, bytes, nil
+}
+
+// diskBytes is what a file weighs: the larger of its size and the bytes of
+// the disk blocks it takes.
+func diskBytes(fi fs.FileInfo) int64 {
+	n := fi.Size()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		n = max(n, int64(st.Blocks)*512)
+	}
+	return n
 }
 
 func copyFile(src, dst string) error {
@@ -208,11 +302,18 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 	}
 	text := m.Text
 	if m.Attachment != nil {
-		a, err := c.deliverFile(id, *m.Attachment)
-		if err != nil {
+		a, err := c.deliverFile(m.Chat, id, *m.Attachment)
+		switch {
+		case errors.Is(err, ErrKeepCap):
+			// The message is delivered, saying what became of its file.
+			c.log.Warn().Str("chat", m.Chat).Str("file", a.Name).Int64("bytes", a.Size).Msg("file not delivered: the chat's files are at their cap")
+			text = strings.TrimRight(text, "\n") + "\n" + fmt.Sprintf("[file not delivered: %s (%s, %s): %v]",
+				a.Name, sizeText(a.Size), a.Kind, err)
+		case err != nil:
 			return "", fmt.Errorf("send to %s: deliver %s: %w", m.Chat, m.Attachment.Name, err)
+		default:
+			text = strings.TrimRight(text, "\n") + "\n" + FileLine(a)
 		}
-		text = strings.TrimRight(text, "\n") + "\n" + FileLine(a)
 	}
 	stored, _, err := c.db.InsertMessage(ctx, store.Message{
 		Chat:       store.ChatID(m.Chat),

@@ -261,7 +261,7 @@ func TestSendWithFileKept(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	dir := t.TempDir()
-	c := New(db, "Andy", storeInbound(db), zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"))
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"), KeepLimits{})
 	src := filepath.Join(dir, "outbox", "7-3EB0AB", "chart.png")
 	if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestSendWithFileKept(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "outbox")); err != nil {
 		t.Fatal(err)
 	}
-	kept := filepath.Join(dir, "local", "3EB0AB", "chart.png")
+	kept := filepath.Join(dir, "local", "main~3EB0AB", "chart.png")
 	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -407,5 +407,54 @@ func TestPostAcceptsATakenOutMessage(t *testing.T) {
 	}
 	if len(got) != 2 || !got[0].FromMe || got[0].Sender != "you" || !got[1].FromMe || got[1].Sender != "kim" {
 		t.Fatalf("posted %+v; want two owner messages", got)
+	}
+}
+
+// What one chat keeps delivered is capped, in files and in bytes: a file
+// past either cap is not delivered, its message is, saying so and why; the
+// cap is the chat's own, so another chat still gets its files.
+func TestSendWithFileCapped(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	register(t, db, "local:main", "main")
+	register(t, db, "local:fam", "fam")
+	dir := t.TempDir()
+	c := New(db, "Andy", storeInbound(db), zerolog.Nop()).KeepFiles(filepath.Join(dir, "local"), KeepLimits{Files: 2, Bytes: 1 << 20})
+	send := func(chat, id string, size int) string {
+		t.Helper()
+		src := filepath.Join(dir, "outbox", id, "f.bin")
+		if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(src, make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a := &channel.Attachment{Path: src, Name: "f.bin", Kind: channel.KindDocument, Size: int64(size)}
+		if _, err := c.Send(ctx, channel.Outgoing{Chat: chat, Text: "file " + id, ID: id, Attachment: a}); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+		msgs, err := db.MessagesAfter(ctx, store.ChatID(chat), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs[len(msgs)-1].Text
+	}
+	for _, id := range []string{"A1", "A2"} {
+		if got := send("local:main", id, 10); !strings.Contains(got, "[file: f.bin") {
+			t.Fatalf("file %s: %q; want it delivered", id, got)
+		}
+	}
+	if got := send("local:main", "A3", 10); !strings.Contains(got, "file A3\n[file not delivered: f.bin") || !strings.Contains(got, "keeps 2 files") ||
+		!strings.Contains(got, "BRIDGED_LOCAL_FILES=2") {
+		t.Errorf("the third file: %q; want the message, saying the file was not delivered and why", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "local", "main~A3")); err == nil {
+		t.Error("the refused file was kept")
+	}
+	if got := send("local:fam", "B1", 600<<10); !strings.Contains(got, "[file: f.bin") {
+		t.Fatalf("another chat's file: %q; want it delivered", got)
+	}
+	if got := send("local:fam", "B2", 600<<10); !strings.Contains(got, "[file not delivered: f.bin") || !strings.Contains(got, "BRIDGED_LOCAL_FILES_BYTES") {
+		t.Errorf("a file past the bytes cap: %q; want it not delivered, saying why", got)
 	}
 }
