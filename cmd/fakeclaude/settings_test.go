@@ -170,3 +170,27 @@ func TestPlantedSettingsApplyOnlyFromLoadedSources(t *testing.T) {
 		}
 	}
 }
+
+// The SDK's hooks are callbacks of the initialize request, not settings
+// hooks: the managed allowManagedHooksOnly (and a layer's disableAllHooks)
+// leave them running, while a planted settings hook does not run.
+func TestSDKHooksSurviveManagedHooksOnly(t *testing.T) {
+	home, dir, managed := t.TempDir(), t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(managed, "managed-settings.json"), `{"allowManagedHooksOnly":true,"allowManagedPermissionRulesOnly":true}`)
+	writeFile(t, filepath.Join(home, ".claude", "settings.json"), `{"disableAllHooks":true,
+		"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"touch settings-hook"}]}]}}`)
+	p := startFake(t, dir, baseEnv(home, envManagedDir+"="+managed), "--setting-sources=user")
+	p.send(`{"request_id":"i1","type":"control_request","request":{"subtype":"initialize","hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_1"]}]}}}`)
+	p.sendUser("fake:bash echo hi")
+	req, _ := p.until("the hook callback", isType("control_request"))
+	if body := req["request"].(map[string]any); body["subtype"] != "hook_callback" || body["callback_id"] != "hook_1" {
+		t.Fatalf("got %v; want the SDK's PreToolUse callback", body)
+	}
+	p.answer(req, map[string]any{})
+	if res, _ := p.result(); res["result"] != "hi" {
+		t.Errorf("result %q; want hi", res["result"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "settings-hook")); err == nil {
+		t.Error("the settings hook ran under allowManagedHooksOnly")
+	}
+}
