@@ -53,6 +53,10 @@ func TestE2EPlantedConfigurationChangesNothingAfterDowngrade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The managed settings are bridged's, out of the agent's reach.
+	if got := e.bash("local:fam", "echo {} > /etc/claude-code/managed-settings.json && echo overwritten", wait); !strings.Contains(got, "tool error") {
+		t.Errorf("the full agent's write to the managed settings got %q; want it to fail (a read-only mount)", got)
+	}
 	w.waitGone(t, time.Minute)
 
 	// The owner's downgrade.
@@ -65,6 +69,9 @@ func TestE2EPlantedConfigurationChangesNothingAfterDowngrade(t *testing.T) {
 	}
 	if got := e.bash("local:fam", "echo planted=$PLANTED", wait); got != "planted=" {
 		t.Errorf("read-only group got %q; want no planted env", got)
+	}
+	if got := e.bash("local:fam", "cat /etc/claude-code/managed-settings.json", wait); !strings.Contains(got, `"allowManagedHooksOnly": true`) {
+		t.Errorf("the read-only group's managed settings: %q; want bridged's lock", got)
 	}
 	for _, p := range []string{filepath.Join(famDir, "written"), hooked, mcpRan} {
 		if exists(p) {

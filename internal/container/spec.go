@@ -56,7 +56,10 @@ type SpecBuilder struct {
 	Planted func(g store.Group, rep home.QuarantineReport)
 }
 
-// Build prepares g's directories (Prepare) and returns the spec of the
+// Build moves aside what the agent of a group that is not full left where
+// claude reads its configuration (quarantine), prepares g's directories
+// (Prepare), writes claude's managed settings for g's profile
+// (WriteManagedSettings, mounted read-only) and returns the spec of the
 // container name for g with input on its stdin. Refused extra mounts are
 // logged to log and left out. release stops the container's proxy socket:
 // call it once the container is gone (it is nil when err is not).
