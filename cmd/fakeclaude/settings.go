@@ -333,11 +333,15 @@ func skillAllowedTools(path string) ([]string, bool) {
 // runSessionStart runs the SessionStart command hooks of the loaded
 // settings, at start-up.
 func (f *fake) runSessionStart(ctx context.Context) {
+	source := "startup"
+	if f.opts.resume != "" {
+		source = "resume"
+	}
 	for _, g := range f.settings.hooks["SessionStart"] {
 		for _, h := range g.Hooks {
 			if _, _, err := f.runCommandHook(ctx, h, map[string]any{
 				"session_id": f.sess.id, "transcript_path": f.sess.path, "cwd": f.cwd,
-				"hook_event_name": "SessionStart", "source": "startup",
+				"hook_event_name": "SessionStart", "source": source,
 			}); err != nil {
 				fmt.Fprintf(f.stderr, "SessionStart hook failed: %v\n", err)
 			}

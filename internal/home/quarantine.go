@@ -89,9 +89,7 @@ func (h *Home) Quarantine(folder string, ours []byte, now time.Time) (Quarantine
 			continue
 		}
 		if name == "plugins" {
-			if err := q.plugins(claude); err != nil {
-				return rep, err
-			}
+			q.plugins(claude)
 			continue
 		}
 		if _, err := claude.Lstat(name); err != nil {
@@ -142,34 +140,44 @@ type quarantine struct {
 
 // plugins moves the entries of .claude/plugins but the CLI's own; a plugins
 // that is not a directory moves whole.
-func (q *quarantine) plugins(claude *Tree) error {
+func (q *quarantine) plugins(claude *Tree) {
 	fi, err := claude.Lstat("plugins")
 	if err != nil {
-		return nil
+		return
 	}
 	if !fi.IsDir() {
 		q.move(claude.fd, claude.rel, "plugins", "claude/plugins")
-		return nil
+		return
 	}
 	fd, err := unix.Openat(claude.fd, "plugins", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		q.fail(path.Join(claude.rel, "plugins"), err)
-		return nil
+		return
 	}
 	f := os.NewFile(uintptr(fd), "plugins")
 	defer f.Close()
-	names, err := f.Readdirnames(1024)
-	if err != nil && !errors.Is(err, io.EOF) {
-		q.fail(path.Join(claude.rel, "plugins"), err)
-		return nil
+	var names []string
+	for {
+		batch, err := f.Readdirnames(1024)
+		names = append(names, batch...)
+		if len(names) > MaxQuarantineEntries {
+			q.rep.Partial = true
+			break
+		}
+		if errors.Is(err, io.EOF) || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			q.fail(path.Join(claude.rel, "plugins"), err)
+			return
+		}
 	}
-	slices.Sort(names)
+	// Moved once the directory is read (see walk).
 	for _, n := range names {
 		if n != pluginsOwn {
 			q.move(fd, path.Join(claude.rel, "plugins"), n, "claude/plugins/"+n)
 		}
 	}
-	return nil
 }
 
 // walk looks at the entries of the directory dirFd (rel: its path from the
