@@ -95,13 +95,12 @@ type commandHook struct {
 
 // skill is a skill the fake found, with its allowed tools.
 type skill struct {
-	name, path   string
+	name         string
 	allowedTools []string
 }
 
 // loaded is the merged result of every loaded layer.
 type loaded struct {
-	sources  []string // the file layers that loaded (user, project, local), with flag and policy when present
 	allow    []string // rules that run a tool without asking (--allowedTools included unless dropped)
 	deny     []string
 	hooks    map[string][]hookGroup
@@ -186,9 +185,6 @@ func loadSettings(opts options, cwd, configDir string, env []string, warn io.Wri
 	out.deny = append(out.deny, opts.disallowedTools...)
 	hooksOff := false
 	for _, l := range layers {
-		if !slices.Contains(out.sources, l.source) {
-			out.sources = append(out.sources, l.source)
-		}
 		for k, v := range l.s.Env {
 			out.env[k] = v
 		}
@@ -265,7 +261,7 @@ func findSkills(dir string, project bool) []skill {
 			}
 			p := filepath.Join(skillsDir, e.Name(), "SKILL.md")
 			if tools, ok := skillAllowedTools(p); ok {
-				out = append(out, skill{name: e.Name(), path: p, allowedTools: tools})
+				out = append(out, skill{name: e.Name(), allowedTools: tools})
 			}
 		}
 	}
