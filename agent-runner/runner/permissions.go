@@ -17,72 +17,34 @@ import (
 
 // Tool profiles, as ipc.RunInput.Tools names them (README "Permissions").
 const (
-	ProfileFull     = "full"
-	ProfileAsk      = "ask"
-	ProfileReadOnly = "read-only"
-	ProfileChat     = "chat"
+	ProfileFull     = ipc.ProfileFull
+	ProfileAsk      = ipc.ProfileAsk
+	ProfileReadOnly = ipc.ProfileReadOnly
+	ProfileChat     = ipc.ProfileChat
 )
 
 // bridgeTools are bridged's own MCP tools.
 var bridgeTools = "mcp__" + MCPServerName + "__*"
 
-// quietTools run without asking in the ask and read-only profiles: they
-// read, search, plan or run sub-agents (whose own tool calls go through the
-// same rules).
-var quietTools = []string{
-	"Read", "Glob", "Grep", "WebSearch", "Task", "TaskOutput", "TaskStop",
-	"TodoWrite", "ToolSearch", "Skill",
-}
-
-// writeTools change files; writeTools and WebFetch are never pre-allowed
-// outside the full profile.
-var writeTools = []string{"Write", "Edit", "NotebookEdit"}
-
-// builtinTools is every built-in tool bridged lets an agent have.
-func builtinTools() []string {
-	return []string{
-		"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch",
-		"Task", "TaskOutput", "TaskStop", "TeamCreate", "TeamDelete", "SendMessage",
-		"TodoWrite", "ToolSearch", "Skill", "NotebookEdit",
-	}
-}
-
-// profileConfig sets c's permission flags for profile. The CLI settles a
-// tool call in the order disallowed → allowed → mode → can_use_tool; every
-// profile but full turns can_use_tool on (--permission-prompt-tool stdio),
-// and the runner's permissions.decide answers it.
+// profileConfig sets c's permission flags for profile (ipc.ProfileRules,
+// which the daemon's managed settings repeat). The CLI settles a tool call
+// in the order disallowed → allowed → mode → can_use_tool; every profile
+// but full turns can_use_tool on (--permission-prompt-tool stdio), and the
+// runner's permissions.decide answers it.
 func profileConfig(c *claudecli.Config, profile string) {
-	switch profile {
-	case ProfileAsk:
-		c.AllowedTools = append(append([]string{}, quietTools...), "TeamCreate", "TeamDelete", "SendMessage", bridgeTools)
-		c.PermissionMode = claudecli.PermissionDefault
-		c.PermissionPromptTool = "stdio"
-	case ProfileReadOnly:
-		c.AllowedTools = append(append([]string{}, quietTools...), bridgeTools)
-		c.DisallowedTools = append(append([]string{}, writeTools...), "WebFetch", "TeamCreate", "TeamDelete", "SendMessage")
-		c.PermissionMode = claudecli.PermissionDefault
-		c.PermissionPromptTool = "stdio"
-	case ProfileChat:
-		c.AllowedTools = []string{bridgeTools}
-		c.DisallowedTools = builtinTools()
-		c.PermissionMode = claudecli.PermissionDefault
-		c.PermissionPromptTool = "stdio"
-	default:
-		c.AllowedTools = AllowedTools()
+	c.AllowedTools, c.DisallowedTools = ipc.ProfileRules(profile)
+	if normProfile(profile) == ProfileFull {
 		c.PermissionMode = claudecli.PermissionBypass
 		c.AllowDangerouslySkipPermissions = true
+		return
 	}
+	c.PermissionMode = claudecli.PermissionDefault
+	c.PermissionPromptTool = "stdio"
 }
 
 // normProfile maps an unknown or empty profile to full, the behaviour of
 // a host that does not name one.
-func normProfile(p string) string {
-	switch p {
-	case ProfileAsk, ProfileReadOnly, ProfileChat:
-		return p
-	}
-	return ProfileFull
-}
+func normProfile(p string) string { return ipc.NormProfile(p) }
 
 // Asker asks the host (the owner) about one tool call; it blocks until the
 // host answers or ctx ends.

@@ -43,14 +43,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// AllowedTools returns the tools claude may use without asking: the
-// built-in ones, the agent-team tools and every tool of the bridge server.
+// AllowedTools returns the tools claude may use without asking in the full
+// profile: the built-in ones, the agent-team tools and every tool of the
+// bridge server.
 func AllowedTools() []string {
-	return []string{
-		"Bash", "Read", "Write", "Edit", "Glob", "Grep", "WebSearch", "WebFetch",
-		"Task", "TaskOutput", "TaskStop", "TeamCreate", "TeamDelete", "SendMessage",
-		"TodoWrite", "ToolSearch", "Skill", "NotebookEdit", "mcp__" + MCPServerName + "__*",
-	}
+	allow, _ := ipc.ProfileRules(ProfileFull)
+	return allow
 }
 
 // MCPServerName is the name of the bridge server in --mcp-config; the agent
@@ -197,15 +195,24 @@ func newRun(cfg Config, api map[string]string) (*run, error) {
 	r.resumeAt = cfg.Input.ResumeAt
 	r.turns = newLedger(cfg.Input.ResumeAt)
 
+	var memory []string
 	if !cfg.Input.IsMain && cfg.GlobalDir != "" {
 		data, err := os.ReadFile(filepath.Join(cfg.GlobalDir, "CLAUDE.md"))
 		switch {
 		case err == nil:
-			r.append = string(data)
+			memory = append(memory, string(data))
 		case !errors.Is(err, os.ErrNotExist):
 			r.log.Warn().Err(err).Msg("global CLAUDE.md unreadable; not appended")
 		}
 	}
+	if normProfile(cfg.Input.Tools) != ProfileFull {
+		// Outside full the CLI loads no project memory (no setting
+		// sources): the group's own CLAUDE.md is appended instead.
+		if text := groupMemory(filepath.Join(cfg.WorkDir, "CLAUDE.md"), r.log); text != "" {
+			memory = append(memory, text)
+		}
+	}
+	r.append = strings.Join(memory, "\n\n")
 	if cfg.ExtraDir != "" {
 		entries, err := os.ReadDir(cfg.ExtraDir)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -282,13 +289,15 @@ func (r *run) args() ([]string, error) {
 		mcpEnv[mcpserver.EnvTimeout] = r.cfg.MCPTimeout.String()
 	}
 	c := claudecli.Config{
-		Model:          r.cfg.Input.Model,
-		Resume:         r.resume,
-		MCPServers:     map[string]claudecli.MCPServer{MCPServerName: {Command: r.cfg.Self, Args: []string{"mcp"}, Env: mcpEnv}},
-		SettingSources: []string{"project", "user"},
-		AddDirs:        r.addDirs,
+		Model:      r.cfg.Input.Model,
+		Resume:     r.resume,
+		MCPServers: map[string]claudecli.MCPServer{MCPServerName: {Command: r.cfg.Self, Args: []string{"mcp"}, Env: mcpEnv}},
+		AddDirs:    r.addDirs,
 	}
 	profileConfig(&c, r.perms.profile)
+	if err := settingsConfig(&c, r.perms.profile); err != nil {
+		return nil, err
+	}
 	if r.resume != "" {
 		c.ResumeSessionAt = r.resumeAt
 	}

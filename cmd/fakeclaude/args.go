@@ -23,7 +23,9 @@ type options struct {
 	allowedTools       []string
 	disallowedTools    []string
 	mcpServers         map[string]mcpServerConfig
-	settingSources     []string
+	settingSources     []string // nil: the flag was not given (every source loads)
+	strictMCP          bool     // --strict-mcp-config
+	settings           string   // --settings: a file or inline JSON
 	resume             string
 	resumeSessionAt    string
 	addDirs            []string
@@ -102,6 +104,8 @@ func flagTable() map[string]flagSpec {
 		"--system-prompt":                      str(func(o *options) *string { return &o.systemPrompt }),
 		"--permission-prompt-tool":             str(func(o *options) *string { return &o.permissionPrompt }),
 		"--resume-session-at":                  str(func(o *options) *string { return &o.resumeSessionAt }),
+		"--settings":                           str(func(o *options) *string { return &o.settings }),
+		"--strict-mcp-config":                  boolean(func(o *options) *bool { return &o.strictMCP }),
 		"--permission-mode": {kind: valueFlag, set: func(o *options, v string) error {
 			if !slices.Contains(permissionModes, v) {
 				return fmt.Errorf("error: option '--permission-mode <mode>' argument '%s' is invalid. Allowed choices are %s.", v, strings.Join(permissionModes, ", "))

@@ -84,6 +84,7 @@ type turn struct {
 
 type fake struct {
 	opts     options
+	settings loaded // the settings files' rules, hooks and env (settings.go)
 	env      []string
 	stderr   io.Writer
 	out      *writer
@@ -152,9 +153,29 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		configDir = filepath.Join(home, ".claude")
 	}
 
+	st, err := loadSettings(opts, cwd, configDir, env, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	env = withEnv(env, st.env)
+	if st.noBypass && opts.bypass() {
+		fmt.Fprintln(stderr, "bypassPermissions mode is disabled by the managed settings; running in default mode")
+		opts.skipPermissions, opts.allowSkip = false, false
+		if opts.permissionMode == "bypassPermissions" {
+			opts.permissionMode = "default"
+		}
+	}
+	if st.mcp != "" {
+		if err := opts.addMCPConfig(st.mcp); err != nil {
+			fmt.Fprintf(stderr, "%s skipped: %v\n", st.mcp, err)
+		}
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := &fake{
+		settings: st,
 		opts:     opts,
 		env:      env,
 		stderr:   stderr,
@@ -200,6 +221,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		f.stdinLog = lf
 	}
 
+	f.runSessionStart(ctx)
 	f.mcp = startMCP(ctx, opts.mcpServers, env, stderr)
 	defer func() {
 		cancel() // stops connection attempts still running
@@ -431,6 +453,10 @@ func (f *fake) handleControl(id, subtype string, raw json.RawMessage) {
 			Mode string `json:"mode"`
 		}
 		_ = json.Unmarshal(raw, &req)
+		if req.Mode == "bypassPermissions" && f.settings.noBypass {
+			f.respondError(id, "Cannot set permission mode to bypassPermissions because it is disabled by settings or configuration", "")
+			return
+		}
 		f.mu.Lock()
 		f.permMode = req.Mode
 		f.mu.Unlock()

@@ -79,7 +79,7 @@ func (f *fake) emitInit() {
 		"tools": tools, "mcp_servers": servers, "model": model, "permissionMode": mode,
 		"slash_commands": slashCommands, "apiKeySource": f.apiKeySource(),
 		"claude_code_version": cliVersion, "output_style": "default",
-		"agents": []string{"general-purpose", "Explore"}, "skills": []string{}, "plugins": []any{},
+		"agents": []string{"general-purpose", "Explore"}, "skills": f.skillNames(), "plugins": []any{},
 		"uuid": uuid.NewString(), "original_cwd": f.cwd, "additional_directories": dirs,
 		"memory_paths":          map[string]any{"auto": filepath.Join(filepath.Dir(f.sess.path), "memory") + "/"},
 		"messaging_socket_path": fmt.Sprintf("/tmp/cc-socks/%d.sock", f.pid),
@@ -154,4 +154,13 @@ func (f *fake) compactTurn(t *turn, m userMsg, start time.Time) {
 		"session_id": f.sess.id, "parent_tool_use_id": nil, "uuid": uuid.NewString(), "timestamp": timestamp(), "isReplay": true})
 	empty := ""
 	f.result(resultFields{subtype: "success", text: &empty, start: start, calls: 0, localCommand: "compact"})
+}
+
+// skillNames are the names of the skills the loaded settings found.
+func (f *fake) skillNames() []string {
+	names := []string{}
+	for _, s := range f.settings.skills {
+		names = append(names, s.name)
+	}
+	return names
 }

@@ -43,7 +43,12 @@
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.
 //
-// Environment: FAKECLAUDE_STDIN_LOG=<path> appends "<unix nanos> <type> <first
+// Settings files, hooks, env blocks, skills and .mcp.json are loaded and
+// applied as the CLI does, from the sources --setting-sources names, the
+// --settings flag and the managed settings (settings.go).
+//
+// Environment: FAKECLAUDE_MANAGED_DIR=<dir> reads the managed settings from
+// dir instead of /etc/claude-code (unit tests); FAKECLAUDE_STDIN_LOG=<path> appends "<unix nanos> <type> <first
 // 1000 bytes of text>" for every stdin line as it is read (latency benchmarks);
 // FAKECLAUDE_NO_SHELL=1 uses the built-in interpreter even when /bin/sh exists.
 package main

@@ -27,14 +27,16 @@ type decision struct {
 	stop   bool           // the turn was interrupted while asking
 }
 
-// disallowed reports whether tool was removed with --disallowedTools.
+// disallowed reports whether tool was removed: by --disallowedTools or a
+// deny rule of the loaded settings naming the whole tool.
 func (f *fake) disallowed(tool string) bool {
-	return slices.ContainsFunc(f.opts.disallowedTools, func(r string) bool { return ruleMatches(r, tool) })
+	return slices.ContainsFunc(f.settings.deny, func(r string) bool { return ruleMatches(r, tool) })
 }
 
-// allowed reports whether --allowedTools lets tool run without asking.
+// allowed reports whether an allow rule (--allowedTools, the loaded
+// settings, a loaded skill's allowed-tools) lets tool run without asking.
 func (f *fake) allowed(tool string) bool {
-	return slices.ContainsFunc(f.opts.allowedTools, func(r string) bool { return ruleMatches(r, tool) })
+	return slices.ContainsFunc(f.settings.allow, func(r string) bool { return ruleMatches(r, tool) })
 }
 
 // ruleMatches matches a tool rule: a name, or a prefix ending in "*"
@@ -54,6 +56,13 @@ func (f *fake) permit(t *turn, id, tool string, input map[string]any, hookAllow,
 	f.mu.Lock()
 	mode := f.permMode
 	f.mu.Unlock()
+	if !hookAllow {
+		allow, deny := f.preToolUse(t.ctx, id, tool, input)
+		if deny != "" {
+			return decision{refuse: deny, source: "hook"}
+		}
+		hookAllow = allow
+	}
 	switch {
 	case hookAllow:
 		return decision{input: input, source: "hook"}

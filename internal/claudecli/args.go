@@ -38,11 +38,17 @@ type Config struct {
 	MCPServers      map[string]MCPServer
 	// SettingSources: nil leaves the flag out; an empty non-nil slice gives
 	// "--setting-sources=" (load no filesystem settings).
-	SettingSources                  []string
+	SettingSources []string
+	// StrictMCPConfig: only the servers of --mcp-config, none from .mcp.json
+	// or any settings file.
+	StrictMCPConfig                 bool
 	PermissionMode                  string
 	AllowDangerouslySkipPermissions bool
 	AddDirs                         []string
 	ResumeSessionAt                 string
+	// Settings is passed with --settings: a settings file or inline JSON
+	// (the CLI's flag settings, loaded whatever SettingSources says).
+	Settings string
 }
 
 // Args returns the argv after the executable: the three stream-json flags,
@@ -73,6 +79,9 @@ func (c Config) Args() ([]string, error) {
 	if c.SettingSources != nil {
 		args = append(args, "--setting-sources="+strings.Join(c.SettingSources, ","))
 	}
+	if c.StrictMCPConfig {
+		args = append(args, "--strict-mcp-config")
+	}
 	add("--permission-mode", c.PermissionMode)
 	if c.AllowDangerouslySkipPermissions {
 		args = append(args, "--allow-dangerously-skip-permissions")
@@ -84,5 +93,6 @@ func (c Config) Args() ([]string, error) {
 		return nil, fmt.Errorf("resume-session-at needs resume")
 	}
 	add("--resume-session-at", c.ResumeSessionAt)
+	add("--settings", c.Settings)
 	return args, nil
 }

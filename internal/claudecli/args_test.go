@@ -90,6 +90,16 @@ func TestArgsOrder(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("argv\n got %q\nwant %q", got, want)
 	}
+	// A profile that loads no settings file: empty sources, only the
+	// --mcp-config servers, the flag settings last.
+	got, err = Config{SettingSources: []string{}, StrictMCPConfig: true, PermissionMode: PermissionDefault, Settings: `{"env":{}}`}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want[:5:5], "--setting-sources=", "--strict-mcp-config", "--permission-mode=default", `--settings={"env":{}}`)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("argv\n got %q\nwant %q", got, want)
+	}
 	if _, err := (Config{ResumeSessionAt: "uuid"}).Args(); err == nil {
 		t.Error("resume-session-at without resume accepted; the CLI rejects it")
 	}

@@ -12,11 +12,15 @@
 // # Specs
 //
 // SpecBuilder turns a group and its run input into a container's Spec:
-// before each run it prepares the group (its directories, settings.json,
-// and the CLAUDE.md templates, main's for the main group and the global
-// one, installed where missing), then sets the image, the labels, the
-// container user, the mounts (the group's, plus the extra mounts the
-// allowlist grants; refused ones are logged and left out), the limits, TZ
+// before each run of a group that is not full it moves aside what the agent
+// left where claude reads its configuration (home.Home.Quarantine) and
+// tells SpecBuilder.Planted; it prepares the group (its directories,
+// settings.json, and the CLAUDE.md templates, main's for the main group and
+// the global one, installed where missing) and writes claude's managed
+// settings for the group's profile (WriteManagedSettings), then sets the
+// image, the labels, the container user, the mounts (the group's, the
+// managed settings read-only, plus the extra mounts the allowlist grants;
+// refused ones are logged and left out), the limits, TZ
 // from the daemon's time zone, the network mode, the credentials as
 // forbidden values, and, with a credential proxy, the container's own proxy
 // socket mounted read-only with the variables that point claude at it.

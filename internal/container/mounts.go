@@ -1,8 +1,10 @@
 package container
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -122,8 +124,11 @@ func PrepareGroupDirs(h *home.Home, folder string, isMain bool, uid, gid int) er
 	return nil
 }
 
-// settingsJSON is the settings.json a group starts with (nanoclaw's): agent
-// teams on, CLAUDE.md files from --add-dir directories read, auto memory on.
+// settingsJSON is the settings.json a group starts with (nanoclaw's): its
+// env block is ipc.SettingsEnv (agent teams on, CLAUDE.md files from
+// --add-dir directories read, auto memory on), which the profiles other
+// than full pass with --settings instead. Kept byte for byte: Quarantine
+// recognises the file bridged wrote by its content.
 const settingsJSON = `{
   "env": {
     "CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS": "1",
@@ -132,6 +137,92 @@ const settingsJSON = `{
   }
 }
 `
+
+// ManagedSettingsName is the managed settings file in the group's policy
+// directory.
+const ManagedSettingsName = "managed-settings.json"
+
+// ManagedSettingsFile is the group's managed settings file on the host,
+// mounted read-only at ipc.ContainerManagedSettings (PolicyMount).
+func ManagedSettingsFile(l home.Layout, folder string) string {
+	return filepath.Join(l.PolicyDir(folder), ManagedSettingsName)
+}
+
+// ManagedSettings is claude's managed (policy) settings for profile, the
+// highest layer of its settings, which nothing the agent writes overrides.
+// Full gets none ({}: the full agent may do anything anyway). Every other
+// profile: only these permission rules apply (those of settings files and
+// of --allowedTools are dropped, so the profile's own rules are repeated
+// here), only these hooks run (none: the runner's hooks are SDK callbacks,
+// which the CLI keeps), and bypass mode is off.
+func ManagedSettings(profile string) ([]byte, error) {
+	profile = ipc.NormProfile(profile)
+	if profile == ipc.ProfileFull {
+		return []byte("{}\n"), nil
+	}
+	allow, deny := ipc.ProfileRules(profile)
+	type permissions struct {
+		Allow []string `json:"allow"`
+		Deny  []string `json:"deny"`
+	}
+	b, err := json.MarshalIndent(struct {
+		AllowManagedPermissionRulesOnly bool        `json:"allowManagedPermissionRulesOnly"`
+		AllowManagedHooksOnly           bool        `json:"allowManagedHooksOnly"`
+		DisableBypassPermissionsMode    string      `json:"disableBypassPermissionsMode"`
+		Permissions                     permissions `json:"permissions"`
+	}{true, true, "disable", permissions{Allow: allow, Deny: append([]string{}, deny...)}}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode managed settings: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// PolicyMount is the mount of folder's managed settings: read-only, where
+// claude reads them. SpecBuilder.Build writes the file first.
+func PolicyMount(l home.Layout, folder string) Mount {
+	return Mount{Source: ManagedSettingsFile(l, folder), Target: ipc.ContainerManagedSettings, ReadOnly: true}
+}
+
+// WriteManagedSettings writes the managed settings of profile for folder's
+// next container into its policy directory (data/policy/<folder>, which no
+// container can write; made by path), complete or not at all, and returns
+// the file's path. A running container keeps the file it was started with.
+func WriteManagedSettings(l home.Layout, folder, profile string) (string, error) {
+	if err := home.CheckFolder(folder); err != nil {
+		return "", err
+	}
+	data, err := ManagedSettings(profile)
+	if err != nil {
+		return "", err
+	}
+	dir := l.PolicyDir(folder)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+	}
+	f, err := os.CreateTemp(dir, "."+ManagedSettingsName+".*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, ManagedSettingsFile(l, folder))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+	}
+	return ManagedSettingsFile(l, folder), nil
+}
 
 // EnsureSettings creates the group's .claude/settings.json through h if
 // nothing is there yet, not even a dangling symlink: an existing entry is

@@ -50,18 +50,35 @@ type SpecBuilder struct {
 	// UID and GID are the user containers run as (and own the group's
 	// directories when the daemon runs as root).
 	UID, GID int
+	// Planted, when set, is told what was moved aside from a group that
+	// is not full (home.Home.Quarantine) before its container starts: the
+	// owner is to hear of it. It must not block for long.
+	Planted func(g store.Group, rep home.QuarantineReport)
 }
 
-// Build prepares g's directories (Prepare) and returns the spec of the
+// Build moves aside what the agent of a group that is not full left where
+// claude reads its configuration (quarantine), prepares g's directories
+// (Prepare), writes claude's managed settings for g's profile
+// (WriteManagedSettings, mounted read-only) and returns the spec of the
 // container name for g with input on its stdin. Refused extra mounts are
 // logged to log and left out. release stops the container's proxy socket:
 // call it once the container is gone (it is nil when err is not).
 func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input ipc.RunInput) (spec Spec, release func(), err error) {
 	folder := string(g.Folder)
+	if err := home.CheckFolder(folder); err != nil {
+		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
+	}
+	profile := ipc.NormProfile(string(g.Tools))
+	if profile != ipc.ProfileFull {
+		b.quarantine(log, g)
+	}
 	if err := b.Prepare(g); err != nil {
 		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
 	}
 	layout := b.Home.Layout()
+	if _, err := WriteManagedSettings(layout, folder, profile); err != nil {
+		return Spec{}, nil, err
+	}
 	spec = Spec{
 		Name:      name,
 		Image:     b.Image,
@@ -69,7 +86,7 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 		Instance:  b.Instance,
 		Home:      HomeLabel(layout.Dir),
 		User:      UserSpec(b.UID, b.GID),
-		Mounts:    Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)),
+		Mounts:    append(Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)), PolicyMount(layout, folder)),
 		Limits:    b.Limits,
 		Network:   b.Network,
 		Forbidden: slices.Collect(maps.Values(b.Secrets)),
@@ -117,6 +134,25 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 		return err
 	}
 	return PrepareGroupDirs(b.Home, folder, g.IsMain, b.UID, b.GID)
+}
+
+// quarantine moves aside what g's agent left where claude reads its
+// configuration (home.Home.Quarantine), before bridged's own settings.json
+// is written again, and tells Planted. Its claude reads none of it anyway
+// (the runner gives a group that is not full no setting sources): a
+// failure is logged and the container starts.
+func (b SpecBuilder) quarantine(log zerolog.Logger, g store.Group) {
+	rep, err := b.Home.Quarantine(string(g.Folder), []byte(settingsJSON), time.Now())
+	if err != nil {
+		log.Error().Err(err).Msg("agent-written configuration of claude not looked for")
+	}
+	if rep.Partial {
+		log.Warn().Int("max_entries", home.MaxQuarantineEntries).Int("max_depth", home.MaxQuarantineDepth).
+			Msg("the group's folder was not walked whole for agent-written configuration of claude")
+	}
+	if (len(rep.Moved) > 0 || len(rep.Failed) > 0) && b.Planted != nil {
+		b.Planted(g, rep)
+	}
 }
 
 // installTemplate installs the named template as CLAUDE.md in the tree

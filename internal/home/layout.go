@@ -109,6 +109,18 @@ func (l Layout) UploadsDir() string { return filepath.Join(l.DataDir(), "uploads
 // Daemon-owned: never mounted into any container.
 func (l Layout) LocalFilesDir() string { return filepath.Join(l.DataDir(), "local") }
 
+// PolicyDir is data/policy/<folder>, the managed settings claude reads in
+// the group's container (mounted read-only). Daemon-owned: no container
+// can write it.
+func (l Layout) PolicyDir(folder string) string { return filepath.Join(l.DataDir(), "policy", folder) }
+
+// QuarantineDir is data/quarantine/<folder>, where what the group's agent
+// left where claude reads its configuration is moved when the group is not
+// full (Home.Quarantine). Daemon-owned: never mounted into any container.
+func (l Layout) QuarantineDir(folder string) string {
+	return filepath.Join(l.DataDir(), "quarantine", folder)
+}
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }
@@ -133,7 +145,7 @@ func CheckFolder(folder string) error {
 
 // Prepare makes the owner-controlled levels of the home: the home itself,
 // store/ and data/ (owner only), data/ipc, data/sessions, data/logs,
-// data/outbox, data/uploads and groups/. They are made by path: no agent can reach them.
+// data/outbox, data/uploads, data/policy, data/quarantine and groups/. They are made by path: no agent can reach them.
 func (l Layout) Prepare() error {
 	for _, d := range []struct {
 		path string
@@ -147,6 +159,8 @@ func (l Layout) Prepare() error {
 		{filepath.Join(l.DataDir(), "logs"), 0o700},
 		{l.SpoolDir(), 0o700},
 		{l.UploadsDir(), 0o700},
+		{filepath.Join(l.DataDir(), "policy"), 0o700},
+		{filepath.Join(l.DataDir(), "quarantine"), 0o700},
 		{l.GroupsDir(), 0o755},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {

@@ -337,6 +337,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 			Network:       cfg.Network,
 			UID:           cfg.ContainerUID,
 			GID:           cfg.ContainerGID,
+			Planted:       r.planted,
 		},
 	})
 	return r, nil
