@@ -172,15 +172,16 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var open []Approval
+	tctx := wctx // the turn's wait
 	if watch && !held {
 		var err error
-		if wctx, open, err = s.watchApprovals(wctx, chat, seen); err != nil {
+		if tctx, open, err = s.watchApprovals(wctx, chat, seen); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 	}
 	if !held {
-		if e, ok := s.opts.Turns.Wait(wctx, chat, after, since); ok {
+		if e, ok := s.opts.Turns.Wait(tctx, chat, after, since); ok {
 			t = Turn{State: TurnState(e.Result), Seq: e.Seq, Upto: e.Upto, Error: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts}
 			if err := s.delivered(wctx, chat, after); err != nil && ctx.Err() == nil && wctx.Err() == nil {
 				s.fail(w, r, err)
