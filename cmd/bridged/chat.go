@@ -458,7 +458,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	defer think.clear()
 	ends := make(chan turnResult)
 	posted := make(map[int64]bool)
-	asked := make(map[string]bool) // approvals shown as waiting, not answered here
+	asked := make(map[string]bool)  // approvals shown as waiting, not answered here
 	running := make(map[int64]bool) // posted messages whose turn has not ended
 	var lastPost, shown, need int64 // need: the last reply of the last turn, once it ended
 	lastEnded := false

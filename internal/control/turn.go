@@ -77,9 +77,9 @@ type Turn struct {
 	Attempts int       `json:"attempts,omitempty"` // of this many
 	// Reason says why a held turn does not start (not_triggered,
 	// budget_paused, queued), e.g. "not triggered (needs @Andy)".
-	Reason  string        `json:"reason,omitempty"`
-	Until   *time.Time    `json:"until,omitempty"`  // budget_paused: the pause's end
-	Behind  int           `json:"behind,omitempty"` // queued: groups ahead
+	Reason string     `json:"reason,omitempty"`
+	Until  *time.Time `json:"until,omitempty"`  // budget_paused: the pause's end
+	Behind int        `json:"behind,omitempty"` // queued: groups ahead
 	// Approvals are the open approval requests of the chat's group, which
 	// its turn waits for; only told when the request asks (approvals=).
 	Approvals []Approval    `json:"approvals,omitempty"`
