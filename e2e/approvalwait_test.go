@@ -163,7 +163,7 @@ func TestE2EChatOnceWaitsForApproval(t *testing.T) {
 	// The message's story tells the wait: which approval, who answered,
 	// after how long.
 	why := e.mustCLI("why", "last", "--chat", "fam")
-	if !regexp.MustCompile(`approval allowed .*approval ` + req + ` \(Bash: touch waited && echo done after the wait\) allowed by the owner \(command line\) after [1-9][0-9]s waiting`).MatchString(why) {
+	if !regexp.MustCompile(`approval allowed .*approval ` + req + ` \(Bash: touch waited && echo done after the wait\) allowed by the owner \(command line\) after [1-9][0-9.]*s waiting`).MatchString(why) {
 		t.Errorf("why:\n%s\nwant the approval %s told, answered from the command line after its wait", why, req)
 	}
 	d.stop(t)
