@@ -189,7 +189,9 @@ func lines(r io.Reader) (<-chan string, <-chan string) {
 // The interactive `bridged chat` answers approvals and stays open: `yes ID`
 // for its own turn's approval, which it shows when it opens, and `no ID` in
 // the main chat for another group's, which bridged takes as an answer and
-// runs no turn for. Then it still talks to the agent.
+// runs no turn for. Then it still talks to the agent; and when its input
+// ends while the last turn waits for the owner, it waits past its --timeout
+// for the answer and prints the reply.
 func TestE2EChatInteractiveAnswersApprovals(t *testing.T) {
 	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "5m")
@@ -199,7 +201,8 @@ func TestE2EChatInteractiveAnswersApprovals(t *testing.T) {
 	const wait = 90 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "main", "--home", e.home)
+	const chatTimeout = 10 * time.Second
+	cmd := exec.CommandContext(ctx, bridgedBin, "chat", "main", "--timeout", chatTimeout.String(), "--home", e.home)
 	cmd.Env = e.environ()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -262,9 +265,29 @@ func TestE2EChatInteractiveAnswersApprovals(t *testing.T) {
 	}
 	say("fake:reply still here")
 	expect(out, "still here")
+
+	// The input ends while the last turn waits for the owner: the chat
+	// waits past its --timeout for the answer and the reply.
+	last := lastID(e, "local:main")
+	say("fake:bash touch last && echo last-$((40+2))")
+	req3, _ := e.waitApproval(last, wait)
+	expect(errs, "waiting for approval "+req3)
 	if err := stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
+	for hold := time.After(chatTimeout + 5*time.Second); hold != nil; {
+		select {
+		case l, ok := <-out:
+			if !ok {
+				t.Fatalf("the chat ended while its last turn waited for the owner: %v", cmd.Wait())
+			}
+			t.Logf("chat: %s", l)
+		case <-hold:
+			hold = nil
+		}
+	}
+	e.mustCLI("approve", req3)
+	expect(out, "last-42")
 	for range out {
 	}
 	for range errs {

@@ -311,8 +311,8 @@ type turnResult struct {
 
 // watchTurn reports every end of the turn that took message id on ends
 // (failed attempts too) until one is final, an error happens, or ctx ends.
-// An approval the turn starts waiting for is reported too, once, in state
-// TurnAwaitingApproval with only the new approvals.
+// Each change of the approvals the turn waits for is reported too, in state
+// TurnAwaitingApproval with the approvals open now (none: the wait ended).
 func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult) {
 	var since uint64
 	queued := false
@@ -323,20 +323,15 @@ func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult
 			return
 		}
 		if err == nil && (t.State == control.TurnRunning || t.State == control.TurnAwaitingApproval) {
-			var fresh []control.Approval
+			ids := make([]string, 0, len(t.Approvals))
 			for _, ap := range t.Approvals {
-				if !slices.Contains(seen, ap.ID) {
-					fresh = append(fresh, ap)
-				}
+				ids = append(ids, ap.ID)
 			}
-			seen = seen[:0]
-			for _, ap := range t.Approvals {
-				seen = append(seen, ap.ID)
-			}
-			if len(fresh) == 0 {
+			if slices.Equal(ids, seen) {
 				continue
 			}
-			t.State, t.Approvals = control.TurnAwaitingApproval, fresh
+			seen = ids
+			t.State = control.TurnAwaitingApproval // none left: the wait ended
 		}
 		select {
 		case ends <- turnResult{id, t, err}:
@@ -459,10 +454,13 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	ends := make(chan turnResult)
 	posted := make(map[int64]bool)
 	asked := make(map[string]bool)  // approvals shown as waiting, not answered here
+	told := make(map[string]bool)   // approvals shown as waiting
 	running := make(map[int64]bool) // posted messages whose turn has not ended
 	var lastPost, shown, need int64 // need: the last reply of the last turn, once it ended
 	lastEnded := false
 	var quietC, deadlineC <-chan time.Time
+	var deadline *time.Timer        // after the end of input: the last turn's time
+	waiting := make(map[int64]bool) // posted messages whose turn waits for an approval
 	var quietT *time.Timer
 	eof := false
 	// finished reports whether, after the end of input, everything the last
@@ -500,9 +498,13 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 					// while a turn runs: its replies stay in the chat.
 					return nil
 				}
-				deadline := time.NewTimer(o.timeout)
+				deadline = time.NewTimer(o.timeout)
 				defer deadline.Stop()
 				deadlineC = deadline.C
+				if waiting[lastPost] {
+					deadline.Stop() // the owner's time does not count
+					deadlineC = nil
+				}
 				if finished() {
 					startQuiet()
 				}
@@ -601,10 +603,26 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			if e.turn.State == control.TurnAwaitingApproval {
 				think.clear()
 				for _, ap := range e.turn.Approvals {
-					asked[ap.ID] = true
-					fmt.Fprintf(a.stderr, "(waiting for approval %[1]s: type `yes %[1]s` or `no %[1]s`)\n", ap.ID)
+					if !told[ap.ID] {
+						told[ap.ID], asked[ap.ID] = true, true
+						fmt.Fprintf(a.stderr, "(waiting for approval %[1]s: type `yes %[1]s` or `no %[1]s`)\n", ap.ID)
+					}
 				}
 				think.show()
+				// While the last turn waits for the owner, the time
+				// after the end of input does not run; it starts over
+				// once the wait ends.
+				was := waiting[e.id]
+				waiting[e.id] = len(e.turn.Approvals) > 0
+				if e.id == lastPost && deadline != nil && was != waiting[e.id] {
+					if waiting[e.id] {
+						deadline.Stop()
+						deadlineC = nil
+					} else {
+						deadline.Reset(o.timeout)
+						deadlineC = deadline.C
+					}
+				}
 				continue
 			}
 			if e.turn.State == control.TurnQueued {
@@ -618,6 +636,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				fmt.Fprintf(a.stderr, "(no answer: %s; the message is kept)\n", e.turn.Reason)
 			}
 			delete(running, e.id)
+			delete(waiting, e.id)
 			if len(running) == 0 {
 				think.clear()
 			}
