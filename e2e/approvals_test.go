@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 var approvalRE = regexp.MustCompile(`Approval ([a-z0-9]{4}): group (\S+) wants to`)
@@ -223,12 +226,12 @@ func TestE2EApprovalOpenAtKill9(t *testing.T) {
 	d.stop(t)
 }
 
-// A container that ends while its approval waits (here the container
-// timeout stops it, silent while it waits) has the request denied then,
-// once, with a notice; the retried turn asks anew.
+// A container that ends while its approval waits (here it is killed: the
+// container timeout does not stop a turn waiting for the owner) has the
+// request denied then, once, with a notice; the retried turn asks anew.
 func TestE2EApprovalOpenWhenContainerEnds(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "5s", "--container-timeout", "40s")
+	e := newEnv(t, "--idle-timeout", "5s", "--retry-base", "100ms")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
 	d := e.start()
@@ -236,7 +239,16 @@ func TestE2EApprovalOpenWhenContainerEnds(t *testing.T) {
 	mainFrom := lastID(e, "local:main")
 	id := e.post("local:fam", "fake:bash touch gone && echo ran")
 	req, reqMsg := e.waitApproval(mainFrom, wait)
-	req2, _ := e.waitApproval(reqMsg, wait) // the container was stopped; the retried turn asks again
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live := e.containers(ctx)
+	if len(live) != 1 {
+		t.Fatalf("containers: %+v; want the one whose turn waits", live)
+	}
+	if _, err := docker.ContainerKill(ctx, live[0].ID, client.ContainerKillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req2, _ := e.waitApproval(reqMsg, wait) // the container was killed; the retried turn asks again
 	if req2 == req {
 		t.Fatal("the retried turn reused the settled request")
 	}

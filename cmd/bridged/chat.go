@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -201,16 +202,30 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 	}
 	var since uint64
 	queued := false
+	// While the turn waits for the owner's approval, the timeout stands
+	// still: the wait is the owner's, not the agent's.
+	var seen []string
+	var waitingSince time.Time
 	for {
 		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		if !waitingSince.IsZero() {
+			remaining = pollWait
+		} else if remaining <= 0 {
 			return fmt.Errorf("no reply from %s within %s", o.name, o.timeout)
 		}
-		t, err := o.client.TurnSeen(ctx, o.chat, id, since, min(pollWait, remaining), queued)
+		t, err := o.client.TurnWatch(ctx, o.chat, id, since, min(pollWait, remaining), queued, seen)
 		if err != nil {
 			return err
 		}
 		show(t.Replies)
+		seen = a.approvalWaits(seen, t.Approvals, "bridged chat: waiting for approval %[1]s: `bridged approve %[1]s` (or `bridged deny %[1]s`)\n")
+		switch {
+		case len(seen) > 0 && waitingSince.IsZero():
+			waitingSince = time.Now()
+		case len(seen) == 0 && !waitingSince.IsZero():
+			deadline = deadline.Add(time.Since(waitingSince))
+			waitingSince = time.Time{}
+		}
 		switch t.State {
 		case control.TurnNotTriggered:
 			return fmt.Errorf("%w: %s: %s; the message is kept as context for the next one that has it", errNotTriggered, o.name, t.Reason)
@@ -251,6 +266,20 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 	}
 }
 
+// approvalWaits tells, with format (its one argument is the request's
+// id), each approval in open that is not in seen, and returns the ids of
+// open: those the caller was told of.
+func (a *app) approvalWaits(seen []string, open []control.Approval, format string) []string {
+	ids := make([]string, 0, len(open))
+	for _, ap := range open {
+		if !slices.Contains(seen, ap.ID) {
+			fmt.Fprintf(a.stderr, format, ap.ID)
+		}
+		ids = append(ids, ap.ID)
+	}
+	return ids
+}
+
 // errTurnFailed is the error of a turn bridged gave up on.
 var errTurnFailed = errors.New("the agent's turn failed")
 
@@ -283,16 +312,27 @@ type turnResult struct {
 
 // watchTurn reports every end of the turn that took message id on ends
 // (failed attempts too) until one is final, an error happens, or ctx ends.
+// Each change of the approvals the turn waits for is reported too, in state
+// TurnAwaitingApproval with the approvals open now (none: the wait ended).
 func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult) {
 	var since uint64
 	queued := false
+	var seen []string
 	for {
-		t, err := o.client.TurnSeen(ctx, o.chat, id, since, pollWait, queued)
+		t, err := o.client.TurnWatch(ctx, o.chat, id, since, pollWait, queued, seen)
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil && t.State == control.TurnRunning {
-			continue
+		if err == nil && (t.State == control.TurnRunning || t.State == control.TurnAwaitingApproval) {
+			ids := make([]string, 0, len(t.Approvals))
+			for _, ap := range t.Approvals {
+				ids = append(ids, ap.ID)
+			}
+			if slices.Equal(ids, seen) {
+				continue
+			}
+			seen = ids
+			t.State = control.TurnAwaitingApproval // none left: the wait ended
 		}
 		select {
 		case ends <- turnResult{id, t, err}:
@@ -301,6 +341,9 @@ func watchTurn(ctx context.Context, o chatOpts, id int64, ends chan<- turnResult
 		}
 		if err != nil || t.Ended() || t.WillNotStart() {
 			return
+		}
+		if t.State == control.TurnAwaitingApproval {
+			continue
 		}
 		if t.State == control.TurnQueued {
 			queued = true
@@ -411,10 +454,14 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 	defer think.clear()
 	ends := make(chan turnResult)
 	posted := make(map[int64]bool)
+	asked := make(map[string]bool)  // approvals shown as waiting, not answered here
+	told := make(map[string]bool)   // approvals shown as waiting
 	running := make(map[int64]bool) // posted messages whose turn has not ended
 	var lastPost, shown, need int64 // need: the last reply of the last turn, once it ended
 	lastEnded := false
 	var quietC, deadlineC <-chan time.Time
+	var deadline *time.Timer        // after the end of input: the last turn's time
+	waiting := make(map[int64]bool) // posted messages whose turn waits for an approval
 	var quietT *time.Timer
 	eof := false
 	// finished reports whether, after the end of input, everything the last
@@ -452,9 +499,13 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 					// while a turn runs: its replies stay in the chat.
 					return nil
 				}
-				deadline := time.NewTimer(o.timeout)
+				deadline = time.NewTimer(o.timeout)
 				defer deadline.Stop()
 				deadlineC = deadline.C
+				if waiting[lastPost] {
+					deadline.Stop() // the owner's time does not count
+					deadlineC = nil
+				}
 				if finished() {
 					startQuiet()
 				}
@@ -477,9 +528,35 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 					continue
 				}
 			}
+			if ap, allow, ok := approvalAnswer(line, asked); ok {
+				// An answer to an approval this chat showed: decided here,
+				// whichever chat it is (in the main chat bridged would take
+				// it as one too).
+				think.clear()
+				if _, err := o.client.DecideApproval(ctx, ap, allow, false); err != nil {
+					fmt.Fprintf(a.stderr, "bridged chat: %v\n", err)
+				} else {
+					fmt.Fprintf(a.stderr, "(approval %s answered)\n", ap)
+				}
+				delete(asked, ap)
+				if len(running) > 0 {
+					think.show()
+				}
+				continue
+			}
 			id, err := o.post(ctx, text, files...)
 			if err != nil {
 				return err
+			}
+			if id == 0 {
+				// The main chat took it as the answer to an approval
+				// request: no turn runs for it.
+				think.clear()
+				fmt.Fprintln(a.stderr, "(taken as an answer to an approval request)")
+				if len(running) > 0 {
+					think.show()
+				}
+				continue
 			}
 			posted[id] = true
 			running[id] = true
@@ -524,6 +601,31 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				think.show()
 				continue
 			}
+			if e.turn.State == control.TurnAwaitingApproval {
+				think.clear()
+				for _, ap := range e.turn.Approvals {
+					if !told[ap.ID] {
+						told[ap.ID], asked[ap.ID] = true, true
+						fmt.Fprintf(a.stderr, "(waiting for approval %[1]s: type `yes %[1]s` or `no %[1]s`)\n", ap.ID)
+					}
+				}
+				think.show()
+				// While the last turn waits for the owner, the time
+				// after the end of input does not run; it starts over
+				// once the wait ends.
+				was := waiting[e.id]
+				waiting[e.id] = len(e.turn.Approvals) > 0
+				if e.id == lastPost && deadline != nil && was != waiting[e.id] {
+					if waiting[e.id] {
+						deadline.Stop()
+						deadlineC = nil
+					} else {
+						deadline.Reset(o.timeout)
+						deadlineC = deadline.C
+					}
+				}
+				continue
+			}
 			if e.turn.State == control.TurnQueued {
 				think.clear()
 				fmt.Fprintf(a.stderr, "(%s)\n", termsafe.Text(e.turn.Reason))
@@ -535,6 +637,7 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				fmt.Fprintf(a.stderr, "(no answer: %s; the message is kept)\n", termsafe.Text(e.turn.Reason))
 			}
 			delete(running, e.id)
+			delete(waiting, e.id)
 			if len(running) == 0 {
 				think.clear()
 			}
@@ -556,6 +659,22 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 			return fmt.Errorf("no reply from %s within %s", o.name, o.timeout)
 		}
 	}
+}
+
+// approvalAnswer reads line as `yes ID` or `no ID` about an approval in
+// asked.
+func approvalAnswer(line string, asked map[string]bool) (id string, allow, ok bool) {
+	words := strings.Fields(strings.ToLower(line))
+	if len(words) != 2 || !asked[words[1]] {
+		return "", false, false
+	}
+	switch words[0] {
+	case "yes", "y":
+		return words[1], true, true
+	case "no", "n":
+		return words[1], false, true
+	}
+	return "", false, false
 }
 
 // latestID returns the id of the chat's newest message.

@@ -58,6 +58,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan store.Approval // open requests a runner waits for
+	changed chan struct{}                  // closed (and replaced) when a request opens or is settled
 }
 
 // New returns the approvals of db, posting requests and notices through
@@ -67,7 +68,24 @@ func New(db *store.DB, poster Poster, timeout time.Duration, log zerolog.Logger)
 		timeout = DefaultTimeout
 	}
 	return &Service{db: db, poster: poster, timeout: timeout, log: log.With().Str("component", "approvals").Logger(),
-		waiters: map[string]chan store.Approval{}}
+		waiters: map[string]chan store.Approval{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel that is closed when a request next opens or is
+// settled: a caller that takes it before reading the requests misses no
+// change. It never blocks.
+func (s *Service) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// changedNow wakes the callers of Changed.
+func (s *Service) changedNow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // Timeout is how long a request waits for the owner.
@@ -117,6 +135,7 @@ func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.As
 	s.mu.Lock()
 	s.waiters[a.ID] = ch
 	s.mu.Unlock()
+	s.changedNow()
 	defer func() {
 		s.mu.Lock()
 		delete(s.waiters, a.ID)
@@ -226,6 +245,7 @@ func (s *Service) settle(ctx context.Context, id string, allow, always bool, by 
 	}
 	s.log.Info().Str("approval", a.ID).Str("group", string(a.Folder)).Str("state", string(a.State)).
 		Str("by", by).Bool("always", a.Always).Msg("approval settled")
+	s.changedNow()
 	s.mu.Lock()
 	ch := s.waiters[a.ID]
 	s.mu.Unlock()

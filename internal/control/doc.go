@@ -20,7 +20,7 @@
 //	                                         or multipart/form-data: "message" and "file" parts
 //	GET    /v1/chats/{chat}/messages?after=ID&wait=30s
 //	                                         {"messages":[{"id","direction","sender","text","time"}]}
-//	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s
+//	GET    /v1/chats/{chat}/turn?after=ID&since=SEQ&wait=30s&approvals=IDS
 //	                                         Turn: {"state","seq","upto","error","attempt","attempts","replies":[…]}
 //	GET    /v1/approvals?open=1&limit=N      []Approval (newest first)
 //	POST   /v1/approvals/{id}/approve|deny   {"always":bool} → Approval (409: settled before)
@@ -57,7 +57,10 @@
 // since=<its seq>; "gave_up": failed for good), once every message bridged
 // committed for the chat is stored in it, with the assistant's messages after
 // ID as replies (a progress message sent during the turn included). When the
-// wait passes first the state is "running".
+// wait passes first the state is "running". A caller that passes approvals=
+// (the ids of the approvals it was told of) is also answered as soon as the
+// open approvals of the chat's group differ from those ("awaiting_approval"
+// while some are open), each answer listing them.
 //
 // Group and task changes go through Admin, which the command line also uses
 // directly on the database when the daemon is not running, so both paths

@@ -44,8 +44,8 @@ type StoryMessage struct {
 
 // StoryStep is one step of a message's life.
 type StoryStep struct {
-	// Step: received, stored, trigger, budget, handed, turn, cost, reply,
-	// notice.
+	// Step: received, stored, trigger, budget, handed, approval, turn,
+	// cost, reply, notice.
 	Step string     `json:"step"`
 	At   *time.Time `json:"at,omitempty"` // nil: not recorded
 	// SinceMS is the time from the message's arrival (stored, else sent) to
@@ -53,7 +53,8 @@ type StoryStep struct {
 	SinceMS int64  `json:"since_ms,omitempty"`
 	Detail  string `json:"detail"`
 	// State is the outcome where a step has one: matched, not_matched,
-	// paused, waiting, done, failed, gave_up, sent, pending.
+	// paused, waiting, allowed, denied, done, failed, gave_up, sent,
+	// pending.
 	State string `json:"state,omitempty"`
 }
 
@@ -202,6 +203,18 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		add("handed", time.Time{}, "waiting", "not handed to the agent yet: it waits in the chat for the next message that wakes the agent")
 	}
 	var final time.Time
+	for _, e := range ends {
+		if e.Result != "failed" {
+			final = e.At
+			break
+		}
+	}
+	if handed {
+		if err := a.approvalSteps(ctx, add, g.Folder, arrived, final); err != nil {
+			return Story{}, err
+		}
+	}
+	final = time.Time{}
 	failed := 0
 	for _, e := range ends {
 		switch e.Result {
@@ -291,6 +304,43 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		add("reply", time.Time{}, "", "nothing was sent to the chat after it")
 	}
 	return st, nil
+}
+
+// approvalSteps adds a step for each approval request folder's agent made
+// from the message's arrival to its turn's end (zero: not ended): which
+// tool call waited, who answered it and after how long, or how long it has
+// waited so far.
+func (a *Admin) approvalSteps(ctx context.Context, add func(step string, at time.Time, state, detail string), folder store.Folder, arrived, final time.Time) error {
+	end := final
+	if !end.IsZero() {
+		end = end.Add(time.Millisecond) // asked_at is stored in milliseconds
+	}
+	as, err := a.DB.ApprovalsAsked(ctx, folder, arrived.Truncate(time.Millisecond), end, storyRows)
+	if err != nil {
+		return err
+	}
+	for _, ap := range as {
+		what := fmt.Sprintf("approval %s (%s: %s)", ap.ID, ap.Tool, prompt.Clip(prompt.OneLine(ap.Subject), 120))
+		if ap.State == store.ApprovalOpen {
+			add("approval", ap.AskedAt, "waiting", fmt.Sprintf("%s waiting for the owner for %s; the turn is held meanwhile: `bridged approve %s` or `bridged deny %s`",
+				what, round(a.now().Sub(ap.AskedAt)), ap.ID, ap.ID))
+			continue
+		}
+		by := ap.DecidedBy
+		switch by {
+		case "cli":
+			by = "the owner (command line)"
+		case "dashboard":
+			by = "the owner (dashboard)"
+		case "chat", "quote", "reaction":
+			by = "the owner (main chat, " + by + ")"
+		case "timeout":
+			by = "the approval timeout"
+		}
+		add("approval", ap.AskedAt, string(ap.State), fmt.Sprintf("%s %s by %s after %s waiting; the turn was held meanwhile",
+			what, ap.State, by, round(ap.DecidedAt.Sub(ap.AskedAt))))
+	}
+	return nil
 }
 
 // containerStep adds the container step: which container took the

@@ -2,10 +2,12 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/store"
@@ -48,7 +50,20 @@ const (
 	// others; the turn will come. Answered at once unless the request
 	// says queued=seen.
 	TurnQueued TurnState = turns.HoldQueued
+	// TurnAwaitingApproval: the turn waits for the owner's answer to the
+	// approvals in Approvals (its container is held open meanwhile).
+	// Answered at once when the group's open approvals differ from those
+	// the request says it was told of (approvals=ID,...); only a request
+	// with that parameter gets it.
+	TurnAwaitingApproval TurnState = "awaiting_approval"
 )
+
+// ApprovalChanges is an optional ability of the Approvals: Changed returns
+// a channel closed when a request next opens or is settled. It never
+// blocks. Without it, a change of the approvals does not end a turn's wait.
+type ApprovalChanges interface {
+	Changed() <-chan struct{}
+}
 
 // Turn is the answer to GET /v1/chats/{chat}/turn: how the turn that took
 // message After ended, and the assistant's messages in the chat after it
@@ -62,10 +77,13 @@ type Turn struct {
 	Attempts int       `json:"attempts,omitempty"` // of this many
 	// Reason says why a held turn does not start (not_triggered,
 	// budget_paused, queued), e.g. "not triggered (needs @Andy)".
-	Reason  string        `json:"reason,omitempty"`
-	Until   *time.Time    `json:"until,omitempty"`  // budget_paused: the pause's end
-	Behind  int           `json:"behind,omitempty"` // queued: groups ahead
-	Replies []ChatMessage `json:"replies"`
+	Reason string     `json:"reason,omitempty"`
+	Until  *time.Time `json:"until,omitempty"`  // budget_paused: the pause's end
+	Behind int        `json:"behind,omitempty"` // queued: groups ahead
+	// Approvals are the open approval requests of the chat's group, which
+	// its turn waits for; only told when the request asks (approvals=).
+	Approvals []Approval    `json:"approvals,omitempty"`
+	Replies   []ChatMessage `json:"replies"`
 }
 
 // Ended reports whether no further end of this turn will come: it was
@@ -145,8 +163,25 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// A caller that follows approvals is answered as soon as the group's
+	// open approvals differ from those it was told of.
+	watch, seen := q.Has("approvals"), map[string]bool{}
+	for _, id := range strings.Split(q.Get("approvals"), ",") {
+		if id != "" {
+			seen[id] = true
+		}
+	}
+	var open []Approval
+	tctx := wctx // the turn's wait
+	if watch && !held {
+		var err error
+		if tctx, open, err = s.watchApprovals(wctx, chat, seen); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	if !held {
-		if e, ok := s.opts.Turns.Wait(wctx, chat, after, since); ok {
+		if e, ok := s.opts.Turns.Wait(tctx, chat, after, since); ok {
 			t = Turn{State: TurnState(e.Result), Seq: e.Seq, Upto: e.Upto, Error: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts}
 			if err := s.delivered(wctx, chat, after); err != nil && ctx.Err() == nil && wctx.Err() == nil {
 				s.fail(w, r, err)
@@ -156,6 +191,20 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	if ctx.Err() != nil {
 		return
+	}
+	if watch && !held && !t.Ended() {
+		if t.State == TurnRunning {
+			// The turn goes on: the approvals as they are now.
+			var err error
+			if open, err = s.openApprovals(ctx, chat); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if len(open) > 0 {
+				t.State = TurnAwaitingApproval
+			}
+		}
+		t.Approvals = open
 	}
 	msgs, err := s.opts.Admin.Messages(ctx, chat, after)
 	if err != nil {
@@ -169,6 +218,85 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, t)
+}
+
+// watchApprovals returns a context that ends with ctx or as soon as the
+// open approvals of chat's group differ from seen (at once when they do
+// already), and those approvals now.
+func (s *Server) watchApprovals(ctx context.Context, chat string, seen map[string]bool) (context.Context, []Approval, error) {
+	changes, _ := s.opts.Approvals.(ApprovalChanges)
+	var changed <-chan struct{}
+	if changes != nil {
+		changed = changes.Changed()
+	}
+	open, err := s.openApprovals(ctx, chat)
+	if err != nil {
+		return ctx, nil, err
+	}
+	if !sameApprovals(open, seen) {
+		wctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return wctx, open, nil
+	}
+	if changed == nil {
+		return ctx, open, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-changed:
+			case <-wctx.Done():
+				return
+			}
+			changed = changes.Changed()
+			now, err := s.openApprovals(wctx, chat)
+			if err != nil || !sameApprovals(now, seen) {
+				return
+			}
+		}
+	}()
+	return wctx, open, nil
+}
+
+// openApprovals lists the open approval requests of chat's group, oldest
+// first; none when the approvals are not available.
+func (s *Server) openApprovals(ctx context.Context, chat string) ([]Approval, error) {
+	if s.opts.Approvals == nil {
+		return nil, nil
+	}
+	g, err := s.opts.Admin.DB.GetGroupByChat(ctx, store.ChatID(chat))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	as, err := s.opts.Approvals.List(ctx, true, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []Approval
+	for i := len(as) - 1; i >= 0; i-- {
+		if as[i].Folder == g.Folder {
+			out = append(out, approvalOut(as[i]))
+		}
+	}
+	return out, nil
+}
+
+// sameApprovals reports whether open are exactly the ids in seen.
+func sameApprovals(open []Approval, seen map[string]bool) bool {
+	if len(open) != len(seen) {
+		return false
+	}
+	for _, a := range open {
+		if !seen[a.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // delivered waits until every message bridged committed for chat is stored
@@ -231,7 +359,26 @@ func (c *Client) Turn(ctx context.Context, chat string, after int64, since uint6
 // A turn that will not start (not triggered, paused by its budget) is
 // answered at once either way.
 func (c *Client) TurnSeen(ctx context.Context, chat string, after int64, since uint64, wait time.Duration, queuedSeen bool) (Turn, error) {
+	return c.turn(ctx, chat, after, since, wait, queuedSeen, nil)
+}
+
+// TurnWatch is TurnSeen for a caller that follows the approvals the turn
+// waits for: it is answered as soon as the open approvals of the chat's
+// group differ from seen (the ids it was told of; nil or empty: none), in
+// state TurnAwaitingApproval while some are open, and every answer lists
+// them (Turn.Approvals).
+func (c *Client) TurnWatch(ctx context.Context, chat string, after int64, since uint64, wait time.Duration, queuedSeen bool, seen []string) (Turn, error) {
+	if seen == nil {
+		seen = []string{}
+	}
+	return c.turn(ctx, chat, after, since, wait, queuedSeen, seen)
+}
+
+func (c *Client) turn(ctx context.Context, chat string, after int64, since uint64, wait time.Duration, queuedSeen bool, approvals []string) (Turn, error) {
 	q := url.Values{}
+	if approvals != nil {
+		q.Set("approvals", strings.Join(approvals, ","))
+	}
 	if queuedSeen {
 		q.Set("queued", "seen")
 	}

@@ -619,3 +619,24 @@ func TestDashboardBoundToItsSecretPath(t *testing.T) {
 		t.Errorf("the secret's file: %v, %v; want mode 0600", fi, err)
 	}
 }
+
+// The latency plot shows a turn's approval wait apart from the agent's
+// time, and the approvals page shows each request's short id.
+func TestApprovalWaitsShown(t *testing.T) {
+	at := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
+	p := latency([]store.TurnLatency{
+		{At: at, Latency: 8 * time.Second},
+		{At: at.Add(time.Hour), Latency: 7*time.Minute + 5*time.Second, Approval: 7 * time.Minute},
+	}, time.UTC)
+	if len(p.Series) != 2 || p.Series[0].Values[1] != 5 || p.Series[1].Name != "waiting for approval" || p.Series[1].Values[1] != 420 {
+		t.Errorf("latency series %+v; want the turn's 5 s and the approval's 420 s apart", p.Series)
+	}
+	if p := latency([]store.TurnLatency{{At: at, Latency: 8 * time.Second}}, time.UTC); len(p.Series) != 1 {
+		t.Errorf("latency series %+v; want no approval series without a wait", p.Series)
+	}
+	f := newFixture(t, true)
+	c := f.login(t)
+	if _, body := f.do(t, "GET", Prefix+"approvals", c, nil, nil); !strings.Contains(body, `<code class="approval-id">a1</code>`) {
+		t.Errorf("approvals page does not show the short id a1:\n%s", body)
+	}
+}

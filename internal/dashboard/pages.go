@@ -460,14 +460,28 @@ func (d *Dashboard) latencyPlot(ctx context.Context, chat string) (template.HTML
 	if err != nil {
 		return "", err
 	}
+	return latency(ls, d.loc()).svg(), nil
+}
+
+// latency plots the answered turns ls, each a bar of the agent's time and,
+// above it, the time its approvals waited for the owner.
+func latency(ls []store.TurnLatency, loc *time.Location) plot {
 	p := plot{Title: "Turn latency (the last answered turns, seconds)", Unit: secondsUnit, Empty: "No answered turn in the last 7 days."}
-	s := series{Name: "latency"}
+	// The owner's time answering an approval is not the agent's: it is a
+	// part of its own, apart from the turn's.
+	s, wait := series{Name: "turn"}, series{Name: "waiting for approval"}
+	waited := false
 	for _, l := range ls {
-		p.Labels = append(p.Labels, l.At.In(d.loc()).Format("Jan 2 15:04"))
-		s.Values = append(s.Values, l.Latency.Seconds())
+		p.Labels = append(p.Labels, l.At.In(loc).Format("Jan 2 15:04"))
+		s.Values = append(s.Values, (l.Latency - l.Approval).Seconds())
+		wait.Values = append(wait.Values, l.Approval.Seconds())
+		waited = waited || l.Approval > 0
 	}
 	p.Series = []series{s}
-	return p.svg(), nil
+	if waited {
+		p.Series = append(p.Series, wait)
+	}
+	return p
 }
 
 // messagesPlot counts the messages per hour of the last 24 hours (chat "":

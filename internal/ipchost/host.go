@@ -81,6 +81,14 @@ type Approver interface {
 	Ask(ctx context.Context, folder, requestID string, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error)
 }
 
+// ApprovalHolder is a Messenger that can hold a group's turn in flight
+// open while one of its tool calls waits for the owner (the router): the
+// container's timeouts do not stop it meanwhile. HoldApproval does not
+// block on the owner; release may be called more than once.
+type ApprovalHolder interface {
+	HoldApproval(folder string) (release func())
+}
+
 // Waker is told that tasks changed (the scheduler). Wake must not block.
 type Waker interface{ Wake() }
 
@@ -784,6 +792,12 @@ func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) 
 	case h.cfg.Approver == nil:
 		d = ipc.ApprovalDecision{Message: "not approved: bridged has no approvals"}
 	default:
+		// The turn that asked waits on the owner, not on its agent: it is
+		// held open until the answer or the approval's timeout.
+		if hd, ok := h.msg.(ApprovalHolder); ok {
+			release := hd.HoldApproval(folder)
+			defer release()
+		}
 		var err error
 		if d, err = h.cfg.Approver.Ask(ctx, folder, req.ID, args); err != nil {
 			if ctx.Err() != nil {

@@ -17,3 +17,22 @@ import (
 func (r *Router) HoldTurn(ctx context.Context, folder string) ipchost.TurnHold {
 	return r.runs.Hold(r.runState(store.Folder(folder)), store.Folder(folder))
 }
+
+var _ ipchost.ApprovalHolder = (*Router)(nil)
+
+// HoldApproval holds the turn in flight of group folder's agent open while
+// one of its tool calls waits for the owner's approval: until release is
+// called, the container's hard timeout starts over instead of stopping it,
+// and the idle close cannot come (agentrun.Group.Hold). A group without a
+// live run has nothing to hold; release then does nothing. release may be
+// called more than once, from any goroutine. It takes the group's lock.
+func (r *Router) HoldApproval(folder string) (release func()) {
+	grp := r.runState(store.Folder(folder))
+	if grp == nil {
+		return func() {}
+	}
+	grp.Lock()
+	defer grp.Unlock()
+	release, _ = grp.Hold()
+	return release
+}

@@ -51,17 +51,24 @@ func (db *DB) CostByHour(ctx context.Context, since time.Time) ([]HourlyCost, er
 }
 
 // TurnLatency is one answered turn: when it ended and how long after the
-// newest message it took was stored.
+// newest message it took was stored. Approval is the part of that time its
+// group's approval requests waited for the owner (asked in that time; an
+// open one counts until the turn's end).
 type TurnLatency struct {
-	Chat    ChatID
-	At      time.Time
-	Latency time.Duration
+	Chat     ChatID
+	At       time.Time
+	Latency  time.Duration
+	Approval time.Duration
 }
 
 // TurnLatencies lists the answered turns of chat (empty: of every chat)
 // that ended since since, oldest first, at most limit.
 func (db *DB) TurnLatencies(ctx context.Context, chat ChatID, since time.Time, limit int) ([]TurnLatency, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at FROM turn_ends t JOIN messages m ON m.id = t.upto
+	rows, err := db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at,
+		COALESCE((SELECT SUM(MIN(IIF(a.decided_at = 0, t.at, a.decided_at), t.at) - a.asked_at)
+			FROM approvals a JOIN registered_groups g ON g.folder = a.folder
+			WHERE g.chat = t.chat AND a.asked_at >= m.stored_at AND a.asked_at < t.at), 0)
+		FROM turn_ends t JOIN messages m ON m.id = t.upto
 		WHERE t.result = 'done' AND m.stored_at > 0 AND t.at >= ? AND (? = '' OR t.chat = ?)
 		ORDER BY t.at DESC LIMIT ?`, toMS(since), chat, chat, limit)
 	if err != nil {
@@ -71,11 +78,12 @@ func (db *DB) TurnLatencies(ctx context.Context, chat ChatID, since time.Time, l
 	var out []TurnLatency
 	for rows.Next() {
 		var l TurnLatency
-		var at, ms int64
-		if err := rows.Scan(&l.Chat, &at, &ms); err != nil {
+		var at, ms, wait int64
+		if err := rows.Scan(&l.Chat, &at, &ms, &wait); err != nil {
 			return nil, fmt.Errorf("turn latencies: %w", err)
 		}
 		l.At, l.Latency = fromMS(at), time.Duration(max(ms, 0))*time.Millisecond
+		l.Approval = min(time.Duration(max(wait, 0))*time.Millisecond, l.Latency)
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
