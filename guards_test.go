@@ -20,7 +20,7 @@ import (
 // unit of work (those are parameters, so the signatures show every path
 // that commits).
 var allowedContextKeys = map[[2]string]string{
-	{"internal/credproxy", "groupKey{}"}:   "the group folder of an API request (a string), for its response's meter",
+	{"internal/credproxy", "requestKey{}"}: "an API request's group folder and budget reservation (a requestMeta), for its response's meter to charge",
 	{"internal/dashboard", "sessionKey{}"}: "the signed-in dashboard session of a request (its CSRF token and expiry), for its page",
 }
 

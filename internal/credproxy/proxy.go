@@ -316,10 +316,7 @@ func (p *Proxy) Handler(group, name string) http.Handler {
 		// by the meter, or freed here.
 		defer h.settle(0)
 		rec := &statusRecorder{ResponseWriter: w}
-		ctx := context.WithValue(r.Context(), groupKey{}, group)
-		if h != nil {
-			ctx = context.WithValue(ctx, holdKey{}, h)
-		}
+		ctx := context.WithValue(r.Context(), requestKey{}, requestMeta{group: group, hold: h})
 		p.rp.ServeHTTP(rec, r.WithContext(ctx))
 		p.tally.note(rec.status, time.Now())
 		log.Info().Int("status", rec.status).Dur("took", time.Since(start)).Msg("API request")
@@ -347,9 +344,17 @@ func sortedPaths() []string {
 	return out
 }
 
-type groupKey struct{}
+// requestKey keys an API request's requestMeta in its context, for its
+// response's meter.
+type requestKey struct{}
 
-type holdKey struct{}
+// requestMeta is what the meter of a response needs of its request: the
+// group that sent it and its budget reservation (nil: none), which the
+// meter settles with what the response carried.
+type requestMeta struct {
+	group string
+	hold  *hold
+}
 
 // rewrite points the request at the upstream with the real credential.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -453,14 +458,14 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // asks for no encoding; a body the upstream encodes anyway is refused by the
 // guard (502), which checks every response for the credential.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	group, _ := resp.Request.Context().Value(groupKey{}).(string)
+	rm, _ := resp.Request.Context().Value(requestKey{}).(requestMeta)
+	group := rm.group
 	p.add(group, Usage{Requests: 1})
 	if resp.StatusCode/100 != 2 {
 		return nil
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	h, _ := resp.Request.Context().Value(holdKey{}).(*hold)
-	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group, hold: h}
+	resp.Body = &meter{rc: resp.Body, sse: sse, p: p, group: group, hold: rm.hold}
 	return nil
 }
 
