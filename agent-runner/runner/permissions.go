@@ -137,12 +137,21 @@ func (p *permissions) decide(ctx context.Context, req claudecli.ToolPermissionRe
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(`{}`)
 	}
-	d, err := p.ask(ctx, ipc.AskApprovalArgs{Tool: req.ToolName, Input: input, ToolUseID: req.ToolUseID})
+	useID := req.ToolUseID
+	if !ipc.ValidToolUseID(useID) {
+		// The host matches the request to its announcement by this id.
+		useID = "bridged-" + ipc.NewName()
+	}
+	d, err := p.ask(ctx, ipc.AskApprovalArgs{Tool: req.ToolName, Input: input, ToolUseID: useID})
 	if err != nil {
 		if ctx.Err() != nil {
 			return claudecli.PermissionResult{}, ctx.Err()
 		}
 		log.Warn().Err(err).Msg("approval not asked; tool call denied")
+		var refused *refusedError
+		if errors.As(err, &refused) && refused.msg != "" {
+			return deny(refused.msg), nil
+		}
 		return deny(msgNoAnswer), nil
 	}
 	if !d.Allow {
@@ -318,17 +327,26 @@ func freeUnder(d, path string) bool {
 	return true
 }
 
-// hostAsker asks the host through an ask_approval IPC request. The host
+// hostAsker asks the host through an ask_approval IPC request. The call
+// is first announced on the runner's stdout (an approval_wait event): the
+// host takes an ask_approval only for a call its container announced, so
+// a request file planted in the IPC directory is refused. The host
 // answers when the owner decides or its own timeout denies the call, so
-// the wait is bounded by ctx only.
-func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, error)) Asker {
+// the wait is bounded by ctx only. A request the host refuses (too many
+// open, not announced) is an error carrying the host's words.
+func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, error), announce func(ipc.Event)) Asker {
 	return func(ctx context.Context, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error) {
-		resp, err := call(ctx, ipc.NewRequest(args))
+		req := ipc.NewRequest(args)
+		if err := req.Args.Validate(); err != nil {
+			return ipc.ApprovalDecision{}, err
+		}
+		announce(ipc.Event{Type: ipc.EventApprovalWait, ToolUseID: args.ToolUseID, Tool: args.Tool})
+		resp, err := call(ctx, req)
 		if err != nil {
 			return ipc.ApprovalDecision{}, err
 		}
 		if !resp.OK {
-			return ipc.ApprovalDecision{}, errors.New(resp.Error)
+			return ipc.ApprovalDecision{}, &refusedError{msg: resp.Error}
 		}
 		var d ipc.ApprovalDecision
 		if err := json.Unmarshal(resp.Data, &d); err != nil {
@@ -337,6 +355,12 @@ func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, er
 		return d, nil
 	}
 }
+
+// refusedError is the host's refusal of an ask_approval: its words are
+// the tool's error, for the model.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
 
 // MaxApprovalWait bounds the runner's wait for one approval: the host's
 // timeout (BRIDGED_APPROVAL_TIMEOUT) settles it well before.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,5 +189,38 @@ func TestResolve(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("resolve(%s) = %q, %v; want %q", tc.in, got, err, want)
 		}
+	}
+}
+
+// The host's asker announces the call on stdout before it writes the
+// request, and a refusal's words are what the model is told.
+func TestHostAskerAnnouncesFirst(t *testing.T) {
+	var order []string
+	announce := func(ev ipc.Event) { order = append(order, string(ev.Type)+" "+ev.Tool+" "+ev.ToolUseID) }
+	call := func(_ context.Context, req ipc.Request) (ipc.Response, error) {
+		a := req.Args.(ipc.AskApprovalArgs)
+		order = append(order, "request "+a.Tool+" "+a.ToolUseID)
+		return ipc.ErrorResponse(req.ID, errors.New("approval refused: 3 approval requests of this group are open already")), nil
+	}
+	p := &permissions{profile: ProfileAsk, workDir: t.TempDir(), log: zerolog.Nop(), ask: hostAsker(call, announce)}
+	b, _ := json.Marshal(map[string]string{"command": "make"})
+	res, err := p.decide(context.Background(), claudecli.ToolPermissionRequest{ToolName: "Bash", Input: b, ToolUseID: "toolu_7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"approval_wait Bash toolu_7", "request Bash toolu_7"}; !slices.Equal(order, want) {
+		t.Errorf("order %q; want %q", order, want)
+	}
+	if res.Behavior != claudecli.BehaviorDeny || !strings.Contains(res.Message, "3 approval requests of this group are open already") {
+		t.Errorf("result %+v; want denied with the host's words", res)
+	}
+	// A call without a usable id gets one of the runner's, the same in
+	// the announcement and the request.
+	order = nil
+	if _, err := p.decide(context.Background(), claudecli.ToolPermissionRequest{ToolName: "Bash", Input: b}); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 2 || !strings.HasPrefix(order[0], "approval_wait Bash bridged-") || order[0][len("approval_wait"):] != order[1][len("request"):] {
+		t.Errorf("order %q; want one made-up id in both", order)
 	}
 }

@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer c.Close()
-		r.perms.ask = hostAsker(c.Call)
+		r.perms.ask = hostAsker(c.Call, r.emit)
 	}
 	return r.loop(ctx)
 }

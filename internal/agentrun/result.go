@@ -172,6 +172,10 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		}
 	case ipc.EventResult:
 		t.result(wctx, ev)
+	case ipc.EventApprovalWait:
+		if t.x.ApprovalWait != nil {
+			t.x.ApprovalWait(t.g.Folder, ev.ToolUseID, ev.Tool)
+		}
 	}
 }
 

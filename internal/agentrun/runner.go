@@ -96,6 +96,11 @@ type Deps struct {
 	// the approvals its turn left waiting are settled. Its ctx is not
 	// cancelled when the run's was (see Container).
 	ContainerGone func(context.Context, store.Folder)
+	// ApprovalWait, when set, is told of each tool call a group's runner
+	// announced it is about to ask the owner about (an approval_wait
+	// line): only such a call's ask_approval request is taken. It must not
+	// block.
+	ApprovalWait func(folder store.Folder, toolUseID, tool string)
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.

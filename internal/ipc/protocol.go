@@ -80,6 +80,11 @@ const (
 	EventSession EventType = "session"
 	EventResult  EventType = "result"
 	EventError   EventType = "error"
+	// EventApprovalWait announces a tool call the runner is about to ask
+	// the owner about (ToolUseID, Tool), before it writes the ask_approval
+	// request: the host takes an ask_approval only for a call announced
+	// this way by the group's live container, each once.
+	EventApprovalWait EventType = "approval_wait"
 )
 
 // Usage is token usage copied from the CLI's result message.
@@ -94,7 +99,8 @@ type Usage struct {
 // Type: session → SessionID (and Fresh when an unknown session was replaced);
 // result → Text, IsError, SessionID, LastUUID, CostUSD, Usage, DurationMS,
 // NumTurns (and for a turn that ended on an API error, APIErrorStatus and
-// APIErrorType); error → Message, Retryable.
+// APIErrorType); error → Message, Retryable; approval_wait → ToolUseID,
+// Tool.
 type Event struct {
 	Type       EventType `json:"type"`
 	SessionID  string    `json:"session_id,omitempty"`
@@ -112,6 +118,9 @@ type Event struct {
 	// failed turn (0: none or unknown); APIErrorType its error type.
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
 	APIErrorType   string `json:"api_error_type,omitempty"`
+	// ToolUseID and Tool name the tool call of an approval_wait.
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	Tool      string `json:"tool,omitempty"`
 }
 
 // DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the
@@ -124,6 +133,11 @@ func DecodeEvent(line []byte) (Event, error) {
 	}
 	switch ev.Type {
 	case EventSession, EventResult, EventError:
+		return ev, nil
+	case EventApprovalWait:
+		if !ValidToolName(ev.Tool) || !ValidToolUseID(ev.ToolUseID) {
+			return ev, invalidf("approval_wait: tool %q or tool_use_id %q is not an identifier", clip(ev.Tool), clip(ev.ToolUseID))
+		}
 		return ev, nil
 	default:
 		return ev, fmt.Errorf("%w: unknown event type %q", ErrInvalid, ev.Type)
