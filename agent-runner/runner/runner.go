@@ -141,7 +141,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer c.Close()
-		r.perms.ask = hostAsker(c.Call, r.emit)
+		key := cfg.Input.ApprovalKey
+		r.perms.ask = hostAsker(c.Call, func(ev ipc.Event) {
+			ev.Key = key
+			r.emit(ev)
+		})
 	}
 	return r.loop(ctx)
 }

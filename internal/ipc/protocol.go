@@ -23,6 +23,12 @@ type RunInput struct {
 	// Tools is the group's tool profile (full, ask, read-only, chat);
 	// empty is full.
 	Tools string `json:"tools,omitempty"`
+	// ApprovalKey is a random key of this container's run that the runner
+	// puts in each approval_wait line (Event.Key). Only the runner reads
+	// its stdin, once, so a line another process of the container writes
+	// to the container's stdout (through the init's /proc/1/fd/1) cannot
+	// carry it. It is never logged.
+	ApprovalKey string `json:"approval_key,omitempty"`
 }
 
 // The host's credential proxy as a container sees it: a unix socket in a
@@ -121,6 +127,8 @@ type Event struct {
 	// ToolUseID and Tool name the tool call of an approval_wait.
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	Tool      string `json:"tool,omitempty"`
+	// Key is the run's RunInput.ApprovalKey, in an approval_wait.
+	Key string `json:"key,omitempty"`
 }
 
 // DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the
