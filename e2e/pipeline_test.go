@@ -135,7 +135,8 @@ func waitAnswered(t *testing.T, e *env, d *daemon, folder, prefix string, n int,
 		select {
 		case <-d.wrote:
 		case <-timer.C:
-			t.Fatalf("%d of %d forged requests of %s answered within %s", len(answered), n, folder, within)
+			t.Fatalf("%d of %d forged requests of %s answered within %s (approval requests in the main chat: %d)",
+				len(answered), n, folder, within, e.requestsSince(0))
 		}
 	}
 	dir := filepath.Join(e.home, "data", "ipc", folder, "responses")
