@@ -3,9 +3,13 @@ package ipchost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
@@ -153,5 +157,26 @@ func TestAskApprovalOnlyFromThePipeline(t *testing.T) {
 	case a := <-ap.asked:
 		t.Errorf("the owner was asked about %+v", a)
 	default:
+	}
+}
+
+// Refusals are logged at most once per interval per group, with how many
+// were refused since the last line.
+func TestRefusalsAreLoggedSparingly(t *testing.T) {
+	var buf strings.Builder
+	log := zerolog.New(&buf)
+	var r refusalLog
+	start := time.Unix(1_800_000_000, 0)
+	for i := range 200 {
+		r.log(log, "fam", "Bash\x1b[2J", errors.New("refused"), start.Add(time.Duration(i)*10*time.Millisecond))
+	}
+	r.log(log, "work", "Bash", errors.New("refused"), start)
+	r.log(log, "fam", "Bash", errors.New("refused"), start.Add(refusalLogEvery+time.Second))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines for 202 refusals:\n%s\nwant 3", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[2], `"refused":200`) || strings.ContainsRune(buf.String(), 0x1b) {
+		t.Errorf("lines:\n%s\nwant the count of the refusals since the first line, and no ESC", buf.String())
 	}
 }

@@ -1,6 +1,7 @@
 package ipchost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -802,7 +803,7 @@ func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) 
 	case err != nil:
 		return refuse(fmt.Errorf("%w: group %s: %w", ipc.ErrApprovalRefused, folder, err))
 	case g.Tools != store.ToolsAsk:
-		return refuse(fmt.Errorf("%w: this group's profile is %s, which never asks the owner", ipc.ErrApprovalRefused, g.Tools))
+		return refuse(fmt.Errorf("%w: this group's profile is %s, which never asks the owner", ipc.ErrApprovalRefused, cmp.Or(g.Tools, store.ToolsFull)))
 	case !ipc.ValidToolName(args.Tool) || !ipc.ValidToolUseID(args.ToolUseID):
 		return refuse(fmt.Errorf("%w: the tool's name or call id is not an identifier", ipc.ErrApprovalRefused))
 	}
@@ -867,5 +868,5 @@ func (r *refusalLog) log(log zerolog.Logger, folder, tool string, why error, now
 	g.last, g.unsaid = now, 0
 	r.mu.Unlock()
 	log.Warn().Str("group", folder).Str("tool", short(strconv.Quote(tool), 80)).Str("error", why.Error()).Int("refused", n).
-		Msg("ask_approval refused: not from the group's approval pipeline")
+		Msg("ask_approval refused")
 }
