@@ -39,6 +39,7 @@ import (
 	"github.com/bridged-app/bridged/agent-runner/runner"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -121,6 +122,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return mcpserver.Run(ctx, cfg, stdin, stdout)
 	}
 
+	// Not dumpable: a process of the same user (the agent's commands)
+	// cannot open /proc/<runner>/fd/1 and write lines the host would take
+	// for the runner's own (an approval_wait announcement above all), nor
+	// attach to the runner. claude, exec'd, is dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(stderr, "agent-runner: cannot make itself non-dumpable:", err)
+	}
 	fail := func(msg string, retryable bool) error {
 		writeEvent(stdout, ipc.Event{Type: ipc.EventError, Message: msg, Retryable: retryable})
 		return errors.New(msg)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +91,7 @@ func (p *permissions) decide(ctx context.Context, req claudecli.ToolPermissionRe
 	if strings.HasPrefix(req.ToolName, "mcp__"+MCPServerName+"__") {
 		return allow(req.Input), nil
 	}
-	if path, ok := writePath(req.ToolName, req.Input); ok && within(p.workDir, path) && !guarded(p.workDir, path) {
+	if path, ok := writePath(req.ToolName, req.Input); ok && freeWrite(p.workDir, path) {
 		log.Debug().Str("path", path).Msg("write in the group's own folder allowed")
 		return allow(req.Input), nil
 	}
@@ -97,12 +99,21 @@ func (p *permissions) decide(ctx context.Context, req claudecli.ToolPermissionRe
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(`{}`)
 	}
-	d, err := p.ask(ctx, ipc.AskApprovalArgs{Tool: req.ToolName, Input: input, ToolUseID: req.ToolUseID})
+	useID := req.ToolUseID
+	if !ipc.ValidToolUseID(useID) {
+		// The host matches the request to its announcement by this id.
+		useID = "bridged-" + ipc.NewName()
+	}
+	d, err := p.ask(ctx, ipc.AskApprovalArgs{Tool: req.ToolName, Input: input, ToolUseID: useID})
 	if err != nil {
 		if ctx.Err() != nil {
 			return claudecli.PermissionResult{}, ctx.Err()
 		}
 		log.Warn().Err(err).Msg("approval not asked; tool call denied")
+		var refused *refusedError
+		if errors.As(err, &refused) && refused.msg != "" {
+			return deny(refused.msg), nil
+		}
 		return deny(msgNoAnswer), nil
 	}
 	if !d.Allow {
@@ -165,61 +176,139 @@ func writePath(tool string, input json.RawMessage) (string, bool) {
 	return path, path != ""
 }
 
-// within reports whether path is dir or under it, after following the
-// symbolic links of the part of path that exists (a link in the group's
-// folder to an extra mount is not the group's folder).
-func within(dir, path string) bool {
-	if dir == "" || !filepath.IsAbs(path) {
+// A write is judged where it lands: the path is resolved component by
+// component, following every symbolic link on the way (dangling ones too),
+// so a link in the group's folder to .claude/, to the IPC directory or to
+// an extra mount is judged as its target. A path that cannot be resolved
+// (a link loop, too many links, a component that is not a directory, an
+// unreadable one) is asked, never allowed.
+
+// maxLinks bounds the links followed for one path, as the kernel's
+// MAXSYMLINKS does.
+const maxLinks = 40
+
+// errUnresolved: a path whose final target cannot be known.
+var errUnresolved = errors.New("path cannot be resolved")
+
+// resolve returns where a write to the absolute path lands: every link
+// followed (relative ones from their own directory), the part that does
+// not exist yet kept as named.
+func resolve(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("%w: %q is not absolute", errUnresolved, path)
+	}
+	todo := splitPath(path)
+	cur := string(filepath.Separator)
+	links := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// Nothing below a missing name can be a link; a ".." after it
+			// fails the write, so it is not guessed at.
+			if slices.Contains(todo, "..") {
+				return "", fmt.Errorf("%w: %q goes up from a missing directory", errUnresolved, path)
+			}
+			return filepath.Join(append([]string{next}, todo...)...), nil
+		case err != nil:
+			return "", fmt.Errorf("%w: %w", errUnresolved, err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			links++
+			if links > maxLinks {
+				return "", fmt.Errorf("%w: %q: more than %d links", errUnresolved, path, maxLinks)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", fmt.Errorf("%w: %w", errUnresolved, err)
+			}
+			if filepath.IsAbs(target) {
+				cur = string(filepath.Separator)
+			}
+			todo = append(splitPath(target), todo...)
+		case len(todo) > 0 && !fi.IsDir():
+			return "", fmt.Errorf("%w: %q: %s is not a directory", errUnresolved, path, next)
+		default:
+			cur = next
+		}
+	}
+	return cur, nil
+}
+
+func splitPath(p string) []string {
+	return strings.Split(filepath.ToSlash(p), "/")
+}
+
+// guardedNames are the names the CLI reads as its own configuration
+// anywhere in a project (settings, skills, agents, commands, MCP
+// servers): a write to a path with one of them as a component asks.
+var guardedNames = []string{".claude", ".mcp.json"}
+
+// freeWrite reports whether a write to path may run without asking in the
+// ask profile: where it lands (resolve) is in the group's folder dir and
+// no component of it below dir is a guarded name.
+//
+// The path is judged twice: as the kernel reads it (a ".." after a link
+// goes up from the link's target) and cleaned first (as a program that
+// normalises the name before opening it would); both must be free.
+func freeWrite(dir, path string) bool {
+	if dir == "" {
 		return false
 	}
-	path = filepath.Clean(path)
-	real := resolveExisting(path)
-	d := resolveExisting(filepath.Clean(dir))
-	return real == d || strings.HasPrefix(real, d+string(filepath.Separator))
+	d, err := resolve(filepath.Clean(dir))
+	if err != nil {
+		return false
+	}
+	return freeUnder(d, path) && freeUnder(d, filepath.Clean(path))
 }
 
-// guarded reports whether path is one of the files of the group's folder
-// that the CLI reads as its own settings at the next start (.claude/,
-// .mcp.json): a write there could widen the profile, so it asks.
-func guarded(dir, path string) bool {
-	real := resolveExisting(filepath.Clean(path))
-	d := resolveExisting(filepath.Clean(dir))
-	for _, g := range []string{".claude", ".mcp.json"} {
-		gp := filepath.Join(d, g)
-		if real == gp || strings.HasPrefix(real, gp+string(filepath.Separator)) {
-			return true
+// freeUnder is freeWrite for one reading of path, d resolved.
+func freeUnder(d, path string) bool {
+	real, err := resolve(path)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return false
+	}
+	for _, c := range splitPath(rel) {
+		if slices.Contains(guardedNames, c) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
-// resolveExisting follows the links of the longest existing prefix of path.
-func resolveExisting(path string) string {
-	rest := ""
-	for p := path; ; {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(r, rest)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return path
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-}
-
-// hostAsker asks the host through an ask_approval IPC request. The host
+// hostAsker asks the host through an ask_approval IPC request. The call
+// is first announced on the runner's stdout (an approval_wait event): the
+// host takes an ask_approval only for a call its container announced, so
+// a request file planted in the IPC directory is refused. The host
 // answers when the owner decides or its own timeout denies the call, so
-// the wait is bounded by ctx only.
-func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, error)) Asker {
+// the wait is bounded by ctx only. A request the host refuses (too many
+// open, not announced) is an error carrying the host's words.
+func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, error), announce func(ipc.Event)) Asker {
 	return func(ctx context.Context, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error) {
-		resp, err := call(ctx, ipc.NewRequest(args))
+		req := ipc.NewRequest(args)
+		if err := req.Args.Validate(); err != nil {
+			return ipc.ApprovalDecision{}, err
+		}
+		announce(ipc.Event{Type: ipc.EventApprovalWait, ToolUseID: args.ToolUseID, Tool: args.Tool})
+		resp, err := call(ctx, req)
 		if err != nil {
 			return ipc.ApprovalDecision{}, err
 		}
 		if !resp.OK {
-			return ipc.ApprovalDecision{}, errors.New(resp.Error)
+			return ipc.ApprovalDecision{}, &refusedError{msg: resp.Error}
 		}
 		var d ipc.ApprovalDecision
 		if err := json.Unmarshal(resp.Data, &d); err != nil {
@@ -228,6 +317,12 @@ func hostAsker(call func(ctx context.Context, req ipc.Request) (ipc.Response, er
 		return d, nil
 	}
 }
+
+// refusedError is the host's refusal of an ask_approval: its words are
+// the tool's error, for the model.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
 
 // MaxApprovalWait bounds the runner's wait for one approval: the host's
 // timeout (BRIDGED_APPROVAL_TIMEOUT) settles it well before.

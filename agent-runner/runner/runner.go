@@ -139,7 +139,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer c.Close()
-		r.perms.ask = hostAsker(c.Call)
+		key := cfg.Input.ApprovalKey
+		r.perms.ask = hostAsker(c.Call, func(ev ipc.Event) {
+			ev.Key = key
+			r.emit(ev)
+		})
 	}
 	return r.loop(ctx)
 }

@@ -524,7 +524,8 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		APIProxy:         proxyAdapter{proxy},
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
-		OutboxSignal: outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) }})
+		OutboxSignal: outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
+		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) }})
 	if err != nil {
 		return err
 	}

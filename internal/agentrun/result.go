@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"time"
@@ -105,6 +106,10 @@ type turn struct {
 	// stopping: the container is being stopped (a timeout, shutdown);
 	// closed: a failed turn already closed it.
 	stopping, closed bool
+	// approvalKey is the run's ipc.RunInput.ApprovalKey: an approval_wait
+	// without it was not written by the runner.
+	approvalKey string
+	forgedWait  bool // a forged announcement was logged
 }
 
 // event acts on one line of the runner's stdout. A message turn that
@@ -172,6 +177,17 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		}
 	case ipc.EventResult:
 		t.result(wctx, ev)
+	case ipc.EventApprovalWait:
+		if t.approvalKey == "" || subtle.ConstantTimeCompare([]byte(ev.Key), []byte(t.approvalKey)) != 1 {
+			if !t.forgedWait {
+				t.forgedWait = true
+				t.log.Warn().Msg("approval announcement without the run's key dropped: not the runner's")
+			}
+			return
+		}
+		if t.x.ApprovalWait != nil {
+			t.x.ApprovalWait(t.g.Folder, ev.ToolUseID, ev.Tool)
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package agentrun
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -96,6 +98,11 @@ type Deps struct {
 	// the approvals its turn left waiting are settled. Its ctx is not
 	// cancelled when the run's was (see Container).
 	ContainerGone func(context.Context, store.Folder)
+	// ApprovalWait, when set, is told of each tool call a group's runner
+	// announced it is about to ask the owner about (an approval_wait
+	// line): only such a call's ask_approval request is taken. It must not
+	// block.
+	ApprovalWait func(folder store.Folder, toolUseID, tool string)
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.
@@ -180,6 +187,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		Timezone:      x.cfg.Timezone.String(),
 		Model:         g.ContainerConfig.Model,
 		Tools:         string(g.Tools),
+		ApprovalKey:   newApprovalKey(),
 	}
 	if sess != nil {
 		input.SessionID, input.ResumeAt = sess.SessionID, sess.LastUUID
@@ -212,7 +220,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		rl.Footer(o.Ended, 0, false, o.Failure())
 		return o
 	}
-	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin}
+	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin, approvalKey: input.ApprovalKey}
 	o = t.end(container.Supervise(ctx, x.Runtime, spec, container.Watch{
 		Log:          log,
 		Instance:     x.cfg.Instance,
@@ -247,6 +255,14 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 	log.Info().Str("container", spec.Name).Int("exit_code", o.Exit.Code).Dur("duration", time.Since(start)).Bool("timed_out", o.TimedOut).
 		Int("results", o.Results).Bool("replied", replied).Msg("container finished")
 	return o
+}
+
+// newApprovalKey is a container run's ipc.RunInput.ApprovalKey: 128
+// random bits.
+func newApprovalKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Messages runs the message run run of g, begun by BeginMessages with text

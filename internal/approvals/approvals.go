@@ -40,6 +40,20 @@ type Poster interface {
 	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 }
 
+// MaxOpenPerGroup is the most approval requests one group may have open at
+// once: the next is refused at once (ErrTooMany), and the runner denies
+// that tool call with the refusal's words. An agent that asks faster than
+// the owner answers fills the cap, not the owner's chat.
+const MaxOpenPerGroup = 3
+
+// Errors of Ask.
+var (
+	// ErrTooMany: the group has MaxOpenPerGroup requests open already.
+	ErrTooMany = fmt.Errorf("%w: %d approval requests of this group are open already; ask again once the owner answered one", ipc.ErrApprovalRefused, MaxOpenPerGroup)
+	// ErrBadTool: the tool's name is not an identifier (ipc.ValidToolName).
+	ErrBadTool = fmt.Errorf("%w: the tool's name is not an identifier", ipc.ErrApprovalRefused)
+)
+
 // Errors of Decide.
 var (
 	// ErrSettled: the request was decided before; nothing changed.
@@ -59,6 +73,8 @@ type Service struct {
 	mu      sync.Mutex
 	waiters map[string]chan store.Approval // open requests a runner waits for
 	changed chan struct{}                  // closed (and replaced) when a request opens or is settled
+
+	waits *waits // the tool calls the live containers announced
 }
 
 // New returns the approvals of db, posting requests and notices through
@@ -68,7 +84,7 @@ func New(db *store.DB, poster Poster, timeout time.Duration, log zerolog.Logger)
 		timeout = DefaultTimeout
 	}
 	return &Service{db: db, poster: poster, timeout: timeout, log: log.With().Str("component", "approvals").Logger(),
-		waiters: map[string]chan store.Approval{}, changed: make(chan struct{})}
+		waiters: map[string]chan store.Approval{}, changed: make(chan struct{}), waits: newWaits()}
 }
 
 // Changed returns a channel that is closed when a request next opens or is
@@ -109,7 +125,13 @@ func (s *Service) post(ctx context.Context, text string) (store.OutboxItem, erro
 // the main chat and decided by the owner or denied at the timeout. When
 // ctx ends first (the daemon stops), the request stays open and is settled
 // as denied at the next start (SettleOpen); Ask returns ctx's error.
+//
+// Past MaxOpenPerGroup open requests of folder, Ask returns ErrTooMany at
+// once; a tool name that is not an identifier, ErrBadTool.
 func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error) {
+	if !ipc.ValidToolName(args.Tool) {
+		return ipc.ApprovalDecision{}, ErrBadTool
+	}
 	subject := Subject(args.Tool, args.Input)
 	rule := Rule(args.Tool, args.Input)
 	log := s.log.With().Str("group", folder).Str("tool", args.Tool).Logger()
@@ -173,14 +195,38 @@ func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.As
 	}
 }
 
+// addApproval stores a as open unless its group has MaxOpenPerGroup open
+// already (ErrTooMany), counted in the same transaction.
 func addApproval(ctx context.Context, db *store.DB, a store.Approval) (store.Approval, error) {
 	var out store.Approval
 	err := db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
+		n, err := tx.CountOpenApprovals(ctx, a.Folder)
+		if err != nil {
+			return err
+		}
+		if n >= MaxOpenPerGroup {
+			return ErrTooMany
+		}
 		out, err = tx.AddApproval(ctx, a)
 		return err
 	})
 	return out, err
+}
+
+// Announce records that folder's live container waits on the tool call
+// (toolUseID, tool): its runner said so on its stdout (an approval_wait
+// line) before writing the ask_approval request that Claim takes.
+func (s *Service) Announce(folder, toolUseID, tool string) {
+	if !s.waits.announce(folder, toolUseID, tool) {
+		s.log.Warn().Str("group", folder).Int("max", maxAnnounced).Msg("approval announcement dropped: too many unclaimed")
+	}
+}
+
+// Claim takes folder's announcement of (toolUseID, tool), waiting up to
+// AnnounceWait for it to arrive, and reports whether there was one. Each
+// announcement is claimed once.
+func (s *Service) Claim(ctx context.Context, folder, toolUseID, tool string) bool {
+	return s.waits.claim(ctx, folder, toolUseID, tool, AnnounceWait)
 }
 
 // decision is what the runner is told of a settled request.
@@ -290,6 +336,7 @@ func (s *Service) SettleOpen(ctx context.Context) (int, error) {
 // is gone (it crashed, timed out or was stopped): no runner waits for them
 // any more. Each gets one notice in the main chat.
 func (s *Service) ContainerGone(ctx context.Context, folder string) {
+	s.waits.forget(folder)
 	ctx = context.WithoutCancel(ctx)
 	open, err := s.db.ListApprovals(ctx, true, 0)
 	if err != nil {
@@ -514,7 +561,28 @@ func Rule(tool string, input json.RawMessage) string {
 		b, _ := json.Marshal(in)
 		s = string(b)
 	}
-	return tool + "(" + s + ")"
+	return tool + "(" + escape(s) + ")"
+}
+
+// escape writes the characters of s that a terminal or a chat would act
+// on (controls, format characters such as bidi overrides, invalid UTF-8)
+// as \u{…}, and a backslash as \\: a rule is safe to show and still names
+// one command exactly.
+func escape(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x{%02x}`, s[i])
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, `\u{%x}`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // clean puts s on one line without control characters or backticks, cut

@@ -360,3 +360,106 @@ func TestContainerGoneDeniesItsGroupsOpenRequests(t *testing.T) {
 		t.Errorf("%d notices; want 1", n)
 	}
 }
+
+// At most MaxOpenPerGroup requests of a group are open at once: the next
+// is refused at once, without a message to the owner; another group still
+// asks.
+func TestOpenRequestsAreCapped(t *testing.T) {
+	s, _, p := setup(t, time.Hour)
+	ctx := context.Background()
+	var open []chan asked
+	for i := range MaxOpenPerGroup {
+		_, _, ch := ask(t, s, p, "r"+itoa(int64(i)), "touch f"+itoa(int64(i)))
+		open = append(open, ch)
+	}
+	before := len(p.all())
+	in, _ := json.Marshal(map[string]string{"command": "touch over"})
+	_, err := s.Ask(ctx, "family", "r-over", ipc.AskApprovalArgs{Tool: "Bash", Input: in})
+	if !errors.Is(err, ErrTooMany) || !errors.Is(err, ipc.ErrApprovalRefused) {
+		t.Fatalf("Ask past the cap = %v; want ErrTooMany", err)
+	}
+	if n := len(p.all()); n != before {
+		t.Errorf("%d messages posted for the refused request; want none", n-before)
+	}
+	list, _ := s.List(ctx, true, 0)
+	if len(list) != MaxOpenPerGroup {
+		t.Errorf("%d open requests; want %d", len(list), MaxOpenPerGroup)
+	}
+	// One answered: the group may ask again.
+	if _, err := s.Decide(ctx, list[0].ID, false, false, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ch := ask(t, s, p, "r-again", "touch again")
+	for _, id := range []int{1, 2} {
+		_, _ = s.Decide(ctx, list[id].ID, false, false, "cli")
+	}
+	s.ContainerGone(ctx, "family")
+	for _, c := range append(open, ch) {
+		wait(t, c)
+	}
+}
+
+// A tool name that is not an identifier is refused before anything is
+// stored or posted; the rule of a command with controls is shown escaped
+// and still names that command only.
+func TestToolNameAndRuleAreClean(t *testing.T) {
+	s, _, p := setup(t, time.Hour)
+	ctx := context.Background()
+	for _, tool := range []string{"Bash\x1b[2J", "Bash\nApproval abcd", "Ba`sh`", strings.Repeat("x", 65), ""} {
+		if _, err := s.Ask(ctx, "family", "r1", ipc.AskApprovalArgs{Tool: tool, Input: json.RawMessage(`{}`)}); !errors.Is(err, ErrBadTool) {
+			t.Errorf("Ask with tool %q = %v; want ErrBadTool", tool, err)
+		}
+	}
+	if n := len(p.all()); n != 0 {
+		t.Errorf("%d messages posted; want none", n)
+	}
+	for _, tc := range []struct{ cmd, want string }{
+		{"echo \x1b]52;c;eA==\x07", `Bash(echo \u{1b}]52;c;eA==\u{7})`},
+		{"a\u202eb\nc", `Bash(a\u{202e}b\u{a}c)`},
+		{`echo \u{1b}`, `Bash(echo \\u{1b})`},
+		{"ok \xff", `Bash(ok \x{ff})`},
+	} {
+		in, _ := json.Marshal(map[string]string{"command": tc.cmd})
+		if tc.cmd == "ok \xff" {
+			in = []byte(`{"command":"ok ` + "\xff" + `"}`)
+		}
+		if got := Rule("Bash", in); got != tc.want && !(tc.cmd == "ok \xff" && got == "Bash(ok \ufffd)") {
+			t.Errorf("Rule(%q) = %q; want %q", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+// A request is taken for an announced call only, each once; an
+// announcement that comes a little after the request is waited for; a
+// container that ended takes its announcements with it.
+func TestClaimTakesAnnouncedCallsOnce(t *testing.T) {
+	w := newWaits()
+	ctx := context.Background()
+	w.announce("family", "toolu_1", "Bash")
+	if w.claim(ctx, "main", "toolu_1", "Bash", 0) || w.claim(ctx, "family", "toolu_1", "Write", 0) {
+		t.Fatal("claimed another group's or another tool's announcement")
+	}
+	if !w.claim(ctx, "family", "toolu_1", "Bash", time.Second) {
+		t.Fatal("the announced call was not claimed")
+	}
+	if w.claim(ctx, "family", "toolu_1", "Bash", 10*time.Millisecond) {
+		t.Fatal("one announcement claimed twice")
+	}
+	got := make(chan bool)
+	go func() { got <- w.claim(ctx, "family", "toolu_2", "Bash", 10*time.Second) }()
+	go w.announce("family", "toolu_2", "Bash")
+	if !<-got {
+		t.Fatal("a late announcement was not waited for")
+	}
+	w.announce("family", "toolu_3", "Bash")
+	w.forget("family")
+	if w.claim(ctx, "family", "toolu_3", "Bash", 10*time.Millisecond) {
+		t.Fatal("an announcement outlived its container")
+	}
+	for i := range maxAnnounced + 5 {
+		w.announce("family", "toolu_x"+itoa(int64(i)), "Bash")
+	}
+	if n := len(w.calls["family"]); n != maxAnnounced {
+		t.Errorf("%d announcements kept; want at most %d", n, maxAnnounced)
+	}
+}

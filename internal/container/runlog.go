@@ -61,6 +61,7 @@ func (rl *RunLog) Header(withPrompt bool, kind, task string, spec Spec, in ipc.R
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	promptBytes := len(in.Prompt)
+	in.ApprovalKey = ""
 	if !withPrompt {
 		in.Prompt = ""
 	}

@@ -169,3 +169,30 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// An approval_wait line names its call with identifiers; anything else in
+// it is refused, as a tool name with controls is in ask_approval.
+func TestApprovalWaitAndToolNames(t *testing.T) {
+	ev, err := DecodeEvent([]byte(`{"type":"approval_wait","tool_use_id":"toolu_01A","tool":"mcp__github__create_issue","key":"k"}`))
+	if err != nil || ev.Tool != "mcp__github__create_issue" || ev.ToolUseID != "toolu_01A" || ev.Key != "k" {
+		t.Fatalf("DecodeEvent = %+v, %v", ev, err)
+	}
+	for _, line := range []string{
+		`{"type":"approval_wait","tool_use_id":"toolu_1","tool":"Bash\u001b[2J"}`,
+		`{"type":"approval_wait","tool_use_id":"toolu 1","tool":"Bash"}`,
+		`{"type":"approval_wait","tool":"Bash"}`,
+	} {
+		if _, err := DecodeEvent([]byte(line)); err == nil {
+			t.Errorf("DecodeEvent(%s) accepted", line)
+		}
+	}
+	for name, ok := range map[string]bool{
+		"Bash": true, "mcp__bridge__send_message": true, "Web-Fetch_2": true,
+		"": false, "1Bash": false, "Bash\n": false, "Ba`sh": false, "Bash\u202e": false,
+		strings.Repeat("a", MaxToolName): true, strings.Repeat("a", MaxToolName+1): false,
+	} {
+		if ValidToolName(name) != ok {
+			t.Errorf("ValidToolName(%q) = %v; want %v", name, !ok, ok)
+		}
+	}
+}

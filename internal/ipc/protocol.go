@@ -23,6 +23,12 @@ type RunInput struct {
 	// Tools is the group's tool profile (full, ask, read-only, chat);
 	// empty is full.
 	Tools string `json:"tools,omitempty"`
+	// ApprovalKey is a random key of this container's run that the runner
+	// puts in each approval_wait line (Event.Key). Only the runner reads
+	// its stdin, once, so a line another process of the container writes
+	// to the container's stdout (through the init's /proc/1/fd/1) cannot
+	// carry it. It is never logged.
+	ApprovalKey string `json:"approval_key,omitempty"`
 }
 
 // The host's credential proxy as a container sees it: a unix socket in a
@@ -80,6 +86,11 @@ const (
 	EventSession EventType = "session"
 	EventResult  EventType = "result"
 	EventError   EventType = "error"
+	// EventApprovalWait announces a tool call the runner is about to ask
+	// the owner about (ToolUseID, Tool), before it writes the ask_approval
+	// request: the host takes an ask_approval only for a call announced
+	// this way by the group's live container, each once.
+	EventApprovalWait EventType = "approval_wait"
 )
 
 // Usage is token usage copied from the CLI's result message.
@@ -94,7 +105,8 @@ type Usage struct {
 // Type: session → SessionID (and Fresh when an unknown session was replaced);
 // result → Text, IsError, SessionID, LastUUID, CostUSD, Usage, DurationMS,
 // NumTurns (and for a turn that ended on an API error, APIErrorStatus and
-// APIErrorType); error → Message, Retryable.
+// APIErrorType); error → Message, Retryable; approval_wait → ToolUseID,
+// Tool.
 type Event struct {
 	Type       EventType `json:"type"`
 	SessionID  string    `json:"session_id,omitempty"`
@@ -112,6 +124,11 @@ type Event struct {
 	// failed turn (0: none or unknown); APIErrorType its error type.
 	APIErrorStatus int    `json:"api_error_status,omitempty"`
 	APIErrorType   string `json:"api_error_type,omitempty"`
+	// ToolUseID and Tool name the tool call of an approval_wait.
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	// Key is the run's RunInput.ApprovalKey, in an approval_wait.
+	Key string `json:"key,omitempty"`
 }
 
 // DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the
@@ -124,6 +141,11 @@ func DecodeEvent(line []byte) (Event, error) {
 	}
 	switch ev.Type {
 	case EventSession, EventResult, EventError:
+		return ev, nil
+	case EventApprovalWait:
+		if !ValidToolName(ev.Tool) || !ValidToolUseID(ev.ToolUseID) {
+			return ev, invalidf("approval_wait: tool %q or tool_use_id %q is not an identifier", clip(ev.Tool), clip(ev.ToolUseID))
+		}
 		return ev, nil
 	default:
 		return ev, fmt.Errorf("%w: unknown event type %q", ErrInvalid, ev.Type)

@@ -3,6 +3,7 @@ package ipc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -134,11 +135,8 @@ func (AskApprovalArgs) requestType() RequestType { return TypeAskApproval }
 
 // Validate checks ask_approval's arguments.
 func (a AskApprovalArgs) Validate() error {
-	if err := checkText("tool", a.Tool, true); err != nil {
-		return err
-	}
-	if len(a.Tool) > 256 {
-		return invalidf("tool name is %d bytes, over 256", len(a.Tool))
+	if !ValidToolName(a.Tool) {
+		return invalidf("tool name %q is not an identifier (letters, digits, _ and -, at most %d bytes)", clip(a.Tool), MaxToolName)
 	}
 	if len(a.Input) > MaxApprovalInputBytes {
 		return invalidf("input is %d bytes, over the %d-byte limit", len(a.Input), MaxApprovalInputBytes)
@@ -146,7 +144,55 @@ func (a AskApprovalArgs) Validate() error {
 	if t := bytes.TrimSpace(a.Input); len(t) == 0 || t[0] != '{' {
 		return invalidf("input must be a JSON object")
 	}
-	return checkText("tool_use_id", a.ToolUseID, false)
+	if !ValidToolUseID(a.ToolUseID) {
+		return invalidf("tool_use_id %q is not an identifier (letters, digits, _ and -, at most %d bytes)", clip(a.ToolUseID), MaxToolUseID)
+	}
+	return nil
+}
+
+// ErrApprovalRefused is wrapped by the errors of an ask_approval that is
+// refused before the owner is asked (too many open, a planted request):
+// the response says why, and the runner denies the tool call with it.
+var ErrApprovalRefused = errors.New("approval refused")
+
+// Bounds of the names of a tool call.
+const (
+	MaxToolName  = 64
+	MaxToolUseID = 128
+)
+
+// ValidToolName reports whether name is a tool's name: an identifier of
+// ASCII letters, digits, "_" and "-" (mcp__server__tool included), at most
+// MaxToolName bytes, starting with a letter.
+func ValidToolName(name string) bool {
+	return len(name) <= MaxToolName && identifier(name)
+}
+
+// ValidToolUseID reports whether id is a tool call's id: an identifier of
+// ASCII letters, digits, "_" and "-", at most MaxToolUseID bytes.
+func ValidToolUseID(id string) bool {
+	return len(id) <= MaxToolUseID && identifier(id)
+}
+
+func identifier(s string) bool {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// clip quotes at most 40 bytes of a refused name in an error.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
 
 func (SendMessageArgs) requestType() RequestType   { return TypeSendMessage }

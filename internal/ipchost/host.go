@@ -1,12 +1,14 @@
 package ipchost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +81,10 @@ type TurnHold interface {
 // blocks until the call is settled or ctx ends.
 type Approver interface {
 	Ask(ctx context.Context, folder, requestID string, args ipc.AskApprovalArgs) (ipc.ApprovalDecision, error)
+	// Claim takes the announcement of the tool call (toolUseID, tool) by
+	// folder's live container, waiting a short while for one that races
+	// the request file; false when there is none. Each is taken once.
+	Claim(ctx context.Context, folder, toolUseID, tool string) bool
 }
 
 // ApprovalHolder is a Messenger that can hold a group's turn in flight
@@ -163,6 +169,8 @@ type Host struct {
 	idle func(folder store.Folder)
 
 	syncMu sync.Mutex // serialises SyncGroups, so a stale list never wins
+
+	refusals refusalLog // ask_approval requests refused, logged sparingly
 
 	box *dirwatch.Engine[*trees] // the groups' requests directories, keyed by folder
 }
@@ -782,15 +790,37 @@ func short(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// askApproval asks the approver about one tool call.
+// askApproval asks the approver about one tool call, if the request comes
+// from the pipeline: only a group whose profile asks has a runner that
+// asks, and only for a tool call that runner announced on its stdout
+// (Approver.Claim). Anything else was planted in the group's IPC
+// directory: it is refused at once with an error response, no approval is
+// opened and the owner hears nothing; the refusals are logged at most once
+// per refusalLogEvery per group.
 func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) ipc.Response {
 	args, ok := req.Args.(ipc.AskApprovalArgs)
+	if !ok {
+		return ipc.ErrorResponse(req.ID, errors.New("not an ask_approval request"))
+	}
+	refuse := func(err error) ipc.Response {
+		h.refusals.log(h.log, folder, args.Tool, err, h.now())
+		return ipc.ErrorResponse(req.ID, err)
+	}
+	g, err := h.db.GetGroupByFolder(ctx, store.Folder(folder))
+	switch {
+	case err != nil:
+		return refuse(fmt.Errorf("%w: group %s: %w", ipc.ErrApprovalRefused, folder, err))
+	case g.Tools != store.ToolsAsk:
+		return refuse(fmt.Errorf("%w: this group's profile is %s, which never asks the owner", ipc.ErrApprovalRefused, cmp.Or(g.Tools, store.ToolsFull)))
+	case !ipc.ValidToolName(args.Tool) || !ipc.ValidToolUseID(args.ToolUseID):
+		return refuse(fmt.Errorf("%w: the tool's name or call id is not an identifier", ipc.ErrApprovalRefused))
+	}
 	var d ipc.ApprovalDecision
 	switch {
-	case !ok:
-		return ipc.ErrorResponse(req.ID, errors.New("not an ask_approval request"))
 	case h.cfg.Approver == nil:
 		d = ipc.ApprovalDecision{Message: "not approved: bridged has no approvals"}
+	case !h.cfg.Approver.Claim(ctx, folder, args.ToolUseID, args.Tool):
+		return refuse(fmt.Errorf("%w: the group's agent is not waiting on this tool call", ipc.ErrApprovalRefused))
 	default:
 		// The turn that asked waits on the owner, not on its agent: it is
 		// held open until the answer or the approval's timeout.
@@ -798,10 +828,12 @@ func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) 
 			release := hd.HoldApproval(folder)
 			defer release()
 		}
-		var err error
 		if d, err = h.cfg.Approver.Ask(ctx, folder, req.ID, args); err != nil {
 			if ctx.Err() != nil {
 				return ipc.ErrorResponse(req.ID, ctx.Err())
+			}
+			if errors.Is(err, ipc.ErrApprovalRefused) {
+				return refuse(err)
 			}
 			h.log.Error().Err(err).Str("group", folder).Msg("ask approval")
 			d = ipc.ApprovalDecision{Message: "not approved: the owner could not be asked"}
@@ -812,4 +844,43 @@ func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) 
 		return ipc.ErrorResponse(req.ID, err)
 	}
 	return resp
+}
+
+// refusalLogEvery is how often, at most, the refused ask_approval requests
+// of one group are logged: a flood of planted files makes one line per
+// interval with a count, not one per file.
+const refusalLogEvery = 10 * time.Second
+
+// refusalLog logs refused ask_approval requests, at most once per
+// refusalLogEvery per group. The zero value is ready.
+type refusalLog struct {
+	mu     sync.Mutex
+	groups map[string]*refusals
+}
+
+type refusals struct {
+	last   time.Time
+	unsaid int // refused since the last line
+}
+
+func (r *refusalLog) log(log zerolog.Logger, folder, tool string, why error, now time.Time) {
+	r.mu.Lock()
+	if r.groups == nil {
+		r.groups = map[string]*refusals{}
+	}
+	g := r.groups[folder]
+	if g == nil {
+		g = &refusals{}
+		r.groups[folder] = g
+	}
+	g.unsaid++
+	if !g.last.IsZero() && now.Sub(g.last) < refusalLogEvery {
+		r.mu.Unlock()
+		return
+	}
+	n := g.unsaid
+	g.last, g.unsaid = now, 0
+	r.mu.Unlock()
+	log.Warn().Str("group", folder).Str("tool", short(strconv.Quote(tool), 80)).Str("error", why.Error()).Int("refused", n).
+		Msg("ask_approval refused")
 }

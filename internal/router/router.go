@@ -122,6 +122,8 @@ type Deps struct {
 	// (the approvals it left waiting are settled); see
 	// agentrun.Runner.ContainerGone.
 	ContainerGone func(context.Context, store.Folder)
+	// ApprovalWait is agentrun.Deps.ApprovalWait.
+	ApprovalWait func(folder store.Folder, toolUseID, tool string)
 }
 
 // Status is the router's live state for `bridged status`.
@@ -324,6 +326,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 			}
 		},
 		ContainerGone: d.ContainerGone,
+		ApprovalWait:  d.ApprovalWait,
 		Specs: container.SpecBuilder{
 			Home:          cfg.Home,
 			AssistantName: cfg.AssistantName,

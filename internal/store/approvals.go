@@ -172,6 +172,29 @@ func (tx *Tx) AddApprovalRule(ctx context.Context, folder Folder, rule, by strin
 	return nil
 }
 
+// CountOpenApprovals returns how many approval requests of folder are open.
+func (tx *Tx) CountOpenApprovals(ctx context.Context, folder Folder) (int, error) {
+	var n int
+	if err := tx.tx.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE folder = ? AND state = 'open'`, folder).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count open approvals of %s: %w", folder, err)
+	}
+	return n, nil
+}
+
+// DropApprovalRules deletes every standing rule of folder and returns how
+// many there were.
+func (tx *Tx) DropApprovalRules(ctx context.Context, folder Folder) (int64, error) {
+	res, err := tx.tx.ExecContext(ctx, `DELETE FROM approval_rules WHERE folder = ?`, folder)
+	if err != nil {
+		return 0, fmt.Errorf("drop approval rules of %s: %w", folder, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("drop approval rules of %s: %w", folder, err)
+	}
+	return n, nil
+}
+
 // HasApprovalRule reports whether folder has the standing rule rule.
 func (db *DB) HasApprovalRule(ctx context.Context, folder Folder, rule string) (bool, error) {
 	var n int

@@ -138,3 +138,68 @@ func TestToolProfilesNoticeOnUpgrade(t *testing.T) {
 		})
 	}
 }
+
+// A group's standing rules are dropped when its profile changes (in the
+// transaction that changes it), and kept by any other change; a group
+// registered again does not inherit the rules of one removed before.
+func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	for _, f := range []Folder{"fam", "work"} {
+		if _, err := db.AddGroup(ctx, Group{Chat: ChatID("local:" + f), Folder: f, Tools: ToolsAsk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addRules := func() {
+		t.Helper()
+		if err := db.Tx(ctx, func(tx *Tx) error {
+			for _, f := range []Folder{"fam", "work"} {
+				if err := tx.AddApprovalRule(ctx, f, "Bash(make)", "cli"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(f Folder) bool {
+		t.Helper()
+		ok, err := db.HasApprovalRule(ctx, f, "Bash(make)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	addRules()
+	g, _ := db.GetGroupByFolder(ctx, "fam")
+	g.Name = "Family"
+	if err := db.UpdateGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if !has("fam") {
+		t.Fatal("a change other than the profile dropped the rules")
+	}
+	for _, p := range []ToolProfile{ToolsFull, ToolsAsk} {
+		g.Tools = p
+		if err := db.UpdateGroup(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if has("fam") {
+			t.Errorf("rules kept after the profile became %s", p)
+		}
+		if !has("work") {
+			t.Fatal("another group's rules were dropped")
+		}
+		addRules()
+	}
+	if err := db.RemoveGroup(ctx, "fam"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AddGroup(ctx, Group{Chat: "local:fam", Folder: "fam", Tools: ToolsAsk}); err != nil {
+		t.Fatal(err)
+	}
+	if has("fam") {
+		t.Error("a group registered again inherited the rules of the one removed")
+	}
+}

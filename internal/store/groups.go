@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -239,6 +240,11 @@ func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
 	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
 		return Group{}, fmt.Errorf("add group %s: record chat: %w", g.Folder, err)
 	}
+	// Rules left by a group of the same folder removed before were given
+	// to that group, not to this one.
+	if _, err := tx.DropApprovalRules(ctx, g.Folder); err != nil {
+		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
+	}
 	tx.groupsChanged = true
 	return g, nil
 }
@@ -261,6 +267,15 @@ func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
 	cfg, err := json.Marshal(g.ContainerConfig)
 	if err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
+	}
+	// The standing rules of "always allow" answers were given for the
+	// profile that asked: a change of profile drops them, in this
+	// transaction.
+	var was ToolProfile
+	if err := tx.tx.QueryRowContext(ctx, `SELECT tools FROM registered_groups WHERE folder = ?`, g.Folder).Scan(&was); err == nil && cmp.Or(was, ToolsFull) != g.Tools {
+		if _, err := tx.DropApprovalRules(ctx, g.Folder); err != nil {
+			return fmt.Errorf("update group %s: %w", g.Folder, err)
+		}
 	}
 	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
 		allow_senders = ?, others = ?, tools = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Tools, g.Folder)
