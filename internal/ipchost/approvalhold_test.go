@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
 // holdingMessenger is a Messenger that holds turns open for approvals and
@@ -42,11 +43,13 @@ func TestAskApprovalHoldsTheTurn(t *testing.T) {
 	e := newEnv(t)
 	m := &holdingMessenger{fakeMessenger: e.msg, held: map[string]int{}}
 	e.h.msg = m
+	setTools(t, e.db, "family", store.ToolsAsk)
 	ap := &approver{asked: make(chan ipc.AskApprovalArgs, 1), release: make(chan ipc.ApprovalDecision, 1)}
+	ap.announce("toolu_1", "Bash")
 	e.h.cfg.Approver = ap
 	handled := e.run(t)
 
-	ask := ipc.NewRequest(ipc.AskApprovalArgs{Tool: "Bash", Input: json.RawMessage(`{"command":"rm x"}`)})
+	ask := ipc.NewRequest(ipc.AskApprovalArgs{Tool: "Bash", Input: json.RawMessage(`{"command":"rm x"}`), ToolUseID: "toolu_1"})
 	writeRequest(t, e.requestsDir("family"), ask)
 	<-ap.asked
 	if n := m.holds("family"); n != 1 {
