@@ -435,7 +435,7 @@ func (t *tail) why() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lines := strings.Split(strings.TrimSpace(string(t.b)), "\n")
-	last := strings.TrimSpace(termsafe.Line(lines[len(lines)-1]))
+	last := strings.TrimRight(strings.TrimSpace(termsafe.Line(lines[len(lines)-1])), ".")
 	if last == "" {
 		return ""
 	}

@@ -289,8 +289,12 @@ func TestFailuresAreTold(t *testing.T) {
 			s, p, _ := newService(t, true, cli)
 			s.cfg.URLTimeout = time.Second
 			s.Take(context.Background(), owner("/remote-control"))
-			if got := p.next(t); !strings.Contains(got, "Remote control failed: ") || !strings.Contains(got, tc.want) {
+			got := p.next(t)
+			if !strings.Contains(got, "Remote control failed: ") || !strings.Contains(got, tc.want) {
 				t.Fatalf("got %q; want a failure saying %q", got, tc.want)
+			}
+			if strings.HasSuffix(got, "..") {
+				t.Fatalf("got %q; want one full stop", got)
 			}
 		})
 	}
