@@ -83,6 +83,13 @@ func TestE2ERemoteControl(t *testing.T) {
 	if got := e.remoteReply("/remote-control"); !strings.Contains(got, "Remote control is off") || !strings.Contains(got, "BRIDGED_REMOTE_CONTROL=true") {
 		t.Fatalf("off: got %q; want it refused with how to turn it on", got)
 	}
+	from := lastID(e, "local:main")
+	if out, errs, code, _ := e.chatM("main", "/remote-control"); code != 0 || !strings.Contains(errs, "Taken by bridged as a /remote-control command") {
+		t.Errorf("chat -m /remote-control: exit %d, stdout %q, stderr %q; want it told taken as a command", code, out, errs)
+	}
+	if got := e.waitOut("local:main", from, 1, time.Minute)[0].Text; !strings.Contains(got, "Remote control is off") {
+		t.Fatalf("off, from chat -m: got %q; want it refused", got)
+	}
 	for _, m := range e.messages("local:main", 0, 0) {
 		if m.Direction == "in" {
 			t.Fatalf("the command was stored as a message for the agent: %+v", m)
@@ -111,7 +118,7 @@ func TestE2ERemoteControl(t *testing.T) {
 	}
 
 	// A member of the main chat is refused, and nothing changes.
-	from := lastID(e, "local:main")
+	from = lastID(e, "local:main")
 	_ = e.api("POST", "/v1/chats/local:main/messages", map[string]string{"as": "bob", "text": "/remote-control stop"}, nil)
 	if got := e.waitOut("local:main", from, 1, time.Minute)[0].Text; !strings.Contains(got, "Only the owner") {
 		t.Fatalf("member: got %q; want the owner-only refusal", got)
