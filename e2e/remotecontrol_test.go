@@ -78,6 +78,11 @@ func TestE2ERemoteControl(t *testing.T) {
 	e := newEnv(t)
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	fake := hostFakeCLI(t)
+	t.Cleanup(func() { // none is left on this machine, whatever failed
+		for _, pid := range processesOf(t, fake) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 
 	d := e.start()
 	if got := e.remoteReply("/remote-control"); !strings.Contains(got, "Remote control is off") || !strings.Contains(got, "BRIDGED_REMOTE_CONTROL=true") {
@@ -170,5 +175,19 @@ func TestE2ERemoteControl(t *testing.T) {
 	d.stop(t)
 	if now := processesOf(t, fake); len(now) != 0 {
 		t.Fatalf("after bridged stopped: CLIs %v still run", now)
+	}
+
+	// So does its death: no host-level session is left behind.
+	d = e.start()
+	if got := e.remoteReply("/remote-control"); !remoteLinkRE.MatchString(got) {
+		t.Fatalf("after a restart: got %q; want a link", got)
+	}
+	d.kill9()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesOf(t, fake)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after bridged was killed: CLIs %v still run", processesOf(t, fake))
+		}
+		<-time.After(50 * time.Millisecond) // the kernel signals it; nothing tells this test
 	}
 }

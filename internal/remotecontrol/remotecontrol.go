@@ -302,7 +302,7 @@ func (s *Service) run(se *session, chat string, log zerolog.Logger) {
 	// Enable Remote Control? (y/n): the owner asked for it.
 	cmd.Stdin = strings.NewReader("y\n")
 	cmd.Stdout, cmd.Stderr = out, errTail
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its children end with it
+	cmd.SysProcAttr = procAttr()
 	cmd.WaitDelay = stopGrace
 	if err := cmd.Start(); err != nil {
 		log.Warn().Err(err).Str("cli", s.cfg.CLI).Msg("cannot start the claude CLI for remote control")
