@@ -124,7 +124,9 @@ func TestE2ERemoteControl(t *testing.T) {
 
 	// A member of the main chat is refused, and nothing changes.
 	from = lastID(e, "local:main")
-	_ = e.api("POST", "/v1/chats/local:main/messages", map[string]string{"as": "bob", "text": "/remote-control stop"}, nil)
+	if err := e.api("POST", "/v1/chats/local:main/messages", map[string]string{"as": "bob", "text": "/remote-control stop"}, nil); err != nil {
+		t.Errorf("posting bob's /remote-control stop: %v; want it taken, and refused in the chat", err)
+	}
 	if got := e.waitOut("local:main", from, 1, time.Minute)[0].Text; !strings.Contains(got, "Only the owner") {
 		t.Fatalf("member: got %q; want the owner-only refusal", got)
 	}
