@@ -127,7 +127,11 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Log.With().Str("component", "remote-control").Logger(), ctx: ctx, cancel: cancel}, nil
+	s := &Service{cfg: cfg, log: cfg.Log.With().Str("component", "remote-control").Logger(), ctx: ctx, cancel: cancel}
+	if cfg.Enabled {
+		s.log.Info().Str("cli", cfg.CLI).Msg("remote control is on: the owner's /remote-control in the main chat starts a claude session on this machine")
+	}
+	return s, nil
 }
 
 // Close ends the session, if any, and waits for it to be gone. Nothing is
