@@ -96,6 +96,7 @@ var tiers = map[string]tier{
 	"internal/alerts":           middle,
 	"internal/approvals":        middle, // approval requests in the main chat, settled once
 	"internal/retention":        middle,
+	"internal/remotecontrol":    middle, // the owner's /remote-control: a host-level claude session
 	"internal/transcribe":       middle,
 	"internal/media":            middle,
 	"internal/ingest":           middle, // stores inbound messages and wakes the router; built first

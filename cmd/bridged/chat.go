@@ -17,6 +17,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/remotecontrol"
 	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
@@ -187,6 +188,10 @@ func (a *app) chatOnce(ctx context.Context, o chatOpts, text string, files ...st
 		return err
 	}
 	if id == 0 {
+		if _, ok := remotecontrol.Parse(text); ok {
+			fmt.Fprintln(a.stderr, "Taken by bridged as a /remote-control command; no turn runs for it. Its answer is posted in the main chat (`bridged chat main` shows it).")
+			return nil
+		}
 		fmt.Fprintln(a.stderr, "Taken as an answer to an approval request; no turn runs for it.")
 		return nil
 	}
@@ -552,7 +557,11 @@ func (a *app) chatInteractive(ctx context.Context, o chatOpts, assistant string)
 				// The main chat took it as the answer to an approval
 				// request: no turn runs for it.
 				think.clear()
-				fmt.Fprintln(a.stderr, "(taken as an answer to an approval request)")
+				if _, ok := remotecontrol.Parse(text); ok {
+					fmt.Fprintln(a.stderr, "(taken by bridged as a /remote-control command; its answer follows)")
+				} else {
+					fmt.Fprintln(a.stderr, "(taken as an answer to an approval request)")
+				}
 				if len(running) > 0 {
 					think.show()
 				}

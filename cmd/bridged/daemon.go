@@ -34,6 +34,7 @@ import (
 	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/outbox"
+	"github.com/bridged-app/bridged/internal/remotecontrol"
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
@@ -437,10 +438,21 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	outSignal := outbox.NewSignal()
 	poster := outboxPoster{db: db, out: outSignal}
 	approver := approvals.New(db, poster, cfg.ApprovalTimeout, log)
+	// So is the owner's /remote-control (internal/remotecontrol).
+	remote, err := remotecontrol.New(remotecontrol.Config{
+		Enabled: cfg.RemoteControl, CLI: cfg.RemoteControlCLI, Dir: hm.Layout().RemoteControlDir(), Env: os.Environ(),
+		Groups: db, Post: poster, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer remote.Close()
 	ing, err := ingest.New(ingest.Config{
 		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
-		Log:     log.With().Str("component", "ingest").Logger(),
-		Answers: approver.Answer,
+		Log: log.With().Str("component", "ingest").Logger(),
+		Answers: func(ctx context.Context, m channel.Message) bool {
+			return approver.Answer(ctx, m) || remote.Take(ctx, m)
+		},
 	})
 	if err != nil {
 		return err

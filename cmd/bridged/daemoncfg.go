@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,5 +168,9 @@ func withDaemonValues(cfg *config.Config, v map[string]string) *config.Config {
 	if d, err := config.ParseRetention(v["BRIDGED_RETENTION"]); err == nil {
 		c.Retention = d
 	}
+	if on, err := strconv.ParseBool(v["BRIDGED_REMOTE_CONTROL"]); err == nil {
+		c.RemoteControl = on
+	}
+	set("BRIDGED_REMOTE_CONTROL_CLI", &c.RemoteControlCLI)
 	return &c
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
 	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
+	checks = append(checks, checkRemoteControl(cfg, exec.LookPath))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	lib, found := whatsapp.BuiltLibrary()
 	checks = append(checks, checkWhatsmeow(lib, found, time.Now()))

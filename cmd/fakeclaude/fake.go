@@ -125,6 +125,9 @@ func getenv(env []string, key string) string {
 
 // run is the whole program; it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string, uid int) int {
+	if len(args) > 0 && args[0] == "remote-control" {
+		return remoteControl(ctx, args[1:], stdin, stdout, stderr, env)
+	}
 	opts, err := parseArgs(args)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

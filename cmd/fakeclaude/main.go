@@ -40,6 +40,12 @@
 //	                        turn with an API-error result carrying the status
 //	fake:prompt             reply with the turn's whole prompt, as given
 //
+// `fakeclaude remote-control [--name NAME]` stands in for the CLI's remote
+// control: it answers its "Enable Remote Control? (y/n)" from stdin, prints
+// "Session URL: https://claude.ai/code?bridge=env_…" and stays up until it is
+// signalled; a Claude credential in its environment makes it fail, as the
+// real one does (remote.go).
+//
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.
 //

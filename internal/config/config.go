@@ -53,6 +53,11 @@ type Config struct {
 	MaxContainers    int
 	IdleTimeout      time.Duration
 	ContainerTimeout time.Duration
+	// RemoteControl turns on /remote-control in the main chat: the owner's
+	// own message starts a host-level `claude remote-control` session
+	// (RemoteControlCLI) and gets its link back.
+	RemoteControl    bool
+	RemoteControlCLI string
 	// ApprovalTimeout is how long a tool call waits for the owner's
 	// approval before it is denied.
 	ApprovalTimeout time.Duration
@@ -164,6 +169,8 @@ var settings = []setting{
 	{"max-containers", "BRIDGED_MAX_CONTAINERS", constant("5"), "containers running at once"},
 	{"idle-timeout", "BRIDGED_IDLE_TIMEOUT", constant("30m"), "close a container this long after its last result"},
 	{"approval-timeout", "BRIDGED_APPROVAL_TIMEOUT", constant("10m"), "deny a tool call the owner has not approved within this long"},
+	{"remote-control", "BRIDGED_REMOTE_CONTROL", constant("false"), "the owner's /remote-control in the main chat starts a claude remote-control session on this machine and sends its link back"},
+	{"remote-control-cli", "BRIDGED_REMOTE_CONTROL_CLI", constant("claude"), "the claude CLI /remote-control runs on this machine (a path, or a name looked up in PATH)"},
 	{"container-timeout", "BRIDGED_CONTAINER_TIMEOUT", constant(""), "stop a container that printed nothing for this long (default: 30m, at least idle timeout + 30s)"},
 	{"image", "BRIDGED_IMAGE", constant("bridged-agent:latest"), "agent container image"},
 	{"container-memory", "BRIDGED_CONTAINER_MEMORY", constant("2g"), "memory limit per container (e.g. 512m, 2g; 0 = none)"},
@@ -485,6 +492,12 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	if c.OwnNumber, err = strconv.ParseBool(raw["BRIDGED_OWN_NUMBER"]); err != nil {
 		return nil, bad("BRIDGED_OWN_NUMBER", "want true or false")
+	}
+	if c.RemoteControl, err = strconv.ParseBool(raw["BRIDGED_REMOTE_CONTROL"]); err != nil {
+		return nil, bad("BRIDGED_REMOTE_CONTROL", "want true or false")
+	}
+	if c.RemoteControlCLI = strings.TrimSpace(raw["BRIDGED_REMOTE_CONTROL_CLI"]); c.RemoteControlCLI == "" {
+		return nil, bad("BRIDGED_REMOTE_CONTROL_CLI", "want the claude CLI's path or name, such as claude")
 	}
 	if c.Timezone, err = time.LoadLocation(raw["BRIDGED_TIMEZONE"]); err != nil {
 		return nil, bad("BRIDGED_TIMEZONE", "unknown timezone")
@@ -814,6 +827,8 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_OWN_NUMBER":              strconv.FormatBool(c.OwnNumber),
 		"BRIDGED_TIMEZONE":                c.Timezone.String(),
 		"BRIDGED_DASHBOARD":               c.Dashboard,
+		"BRIDGED_REMOTE_CONTROL":          strconv.FormatBool(c.RemoteControl),
+		"BRIDGED_REMOTE_CONTROL_CLI":      c.RemoteControlCLI,
 		"BRIDGED_MAX_CONTAINERS":          strconv.Itoa(c.MaxContainers),
 		"BRIDGED_IDLE_TIMEOUT":            c.IdleTimeout.String(),
 		"BRIDGED_CONTAINER_TIMEOUT":       c.ContainerTimeout.String(),

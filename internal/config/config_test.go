@@ -75,6 +75,8 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_LOG_LEVEL": "loud"}, "BRIDGED_LOG_LEVEL"},
 		{map[string]string{"BRIDGED_ASSISTANT_NAME": "two words"}, "BRIDGED_ASSISTANT_NAME"},
 		{map[string]string{"BRIDGED_OWN_NUMBER": "perhaps"}, "BRIDGED_OWN_NUMBER"},
+		{map[string]string{"BRIDGED_REMOTE_CONTROL": "maybe"}, "BRIDGED_REMOTE_CONTROL"},
+		{map[string]string{"BRIDGED_REMOTE_CONTROL_CLI": " "}, "BRIDGED_REMOTE_CONTROL_CLI"},
 		{map[string]string{"BRIDGED_MOUNT_ALLOWLIST": filepath.Join(home, "allow.json")}, "BRIDGED_MOUNT_ALLOWLIST"},
 		{map[string]string{"BRIDGED_CONTAINER_UID": "0"}, "BRIDGED_CONTAINER_UID"},
 		{map[string]string{"BRIDGED_CONTAINER_GID": "0"}, "BRIDGED_CONTAINER_GID"},
@@ -353,6 +355,20 @@ func TestInheritedTZFallsBack(t *testing.T) {
 	_, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": t.TempDir(), "TZ": "Asia/Kolkata", "BRIDGED_TIMEZONE": "IST-2"})
 	if err == nil || !strings.Contains(err.Error(), "BRIDGED_TIMEZONE") {
 		t.Errorf("BRIDGED_TIMEZONE=IST-2: %v; want it refused", err)
+	}
+}
+
+// BRIDGED_REMOTE_CONTROL is off by default; its CLI is claude from PATH
+// unless named.
+func TestRemoteControl(t *testing.T) {
+	home := t.TempDir()
+	c, err := resolve(t, nil, map[string]string{"BRIDGED_HOME": home})
+	if err != nil || c.RemoteControl || c.RemoteControlCLI != "claude" || c.Values()["BRIDGED_REMOTE_CONTROL"] != "false" {
+		t.Fatalf("default: %v %q %v; want off, with claude", c.RemoteControl, c.RemoteControlCLI, err)
+	}
+	c, err = resolve(t, nil, map[string]string{"BRIDGED_HOME": home, "BRIDGED_REMOTE_CONTROL": "true", "BRIDGED_REMOTE_CONTROL_CLI": "/opt/claude/bin/claude"})
+	if err != nil || !c.RemoteControl || c.RemoteControlCLI != "/opt/claude/bin/claude" || c.Values()["BRIDGED_REMOTE_CONTROL_CLI"] != "/opt/claude/bin/claude" {
+		t.Fatalf("on: %v %q %v; want on, with /opt/claude/bin/claude", c.RemoteControl, c.RemoteControlCLI, err)
 	}
 }
 

@@ -121,6 +121,11 @@ func (l Layout) QuarantineDir(folder string) string {
 	return filepath.Join(l.DataDir(), "quarantine", folder)
 }
 
+// RemoteControlDir is data/remote-control/, the working directory of the
+// owner's /remote-control session on the host. Daemon-owned: never mounted
+// into any container, so no agent writes what the CLI reads there.
+func (l Layout) RemoteControlDir() string { return filepath.Join(l.DataDir(), "remote-control") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }

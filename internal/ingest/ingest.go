@@ -45,9 +45,9 @@ type Config struct {
 	LateWindow time.Duration
 	Now        func() time.Time // nil: time.Now
 	Log        zerolog.Logger
-	// Answers, when set, takes approval answers out before storage
-	// (internal/approvals): it reports true when the message must not be
-	// stored. Without it, a reaction is dropped and anything else stored.
+	// Answers, when set, takes approval answers (internal/approvals) and
+	// the owner's commands (internal/remotecontrol) out before storage: it
+	// reports true when the message must not be stored. Without it, a reaction is dropped and anything else stored.
 	Answers func(ctx context.Context, m channel.Message) bool
 }
 

@@ -408,9 +408,10 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
 		if id == 0 {
-			if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
-				if owner {
-					// Taken out before storage (an approval answer).
+			if g, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
+				if owner || g.Others != store.OthersDrop {
+					// Taken out before storage (an approval answer, a
+					// /remote-control command or its refusal).
 					c.log.Debug().Str("chat", chat).Msg("local message taken as an answer; not stored")
 					continue
 				}

@@ -356,11 +356,22 @@ func TestPostMedia(t *testing.T) {
 
 // The terminal's user is the owner (FromMe); PostAs posts as another
 // member, "local:<name>", not FromMe; a message the group drops is
-// ErrNotAllowed, and a name with spaces is refused.
+// ErrNotAllowed, one taken out in a group that drops nothing (a member's
+// /remote-control, refused in the chat) is not, and a name with spaces is
+// refused.
 func TestPostAsAnotherSender(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t)
 	register(t, db, "local:main", "main")
+	register(t, db, "local:fam", "fam")
+	fam, err := db.GetGroupByFolder(ctx, "fam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fam.Others = store.OthersDrop
+	if err := db.UpdateGroup(ctx, fam); err != nil {
+		t.Fatal(err)
+	}
 	var got []channel.Message
 	drop := false
 	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
@@ -380,8 +391,11 @@ func TestPostAsAnotherSender(t *testing.T) {
 		t.Fatalf("posted %+v; want the owner (you, FromMe), then local:bob (not FromMe)", got)
 	}
 	drop = true
-	if _, err := c.PostAs(ctx, "local:main", "bob", "hi"); !errors.Is(err, store.ErrNotAllowed) {
+	if _, err := c.PostAs(ctx, "local:fam", "bob", "hi"); !errors.Is(err, store.ErrNotAllowed) {
 		t.Errorf("dropped post: %v; want ErrNotAllowed", err)
+	}
+	if ids, err := c.PostAs(ctx, "local:main", "bob", "/remote-control"); err != nil || len(ids) != 0 {
+		t.Errorf("taken out in a group that drops nothing: %v, %v; want no id and no error", ids, err)
 	}
 	if _, err := c.PostAs(ctx, "local:main", "bob smith", "hi"); !errors.Is(err, ErrBadSender) {
 		t.Errorf("name with a space: %v; want ErrBadSender", err)
