@@ -669,6 +669,8 @@ func (f *fake) runTurn(m userMsg) {
 		case "prompt":
 			// The turn's whole prompt, as it was given.
 			replies = append(replies, m.text)
+		case "memory":
+			replies = append(replies, f.memoryDirective())
 		case "sleep":
 			dur, err := time.ParseDuration(d.arg)
 			if err != nil {

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMemoryShowsTheCLAUDEmdLoaded(t *testing.T) {
+	home, dir, extra := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "CLAUDE.md"), []byte("# Group\nlikes tea\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(extra, "CLAUDE.md"), []byte("# Global\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env    []string
+		want   []string
+		unwant string
+	}{
+		{env: baseEnv(home, "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1"), want: []string{"memory " + filepath.Join(dir, "CLAUDE.md") + ":\n# Group\nlikes tea", "memory " + filepath.Join(extra, "CLAUDE.md") + ":\n# Global"}},
+		{env: baseEnv(home), want: []string{"likes tea"}, unwant: "# Global"},
+	} {
+		p := startFake(t, dir, c.env, "--add-dir="+extra)
+		p.sendUser("fake:memory")
+		r, _ := p.result()
+		got, _ := r["result"].(string)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("got %q; want it to hold %q", got, w)
+			}
+		}
+		if c.unwant != "" && strings.Contains(got, c.unwant) {
+			t.Errorf("got %q; want no %q without CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", got, c.unwant)
+		}
+		p.wait()
+	}
+}
