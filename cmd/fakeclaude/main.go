@@ -39,8 +39,9 @@
 //	                        stderr as "fakeclaude: api event <n> <type>"); an HTTP error ends the
 //	                        turn with an API-error result carrying the status
 //	fake:prompt             reply with the turn's whole prompt, as given
-//	fake:memory             reply with the CLAUDE.md memory the CLI loads: the working directory's, and
-//	                        each --add-dir's when CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1
+//	fake:memory             reply with the memory the CLI was given: the CLAUDE.md files it loads (the
+//	                        working directory's when the project source loads, each --add-dir's too with
+//	                        CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1) and --append-system-prompt
 //
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.

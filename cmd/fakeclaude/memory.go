@@ -4,19 +4,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// memoryDirective runs fake:memory: the CLAUDE.md memory the CLI loads at
-// start, each file as "memory <path>:" and its text. It reads the working
-// directory's CLAUDE.md and, when the environment sets
-// CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1, each --add-dir
-// directory's; a missing file is left out, and "memory: none" says that
-// none was found.
+// memoryDirective runs fake:memory: the memory the CLI was given, as
+// "memory <path>:" and each CLAUDE.md file's text, then "system prompt
+// appended:" and the --append-system-prompt text. Like the CLI, it reads
+// the working directory's CLAUDE.md only when the project settings source
+// loads (--setting-sources absent or naming project), and each --add-dir
+// directory's too when CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1. A
+// missing file is left out; "memory: none" says there was nothing.
 func (f *fake) memoryDirective() string {
-	dirs := []string{f.cwd}
-	if getenv(f.env, "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD") == "1" {
-		dirs = append(dirs, f.opts.addDirs...)
+	var dirs []string
+	if f.opts.settingSources == nil || slices.Contains(f.opts.settingSources, "project") {
+		dirs = append(dirs, f.cwd)
+		if getenv(f.env, "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD") == "1" {
+			dirs = append(dirs, f.opts.addDirs...)
+		}
 	}
 	var parts []string
 	for _, d := range dirs {
@@ -26,6 +31,9 @@ func (f *fake) memoryDirective() string {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("memory %s:\n%s", p, strings.TrimRight(string(b), "\n")))
+	}
+	if s := strings.TrimSpace(f.opts.appendSystemPrompt); s != "" {
+		parts = append(parts, "system prompt appended:\n"+s)
 	}
 	if len(parts) == 0 {
 		return "memory: none"

@@ -17,13 +17,16 @@ func TestMemoryShowsTheCLAUDEmdLoaded(t *testing.T) {
 	}
 	for _, c := range []struct {
 		env    []string
+		args   []string
 		want   []string
 		unwant string
 	}{
 		{env: baseEnv(home, "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1"), want: []string{"memory " + filepath.Join(dir, "CLAUDE.md") + ":\n# Group\nlikes tea", "memory " + filepath.Join(extra, "CLAUDE.md") + ":\n# Global"}},
 		{env: baseEnv(home), want: []string{"likes tea"}, unwant: "# Global"},
+		{env: baseEnv(home), args: []string{"--setting-sources=user", "--append-system-prompt=# Global appended"},
+			want: []string{"system prompt appended:\n# Global appended"}, unwant: "likes tea"},
 	} {
-		p := startFake(t, dir, c.env, "--add-dir="+extra)
+		p := startFake(t, dir, c.env, append([]string{"--add-dir=" + extra}, c.args...)...)
 		p.sendUser("fake:memory")
 		r, _ := p.result()
 		got, _ := r["result"].(string)
@@ -33,7 +36,7 @@ func TestMemoryShowsTheCLAUDEmdLoaded(t *testing.T) {
 			}
 		}
 		if c.unwant != "" && strings.Contains(got, c.unwant) {
-			t.Errorf("got %q; want no %q without CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", got, c.unwant)
+			t.Errorf("got %q; want no %q here", got, c.unwant)
 		}
 		p.wait()
 	}
