@@ -41,7 +41,8 @@
 //	fake:prompt             reply with the turn's whole prompt, as given
 //	fake:memory             reply with the memory the CLI was given: the CLAUDE.md files it loads (the
 //	                        working directory's when the project source loads, each --add-dir's too with
-//	                        CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1) and --append-system-prompt
+//	                        CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1) and the appended system prompt
+//	                        (--append-system-prompt, initialize's appendSystemPrompt)
 //
 // Without directives the reply is "echo: " and the text of the last <message>
 // element, or the whole prompt when there is none.

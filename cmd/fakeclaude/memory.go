@@ -10,7 +10,8 @@ import (
 
 // memoryDirective runs fake:memory: the memory the CLI was given, as
 // "memory <path>:" and each CLAUDE.md file's text, then "system prompt
-// appended:" and the --append-system-prompt text. Like the CLI, it reads
+// appended:" and the text appended to the system prompt (by
+// --append-system-prompt, and by initialize's appendSystemPrompt). Like the CLI, it reads
 // the working directory's CLAUDE.md only when the project settings source
 // loads (--setting-sources absent or naming project), and each --add-dir
 // directory's too when CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1. A
@@ -32,8 +33,13 @@ func (f *fake) memoryDirective() string {
 		}
 		parts = append(parts, fmt.Sprintf("memory %s:\n%s", p, strings.TrimRight(string(b), "\n")))
 	}
-	if s := strings.TrimSpace(f.opts.appendSystemPrompt); s != "" {
-		parts = append(parts, "system prompt appended:\n"+s)
+	f.mu.Lock()
+	appended := []string{f.opts.appendSystemPrompt, f.initAppend}
+	f.mu.Unlock()
+	for _, s := range appended {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, "system prompt appended:\n"+s)
+		}
 	}
 	if len(parts) == 0 {
 		return "memory: none"

@@ -41,3 +41,18 @@ func TestMemoryShowsTheCLAUDEmdLoaded(t *testing.T) {
 		p.wait()
 	}
 }
+
+func TestMemoryShowsInitializesAppendedPrompt(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	p := startFake(t, dir, baseEnv(home), "--setting-sources=user")
+	p.send(`{"request_id":"m1","type":"control_request","request":{"subtype":"initialize","appendSystemPrompt":"# Global\nAnswer in English."}}`)
+	p.sendUser("fake:memory")
+	if resp := p.next(); resp["type"] != "control_response" {
+		t.Fatalf("got first line %v; want the initialize control_response", resp)
+	}
+	r, _ := p.result()
+	if got, _ := r["result"].(string); got != "system prompt appended:\n# Global\nAnswer in English." {
+		t.Errorf("got %q; want initialize's appended prompt", got)
+	}
+	p.wait()
+}
