@@ -350,7 +350,8 @@ func (pl *planner) folderFiles(gs []imported) {
 
 type fileCopy struct {
 	rel  string
-	data []byte
+	src  string // the file to copy; read again on apply, so a plan holds no file's bytes
+	data []byte // the bytes to write when src is empty
 	perm os.FileMode
 }
 
@@ -411,7 +412,7 @@ func (pl *planner) copyTree(src, what, dst string, open func(*home.Home) (*home.
 		if fi.Mode()&0o111 != 0 {
 			perm = 0o755
 		}
-		files = append(files, fileCopy{rel: rel, data: data, perm: perm})
+		files = append(files, fileCopy{rel: rel, src: p, perm: perm})
 		return nil
 	})
 	if err != nil {
@@ -451,6 +452,16 @@ func abbreviate(names []string, n int) string {
 
 // writeInto writes f under t, making its directories.
 func writeInto(t *home.Tree, f fileCopy) error {
+	if f.src != "" {
+		data, err := readRegular(f.src, MaxFile)
+		if err != nil {
+			return err
+		}
+		if len(data) > MaxFile {
+			return fmt.Errorf("%s: grew larger than %d MiB", f.src, MaxFile>>20)
+		}
+		f.data = data
+	}
 	dir, name := path.Split(f.rel)
 	target := t
 	if dir = strings.TrimSuffix(dir, "/"); dir != "" {
