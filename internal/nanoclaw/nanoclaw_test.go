@@ -211,7 +211,7 @@ func TestImportPlanApplyTwice(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"passwd: a symbolic link", "extra mount " + filepath.Join(filepath.Dir(dir), "elsewhere"), "task task-1700000000000-done01", "task task-1700000000000-scrpt1",
-		"no-such-transcript", "group \"Telegram\"", "run history of the tasks (1 runs)", "1 messages of 1 chats"} {
+		"no-such-transcript", "group \"Telegram\"", "run history of the tasks (1 run)", "1 message of 1 chat"} {
 		if !strings.Contains(skipped, want) {
 			t.Errorf("not-carried-over lacks %q:\n%s", want, skipped)
 		}

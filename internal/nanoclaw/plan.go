@@ -78,6 +78,7 @@ type planner struct {
 	t       Target
 	p       *Plan
 	al      *container.Allowlist // the allowlist in force after the import
+	alFile  string               // the file al was read from
 	folders map[string]store.Group
 	groups  map[string]store.Group // by chat id, as bridged will hold them
 	mainSet bool
@@ -123,7 +124,7 @@ func MakePlan(ctx context.Context, in *Install, t Target) (*Plan, error) {
 		return nil, err
 	}
 	if in.TaskRuns > 0 {
-		pl.p.skip(fmt.Sprintf("the run history of the tasks (%d runs)", in.TaskRuns), "bridged's run log records the runs it makes itself")
+		pl.p.skip(fmt.Sprintf("the run history of the tasks (%s)", plural(in.TaskRuns, "run", "runs")), "bridged's run log records the runs it makes itself")
 	}
 	pl.p.Notes = append(pl.p.Notes, "WhatsApp must be paired again: NanoClaw's pairing (Baileys, store/auth) is not one bridged's WhatsApp library (whatsmeow) can use. "+
 		"Stop NanoClaw, run `bridged login` and scan the code with the phone (WhatsApp > Linked devices > Link a device); then remove NanoClaw's old linked device there.")
@@ -150,7 +151,7 @@ func (pl *planner) mountAllowlist() error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			write = b
-			pl.p.step(fmt.Sprintf("mount allowlist: write %s (%d allowed roots, as NanoClaw's)", pl.t.Allowlist, len(in.Mounts.AllowedRoots)), func(_ context.Context, a *applier) error {
+			pl.p.step(fmt.Sprintf("mount allowlist: write %s (%s, as NanoClaw's)", pl.t.Allowlist, plural(len(in.Mounts.AllowedRoots), "allowed root", "allowed roots")), func(_ context.Context, a *applier) error {
 				return writeNewFile(pl.t.Allowlist, b)
 			})
 		case err != nil:
@@ -177,13 +178,28 @@ func (pl *planner) mountAllowlist() error {
 			return err
 		}
 	}
-	al, err := container.LoadAllowlist(file, pl.t.Protect...)
+	al, err := container.LoadAllowlist(file, append([]string{pl.t.Allowlist}, pl.t.Protect...)...)
 	if err != nil {
-		pl.p.skip("the groups' extra mounts", "%v", err)
+		pl.p.skip("the groups' extra mounts", "%s", pl.allowlistNamed(file, err))
 		return nil
 	}
 	pl.al = al.WithMasks(pl.t.Home)
+	pl.alFile = file
 	return nil
+}
+
+// allowlistNamed is err's text naming bridged's allowlist file where it
+// names the copy the plan checked against.
+func (pl *planner) allowlistNamed(file string, err error) string {
+	return strings.ReplaceAll(err.Error(), file, pl.t.Allowlist)
+}
+
+// plural is n and the noun, plural when n is not 1.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // imported is a NanoClaw group as bridged holds (or will hold) it.
@@ -289,7 +305,7 @@ func (pl *planner) mounts(what string, g *store.Group) []string {
 		}
 		creq := container.MountRequest{HostPath: req.HostPath, ContainerPath: req.ContainerPath, ReadWrite: req.ReadWrite}
 		if err := pl.al.Validate([]container.MountRequest{creq}, g.IsMain); err != nil {
-			pl.p.skip(mw, "%v", err)
+			pl.p.skip(mw, "%s", pl.allowlistNamed(pl.alFile, err))
 			continue
 		}
 		g.ContainerConfig.ExtraMounts = append(g.ContainerConfig.ExtraMounts, req)
@@ -419,7 +435,7 @@ func (pl *planner) copyTree(src, what, dst string, open func(*home.Home) (*home.
 		pl.p.skip(what, "cannot be read: %v", err)
 	}
 	if have > 0 {
-		pl.p.have("%s: %d files", what, have)
+		pl.p.have("%s: %s", what, plural(have, "file", "files"))
 	}
 	if len(files) == 0 {
 		return
@@ -428,7 +444,7 @@ func (pl *planner) copyTree(src, what, dst string, open func(*home.Home) (*home.
 	for _, f := range files {
 		names = append(names, f.rel)
 	}
-	pl.p.step(fmt.Sprintf("%s: copy %d files (%s)", what, len(files), abbreviate(names, 5)), func(_ context.Context, a *applier) error {
+	pl.p.step(fmt.Sprintf("%s: copy %s (%s)", what, plural(len(files), "file", "files"), abbreviate(names, 5)), func(_ context.Context, a *applier) error {
 		t, err := open(a.home)
 		if err != nil {
 			return err
@@ -589,7 +605,7 @@ func (pl *planner) tasks(ctx context.Context, gs []imported) error {
 			continue
 		}
 		if strings.TrimSpace(k.Script) != "" {
-			pl.p.skip(what, "it runs a script before waking the agent, which bridged's tasks do not do; add it again as a prompt with `bridged tasks add` if the agent should run it")
+			pl.p.skip(what, "it runs a script before waking the agent, which bridged's tasks do not do; have the agent schedule it again without the script if it should still run")
 			continue
 		}
 		t, note, err := pl.task(k, g)
@@ -689,7 +705,7 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 		for _, c := range other {
 			n += c
 		}
-		pl.p.skip(fmt.Sprintf("%d messages of %d chats that are not imported groups", n, len(other)), "bridged keeps the text of registered groups' chats only")
+		pl.p.skip(fmt.Sprintf("%s of %s that are not imported groups", plural(n, "message", "messages"), plural(len(other), "chat", "chats")), "bridged keeps the text of registered groups' chats only")
 	}
 	jids := make([]string, 0, len(byChat))
 	for j := range byChat {
@@ -713,7 +729,7 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 			todo = append(todo, m)
 		}
 		if n := len(byChat[jid]) - len(todo); n > 0 && len(stored) > 0 {
-			pl.p.have("%d messages of group %s", n, g.folder)
+			pl.p.have("%s of group %s", plural(n, "message", "messages"), g.folder)
 		}
 		if len(todo) == 0 {
 			continue
@@ -725,9 +741,13 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 				pending++
 			}
 		}
-		text := fmt.Sprintf("group %s: %d messages of history", g.folder, len(todo))
+		text := fmt.Sprintf("group %s: %s of history", g.folder, plural(len(todo), "message", "messages"))
 		if pending > 0 {
-			text += fmt.Sprintf(" (%d its agent had not seen yet go to it as context with the next message that wakes it)", pending)
+			if pending == 1 {
+				text += "; the last one, which its agent had not seen, goes to it as context with the next message that wakes it"
+			} else {
+				text += fmt.Sprintf("; the last %d, which its agent had not seen, go to it as context with the next message that wakes it", pending)
+			}
 		}
 		chat := pl.in.Chats[jid]
 		pl.p.step(text, func(ctx context.Context, a *applier) error {
