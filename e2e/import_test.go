@@ -95,6 +95,21 @@ func nanoClawInstall(t *testing.T, due time.Time) (dir, cfg string) {
 	return dir, cfg
 }
 
+func nanoClawDB(dir string) string { return filepath.Join(dir, "store", "messages.db") }
+
+// sqlExec runs one statement on the SQLite database at path.
+func sqlExec(t *testing.T, path, stmt string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(stmt); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
+
 // hashTree hashes every name, mode and byte under dir.
 func hashTree(t *testing.T, dir string) string {
 	t.Helper()
@@ -154,7 +169,8 @@ func (e *env) waitOutText(chat string, after int64, text string, within time.Dur
 }
 
 // A NanoClaw v1 install built from its schema comes over in one command:
-// bad input is refused with nothing written, the dry run lists exactly
+// bad input (not NanoClaw, a newer schema, a locked database) is refused
+// with nothing written, the dry run lists exactly
 // what --apply then does, a second import does nothing, NanoClaw's tree is
 // never written. Then bridged runs it: the main group resumes its Claude
 // session with its memory in place, the team group's agent gets its own
@@ -172,6 +188,35 @@ func TestE2EImportNanoClaw(t *testing.T) {
 	// Not a NanoClaw directory: a clear error, nothing written.
 	if _, err := e.cli("import", "nanoclaw", "--apply", "--config", cfg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a NanoClaw v1 directory") {
 		t.Fatalf("import of an empty directory: %v; want it refused as not a NanoClaw directory", err)
+	}
+	if ents, _ := os.ReadDir(e.home); len(ents) != 0 {
+		t.Fatalf("a refused import wrote %v into the home", ents)
+	}
+	// A newer schema than v1.2.39's, and a database another process holds
+	// locked: clear errors, nothing written.
+	newer, newerCfg := nanoClawInstall(t, due)
+	sqlExec(t, nanoClawDB(newer), `ALTER TABLE scheduled_tasks ADD COLUMN agent_group_id TEXT`)
+	if _, err := e.cli("import", "nanoclaw", "--apply", "--config", newerCfg, newer); err == nil || !strings.Contains(err.Error(), "newer than v1.2.39") ||
+		!strings.Contains(err.Error(), "scheduled_tasks.agent_group_id") {
+		t.Errorf("import of a newer schema: %v; want it refused, naming the column", err)
+	}
+	locked, lockedCfg := nanoClawInstall(t, due)
+	holder, err := sql.Open("sqlite", "file:"+nanoClawDB(locked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	holder.SetMaxOpenConns(1)
+	for _, q := range []string{`BEGIN EXCLUSIVE`, `INSERT INTO router_state VALUES ('last_timestamp', 'x')`} {
+		if _, err := holder.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.cli("import", "nanoclaw", "--apply", "--config", lockedCfg, locked); err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Errorf("import of a locked database: %v; want it refused as locked", err)
+	}
+	if _, err := holder.Exec(`ROLLBACK`); err != nil {
+		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(e.home); len(ents) != 0 {
 		t.Fatalf("a refused import wrote %v into the home", ents)

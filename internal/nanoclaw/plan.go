@@ -51,8 +51,8 @@ type Step struct {
 // Skip is something that is not carried over, and why.
 type Skip struct{ What, Why string }
 
-// Plan is what an import would do: its steps in order, how many things are
-// there already, what is not carried over, and what the owner must do.
+// Plan is what an import would do: its steps in order, what bridged holds
+// already, what is not carried over (and why), and what the owner must do.
 type Plan struct {
 	Steps   []Step
 	Have    []string
