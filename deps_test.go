@@ -105,6 +105,7 @@ var tiers = map[string]tier{
 	"internal/scheduler":        upper,
 	"internal/control":          upper,
 	"internal/dashboard":        upper,
+	"internal/nanoclaw":         upper, // reads a NanoClaw install and imports it (bridged import nanoclaw)
 	"internal/channel/local":    upper,
 	"internal/channel/whatsapp": upper,
 }

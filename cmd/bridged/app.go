@@ -60,6 +60,7 @@ func commands() []command {
 		{"login", "pair WhatsApp (QR code in the terminal, or --phone for a pairing code)", (*app).cmdLogin},
 		{"chat", "talk to a group's agent from the terminal (local chats)", (*app).cmdChat},
 		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
+		{"import", "bring a NanoClaw install over: groups, memory, tasks, allow lists, history (a dry run unless --apply)", (*app).cmdImport},
 		{"tasks", "list, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
 		{"approvals", "tool calls waiting for the owner, and every decision; standing rules (rules, forget RULE)", (*app).cmdApprovals},
 		{"approve", "let a tool call the agent asked for run (once, or --always)", (*app).cmdApprove},

@@ -13,7 +13,7 @@ type directive struct {
 }
 
 var (
-	directiveRE = regexp.MustCompile(`fake:(reply|sleep|stall|crash|error|tool|bash|write|fetch|compact|pid|api|flood|prompt)\b`)
+	directiveRE = regexp.MustCompile(`fake:(reply|sleep|stall|crash|error|tool|bash|write|fetch|compact|pid|api|flood|prompt|memory)\b`)
 	messageRE   = regexp.MustCompile(`(?s)<message(?:\s[^>]*)?>(.*?)</message>`)
 )
 

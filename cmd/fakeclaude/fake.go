@@ -100,6 +100,7 @@ type fake struct {
 
 	mu          sync.Mutex
 	initialized bool
+	initAppend  string // initialize's appendSystemPrompt (under mu)
 	hooks       map[string][]hookMatcher
 	model       string
 	permMode    string
@@ -416,7 +417,8 @@ func (f *fake) handleControl(id, subtype string, raw json.RawMessage) {
 	switch subtype {
 	case "initialize":
 		var req struct {
-			Hooks map[string][]hookMatcher `json:"hooks"`
+			Hooks              map[string][]hookMatcher `json:"hooks"`
+			AppendSystemPrompt string                   `json:"appendSystemPrompt"`
 		}
 		if err := json.Unmarshal(raw, &req); err != nil {
 			f.respondError(id, "Invalid initialize request: "+err.Error(), "")
@@ -429,6 +431,7 @@ func (f *fake) handleControl(id, subtype string, raw json.RawMessage) {
 			return
 		}
 		f.initialized = true
+		f.initAppend = req.AppendSystemPrompt
 		if req.Hooks != nil {
 			f.hooks = req.Hooks
 		}
@@ -672,6 +675,8 @@ func (f *fake) runTurn(m userMsg) {
 		case "prompt":
 			// The turn's whole prompt, as it was given.
 			replies = append(replies, m.text)
+		case "memory":
+			replies = append(replies, f.memoryDirective())
 		case "sleep":
 			dur, err := time.ParseDuration(d.arg)
 			if err != nil {

@@ -39,6 +39,10 @@
 //	                        stderr as "fakeclaude: api event <n> <type>"); an HTTP error ends the
 //	                        turn with an API-error result carrying the status
 //	fake:prompt             reply with the turn's whole prompt, as given
+//	fake:memory             reply with the memory the CLI was given: the CLAUDE.md files it loads (the
+//	                        working directory's when the project source loads, each --add-dir's too with
+//	                        CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1) and the appended system prompt
+//	                        (--append-system-prompt, initialize's appendSystemPrompt)
 //
 // `fakeclaude remote-control [--name NAME]` stands in for the CLI's remote
 // control: it answers its "Enable Remote Control? (y/n)" from stdin, prints
