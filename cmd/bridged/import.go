@@ -121,10 +121,8 @@ func (a *app) importNanoClaw(ctx context.Context, args []string) error {
 }
 
 func printSteps(a *app, steps []nanoclaw.Step, done []string) {
-	if steps != nil {
-		for _, s := range steps {
-			done = append(done, s.Text)
-		}
+	for _, s := range steps {
+		done = append(done, s.Text)
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(a.stdout, "  nothing new to import")
