@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,24 +75,26 @@ func commands() []command {
 	}
 }
 
-func (a *app) usage() {
-	fmt.Fprintln(a.stderr, "Usage: bridged <command> [flags] [args]")
-	fmt.Fprintln(a.stderr, "\nCommands:")
+// usage prints the command list to w: stdout when it was asked for,
+// stderr after a usage error.
+func (a *app) usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: bridged <command> [flags] [args]")
+	fmt.Fprintln(w, "\nCommands:")
 	width := 0
 	for _, c := range commands() {
 		width = max(width, len(c.name))
 	}
 	for _, c := range commands() {
-		fmt.Fprintf(a.stderr, "  %-*s  %s\n", width, c.name, c.summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
-	fmt.Fprintln(a.stderr, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
-	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
+	fmt.Fprintln(w, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
+	fmt.Fprintln(w, "`bridged <command> -h` lists a command's flags.")
 }
 
 func (a *app) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		a.usage()
+		a.usage(a.stderr)
 		return errUsage
 	}
 	name := args[0]
@@ -101,7 +104,7 @@ func (a *app) run(ctx context.Context, args []string) error {
 			// bridged help CMD [SUB]: that command's help.
 			return a.run(ctx, append(args[1:], "--help"))
 		}
-		a.usage()
+		a.usage(a.stdout)
 		return nil
 	case "-version", "--version":
 		name = "version"
@@ -111,23 +114,51 @@ func (a *app) run(ctx context.Context, args []string) error {
 			return c.run(a, ctx, args[1:])
 		}
 	}
-	fmt.Fprintf(a.stderr, "bridged: unknown command %q\n\n", name)
-	a.usage()
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	fmt.Fprintf(a.stderr, "bridged: %s\n\n", unknownWord("command", name, names))
+	a.usage(a.stderr)
 	return errUsage
 }
 
-// newFlagSet returns a flag set for a subcommand that prints its usage to
-// stderr: its own flags, --home and --env-file, one line each. Every
-// command accepts the daemon's settings too (config.Register), but only
-// `bridged run` lists them.
+// unknownWord says that word is no known kind ("command", "subcommand"),
+// with the nearest of known when one is near: `unknown command "stauts":
+// did you mean status?`, else the list of known.
+func unknownWord(kind, word string, known []string) string {
+	if n := config.Nearest(word, known); n != "" {
+		return fmt.Sprintf("unknown %s %q: did you mean %s?", kind, word, n)
+	}
+	if kind == "command" {
+		return fmt.Sprintf("unknown %s %q", kind, word)
+	}
+	return fmt.Sprintf("unknown %s %q (want %s or %s)", kind, word, strings.Join(known[:len(known)-1], ", "), known[len(known)-1])
+}
+
+// newFlagSet returns a flag set for a subcommand that prints its usage:
+// its own flags, --home and --env-file, one line each; to stdout when
+// -h or --help asked for it (parse then returns flag.ErrHelp), to stderr
+// after a usage error. Every command accepts the daemon's settings too
+// (config.Register), but only `bridged run` lists them.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	for _, h := range helpFlags {
+		fs.Bool(h, false, "print this help")
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: bridged %s\n\nFlags:\n", synopsis)
+		w := a.stderr
+		if helpAsked(fs) {
+			w = a.stdout
+		}
+		fmt.Fprintf(w, "Usage: bridged %s\n\nFlags:\n", synopsis)
 		hidden := 0
-		tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(helpFlags, f.Name) {
+				return
+			}
 			if name != "run" && config.IsDaemonSetting(f.Name) {
 				hidden++
 				return
@@ -153,10 +184,25 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 		})
 		tw.Flush()
 		if hidden > 0 {
-			fmt.Fprintln(a.stderr, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
+			fmt.Fprintln(w, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
 		}
 	}
 	return fs
+}
+
+// helpFlags are the flags that ask for a command's help. newFlagSet
+// defines them, so that its usage can tell help asked for (stdout) from a
+// usage error (stderr).
+var helpFlags = []string{"h", "help"}
+
+// helpAsked reports whether -h or --help was given to fs.
+func helpAsked(fs *flag.FlagSet) bool {
+	for _, h := range helpFlags {
+		if f := fs.Lookup(h); f != nil && f.Value.String() == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // wrap breaks s into lines of at most width runes at spaces.
@@ -208,6 +254,10 @@ func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, err
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+	if helpAsked(fs) {
+		fs.Usage()
+		return nil, flag.ErrHelp
 	}
 	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
 		fs.Usage()

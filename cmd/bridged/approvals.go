@@ -42,10 +42,10 @@ func (a *app) cmdApprovals(ctx context.Context, args []string) error {
 		return a.approvalForget(ctx, args)
 	}
 	if isHelp(sub) {
-		fmt.Fprintln(a.stderr, "Usage: bridged approvals [list|rules|forget RULE] [flags]")
+		fmt.Fprintln(a.stdout, "Usage: bridged approvals [list|rules|forget RULE] [flags]")
 		return flag.ErrHelp
 	}
-	fmt.Fprintf(a.stderr, "bridged approvals: unknown subcommand %q (want list, rules or forget)\n", sub)
+	fmt.Fprintf(a.stderr, "bridged approvals: %s\n", unknownWord("subcommand", sub, []string{"list", "rules", "forget"}))
 	return errUsage
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -20,20 +21,20 @@ import (
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
-	usage := func() {
-		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set [flags] [args]")
-		fmt.Fprintln(a.stderr, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
-		fmt.Fprintln(a.stderr, "  add     register a chat as a group")
-		fmt.Fprintln(a.stderr, "  remove  unregister a group (its folder and history stay)")
-		fmt.Fprintln(a.stderr, "  set     change a group's settings")
-		fmt.Fprintln(a.stderr, "\n`bridged groups <subcommand> --help` lists its flags.")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(w, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
+		fmt.Fprintln(w, "  add     register a chat as a group")
+		fmt.Fprintln(w, "  remove  unregister a group (its folder and history stay)")
+		fmt.Fprintln(w, "  set     change a group's settings")
+		fmt.Fprintln(w, "\n`bridged groups <subcommand> --help` lists its flags.")
 	}
 	if len(args) == 0 {
-		usage()
+		usage(a.stderr)
 		return errUsage
 	}
 	if isHelp(args[0]) {
-		usage()
+		usage(a.stdout)
 		return flag.ErrHelp
 	}
 	switch args[0] {
@@ -46,7 +47,7 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 	case "set":
 		return a.groupsSet(ctx, args[1:])
 	}
-	fmt.Fprintf(a.stderr, "bridged groups: unknown subcommand %q (want list, add, remove or set)\n", args[0])
+	fmt.Fprintf(a.stderr, "bridged groups: %s\n", unknownWord("subcommand", args[0], []string{"list", "add", "remove", "set"}))
 	return errUsage
 }
 

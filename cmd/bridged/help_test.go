@@ -39,8 +39,11 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 			if tc.args[0] == "help" {
 				args = tc.args
 			}
-			_, stderr, err := cli(t, context.Background(), nil, "", args...)
+			stderr, errOut, err := cli(t, context.Background(), nil, "", args...)
 			name := strings.Join(args, " ")
+			if errOut != "" {
+				t.Errorf("bridged %s wrote its help to stderr; want stdout only:\n%s", name, errOut)
+			}
 			if err != nil && !errors.Is(err, flag.ErrHelp) {
 				t.Errorf("bridged %s: %v\n%s", name, err, stderr)
 				continue
@@ -65,10 +68,51 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 			}
 		}
 	}
-	_, stderr, _ := cli(t, context.Background(), nil, "", "run", "--help")
+	stderr, _, _ := cli(t, context.Background(), nil, "", "run", "--help")
 	for _, w := range []string{"--image", "--idle-timeout", "--container-memory"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("bridged run --help lacks the daemon setting %s:\n%s", w, stderr)
 		}
+	}
+}
+
+// Help asked for goes to stdout (`bridged --help | less`), exit 0; a usage
+// error goes to stderr, exit 2.
+func TestHelpOnStdout(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"groups", "--help"}, {"tasks", "-h"}, {"approvals", "--help"}, {"status", "-h"}, {"groups", "set", "--help"}} {
+		out, errOut, err := cli(t, ctx, nil, "", args...)
+		if (err != nil && exitCode(err) != 0) || !strings.Contains(out, "Usage: bridged") || errOut != "" {
+			t.Errorf("bridged %s: %v, stdout %q, stderr %q; want the usage on stdout, exit 0", strings.Join(args, " "), err, out, errOut)
+		}
+	}
+	for _, args := range [][]string{nil, {"groups"}, {"status", "--bogus"}, {"groups", "set"}} {
+		out, errOut, err := cli(t, ctx, nil, "", args...)
+		if exitCode(err) != 2 || out != "" || !strings.Contains(errOut, "Usage: bridged") {
+			t.Errorf("bridged %s: exit %d, stdout %q, stderr %q; want the usage on stderr, exit 2", strings.Join(args, " "), exitCode(err), out, errOut)
+		}
+	}
+}
+
+// A mistyped command or subcommand is answered with the nearest one.
+func TestMistypedCommand(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, "did you mean status?"},
+		{[]string{"grups", "list"}, "did you mean groups?"},
+		{[]string{"groups", "lsit"}, "did you mean list?"},
+		{[]string{"tasks", "pasue", "x"}, "did you mean pause?"},
+		{[]string{"approvals", "rule"}, "did you mean rules?"},
+	} {
+		_, errOut, err := cli(t, ctx, nil, "", tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bridged %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), exitCode(err), errOut, tc.want)
+		}
+	}
+	if _, errOut, _ := cli(t, ctx, nil, "", "zzzzzzzz"); strings.Contains(errOut, "did you mean") {
+		t.Errorf("bridged zzzzzzzz: %q; want no guess for a word near none", errOut)
 	}
 }

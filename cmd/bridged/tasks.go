@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,21 +16,21 @@ import (
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
-	usage := func() {
-		fmt.Fprintln(a.stderr, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
-		fmt.Fprintln(a.stderr, "\n  list    the scheduled tasks")
-		fmt.Fprintln(a.stderr, "  pause   stop a task from running until resumed")
-		fmt.Fprintln(a.stderr, "  resume  let a paused task run again")
-		fmt.Fprintln(a.stderr, "  cancel  delete a task and its run log")
-		fmt.Fprintln(a.stderr, "  runs    a task's latest runs")
-		fmt.Fprintln(a.stderr, "\n`bridged tasks <subcommand> --help` lists its flags.")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
+		fmt.Fprintln(w, "\n  list    the scheduled tasks")
+		fmt.Fprintln(w, "  pause   stop a task from running until resumed")
+		fmt.Fprintln(w, "  resume  let a paused task run again")
+		fmt.Fprintln(w, "  cancel  delete a task and its run log")
+		fmt.Fprintln(w, "  runs    a task's latest runs")
+		fmt.Fprintln(w, "\n`bridged tasks <subcommand> --help` lists its flags.")
 	}
 	if len(args) == 0 {
-		usage()
+		usage(a.stderr)
 		return errUsage
 	}
 	if isHelp(args[0]) {
-		usage()
+		usage(a.stdout)
 		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
@@ -39,7 +40,7 @@ func (a *app) cmdTasks(ctx context.Context, args []string) error {
 	case "pause", "resume", "cancel", "runs":
 		return a.taskCmd(ctx, sub, args)
 	}
-	fmt.Fprintf(a.stderr, "bridged tasks: unknown subcommand %q (want list, pause, resume, cancel or runs)\n", sub)
+	fmt.Fprintf(a.stderr, "bridged tasks: %s\n", unknownWord("subcommand", sub, []string{"list", "pause", "resume", "cancel", "runs"}))
 	return errUsage
 }
 
