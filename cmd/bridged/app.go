@@ -45,6 +45,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// environ lists the environment (KEY=VALUE), for the unknown BRIDGED_
+	// variables in it; nil: none.
+	environ func() []string
 	// root prefixes the system paths install-service writes (tests).
 	root string
 }
@@ -278,7 +281,22 @@ func (a *app) parseConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int)
 	if err != nil {
 		return nil, nil, err
 	}
+	a.noteUnknown(cfg)
 	return pos, cfg, nil
+}
+
+// noteUnknown adds the environment's unknown BRIDGED_ variables to the env
+// file's in cfg.Unknown.
+func (a *app) noteUnknown(cfg *config.Config) {
+	if a.environ == nil {
+		return
+	}
+	var names []string
+	for _, kv := range a.environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	cfg.Unknown = append(cfg.Unknown, config.UnknownVariables(names, "the environment")...)
 }
 
 // parseClientConfig is parseConfig for a command that talks to the daemon
@@ -300,6 +318,10 @@ func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
 	cfg, err := cf.ResolveClient(a.getenv)
 	if err != nil {
 		return nil, err
+	}
+	a.noteUnknown(cfg)
+	for _, msg := range cfg.Unknown {
+		fmt.Fprintf(a.stderr, "bridged: warning: %s\n", msg)
 	}
 	for _, msg := range cfg.Ignored {
 		fmt.Fprintf(a.stderr, "bridged: warning: %s; ignored here (only the daemon uses it; `bridged run` refuses it)\n", msg)

@@ -38,6 +38,9 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg, err := cf.Resolve(a.getenv)
+	if err == nil {
+		a.noteUnknown(cfg)
+	}
 	if err != nil {
 		if *asJSON {
 			if err := writeJSON(a.stdout, doctorOutput([]check{{name: "config", status: "FAIL", detail: err.Error()}})); err != nil {
@@ -55,16 +58,22 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		running = false
 	}
 	files := cfg
+	if running {
+		files = a.daemonFiles(fs, cf, cfg, dc.Values)
+	}
 	cred := checkCredentials(cfg)
 	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + orDash(cfg.EnvFile) + ") and the environment"}
 	if running {
 		cfg = withDaemonValues(cfg, dc.Values)
 		cred = checkDaemonCredential(dc.Credential, files)
 		conf.detail = "bridged is running: the checks describe the configuration it started with (`bridged config` prints it)"
-		if diff := differences(dc.Values, files.Values()); len(diff) > 0 {
+		if diff := differences(dc.Values, filesValues(files)); len(diff) > 0 {
 			conf.status, conf.detail = "warn", conf.detail+"; the files now say otherwise for "+strings.Join(diff, ", ")
 			conf.hint = "restart bridged for the files to take effect"
 		}
+	}
+	if len(files.Unknown) > 0 {
+		conf.status, conf.detail = "warn", conf.detail+"; "+strings.Join(files.Unknown, "; ")
 	}
 	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/config"
+	"github.com/bridged-app/bridged/internal/control"
+	bhome "github.com/bridged-app/bridged/internal/home"
+)
+
+// startConfigDaemon serves the control API in home with the configuration
+// `bridged run ARGS` resolves (in the test's directory, which has no .env).
+func startConfigDaemon(t *testing.T, home string, env map[string]string, args ...string) {
+	t.Helper()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	cf := config.Register(fs)
+	if err := fs.Parse(append([]string{"--home", home}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cf.Resolve(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm, err := bhome.New(home, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploads := hm.Uploads()
+	srv, err := control.Listen(control.Options{
+		Uploads: &uploads,
+		Socket:  cfg.Socket(),
+		Admin:   &control.Admin{DB: openDB(t, home), AssistantName: "Andy"},
+		Config:  daemonConfig{cfg: cfg},
+		Version: "test",
+		Log:     zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("control server: %v", err)
+		}
+	})
+}
+
+// After the README's fallback (`make run IMAGE=bridged-agent:test`: the
+// image given as a flag only), `config` and `doctor` claim nothing the
+// files do not hold; a value the daemon's env file does hold otherwise is
+// told, from any directory (the daemon's own env file is read).
+func TestConfigClaimsOnlyWhatFilesHold(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	startConfigDaemon(t, home, nil, "--image", "bridged-agent:test")
+	out, _, err := cli(t, ctx, nil, "", "config", "--home", home)
+	if err != nil || !strings.Contains(out, "BRIDGED_IMAGE=bridged-agent:test\n") || strings.Contains(out, "files now say") {
+		t.Errorf("bridged config after the fallback: %v\n%s\nwant the daemon's image and no claim about the files", err, out)
+	}
+	out, _, _ = cli(t, ctx, nil, "", "doctor", "--home", home)
+	if strings.Contains(out, "otherwise") || strings.Contains(out, "restart bridged for the files") {
+		t.Errorf("bridged doctor after the fallback:\n%s\nwant no claim about the files", out)
+	}
+
+	// A daemon started elsewhere with an env file that now says otherwise.
+	home2 := newHome(t)
+	envFile := filepath.Join(t.TempDir(), ".env")
+	os.WriteFile(envFile, []byte("BRIDGED_ASSISTANT_NAME=Andy\n"), 0o600)
+	startConfigDaemon(t, home2, nil, "--env-file", envFile)
+	os.WriteFile(envFile, []byte("BRIDGED_ASSISTANT_NAME=Bob\n"), 0o600)
+	out, _, err = cli(t, ctx, nil, "", "config", "--home", home2)
+	if err != nil || !strings.Contains(out, "# BRIDGED_ASSISTANT_NAME: the files now say Bob") {
+		t.Errorf("bridged config from another directory: %v\n%s\nwant the daemon's env file read, saying Bob", err, out)
+	}
+}
+
+// An unknown BRIDGED_ variable in the environment or the env file is
+// named with the nearest setting, by every command.
+func TestUnknownVariableNamed(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	envFile := filepath.Join(t.TempDir(), "bridged.env")
+	os.WriteFile(envFile, []byte("BRIDGED_DASHBORD=127.0.0.1:8080\n"), 0o600)
+	var out, errb strings.Builder
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" },
+		environ: func() []string { return []string{"BRIDGED_IDEL_TIMEOUT=5m", "PATH=/bin"} }}
+	if err := a.run(ctx, []string{"groups", "list", "--home", home, "--env-file", envFile}); err != nil {
+		t.Fatalf("groups list: %v", err)
+	}
+	for _, want := range []string{"did you mean BRIDGED_DASHBOARD?", "did you mean BRIDGED_IDLE_TIMEOUT?"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("groups list stderr %q lacks %q", errb.String(), want)
+		}
+	}
+	out.Reset()
+	if err := a.run(ctx, []string{"config", "--home", home, "--env-file", envFile}); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if !strings.Contains(out.String(), "# warning: BRIDGED_DASHBORD") || !strings.Contains(out.String(), "# warning: BRIDGED_IDEL_TIMEOUT") {
+		t.Errorf("config:\n%s\nwant both unknown variables warned of", out.String())
+	}
+}
