@@ -110,3 +110,21 @@ func TestUnknownVariableNamed(t *testing.T) {
 		t.Errorf("config:\n%s\nwant both unknown variables warned of", out.String())
 	}
 }
+
+// `groups set` finds its group as `chat` does: by folder, chat id or name.
+func TestGroupsSetByNameOrChat(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "The Family", "120363@g.us"); err != nil {
+		t.Fatalf("groups add: %v", err)
+	}
+	for _, tc := range []struct{ group, model string }{{"the family", "opus"}, {"120363@g.us", "sonnet"}} {
+		out, errOut, err := cli(t, ctx, nil, "", "groups", "set", "--home", home, "--model", tc.model, tc.group)
+		if err != nil || !strings.Contains(out, "model "+tc.model) {
+			t.Errorf("groups set --model %s %q: %v\n%s%s\nwant the group changed", tc.model, tc.group, err, out, errOut)
+		}
+	}
+	if _, _, err := cli(t, ctx, nil, "", "groups", "set", "--home", home, "--model", "x", "nobody"); err == nil || !strings.Contains(err.Error(), `no group with folder, chat id or name "nobody"`) {
+		t.Errorf("groups set on no group: %v; want it named", err)
+	}
+}

@@ -299,7 +299,7 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] FOLDER")
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] GROUP")
 	var name, trigger, model, timeout, budget, others, tools optString
 	var allow allowFlags
 	var requires optBool
@@ -355,7 +355,11 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		}
 	}
 	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
-		g, err := b.UpdateGroup(ctx, pos[0], p)
+		g, err := findGroup(ctx, b, pos)
+		if err != nil {
+			return err
+		}
+		g, err = b.UpdateGroup(ctx, g.Folder, p)
 		if err != nil {
 			if errors.Is(err, control.ErrNotFound) {
 				return fmt.Errorf("no group with folder %q", pos[0])
