@@ -346,6 +346,7 @@ type backend interface {
 	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)
 	Chats(ctx context.Context) ([]control.Chat, error)
 	Tasks(ctx context.Context) ([]control.Task, error)
+	AddTask(ctx context.Context, req control.TaskAdd) (control.Task, error)
 	PauseTask(ctx context.Context, id string) (control.Task, error)
 	ResumeTask(ctx context.Context, id string) (control.Task, error)
 	CancelTask(ctx context.Context, id string) error

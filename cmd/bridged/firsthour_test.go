@@ -128,3 +128,47 @@ func TestGroupsSetByNameOrChat(t *testing.T) {
 		t.Errorf("groups set on no group: %v; want it named", err)
 	}
 }
+
+// The owner schedules a task from the command line: by the task rules
+// (a bad schedule is refused with the reason), through the daemon when it
+// runs, on the database when it is stopped.
+func TestTasksAdd(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "The Family", "120363@g.us"); err != nil {
+		t.Fatalf("groups add: %v", err)
+	}
+	out, errOut, err := cli(t, ctx, nil, "", "tasks", "add", "--home", home, "--cron", "0 9 * * 1", "the family", "Plan", "the", "week")
+	if err != nil || !strings.Contains(out, "Scheduled task task-") || !strings.Contains(out, "for group the-family") || !strings.Contains(out, "next run") {
+		t.Fatalf("tasks add --cron: %v\n%s%s\nwant the task scheduled", err, out, errOut)
+	}
+	startDaemon(t, home, nil)
+	if out, errOut, err = cli(t, ctx, nil, "", "tasks", "add", "--home", home, "--every", "2h", "--context", "group", "120363@g.us", "Check the inbox"); err != nil {
+		t.Fatalf("tasks add --every with the daemon running: %v\n%s%s", err, out, errOut)
+	}
+	list, _, err := cli(t, ctx, nil, "", "tasks", "list", "--home", home, "--json")
+	if err != nil || !strings.Contains(list, `"prompt": "Plan the week"`) || !strings.Contains(list, `"value": "0 9 * * 1"`) ||
+		!strings.Contains(list, `"value": "2h"`) || !strings.Contains(list, `"context_mode": "group"`) {
+		t.Errorf("tasks list --json: %v\n%s\nwant both tasks", err, list)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--at", "2001-01-01 09:00", "the-family", "x"}, "in the past"},
+		{[]string{"--every", "5s", "the-family", "x"}, "must be at least"},
+		{[]string{"--cron", "61 * * * *", "the-family", "x"}, "invalid cron expression"},
+		{[]string{"--every", "1h", "nobody", "x"}, `no group with folder, chat id or name "nobody"`},
+	} {
+		_, _, err := cli(t, ctx, nil, "", append([]string{"tasks", "add", "--home", home}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tasks add %q: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"the-family", "x"}, {"--cron", "* * * * *", "--every", "1h", "the-family", "x"}, {"--every", "1h", "the-family"}} {
+		_, errOut, err := cli(t, ctx, nil, "", append([]string{"tasks", "add", "--home", home}, args...)...)
+		if exitCode(err) != 2 || !strings.Contains(errOut, "tasks add") {
+			t.Errorf("tasks add %q: %v, %q; want a usage error", args, err, errOut)
+		}
+	}
+}
