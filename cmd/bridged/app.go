@@ -332,6 +332,7 @@ func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
 // cliLogger is the logger of the short-lived commands: warnings and errors
 // only, on stderr.
 func (a *app) cliLogger() zerolog.Logger {
+	setDurationFormat()
 	return zerolog.New(zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: true, FormatFieldValue: consoleValue}).
 		Level(zerolog.WarnLevel).With().Timestamp().Logger()
 }

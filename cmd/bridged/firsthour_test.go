@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -170,5 +171,22 @@ func TestTasksAdd(t *testing.T) {
 		if exitCode(err) != 2 || !strings.Contains(errOut, "tasks add") {
 			t.Errorf("tasks add %q: %v, %q; want a usage error", args, err, errOut)
 		}
+	}
+}
+
+// Durations in the daemon's log read as durations: `took=1.2s` on the
+// console, "1.234567891s" in JSON (time.ParseDuration reads it back), not
+// a float of milliseconds.
+func TestLogDurationsReadable(t *testing.T) {
+	var console, js strings.Builder
+	l := newLogger(&config.Config{LogLevel: "info", LogFormat: "console"}, &console)
+	l.Info().Dur("took", 1234567891*time.Nanosecond).Dur("waited", 435218*time.Nanosecond).Msg("x")
+	if !strings.Contains(console.String(), "took=1.2s") || !strings.Contains(console.String(), "waited=435µs") {
+		t.Errorf("console line %q; want took=1.2s and waited=435µs", console.String())
+	}
+	l = newLogger(&config.Config{LogLevel: "info", LogFormat: "json"}, &js)
+	l.Info().Dur("took", 1234567891*time.Nanosecond).Msg("x")
+	if !strings.Contains(js.String(), `"took":"1.234567891s"`) {
+		t.Errorf("JSON line %q; want \"took\":\"1.234567891s\"", js.String())
 	}
 }
