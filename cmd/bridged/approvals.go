@@ -83,7 +83,7 @@ func (a *app) approvalsList(ctx context.Context, args []string) error {
 			state += " (always)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(x.ID), termsafe.Line(x.Folder), termsafe.Line(x.Tool),
-			oneLine(x.Subject, 60), termsafe.Line(state), x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), termsafe.Line(orDash(x.DecidedBy)))
+			oneLine(x.Subject, 60), termsafe.Line(state), x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), termsafe.Line(or(x.DecidedBy, "nobody yet")))
 	}
 	return tw.Flush()
 }

@@ -190,3 +190,33 @@ func TestLogDurationsReadable(t *testing.T) {
 		t.Errorf("JSON line %q; want \"took\":\"1.234567891s\"", js.String())
 	}
 }
+
+// The tables say in a word what is not set: no lone "-" in a column.
+func TestTablesSayNoneInWords(t *testing.T) {
+	ctx := context.Background()
+	home := newHome(t)
+	if _, _, err := cli(t, ctx, nil, "", "groups", "add", "--home", home, "--name", "main", "--main", "local:main"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, ctx, nil, "", "groups", "set", "--home", home, "--trigger", "@Bob", "main")
+	if err != nil || !strings.Contains(out, "model default, timeout default, extra mounts none, daily budget none") {
+		t.Errorf("groups set: %v\n%s\nwant the unset values in words", err, out)
+	}
+	if _, _, err := cli(t, ctx, nil, "", "tasks", "add", "--home", home, "--every", "1h", "main", "ping"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"groups", "list"}, {"tasks", "list"}} {
+		out, _, err := cli(t, ctx, nil, "", append(args, "--home", home)...)
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			if strings.Contains(" "+line+" ", " - ") {
+				t.Errorf("bridged %s: %q has a - placeholder", strings.Join(args, " "), line)
+			}
+		}
+		if args[0] == "tasks" && !strings.Contains(out, "never") {
+			t.Errorf("tasks list:\n%s\nwant LAST RUN never", out)
+		}
+	}
+}

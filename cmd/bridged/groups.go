@@ -99,8 +99,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, orDash(g.Tools),
-				termsafe.Line(orDash(g.Model)), orDash(g.Timeout), termsafe.Line(orDash(formatMounts(g.ExtraMounts))), budgetToday(g), termsafe.Line(formatAllow(g)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, or(g.Tools, "default"),
+				termsafe.Line(or(g.Model, "default")), or(g.Timeout, "default"), termsafe.Line(or(formatMounts(g.ExtraMounts), "none")), budgetToday(g), termsafe.Line(formatAllow(g)))
 		}
 		return tw.Flush()
 	})
@@ -146,11 +146,11 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 		if c.IsGroup {
 			kind = "group"
 		}
-		last := "-"
+		last := "never"
 		if !c.LastActivity.IsZero() {
 			last = c.LastActivity.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(c.ID), termsafe.Line(orDash(c.Name)), kind, last, orDash(c.Folder))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(c.ID), termsafe.Line(or(c.Name, "unnamed")), kind, last, or(c.Folder, "not registered"))
 	}
 	if n == 0 {
 		fmt.Fprintln(a.stdout, "No WhatsApp chats seen yet. Pair with `bridged login`, start the daemon, and send a message in the chat.")
@@ -159,10 +159,10 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 	return tw.Flush()
 }
 
-// formatBudget shows a daily budget ("-": none).
+// formatBudget shows a daily budget ("none").
 func formatBudget(usd float64) string {
 	if usd <= 0 {
-		return "-"
+		return "none"
 	}
 	return rules.FormatUSD(usd) + "/day"
 }
@@ -171,7 +171,7 @@ func formatBudget(usd float64) string {
 // and whether it is paused.
 func budgetToday(g control.Group) string {
 	if g.BudgetDailyUSD <= 0 {
-		return "-"
+		return "no budget"
 	}
 	s := rules.FormatUSD(g.CostTodayUSD) + " of " + rules.FormatUSD(g.BudgetDailyUSD)
 	if g.BudgetPaused {
@@ -180,9 +180,13 @@ func budgetToday(g control.Group) string {
 	return s
 }
 
-func orDash(s string) string {
+func orDash(s string) string { return or(s, "-") }
+
+// or is s, or word when s is empty: a table says in a word what is not
+// set ("default", "none", "never").
+func or(s, word string) string {
 	if s == "" {
-		return "-"
+		return word
 	}
 	return s
 }
@@ -367,7 +371,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, or(g.Model, "default"), or(g.Timeout, "default"), or(formatMounts(g.ExtraMounts), "none"), formatBudget(g.BudgetDailyUSD), formatAllow(g))
 		applies := g.Applies
 		if applies == "" {
 			applies = control.AppliesNext

@@ -48,9 +48,10 @@ func (a *app) cmdTasks(ctx context.Context, args []string) error {
 	return errUsage
 }
 
+// fmtTime is t in loc to the minute, "never" when there is none.
 func fmtTime(t *time.Time, loc *time.Location) string {
 	if t == nil || t.IsZero() {
-		return "-"
+		return "never"
 	}
 	return t.In(loc).Format("2006-01-02 15:04")
 }
