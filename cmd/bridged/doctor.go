@@ -82,7 +82,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	lib, found := whatsapp.BuiltLibrary()
-	checks = append(checks, checkWhatsmeow(lib, found, time.Now()))
+	checks = append(checks, checkWhatsmeow(lib, found, buildTime(), time.Now()))
 	if *asJSON {
 		out := doctorOutput(checks)
 		if err := writeJSON(a.stdout, out); err != nil {
