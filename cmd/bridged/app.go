@@ -64,7 +64,7 @@ func commands() []command {
 		{"login", "pair WhatsApp (QR code in the terminal, or --phone for a pairing code)", (*app).cmdLogin},
 		{"chat", "talk to a group's agent from the terminal (local chats)", (*app).cmdChat},
 		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
-		{"tasks", "list, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
+		{"tasks", "list, add, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
 		{"approvals", "tool calls waiting for the owner, and every decision; standing rules (rules, forget RULE)", (*app).cmdApprovals},
 		{"approve", "let a tool call the agent asked for run (once, or --always)", (*app).cmdApprove},
 		{"deny", "refuse a tool call the agent asked for", (*app).cmdDeny},

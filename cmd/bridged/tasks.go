@@ -115,7 +115,7 @@ func (a *app) tasksAdd(ctx context.Context, args []string) error {
 	cron := fs.String("cron", "", "run on a cron `EXPR`ession, in the configured timezone (\"0 9 * * 1\": Mondays at 9:00)")
 	every := fs.String("every", "", "run every `DURATION` (a Go duration: 30m, 2h, 24h)")
 	at := fs.String("at", "", "run once at `TIME`, local (\"2026-12-24 18:00\") or RFC 3339")
-	contextMode := fs.String("context", "isolated", "`MODE`: isolated (a fresh session each run) or group (the group's conversation)")
+	contextMode := fs.String("context", "isolated", "the runs' context `MODE`: isolated (a fresh session each run) or group (the group's conversation)")
 	pos, cfg, err := a.parseClientConfig(fs, args, 2, -1)
 	if err != nil {
 		return err
