@@ -416,7 +416,7 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 // the daemon: the env file's own, the secret, and those of the tests.
 // Names under otherPrefixes are the agent container's.
 var (
-	otherVariables = []string{"BRIDGED_ENV_FILE", EnvTranscribeKey, "BRIDGED_SKIP_DOCKER", "BRIDGED_TEST_IMAGE"}
+	otherVariables = []string{"BRIDGED_ENV_FILE", EnvTranscribeKey, "BRIDGED_SKIP_DOCKER", "BRIDGED_TEST_IMAGE", "BRIDGED_E2E_SCREENSHOTS"}
 	otherPrefixes  = []string{"BRIDGED_AGENT_", "BRIDGED_MCP_"}
 )
 
