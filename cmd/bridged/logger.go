@@ -24,8 +24,13 @@ func isTerminal(w io.Writer) bool {
 // consoleValue is how a console log line shows a field's value: made safe
 // for the terminal, as a field may carry an agent's words (a container's
 // stderr at debug level); a duration rounded to what a reader needs
-// (took=1.2s).
+// (took=1.2s), a bool as a word (timed_out=false).
 func consoleValue(v any) string {
+	if b, ok := v.([]byte); ok {
+		// The console writer hands a bool (any value it marshals) over as
+		// its JSON bytes.
+		return termsafe.Line(string(b))
+	}
 	if s, ok := v.(string); ok {
 		if u, err := strconv.Unquote(s); err == nil {
 			s = u // the console writer quotes "435.218µs"
