@@ -13,6 +13,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/credproxy"
 	bhome "github.com/bridged-app/bridged/internal/home"
 )
 
@@ -34,11 +35,15 @@ func startConfigDaemon(t *testing.T, home string, env map[string]string, args ..
 		t.Fatal(err)
 	}
 	uploads := hm.Uploads()
+	proxy, err := credproxy.New(credproxy.Config{Upstream: cfg.AnthropicURL, APIKey: cfg.Secrets[config.EnvAPIKey]})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := control.Listen(control.Options{
 		Uploads: &uploads,
 		Socket:  cfg.Socket(),
 		Admin:   &control.Admin{DB: openDB(t, home), AssistantName: "Andy"},
-		Config:  daemonConfig{cfg: cfg},
+		Config:  daemonConfig{cfg: cfg, proxy: proxy},
 		Version: "test",
 		Log:     zerolog.Nop(),
 	})
@@ -180,9 +185,9 @@ func TestTasksAdd(t *testing.T) {
 func TestLogDurationsReadable(t *testing.T) {
 	var console, js strings.Builder
 	l := newLogger(&config.Config{LogLevel: "info", LogFormat: "console"}, &console)
-	l.Info().Dur("took", 1234567891*time.Nanosecond).Dur("waited", 435218*time.Nanosecond).Msg("x")
-	if !strings.Contains(console.String(), "took=1.2s") || !strings.Contains(console.String(), "waited=435µs") {
-		t.Errorf("console line %q; want took=1.2s and waited=435µs", console.String())
+	l.Info().Dur("took", 1234567891*time.Nanosecond).Dur("waited", 435218*time.Nanosecond).Bool("timed_out", false).Msg("x")
+	if !strings.Contains(console.String(), "took=1.2s") || !strings.Contains(console.String(), "waited=435µs") || !strings.Contains(console.String(), "timed_out=false") {
+		t.Errorf("console line %q; want took=1.2s, waited=435µs and timed_out=false", console.String())
 	}
 	l = newLogger(&config.Config{LogLevel: "info", LogFormat: "json"}, &js)
 	l.Info().Dur("took", 1234567891*time.Nanosecond).Msg("x")
@@ -218,5 +223,17 @@ func TestTablesSayNoneInWords(t *testing.T) {
 		if args[0] == "tasks" && !strings.Contains(out, "never") {
 			t.Errorf("tasks list:\n%s\nwant LAST RUN never", out)
 		}
+	}
+}
+
+// A daemon started with the credential in its own environment (`export
+// ANTHROPIC_API_KEY=…; make run`) is not said to lack one by a doctor run
+// from another shell.
+func TestDoctorDaemonCredentialFromItsEnvironment(t *testing.T) {
+	home := newHome(t)
+	startConfigDaemon(t, home, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test-xxxxxxxxxxxxxxxxxxxx"}, "--image", "bridged-agent:test")
+	out, _, _ := cli(t, context.Background(), nil, "", "doctor", "--home", home)
+	if strings.Contains(out, "answered 401") || !strings.Contains(out, "api          ok    not asked from here") {
+		t.Errorf("bridged doctor from a shell without the daemon's credential:\n%s\nwant the api check left to the daemon's credential line", out)
 	}
 }
