@@ -29,7 +29,7 @@ func checkWhatsmeow(lib whatsapp.Library, found bool, built, now time.Time) chec
 	}
 	age := to.Sub(lib.Date)
 	days := int(age.Hours() / 24)
-	detail := fmt.Sprintf("%s, from %s (%d days old %s)", lib.Version, lib.Date.Format("2006-01-02"), days, when)
+	detail := fmt.Sprintf("%s, from %s: %d days old %s", lib.Version, lib.Date.Format("2006-01-02"), days, when)
 	if age > whatsapp.LibraryMaxAge {
 		return check{name: name, status: "warn", detail: detail,
 			hint: fmt.Sprintf("older than %d days: WhatsApp refuses stale clients (405 client outdated); update bridged", int(whatsapp.LibraryMaxAge.Hours()/24))}
