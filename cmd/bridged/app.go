@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,9 +146,8 @@ func unknownWord(kind, word string, known []string) string {
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
-	for _, h := range helpFlags {
-		fs.Bool(h, false, "print this help")
-	}
+	fs.Bool("h", false, "print this help")
+	fs.Bool("help", false, "print this help")
 	fs.Usage = func() {
 		w := a.stderr
 		if helpAsked(fs) {
@@ -159,7 +157,7 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 		hidden := 0
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fs.VisitAll(func(f *flag.Flag) {
-			if slices.Contains(helpFlags, f.Name) {
+			if f.Name == "h" || f.Name == "help" {
 				return
 			}
 			if name != "run" && config.IsDaemonSetting(f.Name) {
@@ -193,14 +191,11 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// helpFlags are the flags that ask for a command's help. newFlagSet
-// defines them, so that its usage can tell help asked for (stdout) from a
-// usage error (stderr).
-var helpFlags = []string{"h", "help"}
-
-// helpAsked reports whether -h or --help was given to fs.
+// helpAsked reports whether -h or --help was given to fs. newFlagSet
+// defines both (unlisted), so that its usage can tell help asked for
+// (stdout) from a usage error (stderr).
 func helpAsked(fs *flag.FlagSet) bool {
-	for _, h := range helpFlags {
+	for _, h := range []string{"h", "help"} {
 		if f := fs.Lookup(h); f != nil && f.Value.String() == "true" {
 			return true
 		}
