@@ -38,9 +38,6 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg, err := cf.Resolve(a.getenv)
-	if err == nil {
-		a.noteUnknown(cfg)
-	}
 	if err != nil {
 		if *asJSON {
 			if err := writeJSON(a.stdout, doctorOutput([]check{{name: "config", status: "FAIL", detail: err.Error()}})); err != nil {
@@ -51,6 +48,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
 	}
+	a.noteUnknown(cfg)
 	// A running daemon is asked for the configuration it started with: the
 	// checks describe it, not the files, which may have changed since.
 	dc, running, err := askDaemon(ctx, cfg)
