@@ -4,7 +4,10 @@
 // (BRIDGED_<NAME>); the variables may also come from an env file (--env-file,
 // default ./.env when present). Precedence: flag, then process environment,
 // then env file, then default. An invalid value is an error naming the
-// variable; nothing falls back silently.
+// variable; nothing falls back silently. The env file read is kept as an
+// absolute path (Config.EnvFile), so that a running daemon names it whatever
+// directory a command asks from; a BRIDGED_ variable the env file holds that
+// is no setting is named in Config.Unknown with the nearest setting.
 //
 // The Claude credentials (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN) are read
 // from the same places, kept in Config.Secrets, and masked whenever the
