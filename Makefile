@@ -85,7 +85,7 @@ cover: deps ## per-package test coverage, counting the programs tests run as chi
 	@$(GO) tool covdata percent -i=$(COVER_DIR) | grep -oE '[^[:space:]]+[[:space:]]+coverage: [0-9.]+%' | \
 	  sed -E 's#^github.com/bridged-app/bridged/?##; s#[[:space:]]+coverage:##' | awk '{printf "%7s  %s\n", $$2, $$1}' | sort -k2
 
-bench: deps ## print the performance figures of the README
+bench: test-deps ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
 
 test-image: test-deps ## build bridged-agent:test from static binaries (no registry needed)
