@@ -114,22 +114,25 @@ IMAGE_STATE = have=$$(docker image inspect -f '{{index .Config.Labels "bridged.i
 	elif [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then echo current; \
 	else echo stale; fi
 
-# agent-image builds $(IMAGE) unless it is current.
+# agent-image builds $(IMAGE) unless it is current: the test image with
+# test-image, any other with the Dockerfile.
+TEST_IMAGE := bridged-agent:test
 agent-image:
 	@case "$$($(IMAGE_STATE))" in \
 	  current) ;; \
-	  missing) echo "make: the agent image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory image;; \
+	  missing) if [ "$(IMAGE)" = $(TEST_IMAGE) ]; then echo "make: the test image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory test-image; exit; fi; \
+	    echo "make: the agent image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory image;; \
 	  *) echo "make: the agent image $(IMAGE) was built from other sources: rebuilding it"; $(MAKE) --no-print-directory image;; \
 	esac
 
 # image-reachable checks, before `make run` compiles anything, that an image
-# it must build can be: Docker Hub and npm answer (any HTTP answer will do;
+# it must build from the Dockerfile can be: Docker Hub and npm answer (any HTTP answer will do;
 # curl, when there is one, asks with the environment's proxy settings).
 # Neither answering, it stops at once with the fallback.
 REGISTRY_URL ?= https://registry-1.docker.io/v2/
 NPM_URL      ?= https://registry.npmjs.org/-/ping
 image-reachable:
-	@state=$$($(IMAGE_STATE)); [ "$$state" = current ] && exit 0; \
+	@state=$$($(IMAGE_STATE)); [ "$$state" = current -o "$(IMAGE)" = $(TEST_IMAGE) ] && exit 0; \
 	command -v curl >/dev/null || exit 0; \
 	for url in $(REGISTRY_URL) $(NPM_URL); do \
 	  if ! curl -s -o /dev/null --max-time 10 "$$url"; then \

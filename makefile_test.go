@@ -120,6 +120,7 @@ func TestMakeRunChecksRegistryFirst(t *testing.T) {
 	}{
 		{"missing", "bridged-agent:latest", true}, // the registries answer
 		{"", "bridged-agent:test", false},         // the test image, there: nothing to build
+		{"missing", "bridged-agent:test", false},  // the test image, missing: built without a registry
 	} {
 		docker, _ := fakeDocker(t, tc.label, false)
 		path, goPath, _ := fakeTools(t, docker, tc.reachable)
@@ -139,5 +140,19 @@ func TestMakeTestImageDeps(t *testing.T) {
 	out, err = makeTarget(t, os.Getenv("PATH"), "-n", "deps")
 	if err != nil || !strings.Contains(out, "busybox-static") || !strings.Contains(out, "chromium") {
 		t.Errorf("make -n deps: %v\n%s\nwant busybox-static and chromium", err, out)
+	}
+}
+
+// `make run IMAGE=bridged-agent:test` with the test image missing builds
+// the test image (from static binaries), not the Dockerfile under its name.
+func TestMakeRunBuildsMissingTestImage(t *testing.T) {
+	docker, calls := fakeDocker(t, "missing", true)
+	path, goPath, _ := fakeTools(t, docker, false)
+	out, err := makeTarget(t, path, "-n", "agent-image", "IMAGE=bridged-agent:test", "GO="+goPath)
+	if err != nil || !strings.Contains(out, "run ./cmd/testimage -tag bridged-agent:test") || !strings.Contains(out, "busybox-static") {
+		t.Errorf("make -n agent-image IMAGE=bridged-agent:test, image missing: %v\n%s\nwant the test image built", err, out)
+	}
+	if log, _ := os.ReadFile(calls); strings.Contains(string(log), "build") {
+		t.Errorf("docker calls:\n%s\nwant no docker build", log)
 	}
 }
