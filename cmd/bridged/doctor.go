@@ -60,7 +60,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		files = a.daemonFiles(fs, cf, cfg, dc.Values)
 	}
 	cred := checkCredentials(cfg)
-	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + orDash(cfg.EnvFile) + ") and the environment"}
+	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + or(cfg.EnvFile, "none: ./.env is read when present") + ") and the environment"}
 	if running {
 		cfg = withDaemonValues(cfg, dc.Values)
 		cred = checkDaemonCredential(dc.Credential, files)
@@ -185,7 +185,7 @@ func checkCredentials(cfg *config.Config) check {
 		return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")"}
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
-		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+		hint: "put one in the env file (" + or(cfg.EnvFile, "./.env") + ") or the environment"}
 }
 
 // checkDaemonCredential describes the running daemon's credential: the
@@ -198,11 +198,11 @@ func checkDaemonCredential(c control.Credential, files *config.Config) check {
 	switch c.State {
 	case control.CredNone:
 		return check{name: "credentials", status: "FAIL", detail: "the running daemon has no credential: its agents' API requests are answered 401" + restart,
-			hint: "put " + config.EnvAPIKey + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged"}
+			hint: "put " + config.EnvAPIKey + " in the env file (" + or(files.EnvFile, "./.env") + ") and restart bridged"}
 	case control.CredRefused:
 		return check{name: "credentials", status: "FAIL",
 			detail: fmt.Sprintf("the running daemon's %s was refused (401) %d time(s) since it started%s", c.Variable, c.Refused, restart),
-			hint:   "fix " + c.Variable + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged: it reads the credential only at start"}
+			hint:   "fix " + c.Variable + " in the env file (" + or(files.EnvFile, "./.env") + ") and restart bridged: it reads the credential only at start"}
 	}
 	out := check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
 	if c.State == control.CredAccepted {

@@ -224,6 +224,9 @@ func TestTablesSayNoneInWords(t *testing.T) {
 			t.Errorf("tasks list:\n%s\nwant LAST RUN never", out)
 		}
 	}
+	if out, _, _ := cli(t, ctx, nil, "", "doctor", "--home", home); !strings.Contains(out, "(env file none: ./.env is read when present)") {
+		t.Errorf("doctor with no env file:\n%s\nwant it said in words", out)
+	}
 }
 
 // A daemon started with the credential in its own environment (`export

@@ -180,8 +180,6 @@ func budgetToday(g control.Group) string {
 	return s
 }
 
-func orDash(s string) string { return or(s, "-") }
-
 // or is s, or word when s is empty: a table says in a word what is not
 // set ("default", "none", "never").
 func or(s, word string) string {

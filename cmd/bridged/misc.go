@@ -102,7 +102,7 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 	}
 	if running {
 		fmt.Fprintf(a.stdout, "# bridged is running in %s: the configuration it started with (secrets masked)\n", cfg.Home)
-		fmt.Fprintf(a.stdout, "# credential: %s, %s\n", orDash(dc.Credential.Variable), dc.Credential.State)
+		fmt.Fprintf(a.stdout, "# credential: %s, %s\n", or(dc.Credential.Variable, "none"), dc.Credential.State)
 		files := a.daemonFiles(fs, cf, cfg, dc.Values)
 		for _, w := range files.Unknown {
 			fmt.Fprintf(a.stdout, "# warning: %s\n", w)
