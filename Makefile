@@ -21,7 +21,7 @@ STATICCHECK := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stat
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools cover bench test-image image agent-image run install clean deps
+.PHONY: help build test test-unit test-integration lint tools cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -32,14 +32,20 @@ build: ## build bin/bridged and bin/agent-runner (static)
 
 # The Docker tests build (or reuse, by content hash) the test image themselves,
 # so test, test-integration and bench need no test-image step first.
-deps: ## install what the tests need beyond Go and Docker: a static busybox for the test image, chromium for the dashboard's browser test
+# APT_INSTALL installs Debian packages, through sudo unless root.
+APT_INSTALL = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $(1); \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends $(1); fi
+
+deps: test-deps browser-deps ## install what the tests need beyond Go and Docker (test-deps and browser-deps)
+
+test-deps: ## install the static busybox the test image carries (Debian's busybox-static)
 	@if ! dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq busybox-static; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq busybox-static; fi; \
+	  $(call APT_INSTALL,busybox-static); \
 	fi
+
+browser-deps: ## install chromium, for the dashboard's browser test only
 	@if ! command -v chromium >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends chromium; fi; \
+	  $(call APT_INSTALL,chromium); \
 	fi
 
 # -count=1: the e2e tests build the daemon themselves, out of sight of go
@@ -79,11 +85,14 @@ cover: deps ## per-package test coverage, counting the programs tests run as chi
 	@$(GO) tool covdata percent -i=$(COVER_DIR) | grep -oE '[^[:space:]]+[[:space:]]+coverage: [0-9.]+%' | \
 	  sed -E 's#^github.com/bridged-app/bridged/?##; s#[[:space:]]+coverage:##' | awk '{printf "%7s  %s\n", $$2, $$1}' | sort -k2
 
-bench: deps ## print the performance figures of the README
+bench: test-deps ## print the performance figures of the README
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... | grep -vE '^\s*\{|^(goos|goarch|pkg|cpu):|^PASS$$' 
 
-test-image: deps ## build bridged-agent:test from static binaries (no registry needed)
+test-image: test-deps ## build bridged-agent:test from static binaries (no registry needed)
 	$(GO) run ./cmd/testimage -tag bridged-agent:test
+
+# FALLBACK is what to do without Docker Hub and npm.
+FALLBACK = echo "make:   make test-image && make run IMAGE=bridged-agent:test" >&2
 
 # A failed build (no Docker Hub or npm: Docker's DNS error) ends with the
 # way to run on the test image instead.
@@ -92,23 +101,50 @@ image: ## build the production agent image (needs Docker Hub and npm)
 	  echo >&2; \
 	  echo "make: the agent image $(IMAGE) could not be built (it needs Docker Hub and npm)." >&2; \
 	  echo "make: without them, run bridged on the test image, whose claude is a scripted fake:" >&2; \
-	  echo "make:   make test-image && make run IMAGE=bridged-agent:test" >&2; \
+	  $(FALLBACK); \
 	  exit 1; }
 
-# agent-image builds $(IMAGE) when it is missing, or when it is an image
-# `make image` built (labelled bridged.inputs) from other inputs, or the
-# default image built before images were labelled. Another image named with
-# IMAGE= (the test image) is used as it is.
-agent-image:
-	@have=$$(docker image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { \
-	  echo "make: the agent image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory image; exit; }; \
-	want=$(IMAGE_INPUTS); \
-	if [ "$$have" = "$$want" ]; then exit 0; fi; \
-	if [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then exit 0; fi; \
-	echo "make: the agent image $(IMAGE) was built from other sources: rebuilding it"; \
-	$(MAKE) --no-print-directory image
+# IMAGE_STATE is "current" when $(IMAGE) needs no build: a `make image`
+# built from these sources, or another image named with IMAGE= (the test
+# image) that is there; else "missing", or "stale" for an image `make
+# image` built (labelled bridged.inputs) from other inputs, or the default
+# image built before images were labelled.
+IMAGE_STATE = have=$$(docker image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { echo missing; exit 0; }; \
+	if [ "$$have" = "$(IMAGE_INPUTS)" ]; then echo current; \
+	elif [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then echo current; \
+	else echo stale; fi
 
-run: build agent-image ## build, then run the daemon (state in ~/.local/share/bridged, or HOME_DIR=…); `bin/bridged chat` talks to it
+# agent-image builds $(IMAGE) unless it is current: the test image with
+# test-image, any other with the Dockerfile.
+TEST_IMAGE := bridged-agent:test
+agent-image:
+	@case "$$($(IMAGE_STATE))" in \
+	  current) ;; \
+	  missing) if [ "$(IMAGE)" = $(TEST_IMAGE) ]; then echo "make: the test image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory test-image; exit; fi; \
+	    echo "make: the agent image $(IMAGE) is missing: building it"; $(MAKE) --no-print-directory image;; \
+	  *) echo "make: the agent image $(IMAGE) was built from other sources: rebuilding it"; $(MAKE) --no-print-directory image;; \
+	esac
+
+# image-reachable checks, before `make run` compiles anything, that an image
+# it must build from the Dockerfile can be: Docker Hub and npm answer (any HTTP answer will do;
+# curl, when there is one, asks with the environment's proxy settings).
+# Neither answering, it stops at once with the fallback.
+REGISTRY_URL ?= https://registry-1.docker.io/v2/
+NPM_URL      ?= https://registry.npmjs.org/-/ping
+image-reachable:
+	@state=$$($(IMAGE_STATE)); [ "$$state" = current -o "$(IMAGE)" = $(TEST_IMAGE) ] && exit 0; \
+	command -v curl >/dev/null || exit 0; \
+	for url in $(REGISTRY_URL) $(NPM_URL); do \
+	  if ! curl -s -o /dev/null --max-time 10 "$$url"; then \
+	    echo "make: the agent image $(IMAGE) is $$state and must be built, but $$url does not answer:" >&2; \
+	    echo "make: building it needs Docker Hub and npm. Without them, run bridged on the test image, whose claude is a scripted fake" >&2; \
+	    echo "make: (docs/testing.md lists what it answers):" >&2; \
+	    $(FALLBACK); \
+	    exit 1; \
+	  fi; \
+	done
+
+run: image-reachable build agent-image ## build, then run the daemon (state in ~/.local/share/bridged, or HOME_DIR=…); `bin/bridged chat` talks to it
 	bin/bridged run $(if $(HOME_DIR),--home $(HOME_DIR)) --image $(IMAGE)
 
 install: build ## install the binaries to /usr/local/bin and the README to /usr/local/share/doc/bridged

@@ -79,3 +79,80 @@ func TestMakeRunAgentImage(t *testing.T) {
 		}
 	}
 }
+
+// fakeTools puts a curl on PATH that fails as with no network (or answers,
+// when reachable) and a go that logs its calls and builds nothing, in front
+// of path.
+func fakeTools(t *testing.T, path string, reachable bool) (newPath, goPath, goCalls string) {
+	t.Helper()
+	dir := t.TempDir()
+	goCalls = filepath.Join(dir, "go-calls")
+	curl := "#!/bin/sh\nexit 0\n"
+	if !reachable {
+		curl = "#!/bin/sh\nexit 6\n" // curl: could not resolve host
+	}
+	goPath = filepath.Join(dir, "go")
+	for name, script := range map[string]string{"curl": curl, "go": "#!/bin/sh\necho \"$*\" >>" + goCalls + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir + string(os.PathListSeparator) + path, goPath, goCalls
+}
+
+// `make run` finds out that the image it must build cannot be (no Docker
+// Hub, no npm) before it compiles anything, and names the fallback; with
+// the image there, or the registries answering, it goes on.
+func TestMakeRunChecksRegistryFirst(t *testing.T) {
+	docker, _ := fakeDocker(t, "missing", true)
+	path, goPath, goCalls := fakeTools(t, docker, false)
+	out, err := makeTarget(t, path, "run", "GO="+goPath)
+	if err == nil || !strings.Contains(out, "make test-image && make run IMAGE=bridged-agent:test") || !strings.Contains(out, "registry-1.docker.io") {
+		t.Errorf("make run without a registry: %v\n%s\nwant a failure naming the unreachable registry and the fallback", err, out)
+	}
+	if log, _ := os.ReadFile(goCalls); strings.Contains(string(log), "build") {
+		t.Errorf("make run without a registry compiled first:\n%s", log)
+	}
+
+	for _, tc := range []struct {
+		label, image string
+		reachable    bool
+	}{
+		{"missing", "bridged-agent:latest", true}, // the registries answer
+		{"", "bridged-agent:test", false},         // the test image, there: nothing to build
+		{"missing", "bridged-agent:test", false},  // the test image, missing: built without a registry
+	} {
+		docker, _ := fakeDocker(t, tc.label, false)
+		path, goPath, _ := fakeTools(t, docker, tc.reachable)
+		if out, err := makeTarget(t, path, "image-reachable", "IMAGE="+tc.image, "GO="+goPath); err != nil || out != "" {
+			t.Errorf("make image-reachable, image %s (label %q), registries answering %v: %v\n%s\nwant a silent pass", tc.image, tc.label, tc.reachable, err, out)
+		}
+	}
+}
+
+// `make test-image` installs what the test image needs and no browser;
+// `make deps` installs both.
+func TestMakeTestImageDeps(t *testing.T) {
+	out, err := makeTarget(t, os.Getenv("PATH"), "-n", "test-image", "GO=true")
+	if err != nil || !strings.Contains(out, "busybox-static") || strings.Contains(out, "chromium") {
+		t.Errorf("make -n test-image: %v\n%s\nwant busybox-static installed, not chromium", err, out)
+	}
+	out, err = makeTarget(t, os.Getenv("PATH"), "-n", "deps")
+	if err != nil || !strings.Contains(out, "busybox-static") || !strings.Contains(out, "chromium") {
+		t.Errorf("make -n deps: %v\n%s\nwant busybox-static and chromium", err, out)
+	}
+}
+
+// `make run IMAGE=bridged-agent:test` with the test image missing builds
+// the test image (from static binaries), not the Dockerfile under its name.
+func TestMakeRunBuildsMissingTestImage(t *testing.T) {
+	docker, calls := fakeDocker(t, "missing", true)
+	path, goPath, _ := fakeTools(t, docker, false)
+	out, err := makeTarget(t, path, "-n", "agent-image", "IMAGE=bridged-agent:test", "GO="+goPath)
+	if err != nil || !strings.Contains(out, "run ./cmd/testimage -tag bridged-agent:test") || !strings.Contains(out, "busybox-static") {
+		t.Errorf("make -n agent-image IMAGE=bridged-agent:test, image missing: %v\n%s\nwant the test image built", err, out)
+	}
+	if log, _ := os.ReadFile(calls); strings.Contains(string(log), "build") {
+		t.Errorf("docker calls:\n%s\nwant no docker build", log)
+	}
+}

@@ -19,7 +19,7 @@ import (
 )
 
 // walkTimes returns, per tree (its path in the home), the time the
-// ownership walks the daemon logged took ("took", in milliseconds).
+// ownership walks the daemon logged took ("took", a Go duration).
 func walkTimes(t *testing.T, logs string) map[string]time.Duration {
 	t.Helper()
 	sum := map[string]time.Duration{}
@@ -28,13 +28,17 @@ func walkTimes(t *testing.T, logs string) map[string]time.Duration {
 			continue
 		}
 		var l struct {
-			Tree string  `json:"tree"`
-			Took float64 `json:"took"`
+			Tree string `json:"tree"`
+			Took string `json:"took"`
 		}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("an ownership walk's log line: %v: %s", err, line)
 		}
-		sum[l.Tree] += time.Duration(l.Took * float64(time.Millisecond))
+		took, err := time.ParseDuration(l.Took)
+		if err != nil {
+			t.Fatalf("an ownership walk's took: %v: %s", err, line)
+		}
+		sum[l.Tree] += took
 	}
 	return sum
 }

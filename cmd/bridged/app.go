@@ -44,6 +44,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// environ lists the environment (KEY=VALUE), for the unknown BRIDGED_
+	// variables in it; nil: none.
+	environ func() []string
 	// root prefixes the system paths install-service writes (tests).
 	root string
 }
@@ -61,7 +64,7 @@ func commands() []command {
 		{"chat", "talk to a group's agent from the terminal (local chats)", (*app).cmdChat},
 		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
 		{"import", "bring a NanoClaw install over: groups, memory, tasks, allow lists, history (a dry run unless --apply)", (*app).cmdImport},
-		{"tasks", "list, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
+		{"tasks", "list, add, pause, resume or cancel scheduled tasks", (*app).cmdTasks},
 		{"approvals", "tool calls waiting for the owner, and every decision; standing rules (rules, forget RULE)", (*app).cmdApprovals},
 		{"approve", "let a tool call the agent asked for run (once, or --always)", (*app).cmdApprove},
 		{"deny", "refuse a tool call the agent asked for", (*app).cmdDeny},
@@ -75,24 +78,26 @@ func commands() []command {
 	}
 }
 
-func (a *app) usage() {
-	fmt.Fprintln(a.stderr, "Usage: bridged <command> [flags] [args]")
-	fmt.Fprintln(a.stderr, "\nCommands:")
+// usage prints the command list to w: stdout when it was asked for,
+// stderr after a usage error.
+func (a *app) usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: bridged <command> [flags] [args]")
+	fmt.Fprintln(w, "\nCommands:")
 	width := 0
 	for _, c := range commands() {
 		width = max(width, len(c.name))
 	}
 	for _, c := range commands() {
-		fmt.Fprintf(a.stderr, "  %-*s  %s\n", width, c.name, c.summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	fmt.Fprintln(a.stderr, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
-	fmt.Fprintln(a.stderr, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
-	fmt.Fprintln(a.stderr, "`bridged <command> -h` lists a command's flags.")
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
+	fmt.Fprintln(w, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
+	fmt.Fprintln(w, "`bridged <command> -h` lists a command's flags.")
 }
 
 func (a *app) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		a.usage()
+		a.usage(a.stderr)
 		return errUsage
 	}
 	name := args[0]
@@ -102,7 +107,7 @@ func (a *app) run(ctx context.Context, args []string) error {
 			// bridged help CMD [SUB]: that command's help.
 			return a.run(ctx, append(args[1:], "--help"))
 		}
-		a.usage()
+		a.usage(a.stdout)
 		return nil
 	case "-version", "--version":
 		name = "version"
@@ -112,23 +117,50 @@ func (a *app) run(ctx context.Context, args []string) error {
 			return c.run(a, ctx, args[1:])
 		}
 	}
-	fmt.Fprintf(a.stderr, "bridged: unknown command %q\n\n", name)
-	a.usage()
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	fmt.Fprintf(a.stderr, "bridged: %s\n\n", unknownWord("command", name, names))
+	a.usage(a.stderr)
 	return errUsage
 }
 
-// newFlagSet returns a flag set for a subcommand that prints its usage to
-// stderr: its own flags, --home and --env-file, one line each. Every
-// command accepts the daemon's settings too (config.Register), but only
-// `bridged run` lists them.
+// unknownWord says that word is no known kind ("command", "subcommand"),
+// with the nearest of known when one is near: `unknown command "stauts":
+// did you mean status?`, else the list of known.
+func unknownWord(kind, word string, known []string) string {
+	if n := config.Nearest(word, known); n != "" {
+		return fmt.Sprintf("unknown %s %q: did you mean %s?", kind, word, n)
+	}
+	if kind == "command" {
+		return fmt.Sprintf("unknown %s %q", kind, word)
+	}
+	return fmt.Sprintf("unknown %s %q (want %s or %s)", kind, word, strings.Join(known[:len(known)-1], ", "), known[len(known)-1])
+}
+
+// newFlagSet returns a flag set for a subcommand that prints its usage:
+// its own flags, --home and --env-file, one line each; to stdout when
+// -h or --help asked for it (parse then returns flag.ErrHelp), to stderr
+// after a usage error. Every command accepts the daemon's settings too
+// (config.Register), but only `bridged run` lists them.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bridged "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	fs.Bool("h", false, "print this help")
+	fs.Bool("help", false, "print this help")
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: bridged %s\n\nFlags:\n", synopsis)
+		w := a.stderr
+		if helpAsked(fs) {
+			w = a.stdout
+		}
+		fmt.Fprintf(w, "Usage: bridged %s\n\nFlags:\n", synopsis)
 		hidden := 0
-		tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name == "h" || f.Name == "help" {
+				return
+			}
 			if name != "run" && config.IsDaemonSetting(f.Name) {
 				hidden++
 				return
@@ -154,10 +186,22 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 		})
 		tw.Flush()
 		if hidden > 0 {
-			fmt.Fprintln(a.stderr, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
+			fmt.Fprintln(w, "\nThe daemon's settings (--image, --idle-timeout, …) are accepted too: `bridged run --help` lists them.")
 		}
 	}
 	return fs
+}
+
+// helpAsked reports whether -h or --help was given to fs. newFlagSet
+// defines both (unlisted), so that its usage can tell help asked for
+// (stdout) from a usage error (stderr).
+func helpAsked(fs *flag.FlagSet) bool {
+	for _, h := range []string{"h", "help"} {
+		if f := fs.Lookup(h); f != nil && f.Value.String() == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // wrap breaks s into lines of at most width runes at spaces.
@@ -210,6 +254,10 @@ func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, err
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	if helpAsked(fs) {
+		fs.Usage()
+		return nil, flag.ErrHelp
+	}
 	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
 		fs.Usage()
 		return nil, errUsage
@@ -229,7 +277,22 @@ func (a *app) parseConfig(fs *flag.FlagSet, args []string, minArgs, maxArgs int)
 	if err != nil {
 		return nil, nil, err
 	}
+	a.noteUnknown(cfg)
 	return pos, cfg, nil
+}
+
+// noteUnknown adds the environment's unknown BRIDGED_ variables to the env
+// file's in cfg.Unknown.
+func (a *app) noteUnknown(cfg *config.Config) {
+	if a.environ == nil {
+		return
+	}
+	var names []string
+	for _, kv := range a.environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	cfg.Unknown = append(cfg.Unknown, config.UnknownVariables(names, "the environment")...)
 }
 
 // parseClientConfig is parseConfig for a command that talks to the daemon
@@ -252,6 +315,10 @@ func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.noteUnknown(cfg)
+	for _, msg := range cfg.Unknown {
+		fmt.Fprintf(a.stderr, "bridged: warning: %s\n", msg)
+	}
 	for _, msg := range cfg.Ignored {
 		fmt.Fprintf(a.stderr, "bridged: warning: %s; ignored here (only the daemon uses it; `bridged run` refuses it)\n", msg)
 	}
@@ -261,6 +328,7 @@ func (a *app) resolveClient(cf *config.Flags) (*config.Config, error) {
 // cliLogger is the logger of the short-lived commands: warnings and errors
 // only, on stderr.
 func (a *app) cliLogger() zerolog.Logger {
+	setDurationFormat()
 	return zerolog.New(zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly, NoColor: true, FormatFieldValue: consoleValue}).
 		Level(zerolog.WarnLevel).With().Timestamp().Logger()
 }
@@ -275,6 +343,7 @@ type backend interface {
 	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)
 	Chats(ctx context.Context) ([]control.Chat, error)
 	Tasks(ctx context.Context) ([]control.Task, error)
+	AddTask(ctx context.Context, req control.TaskAdd) (control.Task, error)
 	PauseTask(ctx context.Context, id string) (control.Task, error)
 	ResumeTask(ctx context.Context, id string) (control.Task, error)
 	CancelTask(ctx context.Context, id string) error

@@ -42,10 +42,10 @@ func (a *app) cmdApprovals(ctx context.Context, args []string) error {
 		return a.approvalForget(ctx, args)
 	}
 	if isHelp(sub) {
-		fmt.Fprintln(a.stderr, "Usage: bridged approvals [list|rules|forget RULE] [flags]")
+		fmt.Fprintln(a.stdout, "Usage: bridged approvals [list|rules|forget RULE] [flags]")
 		return flag.ErrHelp
 	}
-	fmt.Fprintf(a.stderr, "bridged approvals: unknown subcommand %q (want list, rules or forget)\n", sub)
+	fmt.Fprintf(a.stderr, "bridged approvals: %s\n", unknownWord("subcommand", sub, []string{"list", "rules", "forget"}))
 	return errUsage
 }
 
@@ -83,7 +83,7 @@ func (a *app) approvalsList(ctx context.Context, args []string) error {
 			state += " (always)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(x.ID), termsafe.Line(x.Folder), termsafe.Line(x.Tool),
-			oneLine(x.Subject, 60), termsafe.Line(state), x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), termsafe.Line(orDash(x.DecidedBy)))
+			oneLine(x.Subject, 60), termsafe.Line(state), x.AskedAt.In(cfg.Timezone).Format("2006-01-02 15:04:05"), termsafe.Line(or(x.DecidedBy, "nobody yet")))
 	}
 	return tw.Flush()
 }

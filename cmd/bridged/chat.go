@@ -127,10 +127,16 @@ func checkAttachment(path string) error {
 	return err
 }
 
+// groupLister lists the registered groups (the daemon's API, or the
+// database when it is stopped).
+type groupLister interface {
+	Groups(ctx context.Context) ([]control.Group, error)
+}
+
 // findGroup returns the group pos[0] names, or the main group: pos[0] is
 // a folder, a chat id, or a group's name (exactly, else ignoring case);
 // a name two groups share is refused with their folders.
-func findGroup(ctx context.Context, c *control.Client, pos []string) (control.Group, error) {
+func findGroup(ctx context.Context, c groupLister, pos []string) (control.Group, error) {
 	gs, err := c.Groups(ctx)
 	if err != nil {
 		return control.Group{}, err

@@ -73,7 +73,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 		w = &pipeSafe{w: w}
 	}
 	log := newLogger(cfg, w)
-	for _, w := range cfg.Warnings {
+	for _, w := range append(cfg.Warnings, cfg.Unknown...) {
 		log.Warn().Msg(w)
 	}
 	return runDaemon(ctx, cfg, log)

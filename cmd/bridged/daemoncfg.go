@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sort"
 	"strconv"
@@ -108,6 +109,20 @@ func credentialLine(c control.Credential, upstream, network string) string {
 	return line
 }
 
+// filesValues is what the env file and the environment (and the command's
+// own flags) set in files: a default is no value they hold, so a daemon
+// started with a flag (`make run IMAGE=…`) is not said to be overruled by
+// the files.
+func filesValues(files *config.Config) map[string]string {
+	out := map[string]string{}
+	for k, v := range files.Values() {
+		if files.Given[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // differences lists the variables whose value the files give now differs
 // from the running daemon's: they take effect at the next start.
 func differences(daemon, files map[string]string) []string {
@@ -119,6 +134,31 @@ func differences(daemon, files map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// daemonFiles is the configuration the files give now, to compare with a
+// running daemon's: when the command was given no env file (--env-file,
+// BRIDGED_ENV_FILE), the daemon's own is read, so that the answer is the
+// same from any directory. cfg is what the command resolved; on any error
+// it stands.
+func (a *app) daemonFiles(fs *flag.FlagSet, cf *config.Flags, cfg *config.Config, daemon map[string]string) *config.Config {
+	explicit := a.getenv("BRIDGED_ENV_FILE") != ""
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
+	env := daemon["BRIDGED_ENV_FILE"]
+	if explicit || env == "" || env == cfg.EnvFile {
+		return cfg
+	}
+	files, err := cf.Resolve(func(k string) string {
+		if k == "BRIDGED_ENV_FILE" {
+			return env
+		}
+		return a.getenv(k)
+	})
+	if err != nil {
+		return cfg
+	}
+	a.noteUnknown(files)
+	return files
 }
 
 // printValues prints values one KEY=VALUE a line, sorted, each the files

@@ -49,6 +49,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%-12s FAIL  %v\n", "config", err)
 		return errChecksFailed
 	}
+	a.noteUnknown(cfg)
 	// A running daemon is asked for the configuration it started with: the
 	// checks describe it, not the files, which may have changed since.
 	dc, running, err := askDaemon(ctx, cfg)
@@ -56,26 +57,39 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		running = false
 	}
 	files := cfg
+	if running {
+		files = a.daemonFiles(fs, cf, cfg, dc.Values)
+	}
 	cred := checkCredentials(cfg)
-	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + orDash(cfg.EnvFile) + ") and the environment"}
+	conf := check{name: "config", status: "ok", detail: "bridged is not running: the checks describe the files (env file " + or(cfg.EnvFile, "none: ./.env is read when present") + ") and the environment"}
 	if running {
 		cfg = withDaemonValues(cfg, dc.Values)
 		cred = checkDaemonCredential(dc.Credential, files)
 		conf.detail = "bridged is running: the checks describe the configuration it started with (`bridged config` prints it)"
-		if diff := differences(dc.Values, files.Values()); len(diff) > 0 {
+		if diff := differences(dc.Values, filesValues(files)); len(diff) > 0 {
 			conf.status, conf.detail = "warn", conf.detail+"; the files now say otherwise for "+strings.Join(diff, ", ")
 			conf.hint = "restart bridged for the files to take effect"
 		}
 	}
+	if len(files.Unknown) > 0 {
+		conf.status, conf.detail = "warn", conf.detail+"; "+strings.Join(files.Unknown, "; ")
+	}
 	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
-	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	upstream := checkUpstream(ctx, files, nil)
+	if running && dc.Credential.State != control.CredNone && credVariable(files) == "" {
+		// `export ANTHROPIC_API_KEY=…; make run`, and doctor in another
+		// shell: the daemon has what this command cannot see.
+		upstream = check{name: "api", status: "ok", detail: "not asked from here: the running daemon's " + dc.Credential.Variable +
+			" came from its own environment, which this command does not see (the credentials line says what the upstream answered the daemon)"}
+	}
+	checks = append(checks, cred, upstream, checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkRemoteControl(cfg, exec.LookPath))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
 	lib, found := whatsapp.BuiltLibrary()
-	checks = append(checks, checkWhatsmeow(lib, found, time.Now()))
+	checks = append(checks, checkWhatsmeow(lib, found, buildTime(), time.Now()))
 	if *asJSON {
 		out := doctorOutput(checks)
 		if err := writeJSON(a.stdout, out); err != nil {
@@ -173,7 +187,7 @@ func checkCredentials(cfg *config.Config) check {
 		return check{name: "credentials", status: "ok", detail: k + " is set (" + config.Mask(cfg.Secrets[k]) + ")"}
 	}
 	return check{name: "credentials", status: "FAIL", detail: "neither " + config.EnvAPIKey + " nor " + config.EnvOAuthToken + " is set",
-		hint: "put one in the env file (" + orDash(cfg.EnvFile) + ") or the environment"}
+		hint: "put one in the env file (" + or(cfg.EnvFile, "./.env") + ") or the environment"}
 }
 
 // checkDaemonCredential describes the running daemon's credential: the
@@ -186,11 +200,11 @@ func checkDaemonCredential(c control.Credential, files *config.Config) check {
 	switch c.State {
 	case control.CredNone:
 		return check{name: "credentials", status: "FAIL", detail: "the running daemon has no credential: its agents' API requests are answered 401" + restart,
-			hint: "put " + config.EnvAPIKey + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged"}
+			hint: "put " + config.EnvAPIKey + " in the env file (" + or(files.EnvFile, "./.env") + ") and restart bridged"}
 	case control.CredRefused:
 		return check{name: "credentials", status: "FAIL",
 			detail: fmt.Sprintf("the running daemon's %s was refused (401) %d time(s) since it started%s", c.Variable, c.Refused, restart),
-			hint:   "fix " + c.Variable + " in the env file (" + orDash(files.EnvFile) + ") and restart bridged: it reads the credential only at start"}
+			hint:   "fix " + c.Variable + " in the env file (" + or(files.EnvFile, "./.env") + ") and restart bridged: it reads the credential only at start"}
 	}
 	out := check{name: "credentials", status: "ok", detail: "the running daemon's " + c.Variable + ": no request since it started" + restart}
 	if c.State == control.CredAccepted {

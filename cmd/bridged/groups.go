@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -20,20 +21,20 @@ import (
 )
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
-	usage := func() {
-		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set [flags] [args]")
-		fmt.Fprintln(a.stderr, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
-		fmt.Fprintln(a.stderr, "  add     register a chat as a group")
-		fmt.Fprintln(a.stderr, "  remove  unregister a group (its folder and history stay)")
-		fmt.Fprintln(a.stderr, "  set     change a group's settings")
-		fmt.Fprintln(a.stderr, "\n`bridged groups <subcommand> --help` lists its flags.")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(w, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
+		fmt.Fprintln(w, "  add     register a chat as a group")
+		fmt.Fprintln(w, "  remove  unregister a group (its folder and history stay)")
+		fmt.Fprintln(w, "  set     change a group's settings")
+		fmt.Fprintln(w, "\n`bridged groups <subcommand> --help` lists its flags.")
 	}
 	if len(args) == 0 {
-		usage()
+		usage(a.stderr)
 		return errUsage
 	}
 	if isHelp(args[0]) {
-		usage()
+		usage(a.stdout)
 		return flag.ErrHelp
 	}
 	switch args[0] {
@@ -46,7 +47,7 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 	case "set":
 		return a.groupsSet(ctx, args[1:])
 	}
-	fmt.Fprintf(a.stderr, "bridged groups: unknown subcommand %q (want list, add, remove or set)\n", args[0])
+	fmt.Fprintf(a.stderr, "bridged groups: %s\n", unknownWord("subcommand", args[0], []string{"list", "add", "remove", "set"}))
 	return errUsage
 }
 
@@ -98,8 +99,8 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, orDash(g.Tools),
-				termsafe.Line(orDash(g.Model)), orDash(g.Timeout), termsafe.Line(orDash(formatMounts(g.ExtraMounts))), budgetToday(g), termsafe.Line(formatAllow(g)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, or(g.Tools, "default"),
+				termsafe.Line(or(g.Model, "default")), or(g.Timeout, "default"), termsafe.Line(or(formatMounts(g.ExtraMounts), "none")), budgetToday(g), termsafe.Line(formatAllow(g)))
 		}
 		return tw.Flush()
 	})
@@ -145,11 +146,11 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 		if c.IsGroup {
 			kind = "group"
 		}
-		last := "-"
+		last := "never"
 		if !c.LastActivity.IsZero() {
 			last = c.LastActivity.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(c.ID), termsafe.Line(orDash(c.Name)), kind, last, orDash(c.Folder))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(c.ID), termsafe.Line(or(c.Name, "unnamed")), kind, last, or(c.Folder, "not registered"))
 	}
 	if n == 0 {
 		fmt.Fprintln(a.stdout, "No WhatsApp chats seen yet. Pair with `bridged login`, start the daemon, and send a message in the chat.")
@@ -158,10 +159,10 @@ func (a *app) printChats(ctx context.Context, b backend, asJSON bool) error {
 	return tw.Flush()
 }
 
-// formatBudget shows a daily budget ("-": none).
+// formatBudget shows a daily budget ("none").
 func formatBudget(usd float64) string {
 	if usd <= 0 {
-		return "-"
+		return "none"
 	}
 	return rules.FormatUSD(usd) + "/day"
 }
@@ -170,7 +171,7 @@ func formatBudget(usd float64) string {
 // and whether it is paused.
 func budgetToday(g control.Group) string {
 	if g.BudgetDailyUSD <= 0 {
-		return "-"
+		return "no budget"
 	}
 	s := rules.FormatUSD(g.CostTodayUSD) + " of " + rules.FormatUSD(g.BudgetDailyUSD)
 	if g.BudgetPaused {
@@ -179,9 +180,11 @@ func budgetToday(g control.Group) string {
 	return s
 }
 
-func orDash(s string) string {
+// or is s, or word when s is empty: a table says in a word what is not
+// set ("default", "none", "never").
+func or(s, word string) string {
 	if s == "" {
-		return "-"
+		return word
 	}
 	return s
 }
@@ -298,7 +301,7 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] FOLDER")
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] GROUP")
 	var name, trigger, model, timeout, budget, others, tools optString
 	var allow allowFlags
 	var requires optBool
@@ -354,7 +357,11 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		}
 	}
 	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
-		g, err := b.UpdateGroup(ctx, pos[0], p)
+		g, err := findGroup(ctx, b, pos)
+		if err != nil {
+			return err
+		}
+		g, err = b.UpdateGroup(ctx, g.Folder, p)
 		if err != nil {
 			if errors.Is(err, control.ErrNotFound) {
 				return fmt.Errorf("no group with folder %q", pos[0])
@@ -362,7 +369,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, orDash(g.Model), orDash(g.Timeout), orDash(formatMounts(g.ExtraMounts)), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, or(g.Model, "default"), or(g.Timeout, "default"), or(formatMounts(g.ExtraMounts), "none"), formatBudget(g.BudgetDailyUSD), formatAllow(g))
 		applies := g.Applies
 		if applies == "" {
 			applies = control.AppliesNext

@@ -23,8 +23,9 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 		{[]string{"groups", "add"}, []string{"--name", "--folder", "--main", "--trigger", "--no-trigger"}},
 		{[]string{"groups", "remove"}, nil},
 		{[]string{"groups", "set"}, []string{"--name", "--trigger", "--requires-trigger", "--model", "--timeout", "--mount", "--clear-mounts", "--budget-daily"}},
-		{[]string{"tasks"}, []string{"list", "pause", "resume", "cancel", "runs"}},
+		{[]string{"tasks"}, []string{"list", "add", "pause", "resume", "cancel", "runs"}},
 		{[]string{"tasks", "list"}, []string{"--json"}},
+		{[]string{"tasks", "add"}, []string{"--cron", "--every", "--at", "--context"}},
 		{[]string{"tasks", "pause"}, nil},
 		{[]string{"tasks", "runs"}, []string{"--limit", "--json"}},
 		{[]string{"status"}, []string{"--json"}},
@@ -39,8 +40,11 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 			if tc.args[0] == "help" {
 				args = tc.args
 			}
-			_, stderr, err := cli(t, context.Background(), nil, "", args...)
+			stderr, errOut, err := cli(t, context.Background(), nil, "", args...)
 			name := strings.Join(args, " ")
+			if errOut != "" {
+				t.Errorf("bridged %s wrote its help to stderr; want stdout only:\n%s", name, errOut)
+			}
 			if err != nil && !errors.Is(err, flag.ErrHelp) {
 				t.Errorf("bridged %s: %v\n%s", name, err, stderr)
 				continue
@@ -65,10 +69,51 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 			}
 		}
 	}
-	_, stderr, _ := cli(t, context.Background(), nil, "", "run", "--help")
+	stderr, _, _ := cli(t, context.Background(), nil, "", "run", "--help")
 	for _, w := range []string{"--image", "--idle-timeout", "--container-memory"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("bridged run --help lacks the daemon setting %s:\n%s", w, stderr)
 		}
+	}
+}
+
+// Help asked for goes to stdout (`bridged --help | less`), exit 0; a usage
+// error goes to stderr, exit 2.
+func TestHelpOnStdout(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"groups", "--help"}, {"tasks", "-h"}, {"approvals", "--help"}, {"status", "-h"}, {"groups", "set", "--help"}} {
+		out, errOut, err := cli(t, ctx, nil, "", args...)
+		if (err != nil && exitCode(err) != 0) || !strings.Contains(out, "Usage: bridged") || errOut != "" {
+			t.Errorf("bridged %s: %v, stdout %q, stderr %q; want the usage on stdout, exit 0", strings.Join(args, " "), err, out, errOut)
+		}
+	}
+	for _, args := range [][]string{nil, {"groups"}, {"status", "--bogus"}, {"groups", "set"}} {
+		out, errOut, err := cli(t, ctx, nil, "", args...)
+		if exitCode(err) != 2 || out != "" || !strings.Contains(errOut, "Usage: bridged") {
+			t.Errorf("bridged %s: exit %d, stdout %q, stderr %q; want the usage on stderr, exit 2", strings.Join(args, " "), exitCode(err), out, errOut)
+		}
+	}
+}
+
+// A mistyped command or subcommand is answered with the nearest one.
+func TestMistypedCommand(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, "did you mean status?"},
+		{[]string{"grups", "list"}, "did you mean groups?"},
+		{[]string{"groups", "lsit"}, "did you mean list?"},
+		{[]string{"tasks", "pasue", "x"}, "did you mean pause?"},
+		{[]string{"approvals", "rule"}, "did you mean rules?"},
+	} {
+		_, errOut, err := cli(t, ctx, nil, "", tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bridged %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), exitCode(err), errOut, tc.want)
+		}
+	}
+	if _, errOut, _ := cli(t, ctx, nil, "", "zzzzzzzz"); strings.Contains(errOut, "did you mean") {
+		t.Errorf("bridged zzzzzzzz: %q; want no guess for a word near none", errOut)
 	}
 }

@@ -486,7 +486,7 @@ func checkSystemd(getenv func(string) string, units []string) []check {
 		c := check{name: "unit", status: "ok", detail: fmt.Sprintf("%s: Type=%s, WatchdogSec=%s", path, typ, watchdog)}
 		if typ != "notify" || watchdog == "" || watchdog == "0" || watchdog == "infinity" {
 			c.status = "warn"
-			c.detail = fmt.Sprintf("%s is Type=%s with WatchdogSec=%s: systemd does not learn when bridged is ready, and a hung daemon is not restarted", path, typ, orDash(watchdog))
+			c.detail = fmt.Sprintf("%s is Type=%s with WatchdogSec=%s: systemd does not learn when bridged is ready, and a hung daemon is not restarted", path, typ, or(watchdog, "unset"))
 			c.hint = "bridged install-service" + map[bool]string{true: " --user", false: ""}[strings.Contains(path, "/systemd/user/")] + " --force"
 		}
 		out = append(out, c)

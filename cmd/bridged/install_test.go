@@ -281,7 +281,7 @@ func TestDoctorSystemd(t *testing.T) {
 
 // The command list stays a table with install-service in it.
 func TestUsageAligned(t *testing.T) {
-	_, stderr, _ := cli(t, context.Background(), nil, "", "help")
+	stderr, _, _ := cli(t, context.Background(), nil, "", "help")
 	col := -1
 	for _, c := range commands() {
 		line := ""

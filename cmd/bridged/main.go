@@ -35,5 +35,5 @@ func main() {
 
 // run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return (&app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}).run(ctx, args)
+	return (&app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ}).run(ctx, args)
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
+	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/termsafe"
 )
@@ -74,10 +75,15 @@ func (a *app) cmdVersion(ctx context.Context, args []string) error {
 func (a *app) cmdConfig(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("config", "config [--json] [flags]")
 	asJSON := fs.Bool("json", false, "print the configuration as JSON")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	cf := config.Register(fs)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := cf.Resolve(a.getenv)
 	if err != nil {
 		return err
 	}
+	a.noteUnknown(cfg)
 	// A running daemon is asked: it may have started with other flags, or
 	// before the env file changed.
 	dc, running, err := askDaemon(ctx, cfg)
@@ -96,12 +102,16 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 	}
 	if running {
 		fmt.Fprintf(a.stdout, "# bridged is running in %s: the configuration it started with (secrets masked)\n", cfg.Home)
-		fmt.Fprintf(a.stdout, "# credential: %s, %s\n", orDash(dc.Credential.Variable), dc.Credential.State)
-		printValues(a.stdout, dc.Values, cfg.Values())
+		fmt.Fprintf(a.stdout, "# credential: %s, %s\n", or(dc.Credential.Variable, "none"), dc.Credential.State)
+		files := a.daemonFiles(fs, cf, cfg, dc.Values)
+		for _, w := range files.Unknown {
+			fmt.Fprintf(a.stdout, "# warning: %s\n", w)
+		}
+		printValues(a.stdout, dc.Values, filesValues(files))
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "# bridged is not running in %s: the configuration the flags, the environment and the env file give (secrets masked)\n", cfg.Home)
-	for _, w := range cfg.Warnings {
+	for _, w := range append(cfg.Warnings, cfg.Unknown...) {
 		fmt.Fprintf(a.stdout, "# warning: %s\n", w)
 	}
 	cfg.Print(a.stdout)

@@ -88,7 +88,7 @@ func TestGroupsSetMounts(t *testing.T) {
 	}
 
 	out, _, err = run("groups", "set", "--clear-mounts", "fam")
-	if err != nil || !strings.Contains(out, "extra mounts -") {
+	if err != nil || !strings.Contains(out, "extra mounts none") {
 		t.Errorf("groups set --clear-mounts got %q, %v; want no mounts", out, err)
 	}
 

@@ -73,7 +73,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	loc := cfg.Timezone
 	clock := func(t time.Time) string {
 		if t.IsZero() {
-			return "-"
+			return "unknown"
 		}
 		t = t.In(loc)
 		if y, m, d := t.Date(); time.Now().In(loc).Format("2006-01-02") == fmt.Sprintf("%04d-%02d-%02d", y, m, d) {
@@ -83,7 +83,7 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	}
 	if st.Running && st.Daemon != nil {
 		fmt.Fprintf(w, "bridged is running (pid %d, version %s, since %s, instance %s)\n",
-			st.Daemon.PID, orDash(st.Daemon.Version), clock(st.Daemon.Started), orDash(st.Daemon.Instance))
+			st.Daemon.PID, or(st.Daemon.Version, "unknown"), clock(st.Daemon.Started), or(st.Daemon.Instance, "unknown"))
 	} else {
 		fmt.Fprintln(w, "bridged is not running; showing what the store knows.")
 	}

@@ -5,47 +5,53 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/termsafe"
 )
 
 func (a *app) cmdTasks(ctx context.Context, args []string) error {
-	usage := func() {
-		fmt.Fprintln(a.stderr, "Usage: bridged tasks list|pause ID|resume ID|cancel ID|runs ID [flags]")
-		fmt.Fprintln(a.stderr, "\n  list    the scheduled tasks")
-		fmt.Fprintln(a.stderr, "  pause   stop a task from running until resumed")
-		fmt.Fprintln(a.stderr, "  resume  let a paused task run again")
-		fmt.Fprintln(a.stderr, "  cancel  delete a task and its run log")
-		fmt.Fprintln(a.stderr, "  runs    a task's latest runs")
-		fmt.Fprintln(a.stderr, "\n`bridged tasks <subcommand> --help` lists its flags.")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: bridged tasks list|add GROUP PROMPT|pause ID|resume ID|cancel ID|runs ID [flags]")
+		fmt.Fprintln(w, "\n  list    the scheduled tasks")
+		fmt.Fprintln(w, "  add     schedule a prompt for a group: --cron EXPR, --every DURATION or --at TIME")
+		fmt.Fprintln(w, "  pause   stop a task from running until resumed")
+		fmt.Fprintln(w, "  resume  let a paused task run again")
+		fmt.Fprintln(w, "  cancel  delete a task and its run log")
+		fmt.Fprintln(w, "  runs    a task's latest runs")
+		fmt.Fprintln(w, "\n`bridged tasks <subcommand> --help` lists its flags.")
 	}
 	if len(args) == 0 {
-		usage()
+		usage(a.stderr)
 		return errUsage
 	}
 	if isHelp(args[0]) {
-		usage()
+		usage(a.stdout)
 		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "list", "ls":
 		return a.tasksList(ctx, args)
+	case "add":
+		return a.tasksAdd(ctx, args)
 	case "pause", "resume", "cancel", "runs":
 		return a.taskCmd(ctx, sub, args)
 	}
-	fmt.Fprintf(a.stderr, "bridged tasks: unknown subcommand %q (want list, pause, resume, cancel or runs)\n", sub)
+	fmt.Fprintf(a.stderr, "bridged tasks: %s\n", unknownWord("subcommand", sub, []string{"list", "add", "pause", "resume", "cancel", "runs"}))
 	return errUsage
 }
 
+// fmtTime is t in loc to the minute, "never" when there is none.
 func fmtTime(t *time.Time, loc *time.Location) string {
 	if t == nil || t.IsZero() {
-		return "-"
+		return "never"
 	}
 	return t.In(loc).Format("2006-01-02 15:04")
 }
@@ -77,7 +83,7 @@ func (a *app) tasksList(ctx context.Context, args []string) error {
 		return writeJSON(a.stdout, tasksJSON{Tasks: nonNil(ts)})
 	}
 	if len(ts) == 0 {
-		fmt.Fprintln(a.stdout, "No scheduled tasks. Agents create them with their schedule_task tool.")
+		fmt.Fprintln(a.stdout, "No scheduled tasks. Agents create them with their schedule_task tool; you with `bridged tasks add`.")
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -99,6 +105,53 @@ func taskStatus(t control.Task) string {
 		return fmt.Sprintf("active (failed %d× in a row)", t.Failures)
 	}
 	return t.Status
+}
+
+// tasksAdd schedules a task of the owner's: the schedule is checked by the
+// task rules, the group found as `chat` finds it, and the daemon, when it
+// runs, wakes its scheduler.
+func (a *app) tasksAdd(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("tasks add", "tasks add --cron EXPR|--every DURATION|--at TIME [--context isolated|group] [flags] GROUP PROMPT...")
+	cron := fs.String("cron", "", "run on a cron `EXPR`ession, in the configured timezone (\"0 9 * * 1\": Mondays at 9:00)")
+	every := fs.String("every", "", "run every `DURATION` (a Go duration: 30m, 2h, 24h)")
+	at := fs.String("at", "", "run once at `TIME`, local (\"2026-12-24 18:00\") or RFC 3339")
+	contextMode := fs.String("context", "isolated", "the runs' context `MODE`: isolated (a fresh session each run) or group (the group's conversation)")
+	pos, cfg, err := a.parseClientConfig(fs, args, 2, -1)
+	if err != nil {
+		return err
+	}
+	var kinds []string
+	req := control.TaskAdd{Prompt: strings.Join(pos[1:], " "), ContextMode: *contextMode}
+	for _, k := range []struct {
+		v    string
+		kind schedule.Kind
+	}{{*cron, schedule.Cron}, {*every, schedule.Interval}, {*at, schedule.Once}} {
+		if k.v != "" {
+			kinds = append(kinds, string(k.kind))
+			req.Kind, req.Value = string(k.kind), k.v
+		}
+	}
+	if len(kinds) != 1 {
+		fmt.Fprintln(a.stderr, "bridged tasks add: give one schedule: --cron EXPR, --every DURATION or --at TIME")
+		return errUsage
+	}
+	b, _, closeFn, err := a.openBackend(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	g, err := findGroup(ctx, b, pos[:1])
+	if err != nil {
+		return err
+	}
+	req.Folder = g.Folder
+	t, err := b.AddTask(ctx, req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Scheduled task %s for group %s (%s %s, %s context); next run %s.\n",
+		t.ID, t.Folder, t.Kind, termsafe.Line(t.Value), t.ContextMode, fmtTime(t.NextRun, cfg.Timezone))
+	return nil
 }
 
 func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {

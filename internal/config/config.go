@@ -4,7 +4,10 @@
 // (BRIDGED_<NAME>); the variables may also come from an env file (--env-file,
 // default ./.env when present). Precedence: flag, then process environment,
 // then env file, then default. An invalid value is an error naming the
-// variable; nothing falls back silently.
+// variable; nothing falls back silently. The env file read is kept as an
+// absolute path (Config.EnvFile), so that a running daemon names it whatever
+// directory a command asks from; a BRIDGED_ variable the env file holds that
+// is no setting is named in Config.Unknown with the nearest setting.
 //
 // The Claude credentials (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN) are read
 // from the same places, kept in Config.Secrets, and masked whenever the
@@ -140,6 +143,14 @@ type Config struct {
 	// error: an inherited TZ Go cannot load, replaced by the system's zone
 	// or UTC. The daemon logs them at start; doctor and config show them.
 	Warnings []string
+	// Unknown names the BRIDGED_ variables of the env file that are no
+	// setting, each with the nearest one when there is one (see
+	// UnknownVariables); the commands add the environment's.
+	Unknown []string
+	// Given holds the variables whose value a flag, the environment or
+	// the env file gave (the credentials when set); the others are
+	// defaults.
+	Given map[string]bool
 }
 
 // DefaultContainerID is the uid and gid containers run as when the daemon
@@ -338,15 +349,16 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 	}
 
 	raw := make(map[string]string)
+	given := make(map[string]bool)
 	var warnings []string
 	for _, s := range settings {
 		switch {
 		case set[s.name]:
-			raw[s.env] = *f.values[s.name]
+			raw[s.env], given[s.env] = *f.values[s.name], true
 		case getenv(s.env) != "":
-			raw[s.env] = getenv(s.env)
+			raw[s.env], given[s.env] = getenv(s.env), true
 		case fileVals[s.env] != "":
-			raw[s.env] = fileVals[s.env]
+			raw[s.env], given[s.env] = fileVals[s.env], true
 		case s.env == "BRIDGED_HOME":
 			if raw[s.env], err = DefaultHome(getenv); err != nil {
 				return nil, err
@@ -380,6 +392,18 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 	}
 	c.Ignored = ignored
 	c.Warnings = warnings
+	if envPath != "" {
+		// Absolute, so that what the daemon reports names the file
+		// whichever directory a command runs in.
+		if abs, err := filepath.Abs(envPath); err == nil {
+			envPath = abs
+		}
+		names := make([]string, 0, len(fileVals))
+		for k := range fileVals {
+			names = append(names, k)
+		}
+		c.Unknown = UnknownVariables(names, envPath)
+	}
 	c.EnvFile = envPath
 	c.Secrets = make(map[string]string)
 	for _, k := range []string{EnvAPIKey, EnvOAuthToken} {
@@ -388,11 +412,61 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 		} else if v := fileVals[k]; v != "" {
 			c.Secrets[k] = v
 		}
+		given[k] = c.Secrets[k] != ""
 	}
 	if c.TranscribeKey = getenv(EnvTranscribeKey); c.TranscribeKey == "" {
 		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
+	given[EnvTranscribeKey] = c.TranscribeKey != ""
+	c.Given = given
 	return c, nil
+}
+
+// otherVariables are BRIDGED_ names bridged reads that are no setting of
+// the daemon: the env file's own, the secret, and those of the tests.
+// Names under otherPrefixes are the agent container's.
+var (
+	otherVariables = []string{"BRIDGED_ENV_FILE", EnvTranscribeKey, "BRIDGED_SKIP_DOCKER", "BRIDGED_TEST_IMAGE", "BRIDGED_E2E_SCREENSHOTS"}
+	otherPrefixes  = []string{"BRIDGED_AGENT_", "BRIDGED_MCP_"}
+)
+
+// UnknownVariables names each BRIDGED_ variable among names that bridged
+// does not read, found in where (the env file's path, "the environment"),
+// with the nearest setting when one is near: "BRIDGED_DASHBORD (where)
+// is not a bridged setting: did you mean BRIDGED_DASHBOARD?". Other names
+// are left alone. The result is sorted.
+func UnknownVariables(names []string, where string) []string {
+	known := make([]string, 0, len(settings)+len(otherVariables))
+	for _, s := range settings {
+		known = append(known, s.env)
+	}
+	known = append(known, otherVariables...)
+	var out []string
+next:
+	for _, n := range names {
+		if !strings.HasPrefix(n, "BRIDGED_") {
+			continue
+		}
+		for _, k := range known {
+			if n == k {
+				continue next
+			}
+		}
+		for _, p := range otherPrefixes {
+			if strings.HasPrefix(n, p) {
+				continue next
+			}
+		}
+		msg := fmt.Sprintf("%s (%s) is not a bridged setting", n, where)
+		if near := Nearest(n, known); near != "" {
+			msg += ": did you mean " + near + "?"
+		} else {
+			msg += ": it is ignored (`bridged run --help` lists the settings)"
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // defaultTimezone is BRIDGED_TIMEZONE's default: the inherited TZ (a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/schedule"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -253,6 +254,37 @@ func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 		}
 		out, err = rules.ResumeTask(ctx, tx, t, a.now(), a.loc())
 		return rulesErr(err)
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return taskOut(out), nil
+}
+
+// AddTask schedules a task of the owner's for a registered group, by the
+// task rules (rules.FirstRun: a schedule that never runs or a once time in
+// the past is refused). Its output goes to the group's chat.
+func (a *Admin) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
+	var out store.Task
+	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
+		g, err := tx.GetGroupByFolder(ctx, store.Folder(req.Folder))
+		if err != nil {
+			return err
+		}
+		sc, first, err := rules.FirstRun(schedule.Kind(req.Kind), req.Value, a.now(), a.loc())
+		if err != nil {
+			return rulesErr(err)
+		}
+		out, err = tx.CreateTask(ctx, store.Task{
+			Folder:      g.Folder,
+			Chat:        g.Chat,
+			Prompt:      req.Prompt,
+			Kind:        store.TaskKind(sc.Kind),
+			Value:       sc.Value,
+			ContextMode: store.ContextMode(req.ContextMode),
+			NextRun:     &first,
+		})
+		return err
 	})
 	if err != nil {
 		return Task{}, err

@@ -189,6 +189,13 @@ func (c *Client) taskAction(ctx context.Context, id, action string) (Task, error
 	return t, err
 }
 
+// AddTask schedules a task for a group.
+func (c *Client) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
+	var t Task
+	err := c.do(ctx, http.MethodPost, "/v1/tasks", req, &t)
+	return t, err
+}
+
 // PauseTask pauses a task.
 func (c *Client) PauseTask(ctx context.Context, id string) (Task, error) {
 	return c.taskAction(ctx, id, "pause")

@@ -162,6 +162,22 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ts)
 }
 
+func (s *Server) addTask(w http.ResponseWriter, r *http.Request) {
+	var req TaskAdd
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.opts.Admin.AddTask(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info().Str("task", t.ID).Str("group", t.Folder).Str("kind", t.Kind).Msg("task scheduled by the owner")
+	s.wakeTasks()
+	writeJSON(w, http.StatusCreated, t)
+}
+
 func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
 	ctx := r.Context()

@@ -29,6 +29,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PATCH /v1/groups/{folder}", s.updateGroup)
 	mux.HandleFunc("GET /v1/chats", s.listChats)
 	mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	mux.HandleFunc("POST /v1/tasks", s.addTask)
 	mux.HandleFunc("POST /v1/tasks/{id}/{action}", s.taskAction)
 	mux.HandleFunc("GET /v1/tasks/{id}/runs", s.taskRuns)
 	mux.HandleFunc("POST /v1/chats/{chat}/messages", s.postMessage)

@@ -113,6 +113,17 @@ type Task struct {
 	PausedByFailures bool `json:"paused_by_failures"`
 }
 
+// TaskAdd is a task the owner schedules for a group (POST /v1/tasks).
+// Kind is cron, interval or once, Value its schedule as the agents'
+// schedule_task takes it; ContextMode is isolated (the default) or group.
+type TaskAdd struct {
+	Folder      string `json:"folder"`
+	Kind        string `json:"kind"`
+	Value       string `json:"value"`
+	Prompt      string `json:"prompt"`
+	ContextMode string `json:"context_mode,omitempty"`
+}
+
 // TaskRun is one run of a task.
 type TaskRun struct {
 	ID        int64     `json:"id"`

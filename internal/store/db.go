@@ -285,7 +285,7 @@ func (db *DB) migrate(ctx context.Context, fsys fs.FS) error {
 				m.version, m.name, toMS(db.now())); err != nil {
 				return fmt.Errorf("record migration %s: %w", m.name, err)
 			}
-			db.log.Info().Int("version", m.version).Str("migration", m.name).Msg("applied migration")
+			db.log.Debug().Int("version", m.version).Str("migration", m.name).Msg("applied migration")
 			return nil
 		})
 		if err != nil {
