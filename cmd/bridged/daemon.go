@@ -457,6 +457,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
+		AlwaysOnline:  cfg.AlwaysOnline,
 		Log:           log,
 	})
 	if err != nil {

@@ -75,6 +75,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_LOG_LEVEL": "loud"}, "BRIDGED_LOG_LEVEL"},
 		{map[string]string{"BRIDGED_ASSISTANT_NAME": "two words"}, "BRIDGED_ASSISTANT_NAME"},
 		{map[string]string{"BRIDGED_OWN_NUMBER": "perhaps"}, "BRIDGED_OWN_NUMBER"},
+		{map[string]string{"BRIDGED_WHATSAPP_ALWAYS_ONLINE": "sometimes"}, "BRIDGED_WHATSAPP_ALWAYS_ONLINE"},
 		{map[string]string{"BRIDGED_MOUNT_ALLOWLIST": filepath.Join(home, "allow.json")}, "BRIDGED_MOUNT_ALLOWLIST"},
 		{map[string]string{"BRIDGED_CONTAINER_UID": "0"}, "BRIDGED_CONTAINER_UID"},
 		{map[string]string{"BRIDGED_CONTAINER_GID": "0"}, "BRIDGED_CONTAINER_GID"},

@@ -301,6 +301,7 @@ func (c *Client) work(ctx context.Context) {
 	defer daily.Stop()
 	phone := time.NewTicker(phoneCheckInterval)
 	defer phone.Stop()
+	var sent types.Presence // the presence WhatsApp has from this connection; "" none yet
 	for {
 		select {
 		case <-ctx.Done():
@@ -310,9 +311,9 @@ func (c *Client) work(ctx context.Context) {
 				c.maybePingPhone()
 			}
 		case <-c.presence:
-			c.sendAvailable(ctx)
+			sent = c.sendPresence(ctx, sent)
 		case <-c.connected:
-			c.sendAvailable(ctx)
+			sent = c.sendPresence(ctx, "")
 			c.syncGroups(ctx)
 			daily.Reset(groupSyncInterval)
 		case <-daily.C:
@@ -324,15 +325,57 @@ func (c *Client) work(ctx context.Context) {
 	}
 }
 
-// sendAvailable marks the account available: WhatsApp relays typing
-// notifications only from available clients.
-func (c *Client) sendAvailable(ctx context.Context) {
-	err := c.wa.SendPresence(ctx, types.PresenceAvailable)
+// wantPresence is the presence the account should have: available while an
+// agent works in one of its chats (WhatsApp relays typing notifications only
+// from available clients) or with AlwaysOnline, else unavailable (while a
+// linked device is available, WhatsApp does not notify the owner's phone).
+func (c *Client) wantPresence() types.Presence {
+	c.typingMu.Lock()
+	working := len(c.working) > 0
+	c.typingMu.Unlock()
+	if working || c.opts.AlwaysOnline {
+		return types.PresenceAvailable
+	}
+	return types.PresenceUnavailable
+}
+
+// sendPresence sends the presence the account should have unless it is sent
+// already, and returns the one WhatsApp has now.
+func (c *Client) sendPresence(ctx context.Context, sent types.Presence) types.Presence {
+	want := c.wantPresence()
+	if want == sent {
+		return sent
+	}
+	if c.Status().State != channel.StateConnected {
+		return sent
+	}
+	err := c.wa.SendPresence(ctx, want)
 	switch {
 	case errors.Is(err, whatsmeow.ErrNoPushName):
 		c.log.Debug().Msg("presence not sent yet: push name not synced")
 	case err != nil:
-		c.log.Warn().Err(err).Msg("cannot send available presence")
+		c.log.Warn().Err(err).Str("presence", string(want)).Msg("cannot send presence")
+	default:
+		return want
+	}
+	return sent
+}
+
+// setWorking records whether an agent works in chat and, when that changes
+// whether the account should be available, has the worker send it. It
+// never blocks on the network.
+func (c *Client) setWorking(chat string, on bool) {
+	c.typingMu.Lock()
+	before := len(c.working) > 0
+	if on {
+		c.working[chat] = true
+	} else {
+		delete(c.working, chat)
+	}
+	after := len(c.working) > 0
+	c.typingMu.Unlock()
+	if before != after {
+		signal(c.presence)
 	}
 }
 
