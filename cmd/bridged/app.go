@@ -272,6 +272,7 @@ type backend interface {
 	AddGroup(ctx context.Context, req control.GroupAdd) (control.Group, error)
 	RemoveGroup(ctx context.Context, folder string) error
 	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)
+	EndSession(ctx context.Context, folder string) (string, error)
 	Chats(ctx context.Context) ([]control.Chat, error)
 	Tasks(ctx context.Context) ([]control.Task, error)
 	PauseTask(ctx context.Context, id string) (control.Task, error)

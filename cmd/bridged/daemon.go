@@ -360,7 +360,15 @@ func (g groupsChanged) SyncGroups(ctx context.Context) error {
 	return g.host.SyncGroups(ctx)
 }
 
-var _ control.SettingsApplier = groupsChanged{}
+var (
+	_ control.SettingsApplier = groupsChanged{}
+	_ control.SessionEnder    = groupsChanged{}
+)
+
+func (g groupsChanged) EndSession(ctx context.Context, folder string) (string, error) {
+	a, err := g.rt.EndSession(ctx, store.Folder(folder))
+	return a.String(), err
+}
 
 func (g groupsChanged) ApplySettings(ctx context.Context, folder string) (string, error) {
 	a, err := g.rt.ApplySettings(ctx, store.Folder(folder))

@@ -171,6 +171,9 @@ type Run struct {
 	// messages and closes when its turn ends.
 	settings Settings
 	stale    bool
+	// sessionEnded: the owner ended the group's session (Runner.EndSession)
+	// while this run lived; nothing of it stores a session any more.
+	sessionEnded bool
 }
 
 // Idle reports whether the run's agent waits for input: it finished a turn

@@ -1,0 +1,27 @@
+package agentrun
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// EndSession ends folder's Claude session, so that the group's next turn
+// starts a new one; the group's folder, memory and message history stay.
+// A live run of grp finishes its turn in flight in the old session but
+// stores no session any more, takes no more messages and is closed like a
+// run whose settings changed (at once when idle, else when its turn ends);
+// Applied says which. The lock must be held.
+func (x *Runner) EndSession(ctx context.Context, grp *Group, folder store.Folder) (Applied, error) {
+	applied := AppliesNext
+	if run := grp.run; run != nil {
+		run.sessionEnded = true
+		applied = x.retire(run, folder)
+	}
+	if err := x.Store.ClearSession(ctx, folder); err != nil {
+		return applied, fmt.Errorf("end the session of %s: %w", folder, err)
+	}
+	x.Log.Info().Str("group", string(folder)).Str("container", applied.String()).Msg("session ended; the next turn starts a new one")
+	return applied, nil
+}
