@@ -68,6 +68,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	}
 	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
+	checks = append(checks, checkMemory(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
 	checks = append(checks, cred, checkUpstream(ctx, files, nil), checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
