@@ -102,6 +102,9 @@ func TestE2ENewSession(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(e.home, "groups", "main", "keep.txt")); err != nil || string(b) != "kept\n" {
 		t.Errorf("groups/main/keep.txt after two new sessions: %q, %v; want kept", b, err)
 	}
+	if out, errs, code, _ := e.chatM("main", "/new"); code != 0 || !strings.HasPrefix(out, "New session") {
+		t.Errorf("chat -m /new: exit %d, stdout %q, stderr %q; want the new session told at once", code, out, errs)
+	}
 	if _, err := e.cli("groups", "new-session", "nosuch"); err == nil {
 		t.Error("groups new-session of an unknown folder succeeded; want an error")
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/turns"
 )
 
 // NewSessionCommand, sent by the owner alone in a chat, ends its group's
@@ -35,8 +36,9 @@ func isNewSession(m store.Message) bool {
 
 // newSessions acts on the owner's NewSessionCommands among g's pending msgs
 // and returns the rest: a command not acted on yet ends the group's session
-// and the chat is told; a command is never handed to the agent. gs's lock
-// must be held.
+// and the chat is told (and so is a waiter on the command's turn, when no
+// earlier message waits for one); a command is never handed to the agent.
+// gs's lock must be held.
 func (r *Router) newSessions(ctx context.Context, g store.Group, gs *groupState, msgs []store.Message) []store.Message {
 	out := make([]store.Message, 0, len(msgs))
 	for _, m := range msgs {
@@ -55,6 +57,11 @@ func (r *Router) newSessions(ctx context.Context, g store.Group, gs *groupState,
 			continue
 		}
 		r.notice(g.Chat, g.Folder, newSessionNotice(applied))
+		if len(out) == 0 {
+			// Nothing before the command waits for a turn: whoever waits
+			// on it (`bridged chat`) is answered with the notice.
+			r.turns.Ended(turns.End{Chat: string(g.Chat), Result: turns.Done, Upto: int64(m.ID)})
+		}
 	}
 	return out
 }
