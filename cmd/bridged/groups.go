@@ -21,7 +21,7 @@ import (
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
 	usage := func() {
-		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(a.stderr, "Usage: bridged groups list|add|remove|set|new-session [flags] [args]")
 		fmt.Fprintln(a.stderr, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
 		fmt.Fprintln(a.stderr, "  add     register a chat as a group")
 		fmt.Fprintln(a.stderr, "  remove  unregister a group (its folder and history stay)")
