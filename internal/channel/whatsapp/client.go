@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/types"
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -104,6 +105,9 @@ type Client struct {
 	typing     map[string]*typingLoop   // a chat's running typing loop
 	typingTurn map[string]chan struct{} // a chat's one-slot turn: one SetTyping per chat at a time
 	working    map[string]bool          // chats whose agent works (typing on): the account is available
+
+	presenceMu   sync.Mutex     // held across a presence send: one at a time, the last one current
+	presenceSent types.Presence // what WhatsApp has from this connection; "" none yet
 
 	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups

@@ -301,7 +301,6 @@ func (c *Client) work(ctx context.Context) {
 	defer daily.Stop()
 	phone := time.NewTicker(phoneCheckInterval)
 	defer phone.Stop()
-	var sent types.Presence // the presence WhatsApp has from this connection; "" none yet
 	for {
 		select {
 		case <-ctx.Done():
@@ -311,9 +310,12 @@ func (c *Client) work(ctx context.Context) {
 				c.maybePingPhone()
 			}
 		case <-c.presence:
-			sent = c.sendPresence(ctx, sent)
+			c.syncPresence(ctx)
 		case <-c.connected:
-			sent = c.sendPresence(ctx, "")
+			c.presenceMu.Lock()
+			c.presenceSent = "" // a new connection has none yet
+			c.presenceMu.Unlock()
+			c.syncPresence(ctx)
 			c.syncGroups(ctx)
 			daily.Reset(groupSyncInterval)
 		case <-daily.C:
@@ -339,15 +341,16 @@ func (c *Client) wantPresence() types.Presence {
 	return types.PresenceUnavailable
 }
 
-// sendPresence sends the presence the account should have unless it is sent
-// already, and returns the one WhatsApp has now.
-func (c *Client) sendPresence(ctx context.Context, sent types.Presence) types.Presence {
+// syncPresence sends the presence the account should have now unless
+// WhatsApp has it already. Sends take turns, and each decides what it sends
+// once it has its turn, so the last one sent is the current one. Nothing is
+// sent while WhatsApp is not connected (the next connection sends it).
+func (c *Client) syncPresence(ctx context.Context) {
+	c.presenceMu.Lock()
+	defer c.presenceMu.Unlock()
 	want := c.wantPresence()
-	if want == sent {
-		return sent
-	}
-	if c.Status().State != channel.StateConnected {
-		return sent
+	if want == c.presenceSent || c.Status().State != channel.StateConnected {
+		return
 	}
 	err := c.wa.SendPresence(ctx, want)
 	switch {
@@ -356,14 +359,14 @@ func (c *Client) sendPresence(ctx context.Context, sent types.Presence) types.Pr
 	case err != nil:
 		c.log.Warn().Err(err).Str("presence", string(want)).Msg("cannot send presence")
 	default:
-		return want
+		c.presenceSent = want
 	}
-	return sent
 }
 
 // setWorking records whether an agent works in chat and, when that changes
-// whether the account should be available, has the worker send it. It
-// never blocks on the network.
+// whether the account should be available, has the worker send it (the
+// presence of a connection that comes later). It never blocks on the
+// network.
 func (c *Client) setWorking(chat string, on bool) {
 	c.typingMu.Lock()
 	before := len(c.working) > 0

@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -351,8 +352,13 @@ func TestPresenceFollowsTurns(t *testing.T) {
 					}
 					synctest.Wait()
 				}
-				if got := accountPresences(tc.wa.presenceLog()); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				log := tc.wa.presenceLog()
+				if got := accountPresences(log); strings.Join(got, ",") != strings.Join(tt.want, ",") {
 					t.Errorf("account presences = %q; want %q", got, tt.want)
+				}
+				// WhatsApp relays "composing" only from an available client.
+				if a, c := slices.Index(log, "available"), slices.Index(log, "composing "+familyChat.String()); a < 0 || c < a {
+					t.Errorf("presences = %q; want available before the first composing", log)
 				}
 				_ = tc.Close()
 			})
