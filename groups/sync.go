@@ -58,7 +58,7 @@ func Sync(hm *home.Home, assistant string) (Synced, error) {
 			return out, fmt.Errorf("open %s: %w", m.path, err)
 		}
 		res, err := Refresh(tree, m.template, assistant)
-		if err == nil && res == Current && old != "" && old != assistant && names(tree, old) {
+		if err == nil && res == Current && old != "" && old != assistant && stillNames(tree, m.template, old) {
 			out.Stale = append(out.Stale, m.path)
 		}
 		tree.Close()
@@ -81,10 +81,9 @@ func Sync(hm *home.Home, assistant string) (Synced, error) {
 	return out, nil
 }
 
-// Stale returns the memory files of the home at l that the user edited and
-// that still name the assistant the home was set up for, when that is not
-// assistant, and that old name. It only reads: a home not made yet has
-// none.
+// Stale returns the name recorded for hm's memory files when it is not
+// assistant, and the memory files the user edited that still name it. It
+// only reads: a home not made yet has none.
 func Stale(hm *home.Home, assistant string) (old string, stale []string, err error) {
 	old, err = recordedName(hm.Layout())
 	if err != nil || old == "" || old == assistant {
@@ -98,20 +97,26 @@ func Stale(hm *home.Home, assistant string) (old string, stale []string, err err
 		if err != nil {
 			return old, stale, fmt.Errorf("open %s: %w", m.path, err)
 		}
-		if b, err := tree.ReadFile(FileName, maxMemory); err == nil {
-			if _, unedited := RenderedWith(m.template, string(b)); !unedited && NamesAssistant(string(b), old) {
-				stale = append(stale, m.path)
-			}
+		if stillNames(tree, m.template, old) {
+			stale = append(stale, m.path)
 		}
 		tree.Close()
 	}
 	return old, stale, nil
 }
 
-// names reports whether t's CLAUDE.md names assistant.
-func names(t *home.Tree, assistant string) bool {
+// stillNames reports whether t's CLAUDE.md is the user's edit of template
+// and names assistant (an unedited template names the one it was rendered
+// with, even when its text happens to hold the word).
+func stillNames(t *home.Tree, template, assistant string) bool {
 	b, err := t.ReadFile(FileName, maxMemory)
-	return err == nil && NamesAssistant(string(b), assistant)
+	if err != nil {
+		return false
+	}
+	if _, unedited := RenderedWith(template, string(b)); unedited {
+		return false
+	}
+	return NamesAssistant(string(b), assistant)
 }
 
 // recordedName returns the name recorded in the home at l, "" if none.

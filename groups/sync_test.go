@@ -152,3 +152,18 @@ func TestSyncRenameLeavesLinks(t *testing.T) {
 		t.Errorf("the link was replaced: %v, %v", fi, err)
 	}
 }
+
+// An old name that is also a word of the templates ("channel") does not
+// make the rewritten templates look stale.
+func TestSyncOldNameInTheTemplateText(t *testing.T) {
+	hm := newHome(t)
+	if _, err := Sync(hm, "channel"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Sync(hm, "Bob"); err != nil || len(s.Stale) != 0 || len(s.Renamed) != 2 {
+		t.Errorf("Sync after renaming channel to Bob = %+v, %v; want both renamed, none stale", s, err)
+	}
+	if old, stale, err := Stale(hm, "Bob"); err != nil || len(stale) != 0 {
+		t.Errorf("Stale = %q, %q, %v; want none", old, stale, err)
+	}
+}

@@ -53,7 +53,7 @@ func (r *Router) newSessions(ctx context.Context, g store.Group, gs *groupState,
 		applied, err := r.runs.EndSession(ctx, &gs.Group, g.Folder)
 		if err != nil {
 			r.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot end the session the owner asked to end")
-			r.notice(g.Chat, g.Folder, "Could not start a new session: "+err.Error())
+			r.notice(g.Chat, g.Folder, "Could not start a new session; bridged's log says why. Try /new again.")
 			continue
 		}
 		r.notice(g.Chat, g.Folder, newSessionNotice(applied))
