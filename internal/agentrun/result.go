@@ -147,7 +147,7 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		// Under the group's lock, so an ended session (Runner.EndSession)
 		// is never stored again.
 		t.grp.Lock()
-		if t.run.sessionEnded {
+		if t.run.sessionGen != t.grp.sessions {
 			t.grp.Unlock()
 			return
 		}
@@ -227,7 +227,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 		if err := tx.AddUsage(ctx, usage); err != nil {
 			return err
 		}
-		if t.sess != nil && next != *t.sess && !t.run.sessionEnded {
+		if t.sess != nil && next != *t.sess && t.run.sessionGen == t.grp.sessions {
 			if err := tx.SetSession(ctx, next); err != nil {
 				return err
 			}

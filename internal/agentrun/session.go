@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rs/zerolog"
+
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -14,9 +16,9 @@ import (
 // run whose settings changed (at once when idle, else when its turn ends);
 // Applied says which. The lock must be held.
 func (x *Runner) EndSession(ctx context.Context, grp *Group, folder store.Folder) (Applied, error) {
+	grp.sessions++
 	applied := AppliesNext
 	if run := grp.run; run != nil {
-		run.sessionEnded = true
 		applied = x.retire(run, folder)
 	}
 	if err := x.Store.ClearSession(ctx, folder); err != nil {
@@ -24,4 +26,18 @@ func (x *Runner) EndSession(ctx context.Context, grp *Group, folder store.Folder
 	}
 	x.Log.Info().Str("group", string(folder)).Str("container", applied.String()).Msg("session ended; the next turn starts a new one")
 	return applied, nil
+}
+
+// resumeSession reads the session run resumes, and notes the group's count
+// of ended sessions with it, so that a session the owner ends from now on
+// is not stored again by run. The group's lock must be held.
+func (x *Runner) resumeSession(ctx context.Context, log zerolog.Logger, grp *Group, run *Run, folder store.Folder) *store.Session {
+	s, err := x.Store.GetSession(ctx, folder)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
+		s = store.Session{}
+	}
+	s.Folder = folder
+	run.sessionGen = grp.sessions
+	return &s
 }
