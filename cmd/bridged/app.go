@@ -341,6 +341,7 @@ type backend interface {
 	AddGroup(ctx context.Context, req control.GroupAdd) (control.Group, error)
 	RemoveGroup(ctx context.Context, folder string) error
 	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)
+	EndSession(ctx context.Context, folder string) (string, error)
 	Chats(ctx context.Context) ([]control.Chat, error)
 	Tasks(ctx context.Context) ([]control.Task, error)
 	AddTask(ctx context.Context, req control.TaskAdd) (control.Task, error)

@@ -99,27 +99,21 @@ func (p *pipeSafe) Write(b []byte) (int, error) {
 }
 
 // prepareHome creates the home layout and installs the shipped CLAUDE.md
-// templates where none exist (through the home: groups/ is agent-writable).
-func prepareHome(hm *home.Home, assistant string) error {
+// templates where none exist, or still unedited under an earlier name of
+// the assistant (through the home: groups/ is agent-writable).
+func prepareHome(hm *home.Home, assistant string, log zerolog.Logger) error {
 	if err := hm.Layout().Prepare(); err != nil {
 		return err
 	}
-	for _, t := range []struct {
-		name string
-		open func() (*home.Tree, error)
-	}{
-		{"global", hm.Global},
-		{"main", func() (*home.Tree, error) { return hm.Group("main") }},
-	} {
-		tree, err := t.open()
-		if err != nil {
-			return fmt.Errorf("prepare home: %w", err)
-		}
-		_, err = groups.Install(tree, t.name, assistant)
-		tree.Close()
-		if err != nil {
-			return fmt.Errorf("prepare home: %w", err)
-		}
+	s, err := groups.Sync(hm, assistant)
+	if err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	for _, p := range s.Renamed {
+		log.Info().Str("file", p).Str("assistant", assistant).Msg("memory template written again for the assistant's new name")
+	}
+	for _, p := range s.Stale {
+		log.Warn().Str("file", p).Str("old_name", s.Old).Msg("an edited memory file still names the assistant's old name; left as it is")
 	}
 	return nil
 }
@@ -361,7 +355,15 @@ func (g groupsChanged) SyncGroups(ctx context.Context) error {
 	return g.host.SyncGroups(ctx)
 }
 
-var _ control.SettingsApplier = groupsChanged{}
+var (
+	_ control.SettingsApplier = groupsChanged{}
+	_ control.SessionEnder    = groupsChanged{}
+)
+
+func (g groupsChanged) EndSession(ctx context.Context, folder string) (string, error) {
+	a, err := g.rt.EndSession(ctx, store.Folder(folder))
+	return a.String(), err
+}
 
 func (g groupsChanged) ApplySettings(ctx context.Context, folder string) (string, error) {
 	a, err := g.rt.ApplySettings(ctx, store.Folder(folder))
@@ -386,7 +388,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
-	if err := prepareHome(hm, cfg.AssistantName); err != nil {
+	if err := prepareHome(hm, cfg.AssistantName, log); err != nil {
 		return err
 	}
 	uid, gid := containerUser(cfg, log)
@@ -469,6 +471,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
+		AlwaysOnline:  cfg.AlwaysOnline,
 		Log:           log,
 	})
 	if err != nil {

@@ -76,6 +76,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 	}
 	checks := []check{conf}
 	checks = append(checks, checkHome(cfg)...)
+	checks = append(checks, checkMemory(cfg)...)
 	checks = append(checks, checkDockerAndImage(ctx, cfg)...)
 	upstream := checkUpstream(ctx, files, nil)
 	if running && dc.Credential.State != control.CredNone && credVariable(files) == "" {

@@ -22,11 +22,12 @@ import (
 
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "Usage: bridged groups list|add|remove|set [flags] [args]")
+		fmt.Fprintln(w, "Usage: bridged groups list|add|remove|set|new-session [flags] [args]")
 		fmt.Fprintln(w, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
 		fmt.Fprintln(w, "  add     register a chat as a group")
 		fmt.Fprintln(w, "  remove  unregister a group (its folder and history stay)")
 		fmt.Fprintln(w, "  set     change a group's settings")
+		fmt.Fprintln(w, "  new-session  end a group's Claude session: the next message starts a new one (files and memory stay)")
 		fmt.Fprintln(w, "\n`bridged groups <subcommand> --help` lists its flags.")
 	}
 	if len(args) == 0 {
@@ -46,8 +47,10 @@ func (a *app) cmdGroups(ctx context.Context, args []string) error {
 		return a.groupsRemove(ctx, args[1:])
 	case "set":
 		return a.groupsSet(ctx, args[1:])
+	case "new-session":
+		return a.groupsNewSession(ctx, args[1:])
 	}
-	fmt.Fprintf(a.stderr, "bridged groups: %s\n", unknownWord("subcommand", args[0], []string{"list", "add", "remove", "set"}))
+	fmt.Fprintf(a.stderr, "bridged groups: %s\n", unknownWord("subcommand", args[0], []string{"list", "add", "remove", "set", "new-session"}))
 	return errUsage
 }
 
@@ -236,6 +239,31 @@ func (a *app) groupsRemove(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "Removed group %s. Its folder and history are kept; its tasks are paused when they next come due.\n", pos[0])
+		return nil
+	})
+}
+
+// groupsNewSession ends a group's Claude session (as the owner's /new in
+// its chat does): the next message starts a new one.
+func (a *app) groupsNewSession(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("groups new-session", "groups new-session [flags] FOLDER")
+	cf := config.Register(fs)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return a.withBackend(ctx, cf, false, func(b backend, _ bool) error {
+		applies, err := b.EndSession(ctx, pos[0])
+		if err != nil {
+			if errors.Is(err, control.ErrNotFound) {
+				return fmt.Errorf("no group with folder %q", pos[0])
+			}
+			return err
+		}
+		fmt.Fprintf(a.stdout, "New session for %s: its next message starts a fresh conversation; its files and memory stay.\n", pos[0])
+		if applies != "" && applies != control.AppliesNext {
+			fmt.Fprintf(a.stdout, "%s%s.\n", strings.ToUpper(applies[:1]), applies[1:])
+		}
 		return nil
 	})
 }

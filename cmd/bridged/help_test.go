@@ -18,7 +18,8 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 	}{
 		{[]string{"login"}, []string{"--phone"}},
 		{[]string{"chat"}, []string{"-m ", "--attach FILE", "--timeout", "--quiet", "--sender"}},
-		{[]string{"groups"}, []string{"list", "add", "remove", "set"}},
+		{[]string{"groups"}, []string{"list", "add", "remove", "set", "new-session"}},
+		{[]string{"groups", "new-session"}, nil},
 		{[]string{"groups", "list"}, []string{"--available", "--json"}},
 		{[]string{"groups", "add"}, []string{"--name", "--folder", "--main", "--trigger", "--no-trigger"}},
 		{[]string{"groups", "remove"}, nil},

@@ -23,6 +23,7 @@ type Group struct {
 	handed    store.MessageID // the last message handed to the live agent
 	run       *Run            // nil when no container runs
 	batch     *Batch          // handed for the next container start; nil: none
+	sessions  uint64          // how often the owner ended the group's session (Runner.EndSession)
 }
 
 // Batch is a group's pending messages as the message loop read them, handed
@@ -171,6 +172,10 @@ type Run struct {
 	// messages and closes when its turn ends.
 	settings Settings
 	stale    bool
+	// sessionGen is the group's count of ended sessions when the run read
+	// the session it resumes: once the owner ends that session
+	// (Runner.EndSession), nothing of the run stores a session any more.
+	sessionGen uint64
 }
 
 // Idle reports whether the run's agent waits for input: it finished a turn

@@ -149,7 +149,16 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		if next == *t.sess {
 			return
 		}
-		if err := t.x.Store.SetSession(wctx, next); err != nil {
+		// Under the group's lock, so an ended session (Runner.EndSession)
+		// is never stored again.
+		t.grp.Lock()
+		if t.run.sessionGen != t.grp.sessions {
+			t.grp.Unlock()
+			return
+		}
+		err := t.x.Store.SetSession(wctx, next)
+		t.grp.Unlock()
+		if err != nil {
 			t.log.Error().Err(err).Msg("cannot store session")
 			return
 		}
@@ -234,7 +243,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 		if err := tx.AddUsage(ctx, usage); err != nil {
 			return err
 		}
-		if t.sess != nil && next != *t.sess {
+		if t.sess != nil && next != *t.sess && t.run.sessionGen == t.grp.sessions {
 			if err := tx.SetSession(ctx, next); err != nil {
 				return err
 			}

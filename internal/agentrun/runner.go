@@ -279,13 +279,10 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	folder := g.Folder
 	log := x.Log.With().Str("group", string(folder)).Logger()
 	x.Owner.SetTyping(g.Chat, true)
-	sess, err := x.Store.GetSession(ctx, folder)
-	if err != nil {
-		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
-		sess = store.Session{}
-	}
-	sess.Folder = folder
-	o := x.Container(ctx, log, g, grp, run, text, &sess, store.OriginReply)
+	grp.Lock()
+	sess := x.resumeSession(ctx, log, grp, run, folder)
+	grp.Unlock()
+	o := x.Container(ctx, log, g, grp, run, text, sess, store.OriginReply)
 
 	// The container is gone: nothing can be piped into it any more.
 	run.q.MarkClosing()
@@ -357,7 +354,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	if fail == nil {
 		return nil
 	}
-	err = NewRunError(folder, fail)
+	err := NewRunError(folder, fail)
 	if errors.Is(fail, errTimedOut) || errors.Is(fail, errNoStart) {
 		return hang{err}
 	}

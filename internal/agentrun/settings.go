@@ -77,14 +77,25 @@ func (x *Runner) Apply(grp *Group, g store.Group) Applied {
 	if run == nil || (!run.stale && run.settings == SettingsOf(g)) {
 		return AppliesNext
 	}
+	applied := x.retire(run, g.Folder)
+	if applied == AppliesAtTurnEnd {
+		x.Log.Info().Str("group", string(g.Folder)).Msg("group settings changed; its container closes when the turn ends")
+	} else {
+		x.Log.Info().Str("group", string(g.Folder)).Msg("group settings changed; its idle container is closed")
+	}
+	return applied
+}
+
+// retire has run take no more messages and closes its container: at once
+// when the agent is idle, else when its turn in flight ends. The group's
+// lock must be held.
+func (x *Runner) retire(run *Run, folder store.Folder) Applied {
 	run.stale = true
 	if !run.q.Idle() {
-		x.Log.Info().Str("group", string(g.Folder)).Msg("group settings changed; its container closes when the turn ends")
 		return AppliesAtTurnEnd
 	}
 	run.q.MarkClosing()
-	x.CloseIdle(string(g.Folder))
-	x.Log.Info().Str("group", string(g.Folder)).Msg("group settings changed; its idle container is closed")
+	x.CloseIdle(string(folder))
 	return AppliedStopped
 }
 

@@ -24,17 +24,6 @@ import (
 func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun, t store.Task, text string) error {
 	log := x.Log.With().Str("group", string(g.Folder)).Str("task", string(t.ID)).Logger()
 	started := x.Now()
-	sess := store.Session{Folder: g.Folder}
-	var sessp *store.Session
-	if t.ContextMode != store.ContextIsolated {
-		if s, err := x.Store.GetSession(ctx, g.Folder); err == nil {
-			sess = s
-			sess.Folder = g.Folder
-		} else {
-			log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
-		}
-		sessp = &sess
-	}
 	if t.Chat != "" {
 		g.Chat = t.Chat
 	}
@@ -42,6 +31,10 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun
 	grp.Lock()
 	grp.run = run
 	x.publish(g.Folder, run)
+	var sessp *store.Session
+	if t.ContextMode != store.ContextIsolated {
+		sessp = x.resumeSession(ctx, log, grp, run, g.Folder)
+	}
 	grp.Unlock()
 	log.Info().Msg("starting agent for scheduled task")
 

@@ -52,6 +52,7 @@ type Config struct {
 	EnvFile          string // the env file that was read, "" if none
 	AssistantName    string
 	OwnNumber        bool
+	AlwaysOnline     bool // WhatsApp: available whenever connected, not only while an agent works
 	Timezone         *time.Location
 	MaxContainers    int
 	IdleTimeout      time.Duration
@@ -176,6 +177,7 @@ var settings = []setting{
 	{"home", "BRIDGED_HOME", constant(""), "directory holding all state (default $XDG_DATA_HOME/bridged, i.e. ~/.local/share/bridged)"},
 	{"assistant-name", "BRIDGED_ASSISTANT_NAME", constant("Andy"), "the assistant's name; the trigger is @<name>"},
 	{"own-number", "BRIDGED_OWN_NUMBER", constant("false"), "the assistant has its own WhatsApp number (no name prefix on replies)"},
+	{"whatsapp-always-online", "BRIDGED_WHATSAPP_ALWAYS_ONLINE", constant("false"), "show the WhatsApp account online whenever connected, not only while an agent works (online, WhatsApp sends the phone no notifications: for a number bridged uses alone)"},
 	{"timezone", "BRIDGED_TIMEZONE", systemTimezone, "IANA timezone for prompts and cron schedules"},
 	{"max-containers", "BRIDGED_MAX_CONTAINERS", constant("5"), "containers running at once"},
 	{"idle-timeout", "BRIDGED_IDLE_TIMEOUT", constant("30m"), "close a container this long after its last result"},
@@ -573,6 +575,9 @@ func build(raw map[string]string) (*Config, error) {
 	if c.RemoteControlCLI = strings.TrimSpace(raw["BRIDGED_REMOTE_CONTROL_CLI"]); c.RemoteControlCLI == "" {
 		return nil, bad("BRIDGED_REMOTE_CONTROL_CLI", "want the claude CLI's path or name, such as claude")
 	}
+	if c.AlwaysOnline, err = strconv.ParseBool(raw["BRIDGED_WHATSAPP_ALWAYS_ONLINE"]); err != nil {
+		return nil, bad("BRIDGED_WHATSAPP_ALWAYS_ONLINE", "want true or false")
+	}
 	if c.Timezone, err = time.LoadLocation(raw["BRIDGED_TIMEZONE"]); err != nil {
 		return nil, bad("BRIDGED_TIMEZONE", "unknown timezone")
 	}
@@ -899,6 +904,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_HOME":                    c.Home,
 		"BRIDGED_ASSISTANT_NAME":          c.AssistantName,
 		"BRIDGED_OWN_NUMBER":              strconv.FormatBool(c.OwnNumber),
+		"BRIDGED_WHATSAPP_ALWAYS_ONLINE":  strconv.FormatBool(c.AlwaysOnline),
 		"BRIDGED_TIMEZONE":                c.Timezone.String(),
 		"BRIDGED_DASHBOARD":               c.Dashboard,
 		"BRIDGED_REMOTE_CONTROL":          strconv.FormatBool(c.RemoteControl),

@@ -77,6 +77,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		{map[string]string{"BRIDGED_OWN_NUMBER": "perhaps"}, "BRIDGED_OWN_NUMBER"},
 		{map[string]string{"BRIDGED_REMOTE_CONTROL": "maybe"}, "BRIDGED_REMOTE_CONTROL"},
 		{map[string]string{"BRIDGED_REMOTE_CONTROL_CLI": " "}, "BRIDGED_REMOTE_CONTROL_CLI"},
+		{map[string]string{"BRIDGED_WHATSAPP_ALWAYS_ONLINE": "sometimes"}, "BRIDGED_WHATSAPP_ALWAYS_ONLINE"},
 		{map[string]string{"BRIDGED_MOUNT_ALLOWLIST": filepath.Join(home, "allow.json")}, "BRIDGED_MOUNT_ALLOWLIST"},
 		{map[string]string{"BRIDGED_CONTAINER_UID": "0"}, "BRIDGED_CONTAINER_UID"},
 		{map[string]string{"BRIDGED_CONTAINER_GID": "0"}, "BRIDGED_CONTAINER_GID"},

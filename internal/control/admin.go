@@ -169,6 +169,21 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 	return g, nil
 }
 
+// EndSession forgets a group's Claude session in the store, so that its
+// next turn starts a new one; its folder and memory stay. It returns
+// AppliesNext: a running daemon's server closes a live container
+// (SessionEnder).
+func (a *Admin) EndSession(ctx context.Context, folder string) (string, error) {
+	f := store.Folder(folder)
+	if _, err := a.DB.GetGroupByFolder(ctx, f); err != nil {
+		return "", err
+	}
+	if err := a.DB.ClearSession(ctx, f); err != nil {
+		return "", err
+	}
+	return AppliesNext, nil
+}
+
 // Chats lists every chat seen, most recently active first, with the folder
 // of the registered ones.
 func (a *Admin) Chats(ctx context.Context) ([]Chat, error) {

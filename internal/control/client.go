@@ -169,6 +169,14 @@ func (c *Client) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (
 	return g, err
 }
 
+// EndSession ends a group's Claude session, so that its next turn starts
+// a new one, and returns what became of a live container of the group.
+func (c *Client) EndSession(ctx context.Context, folder string) (string, error) {
+	var out SessionEnded
+	err := c.do(ctx, http.MethodDelete, "/v1/groups/"+url.PathEscape(folder)+"/session", nil, &out)
+	return out.Applies, err
+}
+
 // Chats lists every chat seen.
 func (c *Client) Chats(ctx context.Context) ([]Chat, error) {
 	var cs []Chat

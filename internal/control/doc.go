@@ -11,6 +11,7 @@
 //	POST   /v1/groups                        GroupAdd → Group (201)
 //	PATCH  /v1/groups/{folder}               GroupPatch → Group
 //	DELETE /v1/groups/{folder}               204
+//	DELETE /v1/groups/{folder}/session       SessionEnded (the next turn starts a new session)
 //	GET    /v1/chats                         []Chat (every chat seen, for `groups list --available`)
 //	GET    /v1/tasks                         []Task
 //	POST   /v1/tasks/{id}/pause|resume       Task

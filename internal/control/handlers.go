@@ -144,6 +144,27 @@ func (s *Server) updateGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g)
 }
 
+// endSession ends a group's Claude session: the running daemon's router
+// does it (SessionEnder), else the store alone.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+	folder := r.PathValue("folder")
+	var (
+		applies string
+		err     error
+	)
+	if e, ok := s.opts.Groups.(SessionEnder); ok {
+		applies, err = e.EndSession(r.Context(), folder)
+	} else {
+		applies, err = s.opts.Admin.EndSession(r.Context(), folder)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info().Str("group", folder).Str("applies", applies).Msg("group session ended")
+	writeJSON(w, http.StatusOK, SessionEnded{Folder: folder, Applies: applies})
+}
+
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.opts.Admin.Chats(r.Context())
 	if err != nil {

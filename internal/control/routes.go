@@ -27,6 +27,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/groups", s.addGroup)
 	mux.HandleFunc("DELETE /v1/groups/{folder}", s.removeGroup)
 	mux.HandleFunc("PATCH /v1/groups/{folder}", s.updateGroup)
+	mux.HandleFunc("DELETE /v1/groups/{folder}/session", s.endSession)
 	mux.HandleFunc("GET /v1/chats", s.listChats)
 	mux.HandleFunc("GET /v1/tasks", s.listTasks)
 	mux.HandleFunc("POST /v1/tasks", s.addTask)

@@ -47,6 +47,16 @@ type GroupSyncer interface {
 	SyncGroups(ctx context.Context) error
 }
 
+// SessionEnder is a GroupSyncer that also ends a group's Claude session in
+// the running daemon (the router's EndSession), so that its next turn
+// starts a new one: a live container of the group is closed at once if
+// idle, else when its turn ends. It returns what the owner is told of the
+// container (AppliesNext when none runs) and does not wait for it; a group
+// that is not registered is store.ErrNotFound.
+type SessionEnder interface {
+	EndSession(ctx context.Context, folder string) (string, error)
+}
+
 // SettingsApplier is a GroupSyncer that also brings a changed group's
 // settings to its running agent (the router's ApplySettings): its
 // container, when started with other settings, is closed at once if idle,

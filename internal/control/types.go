@@ -361,3 +361,11 @@ func runOut(r store.TaskRun) TaskRun {
 		CostUSD:   rules.RoundUSD(r.CostUSD),
 	}
 }
+
+// SessionEnded is the answer to ending a group's session (DELETE
+// /v1/groups/{folder}/session): Applies says what became of a live
+// container of the group, as in Group.Applies.
+type SessionEnded struct {
+	Folder  string `json:"folder"`
+	Applies string `json:"applies"`
+}

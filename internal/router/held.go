@@ -43,6 +43,9 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 		// The message is a bot's, or waits for its media: not judged yet.
 		return turns.Hold{}, false, nil
 	}
+	if i := slices.IndexFunc(msgs, func(m store.Message) bool { return m.ID == store.MessageID(after) }); i >= 0 && isNewSession(msgs[i]) {
+		return turns.Hold{}, false, nil // the owner's /new: its notice ends its turn
+	}
 	if !r.triggered(g, msgs) {
 		trig := g.Trigger
 		if strings.TrimSpace(trig) == "" {

@@ -99,6 +99,7 @@ func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 		log.Error().Err(err).Msg("cannot read pending messages")
 		return
 	}
+	msgs = r.newSessions(ctx, g, gs, msgs)
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
 		gs.Drop()
 		r.noteLate(g, gs, msgs)

@@ -210,6 +210,8 @@ type groupState struct {
 	// lateTold: the chat was told that late messages started no turn
 	// (noteLate); a turn starting re-arms it.
 	lateTold bool
+	// newSessionAt is the owner's last NewSessionCommand acted on.
+	newSessionAt store.MessageID
 }
 
 // readPending reads g's messages after gs.Handed() (at most the prompt

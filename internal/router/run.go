@@ -55,6 +55,7 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 			if err != nil {
 				return nil, "", err
 			}
+			msgs = r.newSessions(ctx, g, gs, msgs)
 			if len(msgs) == 0 || !r.triggered(g, msgs) {
 				return nil, "", nil
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/types"
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -54,6 +55,11 @@ type Options struct {
 	// SharedNumber is true when the assistant uses the owner's own number:
 	// every sent message is then prefixed "<AssistantName>: ".
 	SharedNumber bool
+	// AlwaysOnline keeps the account available for as long as it is
+	// connected. Off, it is available only while an agent works in one of
+	// its chats (between SetTyping on and off) and unavailable otherwise,
+	// so the owner's phone still gets notifications.
+	AlwaysOnline bool
 	// Log is the channel's logger.
 	Log zerolog.Logger
 }
@@ -98,10 +104,14 @@ type Client struct {
 	typingMu   sync.Mutex               // guards the two maps below, never held across a call out
 	typing     map[string]*typingLoop   // a chat's running typing loop
 	typingTurn map[string]chan struct{} // a chat's one-slot turn: one SetTyping per chat at a time
+	working    map[string]bool          // chats whose agent works (typing on): the account is available
+
+	presenceMu   sync.Mutex     // held across a presence send: one at a time, the last one current
+	presenceSent types.Presence // what WhatsApp has from this connection; "" none yet
 
 	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups
-	presence  chan struct{} // worker: send presence
+	presence  chan struct{} // worker: send presence (the push name came, or working changed)
 	// historyWake: a history sync was queued, or a connection began
 	historyWake chan struct{}
 	closeOnce   sync.Once
@@ -174,6 +184,7 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		changed:     make(chan struct{}),
 		typing:      make(map[string]*typingLoop),
 		typingTurn:  make(map[string]chan struct{}),
+		working:     make(map[string]bool),
 		wake:        make(chan struct{}, 1),
 		connected:   make(chan struct{}, 1),
 		presence:    make(chan struct{}, 1),

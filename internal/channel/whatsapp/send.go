@@ -367,12 +367,15 @@ func splitSentences(s string) []string {
 // nothing is sent while WhatsApp is not connected. Changes for one chat
 // take turns, so no loop is left behind and a late "composing" cannot
 // overtake a "paused"; a change waits for its turn no longer than ctx, and
-// a slow network in one chat never holds up another's.
+// a slow network in one chat never holds up another's. While any chat's
+// indicator is on the account is available, else unavailable (see
+// Options.AlwaysOnline): sent before "composing", after "paused".
 func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
 	to, err := parseChat(chat)
 	if err != nil {
 		return err
 	}
+	c.setWorking(chat, on)
 	turn := c.typingTurnOf(chat)
 	select {
 	case turn <- struct{}{}:
@@ -388,8 +391,12 @@ func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
 		if err := c.wa.SendChatPresence(ctx, to, types.ChatPresencePaused, types.ChatPresenceMediaText); err != nil {
 			return fmt.Errorf("send paused to %s: %w", chat, err)
 		}
+		c.syncPresence(ctx)
 		return nil
 	}
+	// Available first: WhatsApp relays "composing" only from an available
+	// client.
+	c.syncPresence(ctx)
 	if err := c.wa.SendChatPresence(ctx, to, types.ChatPresenceComposing, types.ChatPresenceMediaText); err != nil {
 		return fmt.Errorf("send composing to %s: %w", chat, err)
 	}

@@ -310,9 +310,12 @@ func (c *Client) work(ctx context.Context) {
 				c.maybePingPhone()
 			}
 		case <-c.presence:
-			c.sendAvailable(ctx)
+			c.syncPresence(ctx)
 		case <-c.connected:
-			c.sendAvailable(ctx)
+			c.presenceMu.Lock()
+			c.presenceSent = "" // a new connection has none yet
+			c.presenceMu.Unlock()
+			c.syncPresence(ctx)
 			c.syncGroups(ctx)
 			daily.Reset(groupSyncInterval)
 		case <-daily.C:
@@ -324,15 +327,58 @@ func (c *Client) work(ctx context.Context) {
 	}
 }
 
-// sendAvailable marks the account available: WhatsApp relays typing
-// notifications only from available clients.
-func (c *Client) sendAvailable(ctx context.Context) {
-	err := c.wa.SendPresence(ctx, types.PresenceAvailable)
+// wantPresence is the presence the account should have: available while an
+// agent works in one of its chats (WhatsApp relays typing notifications only
+// from available clients) or with AlwaysOnline, else unavailable (while a
+// linked device is available, WhatsApp does not notify the owner's phone).
+func (c *Client) wantPresence() types.Presence {
+	c.typingMu.Lock()
+	working := len(c.working) > 0
+	c.typingMu.Unlock()
+	if working || c.opts.AlwaysOnline {
+		return types.PresenceAvailable
+	}
+	return types.PresenceUnavailable
+}
+
+// syncPresence sends the presence the account should have now unless
+// WhatsApp has it already. Sends take turns, and each decides what it sends
+// once it has its turn, so the last one sent is the current one. Nothing is
+// sent while WhatsApp is not connected (the next connection sends it).
+func (c *Client) syncPresence(ctx context.Context) {
+	c.presenceMu.Lock()
+	defer c.presenceMu.Unlock()
+	want := c.wantPresence()
+	if want == c.presenceSent || c.Status().State != channel.StateConnected {
+		return
+	}
+	err := c.wa.SendPresence(ctx, want)
 	switch {
 	case errors.Is(err, whatsmeow.ErrNoPushName):
 		c.log.Debug().Msg("presence not sent yet: push name not synced")
 	case err != nil:
-		c.log.Warn().Err(err).Msg("cannot send available presence")
+		c.log.Warn().Err(err).Str("presence", string(want)).Msg("cannot send presence")
+	default:
+		c.presenceSent = want
+	}
+}
+
+// setWorking records whether an agent works in chat and, when that changes
+// whether the account should be available, has the worker send it (the
+// presence of a connection that comes later). It never blocks on the
+// network.
+func (c *Client) setWorking(chat string, on bool) {
+	c.typingMu.Lock()
+	before := len(c.working) > 0
+	if on {
+		c.working[chat] = true
+	} else {
+		delete(c.working, chat)
+	}
+	after := len(c.working) > 0
+	c.typingMu.Unlock()
+	if before != after {
+		signal(c.presence)
 	}
 }
 

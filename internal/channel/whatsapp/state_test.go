@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -74,7 +75,13 @@ func TestBackoffIsCapped(t *testing.T) {
 // up, with the fake version source offline.
 func startedClient(t *testing.T, ctx context.Context) *testClient {
 	t.Helper()
-	tc := newTestClient(t, nil)
+	return startedClientWith(t, ctx, nil)
+}
+
+// startedClientWith is startedClient with edit applied to the options.
+func startedClientWith(t *testing.T, ctx context.Context, edit func(*Options)) *testClient {
+	t.Helper()
+	tc := newTestClient(t, edit)
 	done := make(chan error, 1)
 	go func() { done <- tc.Connect(ctx) }()
 	synctest.Wait()
@@ -115,8 +122,8 @@ func TestConnectSyncsGroupsAndPresence(t *testing.T) {
 		if name, v := tc.StateMetric(); name != StateMetricName || v != 1 {
 			t.Errorf("StateMetric() = %s %d; want %s 1", name, v, StateMetricName)
 		}
-		if got := tc.wa.presenceLog(); len(got) != 1 || got[0] != "available" {
-			t.Errorf("presences = %q; want [available]", got)
+		if got := tc.wa.presenceLog(); len(got) != 1 || got[0] != "unavailable" {
+			t.Errorf("presences = %q; want [unavailable]: an idle bridged must leave the owner's phone its notifications", got)
 		}
 		want := []string{otherChat.String() + "|Book club|group", familyChat.String() + "|Family|group"}
 		if got := tc.rec.seen(); strings.Join(got, ",") != strings.Join(want, ",") {
@@ -304,5 +311,57 @@ func TestEachStateLoggedOnce(t *testing.T) {
 	}
 	if !strings.Contains(tc.logs.String(), "run `bridged login`") {
 		t.Errorf("log does not say what to do: %s", tc.logs.String())
+	}
+}
+
+// accountPresences is the account's presences in log (available,
+// unavailable), without the chats' typing states.
+func accountPresences(log []string) []string {
+	var out []string
+	for _, p := range log {
+		if !strings.Contains(p, " ") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// The account is available only while an agent works in one of its chats,
+// so the owner's phone is notified otherwise; with AlwaysOnline it stays
+// available from the connection on, as before.
+func TestPresenceFollowsTurns(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		always bool
+		want   []string
+	}{
+		{"default", false, []string{"unavailable", "available", "unavailable"}},
+		{"always online", true, []string{"available"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				tc := startedClientWith(t, ctx, func(o *Options) { o.AlwaysOnline = tt.always })
+				for _, step := range []struct {
+					chat types.JID
+					on   bool
+				}{{familyChat, true}, {otherChat, true}, {familyChat, false}, {otherChat, false}} {
+					if err := tc.SetTyping(ctx, step.chat.String(), step.on); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+				}
+				log := tc.wa.presenceLog()
+				if got := accountPresences(log); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+					t.Errorf("account presences = %q; want %q", got, tt.want)
+				}
+				// WhatsApp relays "composing" only from an available client.
+				if a, c := slices.Index(log, "available"), slices.Index(log, "composing "+familyChat.String()); a < 0 || c < a {
+					t.Errorf("presences = %q; want available before the first composing", log)
+				}
+				_ = tc.Close()
+			})
+		})
 	}
 }
