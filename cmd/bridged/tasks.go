@@ -20,7 +20,7 @@ func (a *app) cmdTasks(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.stderr, "\n  list    the scheduled tasks")
 		fmt.Fprintln(a.stderr, "  pause   stop a task from running until resumed")
 		fmt.Fprintln(a.stderr, "  resume  let a paused task run again")
-		fmt.Fprintln(a.stderr, "  cancel  delete a task and its run log")
+		fmt.Fprintln(a.stderr, "  cancel  delete a task (its run log stays)")
 		fmt.Fprintln(a.stderr, "  runs    a task's latest runs")
 		fmt.Fprintln(a.stderr, "\n`bridged tasks <subcommand> --help` lists its flags.")
 	}
@@ -137,7 +137,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	}
 	switch sub {
 	case "cancel":
-		fmt.Fprintf(a.stdout, "Cancelled task %s (its run log is deleted too).\n", id)
+		fmt.Fprintf(a.stdout, "Cancelled task %s; its runs stay (`bridged tasks runs %s`) until the retention prunes them.\n", id, id)
 	case "pause":
 		fmt.Fprintf(a.stdout, "Paused task %s.\n", id)
 	case "resume":
