@@ -71,6 +71,10 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 			SELECT id FROM turn_ends WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
 			return fmt.Errorf("prune turn ends: %w", err)
 		}
+		if _, err = q.ExecContext(ctx, `DELETE FROM budget_decisions WHERE id IN (
+			SELECT id FROM budget_decisions WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
+			return fmt.Errorf("prune budget decisions: %w", err)
+		}
 
 		// Fold the batch of usage rows into their days, then remove them.
 		if _, err := q.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_usage (id INTEGER PRIMARY KEY)`); err != nil {
