@@ -106,7 +106,7 @@ func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 	}
 	gs.lateTold = false
 	paused := r.paused(ctx, g)
-	r.budgetDecided(ctx, g, msgs[len(msgs)-1].ID, paused)
+	r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
 	if paused {
 		gs.Drop()
 		log.Debug().Msg("agent paused by its daily budget; messages wait")

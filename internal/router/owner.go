@@ -62,11 +62,13 @@ func (r *Router) paused(ctx context.Context, g store.Group) bool {
 // budgetDecided records, when g has a daily budget, what it decided for
 // g's waiting messages up to upto (held them, or let them through) with
 // the budget and the day's spending as they are now, so a message's story
-// tells the decision as it was made. A failure is logged: it never holds
-// the messages.
-func (r *Router) budgetDecided(ctx context.Context, g store.Group, upto store.MessageID, paused bool) {
+// tells the decision as it was made; the same decision on the same
+// messages is recorded once. gs's lock must be held. A failure is logged:
+// it never holds the messages.
+func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupState, upto store.MessageID, paused bool) {
 	budget := g.ContainerConfig.BudgetDailyUSD
-	if r.budget == nil || budget <= 0 {
+	told := budgetTold{upto: upto, paused: paused}
+	if r.budget == nil || budget <= 0 || gs.budgetTold == told {
 		return
 	}
 	loc := r.cfg.Timezone
@@ -86,7 +88,16 @@ func (r *Router) budgetDecided(ctx context.Context, g store.Group, upto store.Me
 	}
 	if err != nil {
 		r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot record the budget's decision; the message's story will lack it")
+		return
 	}
+	gs.budgetTold = told
+}
+
+// budgetTold is a budget decision on a group's waiting messages up to
+// upto: the router records one per change (the store keeps the same rule).
+type budgetTold struct {
+	upto   store.MessageID
+	paused bool
 }
 
 // spent tells the budget of a cost recorded for g's run, with the group's

@@ -208,6 +208,8 @@ type groupState struct {
 	// lateTold: the chat was told that late messages started no turn
 	// (noteLate); a turn starting re-arms it.
 	lateTold bool
+	// budgetTold is the budget's last decision recorded (budgetDecided).
+	budgetTold budgetTold
 }
 
 // readPending reads g's messages after gs.Handed() (at most the prompt

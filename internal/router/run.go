@@ -59,7 +59,7 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 				return nil, "", nil
 			}
 			paused := r.paused(ctx, g)
-			r.budgetDecided(ctx, g, msgs[len(msgs)-1].ID, paused)
+			r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
 			if paused {
 				r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
 				return nil, "", nil
