@@ -311,7 +311,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 // was used up, then let through, or let through at once. A message of a
 // group without a budget then has none.
 func (a *Admin) budgetSteps(ctx context.Context, add func(step string, at time.Time, state, detail string), chat store.ChatID, id store.MessageID) error {
-	ds, err := a.DB.BudgetDecisionsFrom(ctx, chat, id, storyRows)
+	ds, err := a.DB.BudgetDecisionsOn(ctx, chat, id, storyRows)
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,11 @@ func (r *Router) paused(ctx context.Context, g store.Group) bool {
 }
 
 // budgetDecided records, when g has a daily budget, what it decided for
-// g's waiting messages up to upto (held them, or let them through) with
-// the budget and the day's spending as they are now, so a message's story
-// tells the decision as it was made; the same decision on the same
-// messages is recorded once. gs's lock must be held. A failure is logged:
-// it never holds the messages.
+// g's waiting messages (those after the handed ones, up to upto): held
+// them, or let them through, with the budget and the day's spending as
+// they are now, so a message's story tells the decision as it was made;
+// the same decision on the same messages is recorded once. gs's lock must
+// be held. A failure is logged: it never holds the messages.
 func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupState, upto store.MessageID, paused bool) {
 	budget := g.ContainerConfig.BudgetDailyUSD
 	told := budgetTold{upto: upto, paused: paused}
@@ -83,7 +83,7 @@ func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupStat
 		if paused {
 			verdict = store.BudgetPaused
 		}
-		err = r.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, Upto: upto, Verdict: verdict,
+		err = r.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: gs.Handed(), Upto: upto, Verdict: verdict,
 			BudgetUSD: budget, SpentUSD: spent, At: now})
 	}
 	if err != nil {

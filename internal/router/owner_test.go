@@ -264,7 +264,7 @@ func TestBudgetDecisionRecordedWhenMade(t *testing.T) {
 	b.paused.Store(false)
 	h.r.Rescan()
 	run := h.nextRun()
-	ds, err := h.db.BudgetDecisionsFrom(ctx, mainChat, first, 10)
+	ds, err := h.db.BudgetDecisionsOn(ctx, mainChat, first, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,9 @@ const (
 type BudgetDecision struct {
 	Folder Folder
 	Chat   ChatID
-	// Upto is the newest message the router's decision covered; 0 for the
-	// proxy's refusals.
+	// After and Upto bound the messages the router's decision covered:
+	// those after After up to Upto. Both 0 for the proxy's refusals.
+	After     MessageID
 	Upto      MessageID
 	Verdict   BudgetVerdict
 	BudgetUSD float64
@@ -60,18 +61,18 @@ func (db *DB) RecordBudgetDecision(ctx context.Context, d BudgetDecision) error 
 				return nil
 			}
 		}
-		if _, err := tx.tx.ExecContext(ctx, `INSERT INTO budget_decisions (folder, chat, upto, verdict, budget_usd, spent_usd, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			d.Folder, d.Chat, d.Upto, d.Verdict, d.BudgetUSD, d.SpentUSD, toMS(d.At)); err != nil {
+		if _, err := tx.tx.ExecContext(ctx, `INSERT INTO budget_decisions (folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			d.Folder, d.Chat, d.After, d.Upto, d.Verdict, d.BudgetUSD, d.SpentUSD, toMS(d.At)); err != nil {
 			return fmt.Errorf("record budget decision of %s: %w", d.Folder, err)
 		}
 		return nil
 	})
 }
 
-// BudgetDecisionsFrom returns the router's decisions on chat that covered
-// message id or a later one (Upto >= id), oldest first, at most limit.
-func (db *DB) BudgetDecisionsFrom(ctx context.Context, chat ChatID, id MessageID, limit int) ([]BudgetDecision, error) {
-	return db.budgetDecisions(ctx, `chat = ? AND upto >= ? AND upto > 0`, limit, chat, id)
+// BudgetDecisionsOn returns the router's decisions on chat that covered
+// message id (After < id <= Upto), oldest first, at most limit.
+func (db *DB) BudgetDecisionsOn(ctx context.Context, chat ChatID, id MessageID, limit int) ([]BudgetDecision, error) {
+	return db.budgetDecisions(ctx, `chat = ? AND upto >= ? AND after_id < ? AND upto > 0`, limit, chat, id, id)
 }
 
 // BudgetRefusals returns the proxy's refusals of folder's requests from
@@ -85,7 +86,7 @@ func (db *DB) BudgetRefusals(ctx context.Context, folder Folder, from, to time.T
 }
 
 func (db *DB) budgetDecisions(ctx context.Context, where string, limit int, args ...any) ([]BudgetDecision, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT folder, chat, upto, verdict, budget_usd, spent_usd, at FROM budget_decisions
+	rows, err := db.read.QueryContext(ctx, `SELECT folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at FROM budget_decisions
 		WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("budget decisions: %w", err)
@@ -93,7 +94,7 @@ func (db *DB) budgetDecisions(ctx context.Context, where string, limit int, args
 	out, err := collect(rows, func(r rowScanner) (BudgetDecision, error) {
 		var d BudgetDecision
 		var at int64
-		err := r.Scan(&d.Folder, &d.Chat, &d.Upto, &d.Verdict, &d.BudgetUSD, &d.SpentUSD, &at)
+		err := r.Scan(&d.Folder, &d.Chat, &d.After, &d.Upto, &d.Verdict, &d.BudgetUSD, &d.SpentUSD, &at)
 		d.At = fromMS(at)
 		return d, err
 	})

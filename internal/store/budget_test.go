@@ -20,17 +20,17 @@ func TestBudgetDecisions(t *testing.T) {
 		}
 	}
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Upto: 3, Verdict: BudgetAdmitted, BudgetUSD: 1.5, SpentUSD: 0, At: at(0)})
+	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 0, Upto: 3, Verdict: BudgetAdmitted, BudgetUSD: 1.5, SpentUSD: 0, At: at(0)})
 	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Verdict: BudgetRefused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(1)})
-	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Upto: 5, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(2)})
-	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Upto: 5, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(3)}) // looked at again: no change
-	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Upto: 6, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(4)})
-	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", Upto: 6, Verdict: BudgetAdmitted, BudgetUSD: 5, SpentUSD: 1.8, At: at(5)}) // raised
+	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 5, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(2)})
+	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 5, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(3)}) // looked at again: no change
+	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 6, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(4)})
+	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 6, Verdict: BudgetAdmitted, BudgetUSD: 5, SpentUSD: 1.8, At: at(5)}) // raised
 	if err := db.RecordBudgetDecision(ctx, BudgetDecision{Folder: "fam", Verdict: "maybe"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("an unknown verdict: %v; want ErrInvalid", err)
 	}
 
-	ds, err := db.BudgetDecisionsFrom(ctx, "local:fam", 5, 10)
+	ds, err := db.BudgetDecisionsOn(ctx, "local:fam", 5, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,11 @@ func TestBudgetDecisions(t *testing.T) {
 	}
 	if ds[2].BudgetUSD != 5 || ds[0].SpentUSD != 1.8 || ds[0].BudgetUSD != 1.5 {
 		t.Errorf("figures %+v; want those recorded", ds)
+	}
+	// Message 2 was handed at the first decision: the later ones, on the
+	// messages after 3, are not its.
+	if ds, err := db.BudgetDecisionsOn(ctx, "local:fam", 2, 10); err != nil || len(ds) != 1 || ds[0].Verdict != BudgetAdmitted || ds[0].Upto != 3 {
+		t.Errorf("decisions covering message 2: %+v, %v; want the one admission up to 3", ds, err)
 	}
 	refused, err := db.BudgetRefusals(ctx, "fam", at(0), at(2), 10)
 	if err != nil || len(refused) != 1 || refused[0].SpentUSD != 1.8 {
