@@ -208,6 +208,22 @@ func TestE2EFailingTaskPausesItself(t *testing.T) {
 	if len(ts) != 1 || ts[0].Status != "active" || ts[0].Failures != 0 || ts[0].PausedByFailures {
 		t.Fatalf("after tasks resume: %+v; want active with its count back at 0", ts)
 	}
-	e.mustCLI("tasks", "cancel", task.ID)
+	if out := e.mustCLI("tasks", "cancel", task.ID); !strings.Contains(out, "its runs stay") {
+		t.Errorf("tasks cancel printed %q; want it to say the runs stay", out)
+	}
+	// Cancelled, the task keeps its run history.
+	var runs struct {
+		Runs []struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		} `json:"runs"`
+	}
+	if out := e.mustCLI("tasks", "runs", "--json", task.ID); json.Unmarshal([]byte(out), &runs) != nil || len(runs.Runs) != 2 ||
+		runs.Runs[0].Status != "error" || !strings.Contains(runs.Runs[0].Error, "the task is broken") {
+		t.Errorf("tasks runs of the cancelled task:\n%s\nwant its two failed runs", out)
+	}
+	if out := e.mustCLI("tasks", "runs", task.ID); !strings.Contains(out, "the task is broken") {
+		t.Errorf("tasks runs of the cancelled task:\n%s\nwant its runs listed", out)
+	}
 	d.stop(t)
 }

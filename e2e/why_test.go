@@ -201,3 +201,46 @@ func TestE2EWhyTellsAMessagesStory(t *testing.T) {
 	d.stop(t)
 	t.Run("daemon stopped", func(t *testing.T) { check(t, "stopped") })
 }
+
+// `bridged why` tells the daily budget's word as it was given, with the
+// figures of that moment: a turn whose API request the proxy refused at
+// the budget, and a message the budget held, keep their budget steps after
+// the budget was raised (the held message then answered) and lifted.
+func TestE2EWhyKeepsTheBudgetOfItsTime(t *testing.T) {
+	parallel(t, light)
+	_, e := budgetEnv(t, "5m", "1.50")
+	d := e.start()
+
+	// Two calls answered ($1.80 of $1.50), the third refused by the proxy.
+	spent := e.post("local:fam", "fake:bash "+apiCalls(3))
+	e.waitOut("local:fam", spent, 2, 120*time.Second) // the reply and the pause notice
+	held := e.post("local:fam", "fake:reply held back")
+	deadline := time.Now().Add(30 * time.Second)
+	for s := e.why(t, fmt.Sprint(held)); len(s.steps("budget")) == 0; s = e.why(t, fmt.Sprint(held)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no budget step for the held message within 30s:\n%s", s)
+		}
+		e.messages("local:fam", held, 200*time.Millisecond) // a short wait on the chat, not a sleep
+	}
+	e.mustCLI("groups", "set", "--budget-daily", "5", "fam")
+	if got := e.waitOut("local:fam", held, 1, 90*time.Second)[0].Text; got != "held back" {
+		t.Fatalf("after the raise fam got %q; want the held message answered", got)
+	}
+	e.mustCLI("groups", "set", "--budget-daily", "0", "fam")
+
+	check := func(t *testing.T, how string) {
+		s := e.why(t, fmt.Sprint(spent))
+		hasStep(t, how+": refused", s, "budget", "refused", "refused by the daily budget", "$1.8000 of $1.5 spent")
+		hasStep(t, how+": refused", s, "budget", ": within the daily budget", "$0.0000 of $1.5 spent")
+		s = e.why(t, fmt.Sprint(held))
+		hasStep(t, how+": held", s, "budget", "paused", "paused by its daily budget", "$1.8000 of $1.5 spent")
+		hasStep(t, how+": held", s, "budget", ": let through", "$1.8000 of $5 spent")
+		hasStep(t, how+": held", s, "turn", "done")
+		if human := e.mustCLI("why", fmt.Sprint(held)); !strings.Contains(human, "$1.8000 of $1.5") {
+			t.Errorf("%s: bridged why %d:\n%s\nwant the budget of the time", how, held, human)
+		}
+	}
+	t.Run("daemon running", func(t *testing.T) { check(t, "running") })
+	d.stop(t)
+	t.Run("daemon stopped", func(t *testing.T) { check(t, "stopped") })
+}

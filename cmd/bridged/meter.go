@@ -49,6 +49,12 @@ func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowa
 		return credproxy.Allowance{}, ""
 	}
 	if rules.OverBudget(budget, cost) {
+		// The refusal is recorded as it is made, for the story of the
+		// message whose turn it ends (`bridged why`).
+		if err := m.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, Verdict: store.BudgetRefused,
+			BudgetUSD: budget, SpentUSD: cost}); err != nil {
+			m.log.Warn().Err(err).Str("group", group).Msg("cannot record the budget's refusal; the message's story will lack it")
+		}
 		return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, m.al.Refusal(ctx, g)
 	}
 	return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, ""

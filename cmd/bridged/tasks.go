@@ -23,7 +23,7 @@ func (a *app) cmdTasks(ctx context.Context, args []string) error {
 		fmt.Fprintln(w, "  add     schedule a prompt for a group: --cron EXPR, --every DURATION or --at TIME")
 		fmt.Fprintln(w, "  pause   stop a task from running until resumed")
 		fmt.Fprintln(w, "  resume  let a paused task run again")
-		fmt.Fprintln(w, "  cancel  delete a task and its run log")
+		fmt.Fprintln(w, "  cancel  delete a task (its run log stays)")
 		fmt.Fprintln(w, "  runs    a task's latest runs")
 		fmt.Fprintln(w, "\n`bridged tasks <subcommand> --help` lists its flags.")
 	}
@@ -190,7 +190,7 @@ func (a *app) taskCmd(ctx context.Context, sub string, args []string) error {
 	}
 	switch sub {
 	case "cancel":
-		fmt.Fprintf(a.stdout, "Cancelled task %s (its run log is deleted too).\n", id)
+		fmt.Fprintf(a.stdout, "Cancelled task %s; its runs stay (`bridged tasks runs %s`) until the retention prunes them.\n", id, id)
 	case "pause":
 		fmt.Fprintf(a.stdout, "Paused task %s.\n", id)
 	case "resume":

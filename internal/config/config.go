@@ -218,7 +218,7 @@ var settings = []setting{
 	{"transcribe-url", "BRIDGED_TRANSCRIBE_URL", constant(""), "OpenAI-compatible transcription endpoint for voice notes, e.g. https://api.openai.com (empty = off)"},
 	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
 	{"max-media-bytes", "BRIDGED_MAX_MEDIA_BYTES", constant("20m"), "largest media file taken in, from WhatsApp or attached with bridged chat --attach (e.g. 20m, 100m)"},
-	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs and raw usage older than this (e.g. 30d, 720h; 0 = keep forever)"},
+	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs, raw usage and session transcripts (the live session's aside) older than this (e.g. 30d, 720h; 0 = keep forever)"},
 	// Disk: per-group caps on staged outgoing files, the free-space floor,
 	// and the retention of the files kept per run and per message.
 	{"outbox-files-per-minute", "BRIDGED_OUTBOX_FILES_PER_MINUTE", constant("60"), "most files one group may send (stage) in any minute"},

@@ -307,18 +307,24 @@ func (a *Admin) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
 	return taskOut(out), nil
 }
 
-// CancelTask deletes a task and its run log.
+// CancelTask deletes a task; its run log stays (store.Tx.DeleteTask).
 func (a *Admin) CancelTask(ctx context.Context, id string) error {
 	return a.DB.DeleteTask(ctx, store.TaskID(id))
 }
 
-// TaskRuns lists up to limit runs of a task, newest first (0: all).
+// TaskRuns lists up to limit runs of a task, newest first (0: all); a
+// cancelled task's runs are listed while the retention keeps them.
+// ErrNotFound when there is no such task and no run of one.
 func (a *Admin) TaskRuns(ctx context.Context, id string, limit int) ([]TaskRun, error) {
-	if _, err := a.DB.GetTask(ctx, store.TaskID(id)); err != nil {
+	_, err := a.DB.GetTask(ctx, store.TaskID(id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	rs, err := a.DB.ListTaskRuns(ctx, store.TaskID(id), limit)
-	if err != nil {
+	rs, lerr := a.DB.ListTaskRuns(ctx, store.TaskID(id), limit)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if err != nil && len(rs) == 0 {
 		return nil, err
 	}
 	out := make([]TaskRun, 0, len(rs))

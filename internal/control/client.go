@@ -214,7 +214,7 @@ func (c *Client) ResumeTask(ctx context.Context, id string) (Task, error) {
 	return c.taskAction(ctx, id, "resume")
 }
 
-// CancelTask deletes a task and its run log.
+// CancelTask deletes a task; its run log stays.
 func (c *Client) CancelTask(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, nil)
 }

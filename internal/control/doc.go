@@ -58,7 +58,10 @@
 // since=<its seq>; "gave_up": failed for good), once every message bridged
 // committed for the chat is stored in it, with the assistant's messages after
 // ID as replies (a progress message sent during the turn included). When the
-// wait passes first the state is "running". A caller that passes approvals=
+// wait passes first the state is "running". A message that does not start a
+// turn now is answered at once, its kind in the state ("not_triggered",
+// "budget_paused", "queued") and one line for a person in reason. A caller
+// that passes approvals=
 // (the ids of the approvals it was told of) is also answered as soon as the
 // open approvals of the chat's group differ from those ("awaiting_approval"
 // while some are open), each answer listing them.

@@ -119,6 +119,12 @@ func storeInbound(db *store.DB) local.Inbound {
 
 func start(t *testing.T, live Live) *harness {
 	t.Helper()
+	return startWith(t, live, nil)
+}
+
+// startWith is start with the options changed by opt (nil: none).
+func startWith(t *testing.T, live Live, opt func(*Options)) *harness {
+	t.Helper()
 	db := openStore(t)
 	hm, err := home.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -136,7 +142,7 @@ func start(t *testing.T, live Live) *harness {
 		return id, err
 	}, zerolog.Nop()), waiting: make(chan struct{}, 1)}
 	h := &harness{home: hm, posted: posted, db: db, local: loc, inbound: inbound, sync: &countSync{}, wake: &countWake{}, turns: turns.New(nil, nil), socket: filepath.Join(shortDir(t), "bridged.sock")}
-	srv, err := Listen(Options{
+	opts := Options{
 		Socket:    h.socket,
 		Admin:     &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC},
 		Local:     loc,
@@ -149,7 +155,11 @@ func start(t *testing.T, live Live) *harness {
 		Log:       zerolog.Nop(),
 		Uploads:   &uploads,
 		MaxUpload: testMaxUpload,
-	})
+	}
+	if opt != nil {
+		opt(&opts)
+	}
+	srv, err := Listen(opts)
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}

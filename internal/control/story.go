@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/prompt"
-	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -45,7 +44,8 @@ type StoryMessage struct {
 // StoryStep is one step of a message's life.
 type StoryStep struct {
 	// Step: received, stored, trigger, budget, handed, approval, turn,
-	// cost, reply, notice.
+	// cost, reply, notice. The budget's steps are its decisions as
+	// recorded when they were made.
 	Step string     `json:"step"`
 	At   *time.Time `json:"at,omitempty"` // nil: not recorded
 	// SinceMS is the time from the message's arrival (stored, else sent) to
@@ -53,7 +53,7 @@ type StoryStep struct {
 	SinceMS int64  `json:"since_ms,omitempty"`
 	Detail  string `json:"detail"`
 	// State is the outcome where a step has one: matched, not_matched,
-	// paused, waiting, allowed, denied, done, failed, gave_up, sent,
+	// paused, refused, waiting, allowed, denied, done, failed, gave_up, sent,
 	// pending.
 	State string `json:"state,omitempty"`
 }
@@ -171,17 +171,9 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 	}
 	add("trigger", arrived, state, st.Why)
 
-	if st.Woke && g.ContainerConfig.BudgetDailyUSD > 0 {
-		start, _ := rules.BudgetDay(arrived, a.loc())
-		_, cost, _, _, err := a.DB.APIUsageBetween(ctx, g.Folder, start, arrived)
-		if err != nil {
+	if st.Woke {
+		if err := a.budgetSteps(ctx, add, m.Chat, m.ID); err != nil {
 			return Story{}, err
-		}
-		budget := g.ContainerConfig.BudgetDailyUSD
-		if rules.OverBudget(budget, cost) {
-			add("budget", arrived, "paused", fmt.Sprintf("group paused by its daily budget: $%.4f of $%s spent that day when it arrived; messages wait until midnight or a raised budget", cost, usd(budget)))
-		} else {
-			add("budget", arrived, "", fmt.Sprintf("within the daily budget: $%.4f of $%s spent that day when it arrived", cost, usd(budget)))
 		}
 	}
 
@@ -212,6 +204,13 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 	if handed {
 		if err := a.approvalSteps(ctx, add, g.Folder, arrived, final); err != nil {
 			return Story{}, err
+		}
+		refused, err := a.DB.BudgetRefusals(ctx, g.Folder, arrived, final, storyRows)
+		if err != nil {
+			return Story{}, err
+		}
+		for _, d := range refused {
+			add("budget", d.At, "refused", fmt.Sprintf("an API request of its turn was refused by the daily budget: $%.4f of $%s spent that day", d.SpentUSD, usd(d.BudgetUSD)))
 		}
 	}
 	final = time.Time{}
@@ -304,6 +303,36 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		add("reply", time.Time{}, "", "nothing was sent to the chat after it")
 	}
 	return st, nil
+}
+
+// budgetSteps adds the daily budget's decisions on message id of chat, as
+// the router recorded them when it made them (the budget and the day's
+// spending of that moment, whatever they are now): held while the budget
+// was used up, then let through, or let through at once. A message of a
+// group without a budget then has none.
+func (a *Admin) budgetSteps(ctx context.Context, add func(step string, at time.Time, state, detail string), chat store.ChatID, id store.MessageID) error {
+	ds, err := a.DB.BudgetDecisionsOn(ctx, chat, id, storyRows)
+	if err != nil {
+		return err
+	}
+	paused := false
+	for _, d := range ds {
+		switch d.Verdict {
+		case store.BudgetPaused:
+			if !paused {
+				paused = true
+				add("budget", d.At, "paused", fmt.Sprintf("group paused by its daily budget: $%.4f of $%s spent that day; messages wait until midnight or a raised budget", d.SpentUSD, usd(d.BudgetUSD)))
+			}
+		case store.BudgetAdmitted:
+			what := "within the daily budget"
+			if paused {
+				what = "let through: within the daily budget as it was then"
+			}
+			add("budget", d.At, "", fmt.Sprintf("%s: $%.4f of $%s spent that day", what, d.SpentUSD, usd(d.BudgetUSD)))
+			return nil
+		}
+	}
+	return nil
 }
 
 // approvalSteps adds a step for each approval request folder's agent made

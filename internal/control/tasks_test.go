@@ -57,10 +57,14 @@ func TestTasksThroughAPI(t *testing.T) {
 	if err := h.client.CancelTask(ctx, string(tk.ID)); err != nil {
 		t.Fatalf("CancelTask: %v", err)
 	}
+	// Its run history stays.
+	if runs, err := h.client.TaskRuns(ctx, string(tk.ID), 10); err != nil || len(runs) != 1 || runs[0].Error != "container crashed" {
+		t.Errorf("runs of the cancelled task: %+v, %v; want its one failed run still listed", runs, err)
+	}
 	for _, call := range []func() error{
 		func() error { _, err := h.client.PauseTask(ctx, string(tk.ID)); return err },
 		func() error { return h.client.CancelTask(ctx, string(tk.ID)) },
-		func() error { _, err := h.client.TaskRuns(ctx, string(tk.ID), 0); return err },
+		func() error { _, err := h.client.TaskRuns(ctx, "task-000000000000", 0); return err }, // never was
 	} {
 		if err := call(); !errors.Is(err, ErrNotFound) {
 			t.Errorf("call on a cancelled task got %v; want ErrNotFound", err)

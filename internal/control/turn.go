@@ -75,8 +75,9 @@ type Turn struct {
 	Error    string    `json:"error,omitempty"`    // why it failed
 	Attempt  int       `json:"attempt,omitempty"`  // failed: this attempt
 	Attempts int       `json:"attempts,omitempty"` // of this many
-	// Reason says why a held turn does not start (not_triggered,
-	// budget_paused, queued), e.g. "not triggered (needs @Andy)".
+	// Reason says in one line, for a person, why a held turn does not
+	// start, e.g. "not triggered (needs @Andy)"; its kind is the State
+	// (not_triggered, budget_paused, queued).
 	Reason string     `json:"reason,omitempty"`
 	Until  *time.Time `json:"until,omitempty"`  // budget_paused: the pause's end
 	Behind int        `json:"behind,omitempty"` // queued: groups ahead

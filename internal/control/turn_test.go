@@ -2,6 +2,10 @@ package control
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +110,55 @@ func TestTurnFailedThenGaveUp(t *testing.T) {
 	}
 	if _, err := h.client.Turn(ctx, "local:main", 0, 0, 0); err == nil {
 		t.Error("after=0 accepted; want an error")
+	}
+}
+
+// fixedHolds holds every message of every chat with hold.
+type fixedHolds struct{ hold turns.Hold }
+
+func (f fixedHolds) Held(context.Context, string, int64) (turns.Hold, bool, error) {
+	return f.hold, true, nil
+}
+
+// A held turn's kind is its state, and reason says why for a person: the
+// answer is pinned here, and docs/control-api.md shows it as it is.
+func TestHeldTurnAnswer(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/control-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Date(2026, 5, 2, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		hold turns.Hold
+		want string
+	}{
+		{turns.Hold{Kind: turns.HoldNotTriggered, Reason: "not triggered (needs @Andy)"},
+			`{"state":"not_triggered","reason":"not triggered (needs @Andy)","replies":[]}`},
+		{turns.Hold{Kind: turns.HoldBudgetPaused, Until: until, Reason: "paused by its budget until 2026-05-02 00:00 UTC (or until the owner raises it)"},
+			`{"state":"budget_paused","reason":"paused by its budget until 2026-05-02 00:00 UTC (or until the owner raises it)","until":"2026-05-02T00:00:00Z","replies":[]}`},
+		{turns.Hold{Kind: turns.HoldQueued, Behind: 2, Reason: "queued behind 7: all 5 container slots are busy, 2 other groups wait before it"},
+			`{"state":"queued","reason":"queued behind 7: all 5 container slots are busy, 2 other groups wait before it","behind":2,"replies":[]}`},
+	} {
+		h := startWith(t, Live{}, func(o *Options) { o.Holds = fixedHolds{c.hold} })
+		h.addMain(t)
+		ctx := context.Background()
+		id, err := h.client.PostMessage(ctx, "local:main", "alice", "hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw json.RawMessage
+		if err := h.client.do(ctx, "GET", fmt.Sprintf("/v1/chats/local:main/turn?after=%d&wait=5s", id), nil, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) != c.want {
+			t.Errorf("%s: answered %s; want %s", c.hold.Kind, raw, c.want)
+		}
+		turn, err := h.client.Turn(ctx, "local:main", id, 0, 5*time.Second)
+		if err != nil || string(turn.State) != c.hold.Kind || turn.Reason != c.hold.Reason {
+			t.Errorf("%s: the client read %+v, %v; want the kind in State, the line in Reason", c.hold.Kind, turn, err)
+		}
+		if c.hold.Kind == turns.HoldNotTriggered && !strings.Contains(string(doc), "`"+c.want+"`") {
+			t.Errorf("docs/control-api.md does not show the answer for %s: `%s`", c.hold.Kind, c.want)
+		}
 	}
 }

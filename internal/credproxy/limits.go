@@ -328,7 +328,13 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 				gw.finish()
 				return
 			}
-			if v == http.ErrAbortHandler {
+			if v == http.ErrAbortHandler && gw.ended {
+				// The container had the whole stream: what broke off after
+				// its message_stop (the CLI closes a stream it has read to
+				// the end) cut nothing.
+				p.log.Debug().Str("group", group).Str("container", name).Int64("bytes", gw.written).
+					Dur("took", time.Since(start)).Msg(completeClosed)
+			} else if v == http.ErrAbortHandler {
 				cause := "the upstream broke off the response"
 				switch {
 				case gw.werr != nil:
@@ -346,6 +352,10 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 		next.ServeHTTP(gw, r)
 	})
 }
+
+// completeClosed is the debug line of a stream that broke off after its
+// message_stop: complete, so no abort.
+const completeClosed = "API response stream closed after its end"
 
 // isUpgrade reports a request asking to switch protocols (WebSocket, h2c).
 func isUpgrade(r *http.Request) bool {
@@ -439,6 +449,10 @@ type guardWriter struct {
 	status      int
 	written     int64
 	werr        error
+	// ended: the stream's message_stop event reached the container (tail
+	// holds the end of the last write, for a marker split across two).
+	ended bool
+	tail  []byte
 	// opaque: the upstream's body is encoded, so it cannot be checked for
 	// the credential; a 502 went out instead and the body is dropped.
 	opaque   bool
@@ -515,10 +529,33 @@ func (g *guardWriter) write(b []byte) (int, error) {
 	_ = g.rc.SetWriteDeadline(time.Now().Add(g.stall))
 	n, err := g.ResponseWriter.Write(b)
 	g.written += int64(n)
+	g.sawEnd(b[:n])
 	if err != nil && g.werr == nil {
 		g.werr = err
 	}
 	return n, err
+}
+
+// streamEnd is what a stream's last event, message_stop, carries: inside
+// a JSON string its quotes would be escaped, so only the event itself has it.
+var streamEnd = []byte(`"type":"message_stop"`)
+
+// sawEnd notes whether b, written to the container after what came
+// before, completes the stream's message_stop.
+func (g *guardWriter) sawEnd(b []byte) {
+	if g.ended || len(b) == 0 {
+		return
+	}
+	n := len(streamEnd) - 1
+	if len(b) >= n {
+		// The marker either straddles the tail and b's start, or is in b.
+		g.ended = bytes.Contains(append(g.tail, b[:n]...), streamEnd) || bytes.Contains(b, streamEnd)
+		g.tail = append(g.tail[:0], b[len(b)-n:]...)
+		return
+	}
+	g.tail = append(g.tail, b...)
+	g.ended = bytes.Contains(g.tail, streamEnd)
+	g.tail = g.tail[max(len(g.tail)-n, 0):]
 }
 
 func (g *guardWriter) Flush() {

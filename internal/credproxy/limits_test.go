@@ -499,6 +499,57 @@ func TestAbortedStreamLogged(t *testing.T) {
 	})
 }
 
+// A stream that reached its message_stop is complete: a container that
+// closes it then (the CLI does, before the upstream's own end) cut
+// nothing, and no abort is logged; a stream cut before its end still is.
+func TestStreamEndClosed(t *testing.T) {
+	const aborted = "API response stream aborted"
+	for _, c := range []struct {
+		name string
+		stop bool // the upstream sends message_stop before it lingers
+	}{{"ended", true}, {"cut", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			sent := make(chan struct{})
+			_, _, cl, _, logs := limited(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				sseEvent(w, "message_start", `{"type":"message_start","message":{"model":"claude-opus-4-5","usage":{"input_tokens":10,"output_tokens":1}}}`)
+				sseEvent(w, "content_block_delta", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`)
+				sseEvent(w, "message_delta", `{"type":"message_delta","usage":{"output_tokens":3}}`)
+				if c.stop {
+					// Split across two writes, as a network may deliver it.
+					fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"mess")
+					w.(http.Flusher).Flush()
+					fmt.Fprint(w, "age_stop\"}\n\n")
+					w.(http.Flusher).Flush()
+				}
+				close(sent)
+				<-r.Context().Done() // the upstream has not ended its body yet
+			}, Limits{})
+			resp := post(t, cl, "/v1/messages", `{"stream":true}`, nil)
+			<-sent
+			br := bufio.NewReader(resp.Body)
+			for c.stop {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended before its message_stop: %v", err)
+				}
+				if strings.Contains(line, `"message_stop"`) {
+					break
+				}
+			}
+			resp.Body.Close() // the container is done with it
+			if !c.stop {
+				logs.wait(t, aborted) // cut before its end: told
+				return
+			}
+			logs.wait(t, completeClosed)
+			if got := logs.lines(aborted); len(got) != 0 {
+				t.Fatalf("a complete stream was logged as aborted: %v", got)
+			}
+		})
+	}
+}
+
 // BenchmarkGuard is what the limits and the scrubbing add to one streamed
 // response of eight events (the handler behind them does nothing else).
 func BenchmarkGuard(b *testing.B) {
@@ -525,5 +576,31 @@ func BenchmarkGuard(b *testing.B) {
 				c.h.ServeHTTP(httptest.NewRecorder(), r)
 			}
 		})
+	}
+}
+
+// The end of a stream is seen however the writes split it, and never in a
+// text that quotes it.
+func TestSawEnd(t *testing.T) {
+	const end = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, c := range []struct {
+		name   string
+		writes []string
+		want   bool
+	}{
+		{"whole", []string{end}, true},
+		{"split in two", []string{end[:30], end[30:]}, true},
+		{"a byte at a time", strings.Split(end, ""), true},
+		{"after other events", []string{"data: {\"type\":\"ping\"}\n\n", end}, true},
+		{"quoted in a text", []string{`data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"{\"type\":\"message_stop\"}"}}` + "\n\n"}, false},
+		{"cut short", []string{end[:40]}, false},
+	} {
+		g := &guardWriter{}
+		for _, w := range c.writes {
+			g.sawEnd([]byte(w))
+		}
+		if g.ended != c.want {
+			t.Errorf("%s: ended %v; want %v", c.name, g.ended, c.want)
+		}
 	}
 }

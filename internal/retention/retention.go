@@ -12,7 +12,9 @@
 // The files kept per run and per message go too: run logs
 // (data/logs/<folder>/) after BRIDGED_LOG_RETENTION, the media saved in
 // each group's inbox/ after BRIDGED_INBOX_RETENTION (0 keeps them), and the
-// files delivered to local chats (data/local/) after the retention.
+// files delivered to local chats (data/local/) and the Claude session
+// transcripts (data/sessions/<folder>/.claude/**.jsonl) after the
+// retention, the transcripts of the session each group resumes next aside.
 //
 // A pass runs a minute after the daemon starts and then every hour. It
 // deletes in small batches (Batch rows of each kind per write transaction)
@@ -64,6 +66,16 @@ type Trees interface {
 	// PruneLocalFiles removes the files delivered to local chats before
 	// `before`.
 	PruneLocalFiles(before time.Time) (int, error)
+	// PruneTranscripts removes the Claude session transcripts last
+	// written before `before`, but never those of the session live names
+	// for a folder (the one it resumes next).
+	PruneTranscripts(before time.Time, live func(folder string) (string, error)) (int, error)
+}
+
+// Sessions tells the session each group resumes next (store.DB); a Store
+// that has it lets the pruner prune session transcripts.
+type Sessions interface {
+	GetSession(ctx context.Context, folder store.Folder) (store.Session, error)
 }
 
 // SpoolGrace is how long a spooled copy whose message is no longer pending
@@ -157,7 +169,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 	var total store.Pruned
 	now := p.Now()
 	if p.Keep == 0 {
-		return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(now))
+		return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
 	}
 	before := now.Add(-p.Keep)
 	for {
@@ -167,7 +179,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		}
 		total = total.Add(n)
 		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
-			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(now))
+			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
 		}
 		t := time.NewTimer(p.Pause)
 		select {
@@ -204,8 +216,9 @@ func (p *Pruner) pruneFiles(ctx context.Context, before time.Time) error {
 }
 
 // pruneTrees removes the run logs and inbox files older than their
-// retentions.
-func (p *Pruner) pruneTrees(now time.Time) error {
+// retentions, and the files of local chats and the session transcripts
+// (the live session's aside) older than the retention.
+func (p *Pruner) pruneTrees(ctx context.Context, now time.Time) error {
 	if p.Trees == nil {
 		return nil
 	}
@@ -221,6 +234,16 @@ func (p *Pruner) pruneTrees(now time.Time) error {
 		n, err := p.Trees.PruneLocalFiles(now.Add(-p.Keep))
 		if n > 0 {
 			p.Log.Info().Str("component", "retention").Int("local_files", n).Dur("retention", p.Keep).Msg("pruned old files of local chats")
+		}
+		errs = append(errs, err)
+	}
+	if s, ok := p.DB.(Sessions); ok && p.Keep > 0 {
+		n, err := p.Trees.PruneTranscripts(now.Add(-p.Keep), func(folder string) (string, error) {
+			se, err := s.GetSession(ctx, store.Folder(folder))
+			return se.SessionID, err
+		})
+		if n > 0 {
+			p.Log.Info().Str("component", "retention").Int("transcripts", n).Dur("retention", p.Keep).Msg("pruned old session transcripts")
 		}
 		errs = append(errs, err)
 	}

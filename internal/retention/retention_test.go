@@ -331,3 +331,84 @@ func spoolCopy(t *testing.T, db *store.DB, hm *home.Home, text string, sent bool
 	}
 	return key
 }
+
+// Session transcripts (data/sessions/<folder>/.claude/**.jsonl) go with the
+// retention, but never the session the group resumes next (its transcript
+// and its subagents'); the agent owns the tree, so nothing it planted is
+// followed: a link is left, and what it points to.
+func TestPassPrunesOldTranscripts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hm, err := home.New(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hm.Layout().Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.Open(t)
+	const live = "5f1c7d2e-0000-4000-8000-00000000aaaa"
+	if err := db.SetSession(ctx, store.Session{Folder: "family", SessionID: live, LastUUID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	day := 24 * time.Hour
+	file := func(path string, age time.Duration) string {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(`{"type":"user"}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := now.Add(-age)
+		if err := os.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	proj := filepath.Join(dir, "data", "sessions", "family", ".claude", "projects", "-workspace-group")
+	oldSession := file(filepath.Join(proj, "0d9a0000-0000-4000-8000-000000000001.jsonl"), 100*day)
+	oldSubagent := file(filepath.Join(proj, "0d9a0000-0000-4000-8000-000000000001", "subagents", "agent-a1.jsonl"), 100*day)
+	liveSession := file(filepath.Join(proj, live+".jsonl"), 200*day)
+	liveSubagent := file(filepath.Join(proj, live, "subagents", "agent-b2.jsonl"), 200*day)
+	recent := file(filepath.Join(proj, "0d9a0000-0000-4000-8000-000000000002.jsonl"), 5*day)
+	settings := file(filepath.Join(dir, "data", "sessions", "family", ".claude", "settings.json"), 300*day)
+	mainOld := file(filepath.Join(dir, "data", "sessions", "main", ".claude", "projects", "-workspace-group", "0d9a0000-0000-4000-8000-000000000003.jsonl"), 100*day)
+	// Planted by the agent: a link to a file outside, named as a
+	// transcript, and a link to a directory outside that holds one.
+	outside := t.TempDir()
+	outFile := file(filepath.Join(outside, "precious.jsonl"), 300*day)
+	outInDir := file(filepath.Join(outside, "dir", "old.jsonl"), 300*day)
+	linkFile := filepath.Join(proj, "planted.jsonl")
+	if err := os.Symlink(outFile, linkFile); err != nil {
+		t.Fatal(err)
+	}
+	linkDir := filepath.Join(proj, "planted-dir")
+	if err := os.Symlink(filepath.Join(outside, "dir"), linkDir); err != nil {
+		t.Fatal(err)
+	}
+
+	p := &Pruner{DB: db, Trees: hm, Keep: 60 * day, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		oldSession: false, oldSubagent: false, mainOld: false,
+		liveSession: true, liveSubagent: true, recent: true, settings: true,
+		linkFile: true, linkDir: true, outFile: true, outInDir: true,
+	} {
+		_, err := os.Lstat(path)
+		if got := err == nil; got != want {
+			t.Errorf("%s kept = %v; want %v", path, got, want)
+		}
+	}
+	// A retention of 0 keeps every transcript.
+	again := file(filepath.Join(proj, "0d9a0000-0000-4000-8000-000000000004.jsonl"), 100*day)
+	p.Keep = 0
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(again); err != nil {
+		t.Errorf("a retention of 0 removed a transcript: %v", err)
+	}
+}

@@ -106,7 +106,9 @@ func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
 		return
 	}
 	gs.lateTold = false
-	if r.paused(ctx, g) {
+	paused := r.paused(ctx, g)
+	r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
+	if paused {
 		gs.Drop()
 		log.Debug().Msg("agent paused by its daily budget; messages wait")
 		return

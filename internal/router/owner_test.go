@@ -236,3 +236,44 @@ func TestMainGaveUpIsNotAlertedTwice(t *testing.T) {
 		t.Fatalf("got %q; want raise %s and none for main", got, gaveUpKey("fam"))
 	}
 }
+
+// The budget's decision on waiting messages is recorded as it is made, with
+// the budget and the day's spending of that moment, once per change: a
+// paused group looked at again adds nothing, a raise that lets the messages
+// through adds the release.
+func TestBudgetDecisionRecordedWhenMade(t *testing.T) {
+	h := newHarness(t, nil)
+	b := &fakeBudget{spent: make(chan store.Folder, 10)}
+	b.paused.Store(true)
+	h.r.budget = b
+	h.change("main", func(g *store.Group) { g.ContainerConfig.BudgetDailyUSD = 2 })
+	ctx := context.Background()
+	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", At: time.Now(), Model: "claude-opus-4-5", CostUSD: 2.5}); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	first := h.post(mainChat, "are you there?")
+	if err := h.r.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.r.Rescan() // looked at again, still paused
+	if err := h.r.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.change("main", func(g *store.Group) { g.ContainerConfig.BudgetDailyUSD = 10 })
+	b.paused.Store(false)
+	h.r.Rescan()
+	run := h.nextRun()
+	ds, err := h.db.BudgetDecisionsOn(ctx, mainChat, first, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].Verdict != store.BudgetPaused || ds[0].BudgetUSD != 2 || ds[0].SpentUSD != 2.5 ||
+		ds[1].Verdict != store.BudgetAdmitted || ds[1].BudgetUSD != 10 || ds[1].SpentUSD != 2.5 || ds[1].Upto != first {
+		t.Fatalf("decisions %+v; want paused at $2.5 of $2, then admitted at $2.5 of $10", ds)
+	}
+	run.result("yes")
+	h.nextSend()
+	run.exit(0)
+	h.waitIdle("main")
+}

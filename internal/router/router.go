@@ -212,6 +212,8 @@ type groupState struct {
 	lateTold bool
 	// newSessionAt is the owner's last NewSessionCommand acted on.
 	newSessionAt store.MessageID
+	// budgetTold is the budget's last decision recorded (budgetDecided).
+	budgetTold budgetTold
 }
 
 // readPending reads g's messages after gs.Handed() (at most the prompt

@@ -59,7 +59,9 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 			if len(msgs) == 0 || !r.triggered(g, msgs) {
 				return nil, "", nil
 			}
-			if r.paused(ctx, g) {
+			paused := r.paused(ctx, g)
+			r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
+			if paused {
 				r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
 				return nil, "", nil
 			}

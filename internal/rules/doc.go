@@ -60,5 +60,5 @@
 //     (a once time may be at most a minute in the past). A new schedule
 //     makes a done task active again; a running task keeps its schedule
 //     until its run has finished.
-//   - cancel: the task and its run log are deleted, whatever its state.
+//   - cancel: the task is deleted, whatever its state; its run log stays.
 package rules

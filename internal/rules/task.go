@@ -192,8 +192,8 @@ func UpdateTask(ctx context.Context, tx *store.Tx, t store.Task, c TaskChange, n
 	return u, nil
 }
 
-// CancelTask deletes t and its run log inside tx, whatever its state; a run
-// in flight finishes and is not recorded.
+// CancelTask deletes t inside tx, whatever its state, and keeps its run
+// log; a run in flight is recorded as cancelled and its own end is not.
 func CancelTask(ctx context.Context, tx *store.Tx, t store.Task) error {
 	return tx.DeleteTask(ctx, t.ID)
 }

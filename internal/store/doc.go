@@ -103,8 +103,8 @@
 // transaction belongs to someone else (the router commits a send_message's
 // outbox row), the recording is a Unit the IPC host passes to the code that
 // owns the transaction, which applies it there after the insert.
-// Records older than a week are pruned at start (PruneHandledRequests). Cancelling a task deletes it together with
-// its run log (DeleteTask). Removing a group leaves its tasks in place; the
+// Records older than a week are pruned at start (PruneHandledRequests). Cancelling a task deletes it and keeps
+// its run log, a run in flight closed as cancelled (DeleteTask). Removing a group leaves its tasks in place; the
 // scheduler pauses them (PauseTask) with a reason.
 //
 // # Retention and health

@@ -37,7 +37,9 @@ func (p Pruned) Add(q Pruned) Pruned {
 //     never removed;
 //   - usage rows from before before, each first added to its group's day
 //     (UTC) in usage_daily, in the same transaction; and so the usage
-//     ledger's rows (api_usage) into api_usage_daily.
+//     ledger's rows (api_usage) into api_usage_daily;
+//   - what a message's story is told from: turn ends and the budget's
+//     decisions made before before.
 //
 // Sessions, cursors, groups, tasks and chats are never pruned.
 func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, error) {
@@ -70,6 +72,10 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 		if _, err = q.ExecContext(ctx, `DELETE FROM turn_ends WHERE id IN (
 			SELECT id FROM turn_ends WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
 			return fmt.Errorf("prune turn ends: %w", err)
+		}
+		if _, err = q.ExecContext(ctx, `DELETE FROM budget_decisions WHERE id IN (
+			SELECT id FROM budget_decisions WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
+			return fmt.Errorf("prune budget decisions: %w", err)
 		}
 
 		// Fold the batch of usage rows into their days, then remove them.

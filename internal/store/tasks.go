@@ -121,7 +121,9 @@ func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 	for attempt := 0; ; attempt++ {
 		t.ID = newTaskID()
 		var taken bool
-		if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, t.ID).Scan(&taken); err != nil {
+		// A cancelled task's runs keep its id.
+		if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?) OR EXISTS (SELECT 1 FROM task_runs WHERE task_id = ?)`,
+			t.ID, t.ID).Scan(&taken); err != nil {
 			return Task{}, fmt.Errorf("create task: %w", err)
 		}
 		if !taken {
@@ -235,12 +237,21 @@ func (db *DB) PauseTask(ctx context.Context, id TaskID, reason string) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.PauseTask(ctx, id, reason) })
 }
 
-// DeleteTask cancels a task: it and its run log are deleted. A run in flight
-// finishes, and its FinishTaskRun reports ErrNotFound. ErrNotFound if the
+// runCancelled is the error of a run in flight when its task was cancelled.
+const runCancelled = "cancelled: the task was cancelled during the run"
+
+// DeleteTask cancels a task: it is deleted and its run log kept (pruned
+// with the retention, as every finished run). A run in flight becomes an
+// error run saying it was cancelled, from its start; when it finishes, its
+// FinishTaskRun reports ErrNotFound and records nothing. ErrNotFound if the
 // task does not exist.
 func (tx *Tx) DeleteTask(ctx context.Context, id TaskID) error {
 	res, err := tx.tx.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id)
 	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("delete task %s: %w", id, err)
+	}
+	if _, err := tx.tx.ExecContext(ctx, `UPDATE task_runs SET status = 'error', error = ?,
+		duration_ms = MAX(? - started_at, 0) WHERE task_id = ? AND status = 'running'`, runCancelled, toMS(tx.now()), id); err != nil {
 		return fmt.Errorf("delete task %s: %w", id, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,11 +199,18 @@ func TestClaimDueAndFinish(t *testing.T) {
 	}
 }
 
-func TestDeleteTask(t *testing.T) {
+// Cancelling a task deletes it and keeps its run log: the finished runs as
+// they were, and a run in flight closed as cancelled (its own end, later,
+// records nothing). A new task never takes a cancelled one's id.
+func TestDeleteTaskKeepsItsRuns(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	task := newTask(t, db, TaskCron, ptr(t0))
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); err != nil {
+	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Duration: time.Second, Status: RunOK, Result: "fine"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status) VALUES (?, ?, 0, 'running')`,
+		task.ID, toMS(t0.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.DeleteTask(ctx, task.ID); err != nil {
@@ -211,15 +219,29 @@ func TestDeleteTask(t *testing.T) {
 	if _, err := db.GetTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetTask after delete = %v; want ErrNotFound", err)
 	}
-	if n := count(t, db, "task_runs", ""); n != 0 {
-		t.Errorf("%d runs left after delete; want 0", n)
+	runs, err := db.ListTaskRuns(ctx, task.ID, 0)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("runs after cancel: %+v, %v; want both kept", runs, err)
+	}
+	if r := runs[0]; r.Status != RunError || !strings.Contains(r.Error, "cancelled") || !r.StartedAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("the run in flight became %+v; want an error run saying it was cancelled, from its start", r)
+	}
+	if r := runs[1]; r.Status != RunOK || r.Result != "fine" || r.Duration != time.Second {
+		t.Errorf("the finished run became %+v; want it as it was", r)
 	}
 	// A run that ends after the task was cancelled records nothing.
 	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("FinishTaskRun of a deleted task = %v; want ErrNotFound", err)
 	}
+	if n := count(t, db, "task_runs", ""); n != 2 {
+		t.Errorf("%d runs after the late end; want 2", n)
+	}
 	if err := db.DeleteTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second DeleteTask = %v; want ErrNotFound", err)
+	}
+	// Nothing is left in flight for the next start to close.
+	if closed, err := db.FailInterrupted(ctx, nil); err != nil || len(closed) != 0 {
+		t.Errorf("FailInterrupted after the cancel: %v, %v; want nothing to close", closed, err)
 	}
 }
 
