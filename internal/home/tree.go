@@ -567,3 +567,37 @@ func (t *Tree) OpenFile(rel string, limit int64) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// Existing opens the directory groups/<folder> (or groups/global) for
+// reading, if it is there: it makes nothing and moves nothing aside, so a
+// read-only command (an import's dry run) may use it. ok is false when no
+// real directory is there (nothing, or a link, file or fifo in its place).
+func (h *Home) Existing(folder string) (t *Tree, ok bool, err error) {
+	if err := CheckFolder(folder); err != nil && folder != GlobalFolder {
+		return nil, false, err
+	}
+	base := h.layout.GroupsDir()
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open %s: %w", base, &os.PathError{Op: "open", Path: base, Err: err})
+	}
+	defer unix.Close(fd)
+	sub, err := unix.Openat(fd, folder, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("open %s: %w", folder, err)
+	}
+	rel, _ := filepath.Rel(h.layout.Dir, filepath.Join(base, folder))
+	dir := &Tree{h: h, group: folder, path: filepath.Join(base, folder), rel: filepath.ToSlash(rel), fd: sub}
+	defer dir.closeFd()
+	t, err = dir.descend(nil)
+	if err != nil {
+		return nil, false, err
+	}
+	return t, true, nil
+}

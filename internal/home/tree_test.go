@@ -3,6 +3,7 @@ package home
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -372,5 +373,37 @@ func TestRecreatedDirectoryKeepsTheAgentsOwner(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || st.Uid != 61000 || st.Gid != 61001 {
 		t.Fatalf("recreated requests/ is %v owned by %d:%d; want a directory owned by 61000:61001", fi.Mode(), st.Uid, st.Gid)
+	}
+}
+
+// Existing opens a group's folder only when a real directory is there, and
+// makes nothing: a dry run that reads with it leaves the home as it was.
+func TestExistingMakesNothing(t *testing.T) {
+	h, dir := newHome(t)
+	if _, ok, err := h.Existing("fam"); ok || err != nil {
+		t.Fatalf("Existing in an empty home: %v, %v; want not there", ok, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "groups")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("groups/ after Existing: %v; want nothing made", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "groups", "fam"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "groups", "fam", "CLAUDE.md"), []byte("memory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "groups", "fam"), filepath.Join(dir, "groups", "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := h.Existing("linked"); ok || err != nil {
+		t.Errorf("Existing through a link: %v, %v; want not there", ok, err)
+	}
+	tr, ok, err := h.Existing("fam")
+	if !ok || err != nil {
+		t.Fatalf("Existing(fam): %v, %v", ok, err)
+	}
+	defer tr.Close()
+	if b, err := tr.ReadFile("CLAUDE.md", 100); err != nil || string(b) != "memory" {
+		t.Errorf("read through Existing: %q, %v", b, err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/rules"
@@ -355,11 +357,11 @@ func (pl *planner) senders(what string, g *store.Group) []string {
 // folderFiles plans the copy of each group's folder and of groups/global.
 func (pl *planner) folderFiles(gs []imported) {
 	for _, g := range gs {
-		pl.copyTree(filepath.Join(pl.in.Dir, "groups", g.src.Folder), "groups/"+g.folder, pl.t.Home.GroupDir(g.folder), func(h *home.Home) (*home.Tree, error) {
+		pl.copyTree(filepath.Join(pl.in.Dir, "groups", g.src.Folder), "groups/"+g.folder, g.folder, func(h *home.Home) (*home.Tree, error) {
 			return h.Group(g.folder)
 		})
 	}
-	pl.copyTree(filepath.Join(pl.in.Dir, "groups", home.GlobalFolder), "groups/global (the memory every group shares)", pl.t.Home.GlobalDir(), func(h *home.Home) (*home.Tree, error) {
+	pl.copyTree(filepath.Join(pl.in.Dir, "groups", home.GlobalFolder), "groups/global (the memory every group shares)", home.GlobalFolder, func(h *home.Home) (*home.Tree, error) {
 		return h.Global()
 	})
 }
@@ -372,15 +374,19 @@ type fileCopy struct {
 }
 
 // copyTree plans copying the regular files under src (never following a
-// link) into the bridged tree at dst, which open opens on apply.
-func (pl *planner) copyTree(src, what, dst string, open func(*home.Home) (*home.Tree, error)) {
+// link) into bridged's groups/<folder>, which open opens on apply. What is
+// already there is read through internal/home, creating nothing.
+func (pl *planner) copyTree(src, what, folder string, open func(*home.Home) (*home.Tree, error)) {
 	var files []fileCopy
 	var have int
-	root, _ := os.OpenRoot(dst) // nil: nothing is there yet
-	if root != nil {
-		defer root.Close()
+	var root *home.Tree // nil: nothing is there yet
+	if h, err := home.New(pl.t.Home.Dir, zerolog.Nop()); err == nil {
+		if t, ok, err := h.Existing(folder); err == nil && ok {
+			root = t
+			defer root.Close()
+		}
 	}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	err := walkSource(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == src && errors.Is(err, fs.ErrNotExist) {
 				return fs.SkipAll
@@ -492,34 +498,13 @@ func writeInto(t *home.Tree, f fileCopy) error {
 	return err
 }
 
-// readRegular reads the regular file at p without following a link.
-func readRegular(p string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|nofollow, 0)
-	if err != nil {
+func readRoot(root *home.Tree, rel string) ([]byte, error) {
+	f, err := root.OpenFile(rel, MaxFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	return io.ReadAll(io.LimitReader(f, limit+1))
-}
-
-func readRoot(root *os.Root, rel string) ([]byte, error) {
-	fi, err := root.Lstat(rel)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
+	case err != nil:
 		return []byte{}, nil // something else is there: never equal to a file
-	}
-	f, err := root.Open(rel)
-	if err != nil {
-		return nil, err
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, MaxFile+1))
