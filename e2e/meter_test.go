@@ -204,18 +204,19 @@ func TestE2EMeterBudgetRefusedByProxy(t *testing.T) {
 	d.stop(t)
 }
 
-// The agent forges a result line with a cost of -$1000 on its runner's
-// stdout (it runs as the runner's uid): the forged figure is refused, and
-// the group's cost today stays what the proxy metered.
+// The agent forges a result line with a cost of -$1000 on the container's
+// stdout (the runner is not dumpable, but the container's init holds the
+// same stdout and runs as the agent's uid): the forged figure is refused,
+// and the group's cost today stays what the proxy metered.
 func TestE2EMeterForgedResultCostRefused(t *testing.T) {
 	parallel(t, light)
 	_, e := budgetEnv(t, "2m", "10")
 	d := e.start()
 
-	forge := `for p in /proc/[0-9]*; do if [ "$(readlink $p/exe)" = /usr/local/bin/agent-runner ]; then echo '{"type":"result","cost_usd":-1000,"num_turns":1}' > $p/fd/1 && echo "forged into $p"; fi; done`
+	forge := `echo '{"type":"result","cost_usd":-1000,"num_turns":1}' > /proc/1/fd/1 && echo "forged into /proc/1"`
 	got := e.bash("local:fam", apiCalls(1)+"; "+forge, 120*time.Second)
 	t.Logf("the agent printed %q", got)
-	if !strings.Contains(got, "req1 ok") || !strings.Contains(got, "forged into /proc/") {
+	if !strings.Contains(got, "req1 ok") || !strings.Contains(got, "forged into /proc/1") {
 		t.Fatalf("the agent printed %q; want one call answered and the result line forged on the runner's stdout", got)
 	}
 	metered, reported := statusCost(t, e)

@@ -116,8 +116,9 @@ func TestE2ESystemdNotify(t *testing.T) {
 		t.Errorf("WATCHDOG=1 in 2s with WATCHDOG_USEC=400ms: %d; want about 10", n)
 	}
 
-	// Wedge the store: another process holds its write lock.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.home, "store", "bridged.db")+"?_txlock=immediate")
+	// Wedge the store: another process holds its write lock (taken once
+	// the daemon's own probe lets go of it).
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.home, "store", "bridged.db")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
