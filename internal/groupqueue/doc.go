@@ -10,11 +10,15 @@
 //
 //   - At most one run per group at a time, and at most Config.MaxConcurrent
 //     runs overall. A group with work and no free slot waits; waiting groups
-//     start in FIFO order as slots free, except that a waiting group with a
-//     pending task goes before groups with only messages pending.
-//   - Per group, pending tasks go before pending messages, one task per run.
-//     A task whose ID is already queued or running for the group is not added
-//     again.
+//     start in the order they began to wait, tasks or not, as slots free. A
+//     group whose run ends with more work waits behind the groups already
+//     waiting.
+//   - Per group, due tasks and waiting messages take turns: after a task run
+//     the group's waiting messages go next, after a message run its first
+//     due task; with only one kind waiting, that kind runs. One task per run.
+//     So a task that is due again every time it ends keeps a message waiting
+//     for at most the task run under way. A task whose ID is already queued
+//     or running for the group is not added again.
 //   - A group's container is "idle" between Run.MarkIdle (it finished a
 //     turn) and the next successful TryPipe. An idle container is closed at once
 //     (Handlers.CloseIdle) when a task is queued for its group, when messages

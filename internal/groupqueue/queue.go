@@ -248,7 +248,8 @@ type group[T any] struct {
 	// Pending work.
 	pendingMsgs bool
 	tasks       []TaskRef[T]
-	waiting     bool // in Queue.waiting
+	waiting     bool    // in Queue.waiting
+	last        RunKind // the kind of the group's last run, for taking turns
 
 	// Retries of failed message runs.
 	retry      Retry
@@ -604,12 +605,8 @@ func (q *Queue[T]) refreshLocked(g *group[T]) {
 func (q *Queue[T]) settleLocked() []string {
 	if q.runCtx != nil && !q.shutting {
 		for q.active < q.cfg.MaxConcurrent && len(q.waiting) > 0 {
-			i := slices.IndexFunc(q.waiting, func(g *group[T]) bool { return len(g.tasks) > 0 })
-			if i < 0 {
-				i = 0
-			}
-			g := q.waiting[i]
-			q.waiting = slices.Delete(q.waiting, i, i+1)
+			g := q.waiting[0] // in the order the groups began to wait
+			q.waiting = slices.Delete(q.waiting, 0, 1)
 			g.waiting = false
 			q.startLocked(g)
 		}
@@ -649,9 +646,12 @@ func (q *Queue[T]) settleLocked() []string {
 	return closes
 }
 
-// startLocked starts g's next run: its first task, or its messages.
+// startLocked starts g's next run: its first task, or its messages. When
+// both wait they take turns: messages after a task run, a task after any
+// other run.
 func (q *Queue[T]) startLocked(g *group[T]) {
-	if len(g.tasks) > 0 {
+	msgs := g.pendingMsgs && g.retry != Backoff
+	if len(g.tasks) > 0 && !(msgs && g.last == KindTask) {
 		g.kind = KindTask
 		g.task = g.tasks[0]
 		g.tasks = slices.Delete(g.tasks, 0, 1)
@@ -660,6 +660,7 @@ func (q *Queue[T]) startLocked(g *group[T]) {
 		g.task = TaskRef[T]{}
 		g.pendingMsgs = false
 	}
+	g.last = g.kind
 	q.nextRunID++
 	g.runID = q.nextRunID
 	g.started = time.Now()

@@ -119,7 +119,7 @@ func TestCapAndFIFO(t *testing.T) {
 	})
 }
 
-func TestTasksBeforeMessages(t *testing.T) {
+func TestFairOrder(t *testing.T) {
 	type enqueue struct {
 		group, task string // task "" means messages
 	}
@@ -129,19 +129,19 @@ func TestTasksBeforeMessages(t *testing.T) {
 		want    []string // runs after the first, in order
 	}{
 		{
-			name:    "among waiting groups",
+			name:    "groups in arrival order, tasks or not",
 			enqueue: []enqueue{{"b", ""}, {"c", ""}, {"d", "t1"}, {"e", ""}},
-			want:    []string{"run d task t1", "run b messages", "run c messages", "run e messages"},
+			want:    []string{"run b messages", "run c messages", "run d task t1", "run e messages"},
 		},
 		{
-			name:    "within a group",
+			name:    "within a group tasks and messages take turns",
 			enqueue: []enqueue{{"a", ""}, {"a", "t1"}, {"a", "t2"}},
-			want:    []string{"run a task t1", "run a task t2", "run a messages"},
+			want:    []string{"run a task t1", "run a messages", "run a task t2"},
 		},
 		{
-			name:    "own follow-up task beats a waiting group's messages",
+			name:    "own follow-up task waits behind a waiting group",
 			enqueue: []enqueue{{"b", ""}, {"a", "t1"}},
-			want:    []string{"run a task t1", "run b messages"},
+			want:    []string{"run b messages", "run a task t1"},
 		},
 	}
 	for _, tt := range tests {
@@ -169,6 +169,77 @@ func TestTasksBeforeMessages(t *testing.T) {
 				f.end(t, running, nil)
 				wantEvents(t, f)
 				f.checkLimits(t)
+			})
+		})
+	}
+}
+
+// A task that is due again every time it ends (a one-minute task whose run
+// takes longer) keeps a message of its group waiting for at most the task
+// run under way when the message came, however busy the queue is.
+func TestBusyTaskCannotHoldBackMessages(t *testing.T) {
+	tests := []struct {
+		name  string
+		cap   int
+		tasks []string // group a's busy tasks; the first runs when the message comes
+		other bool     // group b has messages all the time
+	}{
+		{name: "one busy task, every slot taken", cap: 1, tasks: []string{"t1"}, other: true},
+		{name: "two busy tasks, a slot free", cap: 2, tasks: []string{"t1", "t2"}},
+		{name: "two busy tasks, every slot taken", cap: 1, tasks: []string{"t1", "t2"}, other: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(tt.cap)
+				q, _ := startQueue(t, Config{MaxConcurrent: tt.cap}, f)
+				for _, id := range tt.tasks {
+					q.EnqueueTask("a", TaskRef[string]{ID: id})
+				}
+				synctest.Wait()
+				wantEvents(t, f, "run a task "+tt.tasks[0])
+				q.EnqueueMessages("a")
+				if tt.other {
+					q.EnqueueMessages("b")
+				}
+				synctest.Wait()
+
+				// Runs last a minute; each one that ends is due again at once.
+				taskRuns := 1 // the one under way
+				for range 20 {
+					advance(time.Minute)
+					f.mu.Lock()
+					var running []*fakeCall
+					for _, c := range f.current {
+						running = append(running, c)
+					}
+					f.mu.Unlock()
+					if len(running) == 0 {
+						t.Fatal("no run active")
+					}
+					slices.SortFunc(running, func(x, y *fakeCall) int { return strings.Compare(x.group, y.group) })
+					c := running[0]
+					f.end(t, c.group, nil)
+					if c.kind == KindTask {
+						q.EnqueueTask(c.group, TaskRef[string]{ID: c.task})
+					} else {
+						q.EnqueueMessages(c.group)
+					}
+					synctest.Wait()
+					for _, e := range f.take() {
+						switch {
+						case e == "run a messages":
+							if taskRuns > 1 {
+								t.Fatalf("the message waited for %d task runs; want at most 1", taskRuns)
+							}
+							f.checkLimits(t)
+							return
+						case strings.HasPrefix(e, "run a task "):
+							taskRuns++
+						}
+					}
+				}
+				t.Fatalf("the message did not run in 20 minutes (%d task runs of its group)", taskRuns)
 			})
 		})
 	}

@@ -7,8 +7,8 @@ type Status struct {
 	MaxConcurrent int  `json:"max_concurrent"`
 	Running       int  `json:"running"`
 	ShuttingDown  bool `json:"shutting_down,omitempty"`
-	// Waiting lists the groups waiting for a slot, in the order they wait.
-	// The next to start is the first one with a pending task, else the first.
+	// Waiting lists the groups waiting for a slot, in the order they wait:
+	// the first starts next.
 	Waiting []string `json:"waiting"`
 	// Groups holds every group with a run, pending work or a retry state,
 	// sorted by name.
