@@ -547,7 +547,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{
-		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
+		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName,
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
 		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver,
 	}, db, rt, sched, waRefresher{wa}, log)
