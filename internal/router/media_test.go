@@ -80,7 +80,7 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 		if ok, err := h.db.SettleMedia(ctx, id, store.MediaSaved, "[image: inbox/a.jpg]"); err != nil || !ok {
 			t.Fatalf("SettleMedia = %v, %v", ok, err)
 		}
-		h.r.MediaSettled(mainChat)
+		h.r.in.MediaSettled(mainChat)
 		run := h.nextRun()
 		p := run.spec.Input.Prompt
 		if !strings.Contains(p, "look at this\n[image: inbox/a.jpg]</message>") || !strings.Contains(p, ">after</message>") || strings.Contains(p, ">before</message>") {
