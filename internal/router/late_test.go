@@ -32,7 +32,7 @@ func TestLateBacklogDoesNotWakeTheAgent(t *testing.T) {
 			ctx := context.Background()
 			sent := time.Now().Add(-time.Hour)
 			for i, text := range tt.late {
-				if _, err := h.r.Inbound(ctx, channel.Message{Chat: string(tt.chat), ExternalID: "late-" + string(rune('a'+i)),
+				if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: string(tt.chat), ExternalID: "late-" + string(rune('a'+i)),
 					Sender: "alice@x", SenderName: "Alice", Text: text, SentAt: sent.Add(time.Duration(i) * time.Second)}); err != nil {
 					t.Fatalf("inbound: %v", err)
 				}
