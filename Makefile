@@ -27,7 +27,7 @@ DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -95,6 +95,9 @@ lint: tools ## gofmt, go vet, staticcheck and deadcode; fails on any finding
 	if [ -n "$$stale" ]; then echo "deadcode.allow names what deadcode no longer reports; remove the line:"; echo "$$stale"; fi; \
 	[ -z "$$dead$$stale" ]
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
+
+test-only-names: ## list the exported names only tests use (by name: a report to prune from, never a failure)
+	@$(GO) test -count=1 -run '^TestExportedUsedOnlyByTests$$' -v . | sed -n 's/^ *testonly_test.go:[0-9]*: //p'
 
 # Every test binary and every program a test runs as a child process
 # (agent-runner, the fake claude and, in the end-to-end tests, the daemon, all
