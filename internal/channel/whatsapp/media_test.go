@@ -34,7 +34,7 @@ type mediaEnv struct {
 	settled chan bridgedstore.ChatID
 }
 
-// storeSink is the recorder with Inbound doing what the router's does with
+// storeSink is the recorder with Inbound doing what the ingest's does with
 // media: the message and its media row in one transaction, then the pool's
 // queue.
 type storeSink struct {
