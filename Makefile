@@ -17,11 +17,17 @@ TEST_TIMEOUT ?= 45m
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/staticcheck
+# deadcode (golang.org/x/tools/cmd/deadcode) is pinned and installed the
+# same way; lint fails on a function no program of the module reaches,
+# unless deadcode.allow names it with the reason it is kept.
+DEADCODE_VERSION ?= v0.52.0
+DEADCODE := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/deadcode
+DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -59,19 +65,39 @@ test-unit: ## the tests that need no Docker
 test-integration: deps ## only the Docker end-to-end tests
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Docker|E2E' ./...
 
-tools: ## install the pinned staticcheck (through the Go module proxy) unless it is there
+tools: ## install the pinned staticcheck and deadcode (through the Go module proxy) unless they are there
 	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))'; then \
 	  echo "installing staticcheck $(STATICCHECK_VERSION)"; \
 	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || { \
 	    echo "lint: staticcheck $(STATICCHECK_VERSION) could not be installed; it needs the Go module proxy:" >&2; \
 	    echo "  go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)" >&2; exit 1; }; \
 	fi
+	@if ! $(GO) version -m "$(DEADCODE)" 2>/dev/null | grep -qE '^[[:space:]]+mod[[:space:]]+golang.org/x/tools[[:space:]]+$(DEADCODE_VERSION)[[:space:]]'; then \
+	  echo "installing deadcode $(DEADCODE_VERSION)"; \
+	  $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) || { \
+	    echo "lint: deadcode $(DEADCODE_VERSION) could not be installed; it needs the Go module proxy:" >&2; \
+	    echo "  go install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)" >&2; exit 1; }; \
+	fi
 
-lint: tools ## gofmt, go vet and staticcheck; fails on any finding
+# The dead-code check runs from the programs' main functions, tests left out:
+# a function only a test reaches is dead in the product. deadcode.allow keeps
+# one on purpose per line ("package Func  reason"); an entry deadcode no
+# longer reports fails too, so the list never outlives what it excuses.
+lint: tools ## gofmt, go vet, staticcheck and deadcode; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@found=$$($(DEADCODE) -f '{{range .Funcs}}{{$$.Path}} {{.Name}}{{"\n"}}{{end}}' $(DEADCODE_MAINS) | sed 's|^$(shell $(GO) list -m)/||' | sort -u); \
+	allowed=$$(grep -vE '^[[:space:]]*(#|$$)' deadcode.allow | awk '{print $$1" "$$2}' | sort -u); \
+	dead=$$(comm -23 <(echo "$$found") <(echo "$$allowed") | grep . || true); \
+	stale=$$(comm -13 <(echo "$$found") <(echo "$$allowed") | grep . || true); \
+	if [ -n "$$dead" ]; then echo "deadcode: unreachable from $(DEADCODE_MAINS); remove it, or keep it in deadcode.allow with the reason:"; echo "$$dead"; fi; \
+	if [ -n "$$stale" ]; then echo "deadcode.allow names what deadcode no longer reports; remove the line:"; echo "$$stale"; fi; \
+	[ -z "$$dead$$stale" ]
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; fi
+
+test-only-names: ## list the exported names only tests use (by name: a report to prune from, never a failure)
+	@$(GO) test -count=1 -run '^TestExportedUsedOnlyByTests$$' -v . | sed -n 's/^ *testonly_test.go:[0-9]*: //p'
 
 # Every test binary and every program a test runs as a child process
 # (agent-runner, the fake claude and, in the end-to-end tests, the daemon, all

@@ -53,8 +53,8 @@ func (t tier) String() string {
 }
 
 // tiers places every package of the module. A package missing here fails
-// TestDependencyDirection: a new package gets its tier when it is added.
-// Packages listed that do not exist (yet) are ignored.
+// TestDependencyDirection: a new package gets its tier when it is added,
+// and a package removed leaves the table with it.
 var tiers = map[string]tier{
 	"":                       program, // the documents the binary installs
 	"cmd/bridged":            program,
@@ -81,7 +81,6 @@ var tiers = map[string]tier{
 	"internal/home":             leaf,
 	"internal/ipc":              leaf,
 	"internal/schedule":         leaf,
-	"internal/sdnotify":         leaf,
 	"internal/termsafe":         leaf,
 	"internal/testimage":        leaf,
 	"internal/turns":            leaf,
@@ -232,7 +231,7 @@ func checkLayering(pkgs map[string]pkg) []string {
 	return bad
 }
 
-func sortedKeys(m map[string]pkg) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -248,6 +247,11 @@ func TestDependencyDirection(t *testing.T) {
 	pkgs := listPackages(t)
 	for _, line := range checkLayering(pkgs) {
 		t.Error(line)
+	}
+	for _, path := range sortedKeys(tiers) {
+		if _, ok := pkgs[path]; !ok {
+			t.Errorf("%s is in the tiers table of deps_test.go but is no package of the module", path)
+		}
 	}
 	// The two edges the layering was redrawn for, named so that a failure
 	// reads as what broke.

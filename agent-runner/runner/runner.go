@@ -43,14 +43,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// AllowedTools returns the tools claude may use without asking in the full
-// profile: the built-in ones, the agent-team tools and every tool of the
-// bridge server.
-func AllowedTools() []string {
-	allow, _ := ipc.ProfileRules(ProfileFull)
-	return allow
-}
-
 // MCPServerName is the name of the bridge server in --mcp-config; the agent
 // sees its tools as mcp__bridge__<tool>.
 const MCPServerName = mcpserver.ServerName

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/claudecli"
+	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/rs/zerolog"
 )
 
@@ -234,7 +235,7 @@ func TestSlugify(t *testing.T) {
 }
 
 func TestAllowedToolsIncludeBridge(t *testing.T) {
-	if !slices.Contains(AllowedTools(), "mcp__bridge__*") {
-		t.Errorf("allowed tools %v lack the bridge server's tools", AllowedTools())
+	if allow, _ := ipc.ProfileRules(ProfileFull); !slices.Contains(allow, "mcp__bridge__*") {
+		t.Errorf("allowed tools %v lack the bridge server's tools", allow)
 	}
 }

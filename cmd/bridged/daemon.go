@@ -60,14 +60,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	// or stderr fails with EPIPE instead of killing the process (the Go
 	// runtime kills on a broken fd 1 or 2 otherwise), and the log writer
 	// drops what it can no longer write, so the drain still stops every
-	// container.
+	// container. Nothing reads the channel: the signal package drops a
+	// signal the full channel cannot take, so no goroutine outlives run.
 	pipes := make(chan os.Signal, 1)
 	signal.Notify(pipes, syscall.SIGPIPE)
 	defer signal.Stop(pipes)
-	go func() {
-		for range pipes {
-		}
-	}()
 	w := a.stderr
 	if !isTerminal(w) {
 		w = &pipeSafe{w: w}
@@ -547,7 +544,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
 	host, err := ipchost.New(ipchost.Config{
-		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName, ContainerUID: uid, ContainerGID: gid,
+		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName,
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
 		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver,
 	}, db, rt, sched, waRefresher{wa}, log)

@@ -17,6 +17,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -111,9 +112,14 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := &wedgingBudget{entered: make(chan struct{}), release: make(chan struct{})}
+	ing, err := ingest.New(ingest.Config{DB: db, LateWindow: router.DefaultLateWindow, Log: zerolog.Nop(),
+		ChannelOf: func(string) string { return "local" }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rt, err := router.New(router.Config{AssistantName: "Andy", Home: hm, ContainerUID: 1000, ContainerGID: 1000, Image: "none"},
-		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", func(context.Context, channel.Message) (store.MessageID, error) { return 0, store.ErrInvalid }, zerolog.Nop())},
-			Log: zerolog.Nop(), Budget: budget})
+		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", ing.Inbound, zerolog.Nop())},
+			Log: zerolog.Nop(), Budget: budget, Ingest: ing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +166,7 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 	budget.mu.Lock()
 	budget.wedged = true
 	budget.mu.Unlock()
-	if _, err := rt.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "m1", Sender: "me", Text: "hi", SentAt: time.Now()}); err != nil {
+	if _, err := ing.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "m1", Sender: "me", Text: "hi", SentAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	<-budget.entered

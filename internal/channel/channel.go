@@ -2,7 +2,7 @@
 //
 // A Channel delivers inbound messages to whatever stores them, through a
 // small interface the channel package defines for itself (whatsapp.Sink,
-// local.Inbound) and the router's Inbound satisfies; that call returns only
+// local.Inbound) and the ingest's Inbound satisfies; that call returns only
 // after the commit, and the channel acknowledges upstream only after it
 // returned nil, so a crash before the commit means the network redelivers.
 // Outbound messages come from the outbox (DESIGN §4) and carry an id chosen

@@ -115,9 +115,6 @@ type Config struct {
 	Trees         *home.Home
 	Timezone      *time.Location // schedules and answers use it; nil means UTC
 	AssistantName string         // the default trigger of registered groups is "@" + this
-	// ContainerUID and ContainerGID are ignored: the owner of a group's
-	// directories is set by the router before each run.
-	ContainerUID, ContainerGID int
 	// Sweep is how often every directory is listed even without an
 	// inotify event; 0 means ipc.DefaultSweep.
 	Sweep time.Duration

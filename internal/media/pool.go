@@ -158,9 +158,6 @@ func New(cfg Config, d Deps) (*Pool, error) {
 	return &Pool{cfg: cfg, d: d, log: d.Log.With().Str("component", "media").Logger(), sch: d.Queue.s, wait: sleep}, nil
 }
 
-// Add queues m, whose message is committed. It never blocks.
-func (p *Pool) Add(m store.Media) { p.sch.add(m) }
-
 // Run fetches the media pending in the store, then every media added, until
 // ctx ends; it returns once the fetches in flight have stopped.
 func (p *Pool) Run(ctx context.Context) error {

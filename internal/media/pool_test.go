@@ -198,14 +198,14 @@ func TestSlowFileDelaysOnlyItsChat(t *testing.T) {
 	e.run(p)
 
 	first := e.message("c:one", "slow.jpg", false, 4)
-	p.Add(first)
+	p.d.Queue.Add(first)
 	if got := <-e.fetch.started; got != "slow.jpg" {
 		t.Fatalf("first fetch = %s", got)
 	}
 	second := e.message("c:one", "next.jpg", false, 4)
-	p.Add(second)
+	p.d.Queue.Add(second)
 	other := e.message("c:two", "other.jpg", false, 4)
-	p.Add(other)
+	p.d.Queue.Add(other)
 	if c := e.nextSettled(); c != "c:two" {
 		t.Fatalf("settled first = %s; want the other chat while the slow file is fetched", c)
 	}
@@ -272,7 +272,7 @@ func TestShutdownLeavesMediaPending(t *testing.T) {
 	p := e.pool(nil)
 	stop := e.run(p)
 	m := e.message("c:one", "a.jpg", false, 4)
-	p.Add(m)
+	p.d.Queue.Add(m)
 	<-e.fetch.started
 	stop()
 	got, err := e.db.GetMedia(context.Background(), m.MessageID)
@@ -312,7 +312,7 @@ func TestFailuresSayWhy(t *testing.T) {
 			})
 			e.run(p)
 			m := e.message("c:one", "a.jpg", false, tt.size)
-			p.Add(m)
+			p.d.Queue.Add(m)
 			e.nextSettled()
 			if got := e.text(m.MessageID); got != "look\n"+tt.want {
 				t.Fatalf("text = %q; want %q", got, "look\n"+tt.want)
@@ -353,7 +353,7 @@ func TestVoiceNotesAreTranscribed(t *testing.T) {
 			})
 			e.run(p)
 			m := e.message("c:one", "v.ogg", true, 0)
-			p.Add(m)
+			p.d.Queue.Add(m)
 			e.nextSettled()
 			if got := e.text(m.MessageID); got != "look\n"+tt.want {
 				t.Fatalf("text = %q; want %q", got, "look\n"+tt.want)
@@ -391,8 +391,8 @@ func TestPlantedLinksAreNotFollowed(t *testing.T) {
 	}
 	p := e.pool(nil)
 	e.run(p)
-	p.Add(e.message("c:one", "a.jpg", false, 4))
-	p.Add(e.message("c:two", "victim", false, 4))
+	p.d.Queue.Add(e.message("c:one", "a.jpg", false, 4))
+	p.d.Queue.Add(e.message("c:two", "victim", false, 4))
 	e.nextSettled()
 	e.nextSettled()
 	if b, _ := os.ReadFile(victim); string(b) != "precious" {
@@ -421,7 +421,7 @@ func TestUploadsFetchAndCleanUp(t *testing.T) {
 	e.run(p)
 	m := e.message("c:one", "note.ogg", false, 9)
 	m.Source, m.Ref = SourceUpload, []byte(`{"key":"`+key+`"}`) // what the control API stores
-	p.Add(m)
+	p.d.Queue.Add(m)
 	e.nextSettled()
 	if b, _ := os.ReadFile(filepath.Join(e.dir, "groups", "one", "inbox", "note.ogg")); string(b) != "recording" {
 		t.Fatalf("inbox/note.ogg = %q", b)
@@ -509,7 +509,7 @@ func TestHungFetchIsNotRetried(t *testing.T) {
 	p := e.pool(func(c *Config, _ *Deps) { c.Timeout = 50 * time.Millisecond })
 	e.run(p)
 	m := e.message("c:one", "a.jpg", false, 4)
-	p.Add(m)
+	p.d.Queue.Add(m)
 	e.nextSettled()
 	if got := e.text(m.MessageID); got != "look\n[image: download failed: no file within 50ms]" {
 		t.Fatalf("text = %q", got)

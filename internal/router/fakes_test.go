@@ -258,7 +258,7 @@ func (h *harness) shutdown() {
 // post delivers a message from Alice through Inbound and returns its id.
 func (h *harness) post(chat store.ChatID, text string) store.MessageID {
 	h.t.Helper()
-	id, err := h.r.Inbound(context.Background(), channel.Message{
+	id, err := h.r.in.Inbound(context.Background(), channel.Message{
 		Chat: string(chat), ExternalID: uuid.NewString(), Sender: "alice@x", SenderName: "Alice", Text: text, SentAt: time.Now(),
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
-	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/prompt"
@@ -17,16 +16,9 @@ import (
 // handed messages to a container yet, or has ended.
 var errNoRun = errors.New("no live container to pipe into")
 
-// Inbound stores one inbound message through the router's Ingest (see
-// ingest.Ingest.Inbound): a new message of a registered chat wakes the
-// message loop at once. A non-nil error means nothing was stored.
-func (r *Router) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
-	return r.in.Inbound(ctx, m)
-}
-
 func (r *Router) markAllDirty() { r.in.Rescan() }
 
-// loop is the message loop: woken by Inbound (or at start for every group),
+// loop is the message loop: woken by the ingest (or at start for every group),
 // it hands each changed group's pending messages to its agent.
 func (r *Router) loop(ctx context.Context) {
 	for {

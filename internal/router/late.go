@@ -11,13 +11,6 @@ import (
 // DefaultLateWindow is Config.LateWindow's default.
 const DefaultLateWindow = 10 * time.Minute
 
-// isLate reports whether a message sent at sentAt and arriving now came
-// through a backlog: more than Config.LateWindow after it was sent. A
-// message without the network's time is never late.
-func (r *Router) isLate(sentAt time.Time) bool {
-	return !sentAt.IsZero() && r.now().Sub(sentAt) > r.cfg.LateWindow
-}
-
 // wakes reports whether m would wake g's agent had it arrived in time. A
 // message from a sender the group's allow list did not admit never does.
 func (r *Router) wakes(g store.Group, m store.Message) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/store"
+	"github.com/google/uuid"
 )
 
 // A backlog delivered long after it was sent (WhatsApp's history sync or
@@ -31,7 +32,7 @@ func TestLateBacklogDoesNotWakeTheAgent(t *testing.T) {
 			ctx := context.Background()
 			sent := time.Now().Add(-time.Hour)
 			for i, text := range tt.late {
-				if _, err := h.r.Inbound(ctx, channel.Message{Chat: string(tt.chat), ExternalID: "late-" + string(rune('a'+i)),
+				if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: string(tt.chat), ExternalID: "late-" + string(rune('a'+i)),
 					Sender: "alice@x", SenderName: "Alice", Text: text, SentAt: sent.Add(time.Duration(i) * time.Second)}); err != nil {
 					t.Fatalf("inbound: %v", err)
 				}
@@ -74,18 +75,37 @@ func TestLateBacklogDoesNotWakeTheAgent(t *testing.T) {
 }
 
 func TestLateWindowIsConfigurable(t *testing.T) {
+	// late stores a message sent age ago through h's ingest and reports
+	// whether it was stored late.
+	late := func(h *harness, age time.Duration) bool {
+		t.Helper()
+		ctx := context.Background()
+		ext := uuid.NewString()
+		if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: string(mainChat), ExternalID: ext, Sender: "alice@x",
+			Text: "old news", SentAt: time.Now().Add(-age)}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := h.db.RecentMessages(ctx, mainChat, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if m.ExternalID == ext {
+				return m.Late
+			}
+		}
+		t.Fatalf("message sent %s ago not stored", age)
+		return false
+	}
 	h := newHarness(t, func(c *Config) { c.LateWindow = 2 * time.Hour })
-	if h.r.isLate(time.Now().Add(-time.Hour)) {
+	if late(h, time.Hour) {
 		t.Fatalf("an hour-old message is late with a 2h window")
 	}
-	if !h.r.isLate(time.Now().Add(-3 * time.Hour)) {
+	if !late(h, 3*time.Hour) {
 		t.Fatalf("a 3h-old message is not late with a 2h window")
 	}
 	d := newHarness(t, nil)
-	if d.r.cfg.LateWindow != DefaultLateWindow || d.r.isLate(time.Now().Add(-9*time.Minute)) || !d.r.isLate(time.Now().Add(-11*time.Minute)) {
+	if d.r.cfg.LateWindow != DefaultLateWindow || late(d, 9*time.Minute) || !late(d, 11*time.Minute) {
 		t.Fatalf("default window: got %s; want %s", d.r.cfg.LateWindow, DefaultLateWindow)
-	}
-	if d.r.isLate(time.Time{}) {
-		t.Fatalf("a message without the network's time is late")
 	}
 }

@@ -42,7 +42,7 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 		h.start()
 		ctx := context.Background()
 		h.post(mainChat, "before")
-		id, err := h.r.Inbound(ctx, channel.Message{
+		id, err := h.r.in.Inbound(ctx, channel.Message{
 			Chat: string(mainChat), ExternalID: uuid.NewString(), Sender: "alice@x", SenderName: "Alice", SentAt: time.Now(),
 			Text: "ignored while media is pending",
 			Media: &channel.Media{Source: "upload", Ref: []byte(`{"key":"up-1"}`), Label: "image", Name: "a.jpg",
@@ -80,7 +80,7 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 		if ok, err := h.db.SettleMedia(ctx, id, store.MediaSaved, "[image: inbox/a.jpg]"); err != nil || !ok {
 			t.Fatalf("SettleMedia = %v, %v", ok, err)
 		}
-		h.r.MediaSettled(mainChat)
+		h.r.in.MediaSettled(mainChat)
 		run := h.nextRun()
 		p := run.spec.Input.Prompt
 		if !strings.Contains(p, "look at this\n[image: inbox/a.jpg]</message>") || !strings.Contains(p, ">after</message>") || strings.Contains(p, ">before</message>") {
@@ -98,7 +98,7 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 func TestMediaWithoutAQueueIsNotHeld(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
-	if _, err := h.r.Inbound(context.Background(), channel.Message{
+	if _, err := h.r.in.Inbound(context.Background(), channel.Message{
 		Chat: string(mainChat), ExternalID: uuid.NewString(), Sender: "alice@x", SentAt: time.Now(),
 		Media: &channel.Media{Source: "upload", Label: "image", Name: "a.jpg"},
 	}); err != nil {

@@ -115,7 +115,7 @@ type Deps struct {
 	// sender's own.
 	OutboxSignal *outbox.Signal
 	// Media, when set and Ingest is nil, fetches the media of inbound
-	// messages after their commit (see Router.MediaSettled); nil: a
+	// messages after their commit (see ingest.Ingest.MediaSettled); nil: a
 	// message's media is not fetched and its placeholder says so.
 	Media MediaQueue
 	// ContainerGone, when set, is told that a group's container is gone

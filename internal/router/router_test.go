@@ -274,7 +274,7 @@ func TestReplySettlesMessagesPipedWhileIdle(t *testing.T) {
 func TestMentionStoredAndTriggersAfterStart(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if _, err := h.r.Inbound(ctx, channel.Message{Chat: string(famChat), ExternalID: "m1", Sender: "bob@x", SenderName: "Bob",
+	if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: string(famChat), ExternalID: "m1", Sender: "bob@x", SenderName: "Bob",
 		Text: "what do you think, Robo?", SentAt: time.Now(), Mentioned: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +796,7 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 	m := channel.Message{Chat: string(famChat), ChatName: "The Family", IsGroup: true, ExternalID: "wa-1", Sender: "bob@x", SenderName: "Bob", Text: "@" + testName + " hi", SentAt: time.Now()}
 	var ids []store.MessageID
 	for range 2 { // a redelivery is stored once, and gives the stored id back
-		id, err := h.r.Inbound(ctx, m)
+		id, err := h.r.in.Inbound(ctx, m)
 		if err != nil {
 			t.Fatalf("inbound: %v", err)
 		}
@@ -805,10 +805,10 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 	if ids[0] == 0 || ids[1] != ids[0] {
 		t.Fatalf("ids of a message and its redelivery: %v; want one nonzero id twice", ids)
 	}
-	if id, err := h.r.Inbound(ctx, channel.Message{Chat: "fake:stranger", ExternalID: "wa-2", Text: "hello?"}); err != nil || id != 0 {
+	if id, err := h.r.in.Inbound(ctx, channel.Message{Chat: "fake:stranger", ExternalID: "wa-2", Text: "hello?"}); err != nil || id != 0 {
 		t.Fatalf("inbound from an unregistered chat: id %d, %v; want 0 and no error", id, err)
 	}
-	if _, err := h.r.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
+	if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
 		t.Fatalf("inbound without a chat: got nil; want an error")
 	}
 	c, err := h.db.GetChat(ctx, famChat)

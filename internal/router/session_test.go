@@ -33,7 +33,7 @@ func TestOwnersNewEndsTheSession(t *testing.T) {
 	run.result("fine")
 	h.nextSend()
 
-	if _, err := h.r.Inbound(ctx, channel.Message{Chat: string(mainChat), ExternalID: uuid.NewString(), Sender: "owner@x",
+	if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: string(mainChat), ExternalID: uuid.NewString(), Sender: "owner@x",
 		SenderName: "Owner", Text: " /NEW ", SentAt: time.Now(), FromMe: true}); err != nil {
 		t.Fatal(err)
 	}

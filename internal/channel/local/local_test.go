@@ -28,7 +28,7 @@ func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder
 	}
 }
 
-// storeInbound is what the router's Inbound does with a message: store it.
+// storeInbound is what the ingest's Inbound does with a message: store it.
 func storeInbound(db *store.DB) Inbound {
 	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
 		id, _, err := db.InsertMessage(ctx, store.Message{

@@ -137,19 +137,6 @@ func (c *Client) requestAppStateRecovery(ctx context.Context, name appstate.WAPa
 	log.Info().Msg("asked the phone for a copy of the app state")
 }
 
-// AppStateOutOfSync names the app-state collections out of sync, sorted;
-// nil when all are in sync.
-func (c *Client) AppStateOutOfSync() []string {
-	c.upkeep.mu.Lock()
-	defer c.upkeep.mu.Unlock()
-	var names []string
-	for n := range c.upkeep.broken {
-		names = append(names, string(n))
-	}
-	slices.Sort(names)
-	return names
-}
-
 // appStateCondition is the app-state condition of Status; ok is false
 // when every collection is in sync.
 func (c *Client) appStateCondition() (cond channel.Condition, ok bool) {

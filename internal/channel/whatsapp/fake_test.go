@@ -231,7 +231,7 @@ func (f *fakeWA) ContactName(_ context.Context, user types.JID) string {
 }
 
 // recorder collects what the channel hands to the rest of the daemon.
-// recorder is a fake Sink. Like the router's Inbound, its Inbound writes
+// recorder is a fake Sink. Like the ingest's Inbound, its Inbound writes
 // the message's chat too: chats lists every chat write, from either method.
 type recorder struct {
 	mu         sync.Mutex

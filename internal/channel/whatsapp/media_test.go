@@ -34,12 +34,13 @@ type mediaEnv struct {
 	settled chan bridgedstore.ChatID
 }
 
-// storeSink is the recorder with Inbound doing what the router's does with
-// media: the message and its media row in one transaction, then the pool.
+// storeSink is the recorder with Inbound doing what the ingest's does with
+// media: the message and its media row in one transaction, then the pool's
+// queue.
 type storeSink struct {
 	*recorder
-	db   *bridgedstore.DB
-	pool *mediapool.Pool
+	db    *bridgedstore.DB
+	queue *mediapool.Queue
 }
 
 func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
@@ -62,7 +63,7 @@ func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstor
 		return tx.InsertMedia(ctx, *row)
 	})
 	if err == nil && row != nil {
-		s.pool.Add(*row)
+		s.queue.Add(*row)
 	}
 	return id, err
 }
@@ -93,14 +94,15 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 	tc.rec.registered[otherChat.String()] = true
 	tc.setState(channel.StateConnected, "")
 	e := &mediaEnv{testClient: tc, db: db, home: hm, settled: make(chan bridgedstore.ChatID, 16)}
+	queue := mediapool.NewQueue()
 	e.pool, err = mediapool.New(mediapool.Config{MaxBytes: maxBytes, RetryDelays: []time.Duration{time.Millisecond}}, mediapool.Deps{
-		Store: db, Home: hm, Fetchers: map[string]mediapool.Fetcher{ChannelName: tc.Client},
+		Store: db, Home: hm, Queue: queue, Fetchers: map[string]mediapool.Fetcher{ChannelName: tc.Client},
 		Settled: func(c bridgedstore.ChatID) { e.settled <- c }, Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.sink = &storeSink{recorder: tc.rec, db: db, pool: e.pool}
+	tc.sink = &storeSink{recorder: tc.rec, db: db, queue: queue}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = e.pool.Run(pctx); close(done) }()
