@@ -106,3 +106,28 @@ func waitBusy(t *testing.T, e *env, folder string, within time.Duration) {
 		time.Sleep(100 * time.Millisecond) // polling tick: the status reports no event
 	}
 }
+
+// Removing a group stops its running agent: an idle container does not
+// stay up until its idle timeout with the group gone.
+func TestE2ERemovedGroupAgentStops(t *testing.T) {
+	parallel(t, light)
+	e := newEnv(t, "--idle-timeout", "5m")
+	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
+	d := e.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := e.watchContainers(ctx)
+	const wait = 90 * time.Second
+
+	if got := e.ask("local:fam", "fake:reply hi", wait); got != "hi" {
+		t.Fatalf("fam got %q; want hi", got)
+	}
+	watch.waitRunning(t, 1, wait)
+	out := e.mustCLI("groups", "remove", "fam")
+	if !strings.Contains(out, "Its running agent, if any, is stopped") {
+		t.Errorf("groups remove said:\n%s\nwant that its running agent is stopped", out)
+	}
+	watch.waitRunning(t, 0, wait)
+	d.stop(t)
+}

@@ -238,7 +238,7 @@ func (a *app) groupsRemove(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Removed group %s. Its folder and history are kept; its tasks are paused when they next come due.\n", pos[0])
+		fmt.Fprintf(a.stdout, "Removed group %s. Its running agent, if any, is stopped (when idle, else when its turn ends); its folder and history are kept; its tasks are paused when they next come due.\n", pos[0])
 		return nil
 	})
 }

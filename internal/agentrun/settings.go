@@ -86,6 +86,20 @@ func (x *Runner) Apply(grp *Group, g store.Group) Applied {
 	return applied
 }
 
+// Retire ends the live run in grp for good, as for a group that was
+// removed: it takes no more messages and its container is closed at once
+// if the agent is idle, or when its turn in flight ends. It does not wait
+// for the container to go. The lock must be held.
+func (x *Runner) Retire(grp *Group, folder store.Folder) Applied {
+	run := grp.run
+	if run == nil {
+		return AppliesNext
+	}
+	applied := x.retire(run, folder)
+	x.Log.Info().Str("group", string(folder)).Str("applies", applied.String()).Msg("group removed; its container closes")
+	return applied
+}
+
 // retire has run take no more messages and closes its container: at once
 // when the agent is idle, else when its turn in flight ends. The group's
 // lock must be held.

@@ -112,6 +112,14 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// Its running agent, if any, is stopped: at once when idle, else
+	// when its turn ends (the settings applier retires a removed group's
+	// run).
+	if a, ok := s.opts.Groups.(SettingsApplier); ok {
+		if _, err := a.ApplySettings(r.Context(), folder); err != nil {
+			s.log.Warn().Err(err).Str("group", folder).Msg("cannot stop the removed group's running agent")
+		}
+	}
 	s.log.Info().Str("group", folder).Msg("group removed")
 	s.syncGroups(r.Context())
 	s.wakeTasks()
