@@ -68,9 +68,10 @@ var tiers = map[string]tier{
 	"internal/testcover":     program, // test support
 
 	// test support shared by the packages' tests
-	"internal/testlog":             program,
-	"internal/store/storetest":     program,
-	"internal/channel/channeltest": program,
+	"internal/testlog":               program,
+	"internal/store/storetest":       program,
+	"internal/channel/channeltest":   program,
+	"internal/nanoclaw/nanoclawtest": program,
 
 	"groups":                    leaf,
 	"migrations":                leaf,

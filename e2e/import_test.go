@@ -1,35 +1,16 @@
 package e2e
 
 import (
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-// nanoClawSchema is NanoClaw v1.2.39's store/messages.db (its src/db.ts,
-// migrations applied).
-const nanoClawSchema = `
-CREATE TABLE chats (jid TEXT PRIMARY KEY, name TEXT, last_message_time TEXT, channel TEXT, is_group INTEGER DEFAULT 0);
-CREATE TABLE messages (id TEXT, chat_jid TEXT, sender TEXT, sender_name TEXT, content TEXT, timestamp TEXT, is_from_me INTEGER,
-  is_bot_message INTEGER DEFAULT 0, PRIMARY KEY (id, chat_jid), FOREIGN KEY (chat_jid) REFERENCES chats(jid));
-CREATE INDEX idx_timestamp ON messages(timestamp);
-CREATE TABLE scheduled_tasks (id TEXT PRIMARY KEY, group_folder TEXT NOT NULL, chat_jid TEXT NOT NULL, prompt TEXT NOT NULL,
-  schedule_type TEXT NOT NULL, schedule_value TEXT NOT NULL, next_run TEXT, last_run TEXT, last_result TEXT,
-  status TEXT DEFAULT 'active', created_at TEXT NOT NULL, context_mode TEXT DEFAULT 'isolated', script TEXT);
-CREATE TABLE task_run_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, run_at TEXT NOT NULL, duration_ms INTEGER NOT NULL,
-  status TEXT NOT NULL, result TEXT, error TEXT, FOREIGN KEY (task_id) REFERENCES scheduled_tasks(id));
-CREATE TABLE router_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE sessions (group_folder TEXT PRIMARY KEY, session_id TEXT NOT NULL);
-CREATE TABLE registered_groups (jid TEXT PRIMARY KEY, name TEXT NOT NULL, folder TEXT NOT NULL UNIQUE, trigger_pattern TEXT NOT NULL,
-  added_at TEXT NOT NULL, container_config TEXT, requires_trigger INTEGER DEFAULT 1, is_main INTEGER DEFAULT 0);
-`
+	"github.com/bridged-app/bridged/internal/nanoclaw/nanoclawtest"
+)
 
 const nanoSession = "6f1d0c9e-0000-4000-8000-00000000e2e0"
 
@@ -74,7 +55,7 @@ func nanoClawInstall(t *testing.T, due time.Time) (dir, cfg string) {
 		sql  string
 		args []any
 	}{
-		{sql: nanoClawSchema},
+		{sql: nanoclawtest.SchemaV1239},
 		{`INSERT INTO registered_groups VALUES ('local:main', 'Main', 'main', '@Andy', ?, NULL, 0, 1)`, []any{iso(-72 * time.Hour)}},
 		{`INSERT INTO registered_groups VALUES ('local:team', 'Team', 'team', '@Andy', ?, ?, 0, 0)`, []any{iso(-48 * time.Hour),
 			`{"additionalMounts":[{"hostPath":"` + filepath.Join(base, "private") + `","readonly":true}]}`}},
@@ -108,34 +89,6 @@ func sqlExec(t *testing.T, path, stmt string) {
 	if _, err := db.Exec(stmt); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
 	}
-}
-
-// hashTree hashes every name, mode and byte under dir.
-func hashTree(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h.Write([]byte(p + "\x00" + fi.Mode().String() + "\x00"))
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // importSteps returns the "+" lines of an import's output: what it does.
@@ -183,7 +136,7 @@ func TestE2EImportNanoClaw(t *testing.T) {
 	e.extraEnv = append(e.extraEnv, "BRIDGED_MOUNT_ALLOWLIST="+allowlist)
 	due := time.Now().Add(45 * time.Second)
 	dir, cfg := nanoClawInstall(t, due)
-	before := hashTree(t, filepath.Dir(dir))
+	before := nanoclawtest.TreeHash(t, filepath.Dir(dir))
 
 	// Not a NanoClaw directory: a clear error, nothing written.
 	if _, err := e.cli("import", "nanoclaw", "--apply", "--config", cfg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a NanoClaw v1 directory") {
@@ -246,7 +199,7 @@ func TestE2EImportNanoClaw(t *testing.T) {
 	if len(importSteps(again)) != 0 || !strings.Contains(again, "nothing new to import") || !strings.Contains(again, "Already in bridged") {
 		t.Errorf("a second import did something:\n%s", again)
 	}
-	if hashTree(t, filepath.Dir(dir)) != before {
+	if nanoclawtest.TreeHash(t, filepath.Dir(dir)) != before {
 		t.Error("the import wrote into NanoClaw's tree")
 	}
 

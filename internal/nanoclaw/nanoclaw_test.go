@@ -2,9 +2,7 @@ package nanoclaw_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -18,30 +16,10 @@ import (
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/nanoclaw"
+	"github.com/bridged-app/bridged/internal/nanoclaw/nanoclawtest"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
-
-// schemaV1239 is NanoClaw v1.2.39's createSchema (src/db.ts), its
-// migrations applied.
-const schemaV1239 = `
-CREATE TABLE chats (jid TEXT PRIMARY KEY, name TEXT, last_message_time TEXT, channel TEXT, is_group INTEGER DEFAULT 0);
-CREATE TABLE messages (id TEXT, chat_jid TEXT, sender TEXT, sender_name TEXT, content TEXT, timestamp TEXT, is_from_me INTEGER,
-  is_bot_message INTEGER DEFAULT 0, PRIMARY KEY (id, chat_jid), FOREIGN KEY (chat_jid) REFERENCES chats(jid));
-CREATE INDEX idx_timestamp ON messages(timestamp);
-CREATE TABLE scheduled_tasks (id TEXT PRIMARY KEY, group_folder TEXT NOT NULL, chat_jid TEXT NOT NULL, prompt TEXT NOT NULL,
-  schedule_type TEXT NOT NULL, schedule_value TEXT NOT NULL, next_run TEXT, last_run TEXT, last_result TEXT,
-  status TEXT DEFAULT 'active', created_at TEXT NOT NULL, context_mode TEXT DEFAULT 'isolated', script TEXT);
-CREATE INDEX idx_next_run ON scheduled_tasks(next_run);
-CREATE INDEX idx_status ON scheduled_tasks(status);
-CREATE TABLE task_run_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, run_at TEXT NOT NULL, duration_ms INTEGER NOT NULL,
-  status TEXT NOT NULL, result TEXT, error TEXT, FOREIGN KEY (task_id) REFERENCES scheduled_tasks(id));
-CREATE INDEX idx_task_run_logs ON task_run_logs(task_id, run_at);
-CREATE TABLE router_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE sessions (group_folder TEXT PRIMARY KEY, session_id TEXT NOT NULL);
-CREATE TABLE registered_groups (jid TEXT PRIMARY KEY, name TEXT NOT NULL, folder TEXT NOT NULL UNIQUE, trigger_pattern TEXT NOT NULL,
-  added_at TEXT NOT NULL, container_config TEXT, requires_trigger INTEGER DEFAULT 1, is_main INTEGER DEFAULT 0);
-`
 
 const (
 	mainJID   = "120363000000000001@g.us"
@@ -87,7 +65,7 @@ func install(t *testing.T, now time.Time) (dir, cfgDir, allowed string) {
 	}
 	defer db.Close()
 	iso := func(d time.Duration) string { return now.Add(d).UTC().Format("2006-01-02T15:04:05.000Z") }
-	stmts := []string{schemaV1239, `PRAGMA journal_mode=WAL`}
+	stmts := []string{nanoclawtest.SchemaV1239, `PRAGMA journal_mode=WAL`}
 	for _, s := range stmts {
 		if _, err := db.Exec(s); err != nil {
 			t.Fatal(err)
@@ -130,34 +108,6 @@ func install(t *testing.T, now time.Time) (dir, cfgDir, allowed string) {
 	return dir, cfgDir, allowed
 }
 
-// treeHash hashes every name, mode and byte under dir.
-func treeHash(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h.Write([]byte(p + "\x00" + fi.Mode().String() + "\x00"))
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func texts(p *nanoclaw.Plan) []string {
 	var out []string
 	for _, s := range p.Steps {
@@ -170,7 +120,7 @@ func TestImportPlanApplyTwice(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	dir, cfgDir, allowed := install(t, now)
-	before := treeHash(t, filepath.Dir(dir))
+	before := nanoclawtest.TreeHash(t, filepath.Dir(dir))
 
 	bhome := t.TempDir()
 	if err := (home.Layout{Dir: bhome}).Prepare(); err != nil {
@@ -291,7 +241,7 @@ func TestImportPlanApplyTwice(t *testing.T) {
 	if len(again.Have) == 0 {
 		t.Error("a second import lists nothing as already there")
 	}
-	if after := treeHash(t, filepath.Dir(dir)); after != before {
+	if after := nanoclawtest.TreeHash(t, filepath.Dir(dir)); after != before {
 		t.Error("the NanoClaw tree changed")
 	}
 }
@@ -312,12 +262,12 @@ func TestImportRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.Close()
-		before := treeHash(t, filepath.Dir(dir))
+		before := nanoclawtest.TreeHash(t, filepath.Dir(dir))
 		_, err := nanoclaw.Read(ctx, dir, cfg)
 		if !errors.Is(err, nanoclaw.ErrSchemaNewer) || !strings.Contains(err.Error(), "registered_groups.agent_group_id") {
 			t.Fatalf("err = %v; want ErrSchemaNewer naming the column", err)
 		}
-		if treeHash(t, filepath.Dir(dir)) != before {
+		if nanoclawtest.TreeHash(t, filepath.Dir(dir)) != before {
 			t.Error("the NanoClaw tree changed")
 		}
 	})
