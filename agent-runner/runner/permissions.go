@@ -25,9 +25,6 @@ const (
 	ProfileChat     = ipc.ProfileChat
 )
 
-// bridgeTools are bridged's own MCP tools.
-var bridgeTools = "mcp__" + MCPServerName + "__*"
-
 // profileConfig sets c's permission flags for profile (ipc.ProfileRules,
 // which the daemon's managed settings repeat). The CLI settles a tool call
 // in the order disallowed → allowed → mode → can_use_tool; every profile

@@ -22,10 +22,10 @@ func TestProfileFlags(t *testing.T) {
 		allowed, notAllowed   []string
 		disallowed            []string
 	}{
-		{ProfileFull, claudecli.PermissionBypass, "", []string{"Bash", "Write", "WebFetch", bridgeTools}, nil, nil},
-		{ProfileAsk, claudecli.PermissionDefault, "stdio", []string{"Read", "Grep", "WebSearch", bridgeTools}, []string{"Bash", "Write", "Edit", "WebFetch"}, nil},
-		{ProfileReadOnly, claudecli.PermissionDefault, "stdio", []string{"Read", bridgeTools}, []string{"Bash", "Write"}, []string{"Write", "Edit", "WebFetch"}},
-		{ProfileChat, claudecli.PermissionDefault, "stdio", []string{bridgeTools}, []string{"Read"}, []string{"Bash", "Read", "Write", "WebFetch", "WebSearch"}},
+		{ProfileFull, claudecli.PermissionBypass, "", []string{"Bash", "Write", "WebFetch", ipc.BridgeTools}, nil, nil},
+		{ProfileAsk, claudecli.PermissionDefault, "stdio", []string{"Read", "Grep", "WebSearch", ipc.BridgeTools}, []string{"Bash", "Write", "Edit", "WebFetch"}, nil},
+		{ProfileReadOnly, claudecli.PermissionDefault, "stdio", []string{"Read", ipc.BridgeTools}, []string{"Bash", "Write"}, []string{"Write", "Edit", "WebFetch"}},
+		{ProfileChat, claudecli.PermissionDefault, "stdio", []string{ipc.BridgeTools}, []string{"Read"}, []string{"Bash", "Read", "Write", "WebFetch", "WebSearch"}},
 	} {
 		var c claudecli.Config
 		profileConfig(&c, tc.profile)

@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	env = withEnv(env, st.env)
+	env = mergeEnv(env, st.env)
 	if st.noBypass && opts.bypass() {
 		fmt.Fprintln(stderr, "bypassPermissions mode is disabled by the managed settings; running in default mode")
 		opts.skipPermissions, opts.allowSkip = false, false

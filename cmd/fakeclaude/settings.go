@@ -411,29 +411,3 @@ func (f *fake) runCommandHook(ctx context.Context, h commandHook, input map[stri
 	return out.String(), 0, err
 }
 
-// withEnv returns env with the settings' variables set (theirs win).
-func withEnv(env []string, set map[string]string) []string {
-	if len(set) == 0 {
-		return env
-	}
-	out := make([]string, 0, len(env)+len(set))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !hasKey(set, k) {
-			out = append(out, kv)
-		}
-	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+set[k])
-	}
-	return out
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
-}
