@@ -133,8 +133,11 @@ func unknownWord(kind, word string, known []string) string {
 	if n := config.Nearest(word, known); n != "" {
 		return fmt.Sprintf("unknown %s %q: did you mean %s?", kind, word, n)
 	}
-	if kind == "command" {
+	switch {
+	case kind == "command":
 		return fmt.Sprintf("unknown %s %q", kind, word)
+	case len(known) == 1:
+		return fmt.Sprintf("unknown %s %q (want %s)", kind, word, known[0])
 	}
 	return fmt.Sprintf("unknown %s %q (want %s or %s)", kind, word, strings.Join(known[:len(known)-1], ", "), known[len(known)-1])
 }

@@ -82,7 +82,11 @@ func TestSubcommandHelpIsShort(t *testing.T) {
 // error goes to stderr, exit 2.
 func TestHelpOnStdout(t *testing.T) {
 	ctx := context.Background()
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"groups", "--help"}, {"tasks", "-h"}, {"approvals", "--help"}, {"status", "-h"}, {"groups", "set", "--help"}} {
+	helps := [][]string{{"--help"}, {"-h"}, {"help"}, {"tasks", "-h"}, {"status", "-h"}, {"groups", "set", "--help"}, {"import", "nanoclaw", "--help"}}
+	for _, c := range commands() {
+		helps = append(helps, []string{c.name, "--help"})
+	}
+	for _, args := range helps {
 		out, errOut, err := cli(t, ctx, nil, "", args...)
 		if (err != nil && exitCode(err) != 0) || !strings.Contains(out, "Usage: bridged") || errOut != "" {
 			t.Errorf("bridged %s: %v, stdout %q, stderr %q; want the usage on stdout, exit 0", strings.Join(args, " "), err, out, errOut)

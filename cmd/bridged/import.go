@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,16 +19,20 @@ import (
 )
 
 func (a *app) cmdImport(ctx context.Context, args []string) error {
-	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(a.stderr, "Usage: bridged import nanoclaw [--apply] [--config DIR] [flags] DIR")
-		fmt.Fprintln(a.stderr, "\n  nanoclaw  bring a NanoClaw v1 install over (a dry run unless --apply)")
-		if len(args) == 0 {
-			return errUsage
-		}
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: bridged import nanoclaw [--apply] [--config DIR] [flags] DIR")
+		fmt.Fprintln(w, "\n  nanoclaw  bring a NanoClaw v1 install over (a dry run unless --apply)")
+	}
+	if len(args) == 0 {
+		usage(a.stderr)
+		return errUsage
+	}
+	if isHelp(args[0]) {
+		usage(a.stdout)
 		return flag.ErrHelp
 	}
 	if args[0] != "nanoclaw" {
-		fmt.Fprintf(a.stderr, "bridged import: unknown source %q (want nanoclaw)\n", args[0])
+		fmt.Fprintf(a.stderr, "bridged import: %s\n", unknownWord("source", args[0], []string{"nanoclaw"}))
 		return errUsage
 	}
 	return a.importNanoClaw(ctx, args[1:])

@@ -410,4 +410,3 @@ func (f *fake) runCommandHook(ctx context.Context, h commandHook, input map[stri
 	}
 	return out.String(), 0, err
 }
-
