@@ -70,6 +70,35 @@ type MountRequest struct {
 // or containing them are always refused. Roots that do not exist are
 // ignored.
 func LoadAllowlist(file string, protect ...string) (*Allowlist, error) {
+	a, err := newAllowlist(file, protect)
+	if err != nil {
+		return nil, err
+	}
+	file = a.file
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return a, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mount allowlist %s: %w", file, err)
+	}
+	return a.parse(data)
+}
+
+// ParseAllowlist is LoadAllowlist of data, the content file is to hold (a
+// file not yet written: an import's plan checks mounts against it). The
+// file is read nowhere; it names the allowlist in errors and is protected.
+func ParseAllowlist(file string, data []byte, protect ...string) (*Allowlist, error) {
+	a, err := newAllowlist(file, protect)
+	if err != nil {
+		return nil, err
+	}
+	return a.parse(data)
+}
+
+// newAllowlist is the allowlist of file (made absolute) that allows
+// nothing yet, with file and protect protected.
+func newAllowlist(file string, protect []string) (*Allowlist, error) {
 	file, err := absPath(file)
 	if err != nil {
 		return nil, fmt.Errorf("mount allowlist %s: %w", file, err)
@@ -85,13 +114,13 @@ func LoadAllowlist(file string, protect ...string) (*Allowlist, error) {
 		}
 		a.protected = append(a.protected, resolveLenient(p))
 	}
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return a, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mount allowlist %s: %w", file, err)
-	}
+	return a, nil
+}
+
+// parse reads the allowlist file's content data into a, whose file and
+// protected paths are set.
+func (a *Allowlist) parse(data []byte) (*Allowlist, error) {
+	file := a.file
 	var f allowlistFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

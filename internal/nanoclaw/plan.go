@@ -80,7 +80,6 @@ type planner struct {
 	t       Target
 	p       *Plan
 	al      *container.Allowlist // the allowlist in force after the import
-	alFile  string               // the file al was read from
 	folders map[string]store.Group
 	groups  map[string]store.Group // by chat id, as bridged will hold them
 	mainSet bool
@@ -167,33 +166,20 @@ func (pl *planner) mountAllowlist() error {
 	if pl.t.Allowlist == "" {
 		return nil
 	}
-	file := pl.t.Allowlist
+	// The groups' mounts are checked against the allowlist as it will be.
+	var al *container.Allowlist
+	var err error
 	if write != nil {
-		// Check the groups' mounts against the allowlist as it will be.
-		dir, err := os.MkdirTemp("", "bridged-import-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		file = filepath.Join(dir, "mount-allowlist.json")
-		if err := os.WriteFile(file, write, 0o600); err != nil {
-			return err
-		}
+		al, err = container.ParseAllowlist(pl.t.Allowlist, write, pl.t.Protect...)
+	} else {
+		al, err = container.LoadAllowlist(pl.t.Allowlist, pl.t.Protect...)
 	}
-	al, err := container.LoadAllowlist(file, append([]string{pl.t.Allowlist}, pl.t.Protect...)...)
 	if err != nil {
-		pl.p.skip("the groups' extra mounts", "%s", pl.allowlistNamed(file, err))
+		pl.p.skip("the groups' extra mounts", "%s", err)
 		return nil
 	}
 	pl.al = al.WithMasks(pl.t.Home)
-	pl.alFile = file
 	return nil
-}
-
-// allowlistNamed is err's text naming bridged's allowlist file where it
-// names the copy the plan checked against.
-func (pl *planner) allowlistNamed(file string, err error) string {
-	return strings.ReplaceAll(err.Error(), file, pl.t.Allowlist)
 }
 
 // plural is n and the noun, plural when n is not 1.
@@ -307,7 +293,7 @@ func (pl *planner) mounts(what string, g *store.Group) []string {
 		}
 		creq := container.MountRequest{HostPath: req.HostPath, ContainerPath: req.ContainerPath, ReadWrite: req.ReadWrite}
 		if err := pl.al.Validate([]container.MountRequest{creq}, g.IsMain); err != nil {
-			pl.p.skip(mw, "%s", pl.allowlistNamed(pl.alFile, err))
+			pl.p.skip(mw, "%s", err)
 			continue
 		}
 		g.ContainerConfig.ExtraMounts = append(g.ContainerConfig.ExtraMounts, req)
