@@ -55,7 +55,7 @@ func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowa
 			BudgetUSD: budget, SpentUSD: cost}); err != nil {
 			m.log.Warn().Err(err).Str("group", group).Msg("cannot record the budget's refusal; the message's story will lack it")
 		}
-		return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, m.al.Refusal(ctx, g)
+		return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, m.al.RefusalAt(ctx, g, cost)
 	}
 	return credproxy.Allowance{BudgetUSD: budget, SpentUSD: cost}, ""
 }

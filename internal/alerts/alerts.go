@@ -367,22 +367,14 @@ func (a *Alerts) CostToday(ctx context.Context, folder store.Folder) (float64, e
 	return cost, err
 }
 
-// Refusal is asked by the credential proxy before g's agent sends a
-// Claude API request: "" lets it through; at the budget it returns the
-// refusal's message, and tells the group (and the owner) once, as Spent
-// does. The cost is the usage ledger's, read at each call, and the budget
-// g's as stored: a raised or lifted budget lets the next request through.
-func (a *Alerts) Refusal(ctx context.Context, g store.Group) string {
+// RefusalAt is asked by the credential proxy before g's agent sends a
+// Claude API request, with today's cost as the proxy's ledger read it:
+// "" lets it through; at the budget it returns the refusal's message, and
+// tells the group (and the owner) once, as Spent does. The budget is g's
+// as stored: a raised or lifted budget lets the next request through.
+func (a *Alerts) RefusalAt(ctx context.Context, g store.Group, cost float64) string {
 	budget := g.ContainerConfig.BudgetDailyUSD
-	if budget <= 0 {
-		return ""
-	}
-	cost, _, err := a.costToday(ctx, g.Folder)
-	if err != nil {
-		a.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot read today's cost; budget not applied")
-		return ""
-	}
-	if !rules.OverBudget(budget, cost) {
+	if budget <= 0 || !rules.OverBudget(budget, cost) {
 		return ""
 	}
 	a.Spent(ctx, g)
