@@ -565,17 +565,16 @@ func Rule(tool string, input json.RawMessage) string {
 }
 
 // escape writes the characters of s that a terminal or a chat would act
-// on (controls, format characters such as bidi overrides, invalid UTF-8)
-// as \u{…}, and a backslash as \\: a rule is safe to show and still names
-// one command exactly.
+// on (controls, format characters such as bidi overrides) as \u{…}, and a
+// backslash as \\: a rule is safe to show and still names one command
+// exactly. s comes through encoding/json, which has made invalid UTF-8
+// U+FFFD already.
 func escape(s string) string {
 	var b strings.Builder
-	for i, r := range s {
+	for _, r := range s {
 		switch {
 		case r == '\\':
 			b.WriteString(`\\`)
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x{%02x}`, s[i])
 		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
 			fmt.Fprintf(&b, `\u{%x}`, r)
 		default:
