@@ -185,23 +185,23 @@ func PolicyMount(l home.Layout, folder string) Mount {
 
 // WriteManagedSettings writes the managed settings of profile for folder's
 // next container into its policy directory (data/policy/<folder>, which no
-// container can write; made by path), complete or not at all, and returns
-// the file's path. A running container keeps the file it was started with.
-func WriteManagedSettings(l home.Layout, folder, profile string) (string, error) {
+// container can write; made by path), complete or not at all, at
+// ManagedSettingsFile. A running container keeps the file it was started with.
+func WriteManagedSettings(l home.Layout, folder, profile string) error {
 	if err := home.CheckFolder(folder); err != nil {
-		return "", err
+		return err
 	}
 	data, err := ManagedSettings(profile)
 	if err != nil {
-		return "", err
+		return err
 	}
 	dir := l.PolicyDir(folder)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+		return fmt.Errorf("managed settings for %s: %w", folder, err)
 	}
 	f, err := os.CreateTemp(dir, "."+ManagedSettingsName+".*.tmp")
 	if err != nil {
-		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+		return fmt.Errorf("managed settings for %s: %w", folder, err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -219,9 +219,9 @@ func WriteManagedSettings(l home.Layout, folder, profile string) (string, error)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("managed settings for %s: %w", folder, err)
+		return fmt.Errorf("managed settings for %s: %w", folder, err)
 	}
-	return ManagedSettingsFile(l, folder), nil
+	return nil
 }
 
 // EnsureSettings creates the group's .claude/settings.json through h if

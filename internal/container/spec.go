@@ -76,7 +76,7 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
 	}
 	layout := b.Home.Layout()
-	if _, err := WriteManagedSettings(layout, folder, profile); err != nil {
+	if err := WriteManagedSettings(layout, folder, profile); err != nil {
 		return Spec{}, nil, err
 	}
 	spec = Spec{

@@ -292,6 +292,10 @@ func (g *group[T]) turnDone() bool {
 	return g.idle()
 }
 
+// msgsRunnable reports whether g's waiting messages may run now: they
+// wait, and no retry back-off holds them.
+func (g *group[T]) msgsRunnable() bool { return g.pendingMsgs && g.retry != Backoff }
+
 func (g *group[T]) active() bool { return g.kind != "" }
 func (g *group[T]) hasTask(id string) bool {
 	if g.kind == KindTask && g.task.ID == id {
@@ -588,7 +592,7 @@ func (q *Queue[T]) groupLocked(name string) *group[T] {
 // refreshLocked keeps g's membership of the waiting list in step with its
 // state: a group waits exactly when it has no run and has runnable work.
 func (q *Queue[T]) refreshLocked(g *group[T]) {
-	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || (g.pendingMsgs && g.retry != Backoff))
+	runnable := !q.shutting && !g.active() && (len(g.tasks) > 0 || g.msgsRunnable())
 	switch {
 	case runnable && !g.waiting:
 		g.waiting = true
@@ -626,7 +630,7 @@ func (q *Queue[T]) settleLocked() []string {
 		if !g.idle() {
 			continue
 		}
-		if g.state == Expired || q.shutting || len(g.tasks) > 0 || (g.pendingMsgs && g.retry != Backoff) {
+		if g.state == Expired || q.shutting || len(g.tasks) > 0 || g.msgsRunnable() {
 			g.to(Closing)
 			closes = append(closes, g.name)
 			closing++
@@ -650,7 +654,7 @@ func (q *Queue[T]) settleLocked() []string {
 // both wait they take turns: messages after a task run, a task after any
 // other run.
 func (q *Queue[T]) startLocked(g *group[T]) {
-	msgs := g.pendingMsgs && g.retry != Backoff
+	msgs := g.msgsRunnable()
 	if len(g.tasks) > 0 && !(msgs && g.last == KindTask) {
 		g.kind = KindTask
 		g.task = g.tasks[0]
