@@ -32,9 +32,7 @@ func (tx *Tx) ImportTask(ctx context.Context, t Task) (Task, error) {
 		t.CreatedAt = tx.now()
 	}
 	t.CreatedAt = fromMS(toMS(t.CreatedAt))
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
-		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures), t.PromptBy); err != nil {
+	if err := tx.insertTask(ctx, t); err != nil {
 		return Task{}, fmt.Errorf("import task %s: %w", t.ID, err)
 	}
 	return t, nil

@@ -133,12 +133,18 @@ func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 			return Task{}, fmt.Errorf("create task: no free id after %d attempts", attempt+1)
 		}
 	}
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
-		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures), t.PromptBy); err != nil {
+	if err := tx.insertTask(ctx, t); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)
 	}
 	return t, nil
+}
+
+// insertTask writes t, id and all, as a new row.
+func (tx *Tx) insertTask(ctx context.Context, t Task) error {
+	_, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
+		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures), t.PromptBy)
+	return err
 }
 
 // CreateTask stores a new task (see Tx.CreateTask).
