@@ -204,7 +204,7 @@ func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, o
 	if n > 0 {
 		log.Warn().Int("approvals", n).Msg("approval requests left open by the previous bridged denied")
 	}
-	told, err := db.TakeNotice(ctx, "tool_profiles")
+	told, err := db.Notices.Take(ctx, "tool_profiles")
 	if err != nil || !told {
 		return err
 	}
@@ -212,7 +212,7 @@ func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, o
 		"To have a group ask you before commands that change things, web fetches and writes outside its folder: " +
 		"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."
 	log.Warn().Msg(text)
-	if main, err := db.MainGroup(ctx); err == nil {
+	if main, err := db.Groups.Main(ctx); err == nil {
 		if _, err := out.SendMessage(ctx, string(main.Chat), text, store.OriginNotice, ""); err != nil {
 			log.Warn().Err(err).Msg("tool profile notice not posted")
 		}
@@ -304,13 +304,13 @@ func (s waSink) Inbound(ctx context.Context, m channel.Message) (store.MessageID
 }
 
 func (s waSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
-	return s.db.UpsertChat(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
+	return s.db.Chats.Upsert(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
 }
 
 // IsRegistered says yes on a database error: the store decides again when
 // the message is inserted, and an error there withholds the ack.
 func (s waSink) IsRegistered(ctx context.Context, chat string) bool {
-	_, err := s.db.GetGroupByChat(ctx, store.ChatID(chat))
+	_, err := s.db.Groups.ByChat(ctx, store.ChatID(chat))
 	return !errors.Is(err, store.ErrNotFound)
 }
 
@@ -319,12 +319,12 @@ var _ whatsapp.ContactHistory = waSink{}
 // HasHistory says yes on a database error: WhatsApp refuses the message
 // itself if it must.
 func (s waSink) HasHistory(ctx context.Context, chat string) bool {
-	ok, err := s.db.HasWritten(ctx, store.ChatID(chat))
+	ok, err := s.db.Messages.HasWritten(ctx, store.ChatID(chat))
 	return err != nil || ok
 }
 
 func (s waSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
-	own, err := s.db.IsOwnMessage(ctx, store.ChatID(chat), id)
+	own, err := s.db.Outbox.IsOwn(ctx, store.ChatID(chat), id)
 	return err == nil && own
 }
 
@@ -440,7 +440,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	// So is the owner's /remote-control (internal/remotecontrol).
 	remote, err := remotecontrol.New(remotecontrol.Config{
 		Enabled: cfg.RemoteControl, CLI: cfg.RemoteControlCLI, Dir: hm.Layout().RemoteControlDir(), Env: os.Environ(),
-		Groups: db, Post: poster, Log: log,
+		Groups: db.Groups, Post: poster, Log: log,
 	})
 	if err != nil {
 		return err
@@ -634,7 +634,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
 	g.Go(func() error {
-		return (&retention.Pruner{DB: db, Files: hm.Spool(), Keep: cfg.Retention, Log: log,
+		return (&retention.Pruner{DB: db, Files: hm.Spool(), Outbox: db.Outbox, Sessions: db.Sessions, Keep: cfg.Retention, Log: log,
 			Trees: hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
 	})
 	g.Go(func() error { return al.Run(gctx) })

@@ -62,7 +62,7 @@ func (m enqueueDB) SendMessage(ctx context.Context, unit store.Unit, chat, text 
 	var stored store.OutboxItem
 	err := m.db.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		if stored, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil || unit == nil {
+		if stored, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil || unit == nil {
 			return err
 		}
 		return unit.Apply(ctx, tx, stored)
@@ -91,15 +91,15 @@ func TestRecoverStartOrder(t *testing.T) {
 	ctx := context.Background()
 	home := newHome(t)
 	db := openDB(t, home)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:family", Name: "family", Folder: "family", Trigger: "@Andy"}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:family", Name: "family", Folder: "family", Trigger: "@Andy"}); err != nil {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(-time.Minute)
-	task, err := db.CreateTask(ctx, store.Task{Folder: "family", Chat: "local:family", Prompt: "p", Kind: store.TaskInterval, Value: "1h", NextRun: &due})
+	task, err := db.Tasks.Create(ctx, store.Task{Folder: "family", Chat: "local:family", Prompt: "p", Kind: store.TaskInterval, Value: "1h", NextRun: &due})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ClaimDue(ctx, time.Now(), func(store.Task) store.Claim { return store.Claim{Next: ptrTime(time.Now().Add(time.Hour))} }); err != nil {
+	if _, err := db.Tasks.ClaimDue(ctx, time.Now(), func(store.Task) store.Claim { return store.Claim{Next: ptrTime(time.Now().Add(time.Hour))} }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -149,7 +149,7 @@ func TestRecoverStartOrder(t *testing.T) {
 	}
 	waitFile(t, filepath.Join(ipc.Layout{Root: ipcDir}.Responses(), fresh.ID+".json"))
 
-	out, err := db.PendingOutbox(ctx, 0)
+	out, err := db.Outbox.Pending(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRecoverStartOrder(t *testing.T) {
 	if len(out) != 2 || out[0].Origin != store.OriginNotice || !strings.Contains(out[0].Text, string(task.ID)) || out[1].Text != "fresh" {
 		t.Errorf("outbox %q; want the interrupted task's notice, then only the fresh message", texts)
 	}
-	runs, _ := db.ListTaskRuns(ctx, task.ID, 0)
+	runs, _ := db.Tasks.Runs(ctx, task.ID, 0)
 	if len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "interrupted") {
 		t.Errorf("task runs %+v; want one interrupted run", runs)
 	}

@@ -56,11 +56,11 @@ func TestDashboardCommand(t *testing.T) {
 func TestDashboardApprovalsAdapter(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, newHome(t))
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:fam", Folder: "fam", Tools: store.ToolsAsk}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:fam", Folder: "fam", Tools: store.ToolsAsk}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.AddApproval(ctx, store.Approval{ID: "ab12", Folder: "fam", RequestID: "r1", Tool: "Bash", Subject: "touch x", Rule: "Bash(touch x)"})
+		_, err := tx.Approvals.Add(ctx, store.Approval{ID: "ab12", Folder: "fam", RequestID: "r1", Tool: "Bash", Subject: "touch x", Rule: "Bash(touch x)"})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestDashboardApprovalsAdapter(t *testing.T) {
 	if err := a.Decide(ctx, "AB12", true, false, "dashboard"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.GetApproval(ctx, "ab12"); err != nil || got.State != store.ApprovalAllowed || got.DecidedBy != "dashboard" {
+	if got, err := db.Approvals.Get(ctx, "ab12"); err != nil || got.State != store.ApprovalAllowed || got.DecidedBy != "dashboard" {
 		t.Errorf("after Decide: %+v, %v; want allowed by dashboard", got, err)
 	}
 	if open, err := a.List(ctx); err != nil || len(open) != 0 {
@@ -88,7 +88,7 @@ func TestDashboardApprovalsAdapter(t *testing.T) {
 	if err := a.Decide(ctx, "zz99", true, false, "dashboard"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an unknown id: %v; want store.ErrNotFound", err)
 	}
-	if got, _ := db.GetApproval(ctx, "ab12"); got.State != store.ApprovalAllowed {
+	if got, _ := db.Approvals.Get(ctx, "ab12"); got.State != store.ApprovalAllowed {
 		t.Errorf("the refused deny changed the request: %+v", got)
 	}
 }

@@ -56,7 +56,7 @@ func evalPath(p string) string {
 // says in its first lines how to reach the main agent from a terminal, or,
 // with no group at all, how to register one.
 func greetFirstStart(ctx context.Context, db *store.DB, cfg *config.Config, firstStart bool, log zerolog.Logger) error {
-	gs, err := db.ListGroups(ctx)
+	gs, err := db.Groups.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func greetFirstStart(ctx context.Context, db *store.DB, cfg *config.Config, firs
 		}
 		log.Info().Str("chat", firstMainChat).Msg("first start with no group: registered the terminal chat " + firstMainChat + " as the main group")
 	}
-	main, err := db.MainGroup(ctx)
+	main, err := db.Groups.Main(ctx)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if len(gs) == 0 {

@@ -47,15 +47,15 @@ func TestJSONOutputs(t *testing.T) {
 	run("groups", "set", "--budget-daily", "1.50", "main")
 	db := openDB(t, home)
 	next := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
-	tk, err := db.CreateTask(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
+	tk, err := db.Tasks.Create(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
-	if err := db.FinishTaskRun(ctx, store.TaskRun{TaskID: tk.ID, StartedAt: started, Duration: 1500 * time.Millisecond, Status: store.RunOK, Result: "done", CostUSD: 0.01}); err != nil {
+	if err := db.Tasks.FinishRun(ctx, store.TaskRun{TaskID: tk.ID, StartedAt: started, Duration: 1500 * time.Millisecond, Status: store.RunOK, Result: "done", CostUSD: 0.01}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.UpsertChat(ctx, store.Chat{ID: "123@g.us", Name: "Family", Channel: "whatsapp", IsGroup: true}); err != nil {
+	if err := db.Chats.Upsert(ctx, store.Chat{ID: "123@g.us", Name: "Family", Channel: "whatsapp", IsGroup: true}); err != nil {
 		t.Fatal(err)
 	}
 

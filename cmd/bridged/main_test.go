@@ -172,7 +172,7 @@ func TestGroupsWithDaemonStopped(t *testing.T) {
 	}
 	// The settings went to the database under the home.
 	db := openDB(t, home)
-	g, err := db.GetGroupByFolder(ctx, "main")
+	g, err := db.Groups.ByFolder(ctx, "main")
 	if err != nil || !g.IsMain || g.Chat != "local:main" {
 		t.Errorf("stored main group %+v, %v; want main on local:main", g, err)
 	}
@@ -206,7 +206,7 @@ func TestGroupsSetAllow(t *testing.T) {
 	if out, _, err := cli(t, ctx, nil, "", "groups", "set", "fam", "--home", home, "--allow", "everyone"); err != nil || !strings.Contains(out, "who may wake it: everyone") {
 		t.Errorf("groups set --allow everyone: %q, %v; want everyone", out, err)
 	}
-	g, err := openDB(t, home).GetGroupByFolder(ctx, "fam")
+	g, err := openDB(t, home).Groups.ByFolder(ctx, "fam")
 	if err != nil || len(g.Allow) != 0 || g.Others != store.OthersDrop {
 		t.Errorf("stored %+v, %v; want everyone allowed, others still dropped", g, err)
 	}
@@ -241,7 +241,7 @@ func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []
 	t.Helper()
 	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil, nil)}
 	d.loc = local.New(d.db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
-		id, _, err := d.db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
+		id, _, err := d.db.Messages.Insert(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
 		if err != nil {
 			return 0, err
@@ -505,18 +505,18 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := openDB(t, home)
-	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: "lost", Origin: store.OriginReply})
+	it, err := db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Text: "lost", Origin: store.OriginReply})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
+	if err := db.Outbox.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.125}); err != nil {
+	if err := db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", CostUSD: 0.125}); err != nil {
 		t.Fatal(err)
 	}
 	// The CLI's own figure is a cross-check, shown as it drifts from the meter.
-	if err := db.AddUsage(ctx, store.Usage{Folder: "main", CostUSD: 0.5}); err != nil {
+	if err := db.Usage.Add(ctx, store.Usage{Folder: "main", CostUSD: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = cli(t, ctx, nil, "", "status", "--home", home, "--timezone", "UTC")
@@ -554,7 +554,7 @@ func TestTasksWithDaemonStopped(t *testing.T) {
 	}
 	db := openDB(t, home)
 	next := time.Now().Add(time.Hour)
-	tk, err := db.CreateTask(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
+	tk, err := db.Tasks.Create(ctx, store.Task{Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: "interval", Value: "2h", NextRun: &next})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +565,7 @@ func TestTasksWithDaemonStopped(t *testing.T) {
 	if _, _, err := cli(t, ctx, nil, "", "tasks", "pause", "--home", home, string(tk.ID)); err != nil {
 		t.Fatalf("tasks pause: %v", err)
 	}
-	if got, _ := db.GetTask(ctx, tk.ID); got.Status != store.TaskPaused {
+	if got, _ := db.Tasks.Get(ctx, tk.ID); got.Status != store.TaskPaused {
 		t.Errorf("got status %s after pause; want paused", got.Status)
 	}
 	if _, _, err := cli(t, ctx, nil, "", "tasks", "resume", "--home", home, string(tk.ID)); err != nil {
@@ -622,7 +622,7 @@ func TestGroupsListAvailable(t *testing.T) {
 		t.Errorf("--available lacks the registered chat:\n%s", out)
 	}
 	db := openDB(t, home)
-	if err := db.UpsertChat(ctx, store.Chat{ID: "120363222@g.us", Name: "Book club", Channel: "whatsapp", IsGroup: true, LastActivity: time.Now()}); err != nil {
+	if err := db.Chats.Upsert(ctx, store.Chat{ID: "120363222@g.us", Name: "Book club", Channel: "whatsapp", IsGroup: true, LastActivity: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = cli(t, ctx, nil, "", "groups", "list", "--available", "--home", home)

@@ -30,7 +30,7 @@ type meterLedger struct {
 var _ credproxy.Ledger = (*meterLedger)(nil)
 
 func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowance, string) {
-	g, err := m.db.GetGroupByFolder(ctx, store.Folder(group))
+	g, err := m.db.Groups.ByFolder(ctx, store.Folder(group))
 	if err != nil {
 		m.admitted.Delete(group)
 		// A removed group's container is on its way out; a broken read
@@ -51,7 +51,7 @@ func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowa
 	if rules.OverBudget(budget, cost) {
 		// The refusal is recorded as it is made, for the story of the
 		// message whose turn it ends (`bridged why`).
-		if err := m.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, Verdict: store.BudgetRefused,
+		if err := m.db.Budget.Record(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, Verdict: store.BudgetRefused,
 			BudgetUSD: budget, SpentUSD: cost}); err != nil {
 			m.log.Warn().Err(err).Str("group", group).Msg("cannot record the budget's refusal; the message's story will lack it")
 		}
@@ -61,7 +61,7 @@ func (m *meterLedger) Admit(ctx context.Context, group string) (credproxy.Allowa
 }
 
 func (m *meterLedger) Commit(ctx context.Context, group string, u credproxy.Metered) error {
-	if err := m.db.AddAPIUsage(ctx, store.APIUsage{
+	if err := m.db.Usage.AddAPI(ctx, store.APIUsage{
 		Folder: store.Folder(group), At: u.At, Model: u.Model,
 		InputTokens: u.Tokens.Input, OutputTokens: u.Tokens.Output,
 		CacheWriteTokens: u.Tokens.CacheWrite, CacheReadTokens: u.Tokens.CacheRead,
@@ -71,7 +71,7 @@ func (m *meterLedger) Commit(ctx context.Context, group string, u credproxy.Mete
 	}
 	g, ok := m.admitted.Load(group)
 	if !ok {
-		got, err := m.db.GetGroupByFolder(ctx, store.Folder(group))
+		got, err := m.db.Groups.ByFolder(ctx, store.Folder(group))
 		if err != nil {
 			return nil // committed; a group removed meanwhile has no budget to tell of
 		}

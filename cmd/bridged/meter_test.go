@@ -51,7 +51,7 @@ func meterFixture(tb testing.TB) (*store.DB, *meterLedger) {
 	dir := tb.TempDir()
 	ctx := context.Background()
 	db := storetest.OpenHome(tb, dir)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:fam", Folder: "fam", Trigger: "@Andy",
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:fam", Folder: "fam", Trigger: "@Andy",
 		ContainerConfig: store.ContainerConfig{BudgetDailyUSD: 1e9}}); err != nil {
 		tb.Fatal(err)
 	}
@@ -67,9 +67,9 @@ func meterFixture(tb testing.TB) (*store.DB, *meterLedger) {
 func TestMeterLedgerCommitsAndRefuses(t *testing.T) {
 	db, l := meterFixture(t)
 	ctx := context.Background()
-	g, _ := db.GetGroupByFolder(ctx, "fam")
+	g, _ := db.Groups.ByFolder(ctx, "fam")
 	g.ContainerConfig.BudgetDailyUSD = 0.5
-	if err := db.UpdateGroup(ctx, g); err != nil {
+	if err := db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	if _, msg := l.Admit(ctx, "fam"); msg != "" {
@@ -78,14 +78,14 @@ func TestMeterLedgerCommitsAndRefuses(t *testing.T) {
 	if err := l.Commit(ctx, "fam", credproxy.Metered{Model: "claude-opus-4-1", CostUSD: 0.6}); err != nil {
 		t.Fatal(err)
 	}
-	if cost, _ := db.GroupCostSince(ctx, "fam", time.Now().Add(-time.Hour)); cost != 0.6 {
+	if cost, _ := db.Usage.GroupCostSince(ctx, "fam", time.Now().Add(-time.Hour)); cost != 0.6 {
 		t.Fatalf("cost today %v; want 0.6", cost)
 	}
 	if _, msg := l.Admit(ctx, "fam"); !strings.Contains(msg, "daily budget") || !strings.Contains(msg, "$0.60 of $0.50") {
 		t.Fatalf("admit over the budget: %q", msg)
 	}
 	g.ContainerConfig.BudgetDailyUSD = 1
-	if err := db.UpdateGroup(ctx, g); err != nil {
+	if err := db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	if _, msg := l.Admit(ctx, "fam"); msg != "" {
@@ -144,7 +144,7 @@ func BenchmarkMeterOverhead(b *testing.B) {
 	added := ms(pct(with, 50) - pct(without, 50))
 	b.ReportMetric(added, "ms-added-median")
 	var rows int
-	cost, _ := db.GroupCostSince(context.Background(), "fam", time.Now().Add(-time.Hour))
+	cost, _ := db.Usage.GroupCostSince(context.Background(), "fam", time.Now().Add(-time.Hour))
 	if cost <= 0 {
 		b.Fatal("nothing reached the ledger")
 	}

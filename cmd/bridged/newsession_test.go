@@ -17,14 +17,14 @@ func TestGroupsNewSessionWithDaemonStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := openDB(t, home)
-	if err := db.SetSession(ctx, store.Session{Folder: "main", SessionID: "old-session"}); err != nil {
+	if err := db.Sessions.Set(ctx, store.Session{Folder: "main", SessionID: "old-session"}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := cli(t, ctx, nil, "", "groups", "new-session", "--home", home, "main")
 	if err != nil || !strings.Contains(out, "New session for main") {
 		t.Fatalf("groups new-session: %q, %v; want the new session told", out, err)
 	}
-	if s, err := db.GetSession(ctx, "main"); err != nil || s.SessionID != "" {
+	if s, err := db.Sessions.Get(ctx, "main"); err != nil || s.SessionID != "" {
 		t.Errorf("session after groups new-session: %+v, %v; want none", s, err)
 	}
 	if _, _, err := cli(t, ctx, nil, "", "groups", "new-session", "--home", home, "nosuch"); err == nil || !strings.Contains(err.Error(), `no group with folder "nosuch"`) {

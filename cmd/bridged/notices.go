@@ -36,7 +36,7 @@ func (n outboxPoster) SendMessage(ctx context.Context, chat, text string, origin
 	if text = prompt.StripInternal(text); text == "" {
 		return store.OutboxItem{}, router.ErrEmpty
 	}
-	it, err := n.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin})
+	it, err := n.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin})
 	if err != nil {
 		return store.OutboxItem{}, fmt.Errorf("send message to %s: %w", chat, err)
 	}

@@ -30,7 +30,7 @@ func TestNoticesPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := db.GetOutbox(ctx, it.ID)
+	row, err := db.Outbox.Get(ctx, it.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 
 	ctx := context.Background()
 	db := openDB(t, dir)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	hm, err := home.New(dir, zerolog.Nop())

@@ -53,7 +53,7 @@ func TestToolProfilesNoticeOnceAfterTheUpgrade(t *testing.T) {
 			} else {
 				// A fresh install registers main after the migrations.
 				db := storetest.OpenAt(t, path)
-				if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
+				if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
 					t.Fatal(err)
 				}
 				db.Close()

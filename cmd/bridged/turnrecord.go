@@ -34,7 +34,7 @@ func startTurnRecorder(db *store.DB, log zerolog.Logger) *turnRecorder {
 		defer close(r.done)
 		for e := range r.ch {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := db.AddTurnEnd(ctx, store.TurnEnd{Chat: store.ChatID(e.Chat), Upto: store.MessageID(e.Upto), Result: string(e.Result),
+			err := db.Turns.Add(ctx, store.TurnEnd{Chat: store.ChatID(e.Chat), Upto: store.MessageID(e.Upto), Result: string(e.Result),
 				Reason: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts, At: e.At})
 			cancel()
 			if err != nil {

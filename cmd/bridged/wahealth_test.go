@@ -68,7 +68,7 @@ func TestWhatsAppSinkContactHistory(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	s := waSink{db: db}
 	for i, chat := range []store.ChatID{"491700000002@s.whatsapp.net", "491700000009@s.whatsapp.net", "491700000010@s.whatsapp.net"} {
-		if _, err := db.AddGroup(ctx, store.Group{Chat: chat, Folder: store.Folder("dm" + string(rune('a'+i))), Trigger: "@Andy"}); err != nil {
+		if _, err := db.Groups.Add(ctx, store.Group{Chat: chat, Folder: store.Folder("dm" + string(rune('a'+i))), Trigger: "@Andy"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestWhatsAppSinkContactHistory(t *testing.T) {
 		{Chat: "491700000002@s.whatsapp.net", ExternalID: "A1", Sender: "491700000002@s.whatsapp.net", Text: "hi", SentAt: time.Now()},
 		{Chat: "491700000009@s.whatsapp.net", ExternalID: "B1", Sender: "491700000001@s.whatsapp.net", Text: "hello?", SentAt: time.Now(), FromMe: true},
 	} {
-		if _, _, err := db.InsertMessage(ctx, m); err != nil {
+		if _, _, err := db.Messages.Insert(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 func TestWhatsAppSinkLooksUpUnderTheCallersContext(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, t.TempDir())
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "120363001@g.us", Folder: "family", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "120363001@g.us", Folder: "family", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
 		t.Fatal(err)
 	}
 	s := waSink{db: db}
@@ -25,7 +25,7 @@ func TestWhatsAppSinkLooksUpUnderTheCallersContext(t *testing.T) {
 	if err := s.ChatSeen(ctx, "120363999@g.us", "Neighbours", true); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := db.GetChat(ctx, "120363999@g.us"); err != nil || c.Name != "Neighbours" || c.Channel != whatsapp.ChannelName || !c.IsGroup {
+	if c, err := db.Chats.Get(ctx, "120363999@g.us"); err != nil || c.Name != "Neighbours" || c.Channel != whatsapp.ChannelName || !c.IsGroup {
 		t.Errorf("chat after ChatSeen: %+v, %v; want Neighbours, whatsapp, group", c, err)
 	}
 

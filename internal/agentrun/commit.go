@@ -28,7 +28,7 @@ func (x *Runner) Send(ctx context.Context, grp *Group, item store.OutboxItem, un
 	var stored store.OutboxItem
 	err := x.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		if stored, err = tx.EnqueueOutbox(ctx, item); err != nil {
+		if stored, err = tx.Outbox.Enqueue(ctx, item); err != nil {
 			return err
 		}
 		if unit != nil {
@@ -37,7 +37,7 @@ func (x *Runner) Send(ctx context.Context, grp *Group, item store.OutboxItem, un
 			}
 		}
 		if run != nil {
-			return tx.SetCursor(ctx, item.Group, run.settled)
+			return tx.Sessions.SetCursor(ctx, item.Group, run.settled)
 		}
 		return nil
 	})
@@ -101,7 +101,7 @@ func (h *TurnHold) Apply(ctx context.Context, tx *store.Tx) error {
 	if h.run == nil {
 		return nil
 	}
-	if err := tx.SetCursor(ctx, h.folder, h.cursor); err != nil {
+	if err := tx.Sessions.SetCursor(ctx, h.folder, h.cursor); err != nil {
 		return err
 	}
 	h.stored = true
@@ -123,7 +123,7 @@ func (h *TurnHold) Release(ctx context.Context, committed bool) {
 		h.grp.persisted = h.cursor
 		h.run.acted = true
 	case h.stored:
-		if err := h.x.Store.SetCursor(context.WithoutCancel(ctx), h.folder, h.grp.persisted); err != nil {
+		if err := h.x.Store.Sessions.SetCursor(context.WithoutCancel(ctx), h.folder, h.grp.persisted); err != nil {
 			h.x.Log.Error().Err(err).Str("group", string(h.folder)).Msg("cannot put back the cursor after an undone agent action")
 		}
 	}

@@ -40,7 +40,7 @@ func newRunner(t *testing.T) (*Runner, *store.DB) {
 
 func cursor(t *testing.T, db *store.DB, folder store.Folder) store.MessageID {
 	t.Helper()
-	c, err := db.GetCursor(context.Background(), folder)
+	c, err := db.Sessions.Cursor(context.Background(), folder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestSendAppliesTheUnit(t *testing.T) {
 	if seen.ID == 0 || seen.Text != "hi" {
 		t.Errorf("unit saw %+v; want the stored row", seen)
 	}
-	if rows, err := db.PendingOutbox(ctx, 0); err != nil || len(rows) != 0 {
+	if rows, err := db.Outbox.Pending(ctx, 0); err != nil || len(rows) != 0 {
 		t.Fatalf("outbox after the unit failed: %d rows, %v; want none", len(rows), err)
 	}
 	if got := cursor(t, db, "fam"); got != 0 {
@@ -157,12 +157,12 @@ func TestSendAppliesTheUnit(t *testing.T) {
 	}
 
 	recording := unitFunc(func(ctx context.Context, tx *store.Tx, it store.OutboxItem) error {
-		return tx.RecordRequest(ctx, store.HandledRequest{Folder: it.Group, ID: "r1", Type: "send_message", Response: []byte(`{"outbox_id":1}`)})
+		return tx.Requests.Record(ctx, store.HandledRequest{Folder: it.Group, ID: "r1", Type: "send_message", Response: []byte(`{"outbox_id":1}`)})
 	})
 	if _, err := x.Send(ctx, grp, item, recording); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.HandledRequest(ctx, "fam", "r1"); err != nil {
+	if _, err := db.Requests.Get(ctx, "fam", "r1"); err != nil {
 		t.Errorf("record: %v; want it committed with the row", err)
 	}
 	if got := cursor(t, db, "fam"); got != 5 {
@@ -172,7 +172,7 @@ func TestSendAppliesTheUnit(t *testing.T) {
 	if _, err := x.Send(ctx, grp, item, recording); !errors.Is(err, store.ErrExists) {
 		t.Errorf("second send of r1 = %v; want ErrExists", err)
 	}
-	if rows, err := db.PendingOutbox(ctx, 0); err != nil || len(rows) != 1 {
+	if rows, err := db.Outbox.Pending(ctx, 0); err != nil || len(rows) != 1 {
 		t.Errorf("outbox: %d rows, %v; want 1", len(rows), err)
 	}
 }

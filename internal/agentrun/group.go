@@ -30,7 +30,7 @@ type Group struct {
 // to the group's run object for its next container start, with the group
 // they belong to (the group travels with the work: the run looks nothing up
 // again). Version is the store's group registry version when the group was
-// looked up (store.DB.GroupsVersion): a batch whose group changed since is
+// looked up (store.GroupQuery.Version): a batch whose group changed since is
 // read again.
 type Batch struct {
 	Group   store.Group
@@ -78,7 +78,7 @@ func (g *Group) Load(ctx context.Context, db *store.DB, folder store.Folder) err
 	if g.loaded {
 		return nil
 	}
-	c, err := db.GetCursor(ctx, folder)
+	c, err := db.Sessions.Cursor(ctx, folder)
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,7 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 			t.grp.Unlock()
 			return
 		}
-		err := t.x.Store.SetSession(wctx, next)
+		err := t.x.Store.Sessions.Set(wctx, next)
 		t.grp.Unlock()
 		if err != nil {
 			t.log.Error().Err(err).Msg("cannot store session")
@@ -240,22 +240,22 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	}
 	cursor := t.run.settled
 	err := t.x.Store.Tx(ctx, func(tx *store.Tx) error {
-		if err := tx.AddUsage(ctx, usage); err != nil {
+		if err := tx.Usage.Add(ctx, usage); err != nil {
 			return err
 		}
 		if t.sess != nil && next != *t.sess && t.run.sessionGen == t.grp.sessions {
-			if err := tx.SetSession(ctx, next); err != nil {
+			if err := tx.Sessions.Set(ctx, next); err != nil {
 				return err
 			}
 		}
 		if !send {
 			return nil
 		}
-		if _, err := tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: t.g.Chat, Group: t.g.Folder, Text: text, Origin: t.origin}); err != nil {
+		if _, err := tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: t.g.Chat, Group: t.g.Folder, Text: text, Origin: t.origin}); err != nil {
 			return err
 		}
 		if t.origin == store.OriginReply {
-			return tx.SetCursor(ctx, t.g.Folder, cursor)
+			return tx.Sessions.SetCursor(ctx, t.g.Folder, cursor)
 		}
 		return nil
 	})

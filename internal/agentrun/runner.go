@@ -322,7 +322,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 		again = true
 	}
 	if (fail == nil || refused) && grp.handed != grp.persisted {
-		if err := x.Store.SetCursor(context.WithoutCancel(ctx), folder, grp.handed); err != nil {
+		if err := x.Store.Sessions.SetCursor(context.WithoutCancel(ctx), folder, grp.handed); err != nil {
 			log.Error().Err(err).Msg("cannot store cursor")
 		} else {
 			grp.persisted = grp.handed

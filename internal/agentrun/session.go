@@ -21,7 +21,7 @@ func (x *Runner) EndSession(ctx context.Context, grp *Group, folder store.Folder
 	if run := grp.run; run != nil {
 		applied = x.retire(run, folder)
 	}
-	if err := x.Store.ClearSession(ctx, folder); err != nil {
+	if err := x.Store.Sessions.Clear(ctx, folder); err != nil {
 		return applied, fmt.Errorf("end the session of %s: %w", folder, err)
 	}
 	x.Log.Info().Str("group", string(folder)).Str("container", applied.String()).Msg("session ended; the next turn starts a new one")
@@ -32,7 +32,7 @@ func (x *Runner) EndSession(ctx context.Context, grp *Group, folder store.Folder
 // of ended sessions with it, so that a session the owner ends from now on
 // is not stored again by run. The group's lock must be held.
 func (x *Runner) resumeSession(ctx context.Context, log zerolog.Logger, grp *Group, run *Run, folder store.Folder) *store.Session {
-	s, err := x.Store.GetSession(ctx, folder)
+	s, err := x.Store.Sessions.Get(ctx, folder)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot read session; starting a fresh one")
 		s = store.Session{}

@@ -16,7 +16,7 @@ import (
 func TestEndedSessionIsNotStoredAgain(t *testing.T) {
 	x, db := newRunner(t)
 	ctx := context.Background()
-	if err := db.SetSession(ctx, store.Session{Folder: "fam", SessionID: "s1"}); err != nil {
+	if err := db.Sessions.Set(ctx, store.Session{Folder: "fam", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	fam := store.Group{Folder: "fam", Chat: "local:fam"}
@@ -36,7 +36,7 @@ func TestEndedSessionIsNotStoredAgain(t *testing.T) {
 		t.Fatalf("EndSession with a busy run = %v, %v; want %v", applied, err, AppliesAtTurnEnd)
 	}
 	old.handle(ctx, ipc.Event{Type: ipc.EventSession, SessionID: "s1-again", Fresh: true})
-	if s, err := db.GetSession(ctx, "fam"); err != nil || s.SessionID != "" {
+	if s, err := db.Sessions.Get(ctx, "fam"); err != nil || s.SessionID != "" {
 		t.Fatalf("session after the ended run reported one: %+v, %v; want none", s, err)
 	}
 
@@ -50,7 +50,7 @@ func TestEndedSessionIsNotStoredAgain(t *testing.T) {
 	(&turn{x: x, log: zerolog.Nop(), g: fam, grp: grp, run: next, sess: fresh, origin: store.OriginReply}).
 		handle(ctx, ipc.Event{Type: ipc.EventSession, SessionID: "s2"})
 	old.handle(ctx, ipc.Event{Type: ipc.EventSession, SessionID: "s1-late", Fresh: true})
-	if s, err := db.GetSession(ctx, "fam"); err != nil || s.SessionID != "s2" {
+	if s, err := db.Sessions.Get(ctx, "fam"); err != nil || s.SessionID != "s2" {
 		t.Errorf("session after the next run began one: %+v, %v; want s2", s, err)
 	}
 }

@@ -82,7 +82,7 @@ func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	if err := x.Store.FinishTaskRun(ctx, run); err != nil {
+	if err := x.Store.Tasks.FinishRun(ctx, run); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			log.Info().Msg("task was cancelled during its run")
 		} else {
@@ -101,7 +101,7 @@ func (x *Runner) finishTask(log zerolog.Logger, t store.Task, started time.Time,
 func (x *Runner) TaskDropped(t store.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	err := x.Store.FinishTaskRun(ctx, store.TaskRun{
+	err := x.Store.Tasks.FinishRun(ctx, store.TaskRun{
 		TaskID: t.ID, StartedAt: x.Now(), Status: store.RunError, Error: "not run: bridged was stopping", NotCounted: true,
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -119,7 +119,7 @@ func (x *Runner) CleanLeftovers(ctx context.Context) {
 		// first run need not look for one.
 		x.leftovers.Swept()
 	}
-	groups, err := x.Store.ListGroups(ctx)
+	groups, err := x.Store.Groups.List(ctx)
 	if err != nil {
 		x.Log.Error().Err(err).Msg("cannot list groups to clear stale input")
 		return

@@ -295,7 +295,7 @@ func (a *Alerts) raise(ctx context.Context, key, detail string, chat store.ChatI
 	}
 	folder := store.Folder("")
 	if chat == "" {
-		g, err := a.cfg.DB.MainGroup(ctx)
+		g, err := a.cfg.DB.Groups.Main(ctx)
 		if err != nil {
 			log.Warn().Err(err).Msg("alert not told: no main chat")
 			return false
@@ -417,7 +417,7 @@ func (a *Alerts) Spent(ctx context.Context, g store.Group) {
 // costToday returns what folder's agent cost today and today's date.
 func (a *Alerts) costToday(ctx context.Context, folder store.Folder) (float64, string, error) {
 	start, _ := rules.BudgetDay(a.cfg.Now(), a.cfg.Timezone)
-	cost, err := a.cfg.DB.GroupCostSince(ctx, folder, start)
+	cost, err := a.cfg.DB.Usage.GroupCostSince(ctx, folder, start)
 	return cost, start.Format(time.DateOnly), err
 }
 

@@ -81,10 +81,10 @@ func newEnv(t *testing.T, budget float64) *env {
 	dir := t.TempDir()
 	ctx := context.Background()
 	db := storetest.Open(t)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: mainChat, Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: mainChat, Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
-	fam, err := db.AddGroup(ctx, store.Group{Chat: famChat, Folder: "fam", ContainerConfig: store.ContainerConfig{BudgetDailyUSD: budget}})
+	fam, err := db.Groups.Add(ctx, store.Group{Chat: famChat, Folder: "fam", ContainerConfig: store.ContainerConfig{BudgetDailyUSD: budget}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func (e *env) open(cfg Config) (*Alerts, *fakePoster) {
 // tells a.
 func (e *env) spend(a *Alerts, usd float64) {
 	e.t.Helper()
-	if err := e.db.AddAPIUsage(context.Background(), store.APIUsage{Folder: "fam", CostUSD: usd, At: e.clk.now()}); err != nil {
+	if err := e.db.Usage.AddAPI(context.Background(), store.APIUsage{Folder: "fam", CostUSD: usd, At: e.clk.now()}); err != nil {
 		e.t.Fatal(err)
 	}
 	a.Spent(context.Background(), e.fam)
@@ -289,7 +289,7 @@ func TestRaiseClear(t *testing.T) {
 	a.Raise(ctx, "gave-up/fam", "fam gave up again")
 	wantPosts(t, p.take(), "local:main again")
 
-	if err := e.db.RemoveGroup(ctx, "main"); err != nil {
+	if err := e.db.Groups.Remove(ctx, "main"); err != nil {
 		t.Fatal(err)
 	}
 	a.Raise(ctx, "outbox-failed/x", "lost")

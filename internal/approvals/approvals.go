@@ -113,7 +113,7 @@ func (s *Service) post(ctx context.Context, text string) (store.OutboxItem, erro
 	if p == nil {
 		return store.OutboxItem{}, errors.New("no poster")
 	}
-	main, err := s.db.MainGroup(ctx)
+	main, err := s.db.Groups.Main(ctx)
 	if err != nil {
 		return store.OutboxItem{}, fmt.Errorf("no main chat to ask: %w", err)
 	}
@@ -135,7 +135,7 @@ func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.As
 	subject := Subject(args.Tool, args.Input)
 	rule := Rule(args.Tool, args.Input)
 	log := s.log.With().Str("group", folder).Str("tool", args.Tool).Logger()
-	if ok, err := s.db.HasApprovalRule(ctx, store.Folder(folder), rule); err != nil {
+	if ok, err := s.db.Approvals.HasRule(ctx, store.Folder(folder), rule); err != nil {
 		return ipc.ApprovalDecision{}, err
 	} else if ok {
 		log.Info().Str("rule", rule).Msg("tool call allowed by a standing rule")
@@ -170,7 +170,7 @@ func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.As
 		d, _ := s.settle(ctx, a.ID, false, false, "unasked")
 		return decision(d, "not approved: the owner could not be asked"), nil
 	}
-	if err := s.db.Tx(ctx, func(tx *store.Tx) error { return tx.SetApprovalOutbox(ctx, a.ID, item.ID) }); err != nil {
+	if err := s.db.Tx(ctx, func(tx *store.Tx) error { return tx.Approvals.SetOutbox(ctx, a.ID, item.ID) }); err != nil {
 		log.Warn().Err(err).Msg("approval request's message not recorded (a quote or reaction will not find it)")
 	}
 	log.Info().Str("subject", subject).Msg("approval requested")
@@ -200,14 +200,14 @@ func (s *Service) Ask(ctx context.Context, folder, requestID string, args ipc.As
 func addApproval(ctx context.Context, db *store.DB, a store.Approval) (store.Approval, error) {
 	var out store.Approval
 	err := db.Tx(ctx, func(tx *store.Tx) error {
-		n, err := tx.CountOpenApprovals(ctx, a.Folder)
+		n, err := tx.Approvals.CountOpen(ctx, a.Folder)
 		if err != nil {
 			return err
 		}
 		if n >= MaxOpenPerGroup {
 			return ErrTooMany
 		}
-		out, err = tx.AddApproval(ctx, a)
+		out, err = tx.Approvals.Add(ctx, a)
 		return err
 	})
 	return out, err
@@ -269,18 +269,18 @@ func (s *Service) settle(ctx context.Context, id string, allow, always bool, by 
 	var changed bool
 	err := s.db.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		if a, err = tx.GetApproval(ctx, id); err != nil {
+		if a, err = tx.Approvals.Get(ctx, id); err != nil {
 			return err
 		}
-		if changed, err = tx.DecideApproval(ctx, id, allow, always, by); err != nil || !changed {
+		if changed, err = tx.Approvals.Decide(ctx, id, allow, always, by); err != nil || !changed {
 			return err
 		}
 		if allow && always {
-			if err := tx.AddApprovalRule(ctx, a.Folder, a.Rule, by); err != nil {
+			if err := tx.Approvals.AddRule(ctx, a.Folder, a.Rule, by); err != nil {
 				return err
 			}
 		}
-		a, err = tx.GetApproval(ctx, id)
+		a, err = tx.Approvals.Get(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -314,7 +314,7 @@ func (s *Service) notice(ctx context.Context, text string) {
 // (call it once at start, before any container runs), with one notice each
 // in the main chat. It returns how many it settled.
 func (s *Service) SettleOpen(ctx context.Context) (int, error) {
-	open, err := s.db.ListApprovals(ctx, true, 0)
+	open, err := s.db.Approvals.List(ctx, true, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -338,7 +338,7 @@ func (s *Service) SettleOpen(ctx context.Context) (int, error) {
 func (s *Service) ContainerGone(ctx context.Context, folder string) {
 	s.waits.forget(folder)
 	ctx = context.WithoutCancel(ctx)
-	open, err := s.db.ListApprovals(ctx, true, 0)
+	open, err := s.db.Approvals.List(ctx, true, 0)
 	if err != nil {
 		s.log.Error().Err(err).Str("group", folder).Msg("list open approvals")
 		return
@@ -357,17 +357,17 @@ func (s *Service) ContainerGone(ctx context.Context, folder string) {
 // List returns up to limit requests, newest first (0: all); openOnly keeps
 // the open ones.
 func (s *Service) List(ctx context.Context, openOnly bool, limit int) ([]store.Approval, error) {
-	return s.db.ListApprovals(ctx, openOnly, limit)
+	return s.db.Approvals.List(ctx, openOnly, limit)
 }
 
 // Rules lists the standing rules.
 func (s *Service) Rules(ctx context.Context) ([]store.ApprovalRule, error) {
-	return s.db.ListApprovalRules(ctx)
+	return s.db.Approvals.Rules(ctx)
 }
 
 // Forget removes the standing rule id.
 func (s *Service) Forget(ctx context.Context, id int64) error {
-	return s.db.RemoveApprovalRule(ctx, id)
+	return s.db.Approvals.RemoveRule(ctx, id)
 }
 
 // Answer takes an approval answer out of the inbound message m: it reports
@@ -381,7 +381,7 @@ func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
 		// Not the owner: never an answer; a reaction is still dropped.
 		return m.Reaction != nil
 	}
-	main, err := s.db.MainGroup(ctx)
+	main, err := s.db.Groups.Main(ctx)
 	isMain := err == nil && string(main.Chat) == m.Chat
 	ans, ok := Parse(m, isMain)
 	if !ok {
@@ -389,7 +389,7 @@ func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
 	}
 	var a store.Approval
 	if ans.ID != "" {
-		a, err = s.db.GetApproval(ctx, ans.ID)
+		a, err = s.db.Approvals.Get(ctx, ans.ID)
 	} else {
 		a, err = s.bySentID(ctx, ans.Target)
 	}
@@ -410,11 +410,11 @@ var requestRE = regexp.MustCompile(`^Approval ([a-z0-9]{4}): group `)
 // sent: through the message recorded with it, or, when the answer came
 // before that record (a quick reaction), through the message's text.
 func (s *Service) bySentID(ctx context.Context, sent string) (store.Approval, error) {
-	a, err := s.db.ApprovalBySentID(ctx, sent)
+	a, err := s.db.Approvals.BySentID(ctx, sent)
 	if !errors.Is(err, store.ErrNotFound) {
 		return a, err
 	}
-	text, err := s.db.NoticeBySentID(ctx, sent)
+	text, err := s.db.Notices.BySentID(ctx, sent)
 	if err != nil {
 		return store.Approval{}, err
 	}
@@ -422,7 +422,7 @@ func (s *Service) bySentID(ctx context.Context, sent string) (store.Approval, er
 	if g == nil {
 		return store.Approval{}, fmt.Errorf("message %s: %w", sent, store.ErrNotFound)
 	}
-	return s.db.GetApproval(ctx, g[1])
+	return s.db.Approvals.Get(ctx, g[1])
 }
 
 // Reply is an approval answer read from a message.

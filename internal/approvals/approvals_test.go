@@ -29,11 +29,11 @@ type poster struct {
 }
 
 func (p *poster) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	it, err := p.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Text: text, Origin: origin})
+	it, err := p.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Text: text, Origin: origin})
 	if err != nil {
 		return it, err
 	}
-	if err := p.db.MarkSent(ctx, it.ID, "net-"+itoa(int64(it.ID)), time.Time{}); err != nil {
+	if err := p.db.Outbox.MarkSent(ctx, it.ID, "net-"+itoa(int64(it.ID)), time.Time{}); err != nil {
 		return it, err
 	}
 	p.mu.Lock()
@@ -60,10 +60,10 @@ func setup(t *testing.T, timeout time.Duration) (*Service, *store.DB, *poster) {
 	t.Helper()
 	db := storetest.Open(t)
 	ctx := context.Background()
-	if _, err := db.AddGroup(ctx, store.Group{Chat: mainChat, Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: mainChat, Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:family", Folder: "family", Tools: store.ToolsAsk}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:family", Folder: "family", Tools: store.ToolsAsk}); err != nil {
 		t.Fatal(err)
 	}
 	p := &poster{db: db, posts: make(chan store.OutboxItem, 16)}
@@ -208,7 +208,7 @@ func TestTimeoutDenies(t *testing.T) {
 	if a.err != nil || a.d.Allow || !strings.Contains(a.d.Message, "did not answer") {
 		t.Fatalf("Ask = %+v; want denied by the timeout", a)
 	}
-	got, _ := db.GetApproval(context.Background(), a.d.ID)
+	got, _ := db.Approvals.Get(context.Background(), a.d.ID)
 	if got.State != store.ApprovalDenied || got.DecidedBy != "timeout" {
 		t.Errorf("stored %+v; want denied by timeout", got)
 	}
@@ -233,7 +233,7 @@ func TestChatAnswers(t *testing.T) {
 	if !s.Answer(ctx, owner("no "+id)) {
 		t.Error("a duplicate answer was stored as a message")
 	}
-	if got, _ := db.GetApproval(ctx, id); got.State != store.ApprovalAllowed {
+	if got, _ := db.Approvals.Get(ctx, id); got.State != store.ApprovalAllowed {
 		t.Errorf("after a duplicate no: %s; want still allowed", got.State)
 	}
 	_ = it
@@ -258,7 +258,7 @@ func TestChatAnswers(t *testing.T) {
 	if !s.Answer(ctx, channel.Message{Chat: mainChat, Reaction: &channel.Reaction{TargetID: sent3, Emoji: "👍"}}) {
 		t.Error("another member's reaction was not dropped")
 	}
-	if got, _ := db.GetApproval(ctx, id3); got.State != store.ApprovalOpen {
+	if got, _ := db.Approvals.Get(ctx, id3); got.State != store.ApprovalOpen {
 		t.Fatalf("another member's reaction decided: %s", got.State)
 	}
 	react := channel.Message{Chat: mainChat, FromMe: true, Reaction: &channel.Reaction{TargetID: sent3, Emoji: "👍"}}
@@ -270,7 +270,7 @@ func TestChatAnswers(t *testing.T) {
 	}
 	react.Reaction.Emoji = "👎"
 	s.Answer(ctx, react)
-	if got, _ := db.GetApproval(ctx, id3); got.State != store.ApprovalAllowed {
+	if got, _ := db.Approvals.Get(ctx, id3); got.State != store.ApprovalAllowed {
 		t.Errorf("a later reaction changed it to %s", got.State)
 	}
 
@@ -338,7 +338,7 @@ func TestContainerGoneDeniesItsGroupsOpenRequests(t *testing.T) {
 	ctx := context.Background()
 	id, _, ch := ask(t, s, p, "r1", "rm y")
 	s.ContainerGone(ctx, "main") // another group's container: nothing changes
-	if got, _ := db.GetApproval(ctx, id); got.State != store.ApprovalOpen {
+	if got, _ := db.Approvals.Get(ctx, id); got.State != store.ApprovalOpen {
 		t.Fatalf("another group's container settled it: %s", got.State)
 	}
 	s.ContainerGone(ctx, "family")
@@ -346,7 +346,7 @@ func TestContainerGoneDeniesItsGroupsOpenRequests(t *testing.T) {
 		t.Fatalf("Ask = %+v; want denied", a)
 	}
 	s.ContainerGone(ctx, "family")
-	got, _ := db.GetApproval(ctx, id)
+	got, _ := db.Approvals.Get(ctx, id)
 	if got.State != store.ApprovalDenied || got.DecidedBy != "container ended" {
 		t.Errorf("stored %+v; want denied because the container ended", got)
 	}

@@ -73,7 +73,7 @@ func invalid(format string, args ...any) error {
 
 // Groups lists the registered groups, oldest first.
 func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
-	gs, err := a.DB.ListGroups(ctx)
+	gs, err := a.DB.Groups.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
 	out := make([]Group, 0, len(gs))
 	for _, g := range gs {
 		o := groupOut(g)
-		if o.CostTodayUSD, err = a.DB.GroupCostSince(ctx, g.Folder, start); err != nil {
+		if o.CostTodayUSD, err = a.DB.Usage.GroupCostSince(ctx, g.Folder, start); err != nil {
 			return nil, err
 		}
 		if rules.OverBudget(o.BudgetDailyUSD, o.CostTodayUSD) {
@@ -113,12 +113,12 @@ func (a *Admin) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
 	if err != nil {
 		return Group{}, rulesErr(err)
 	}
-	g, err := a.DB.AddGroup(ctx, ng)
+	g, err := a.DB.Groups.Add(ctx, ng)
 	if err != nil {
 		return Group{}, err
 	}
 	if IsLocalChat(string(g.Chat)) {
-		if err := a.DB.UpsertChat(ctx, store.Chat{ID: g.Chat, Name: g.Name, Channel: local.Name}); err != nil {
+		if err := a.DB.Chats.Upsert(ctx, store.Chat{ID: g.Chat, Name: g.Name, Channel: local.Name}); err != nil {
 			return Group{}, err
 		}
 	}
@@ -127,7 +127,7 @@ func (a *Admin) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
 
 // RemoveGroup unregisters a group. Its folder, messages and tasks stay.
 func (a *Admin) RemoveGroup(ctx context.Context, folder string) error {
-	return a.DB.RemoveGroup(ctx, store.Folder(folder))
+	return a.DB.Groups.Remove(ctx, store.Folder(folder))
 }
 
 // UpdateGroup changes the fields of p that are set, by the rules of
@@ -136,7 +136,7 @@ func (a *Admin) RemoveGroup(ctx context.Context, folder string) error {
 func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (Group, error) {
 	var out store.Group
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
-		g, err := tx.GetGroupByFolder(ctx, store.Folder(folder))
+		g, err := tx.Groups.ByFolder(ctx, store.Folder(folder))
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 			}
 		}
 		out = g
-		return tx.UpdateGroup(ctx, g)
+		return tx.Groups.Update(ctx, g)
 	})
 	if err != nil {
 		return Group{}, err
@@ -175,10 +175,10 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 // (SessionEnder).
 func (a *Admin) EndSession(ctx context.Context, folder string) (string, error) {
 	f := store.Folder(folder)
-	if _, err := a.DB.GetGroupByFolder(ctx, f); err != nil {
+	if _, err := a.DB.Groups.ByFolder(ctx, f); err != nil {
 		return "", err
 	}
-	if err := a.DB.ClearSession(ctx, f); err != nil {
+	if err := a.DB.Sessions.Clear(ctx, f); err != nil {
 		return "", err
 	}
 	return AppliesNext, nil
@@ -187,11 +187,11 @@ func (a *Admin) EndSession(ctx context.Context, folder string) (string, error) {
 // Chats lists every chat seen, most recently active first, with the folder
 // of the registered ones.
 func (a *Admin) Chats(ctx context.Context) ([]Chat, error) {
-	cs, err := a.DB.ListChats(ctx)
+	cs, err := a.DB.Chats.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := a.DB.ListGroups(ctx)
+	gs, err := a.DB.Groups.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (a *Admin) Chats(ctx context.Context) ([]Chat, error) {
 
 // Tasks lists every task, oldest first.
 func (a *Admin) Tasks(ctx context.Context) ([]Task, error) {
-	ts, err := a.DB.ListTasks(ctx, "")
+	ts, err := a.DB.Tasks.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (a *Admin) Tasks(ctx context.Context) ([]Task, error) {
 func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
-		t, err := tx.GetTask(ctx, store.TaskID(id))
+		t, err := tx.Tasks.Get(ctx, store.TaskID(id))
 		if err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (a *Admin) PauseTask(ctx context.Context, id string) (Task, error) {
 func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
-		t, err := tx.GetTask(ctx, store.TaskID(id))
+		t, err := tx.Tasks.Get(ctx, store.TaskID(id))
 		if err != nil {
 			return err
 		}
@@ -258,7 +258,7 @@ func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 			// A task the owner resumes is the owner's: one paused because
 			// the group that set it is no longer full runs again.
 			var setter *store.Group
-			if g, err := tx.GetGroupByFolder(ctx, t.PromptBy); err == nil {
+			if g, err := tx.Groups.ByFolder(ctx, t.PromptBy); err == nil {
 				setter = &g
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
@@ -282,7 +282,7 @@ func (a *Admin) ResumeTask(ctx context.Context, id string) (Task, error) {
 func (a *Admin) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
 	var out store.Task
 	err := a.DB.Tx(ctx, func(tx *store.Tx) error {
-		g, err := tx.GetGroupByFolder(ctx, store.Folder(req.Folder))
+		g, err := tx.Groups.ByFolder(ctx, store.Folder(req.Folder))
 		if err != nil {
 			return err
 		}
@@ -290,7 +290,7 @@ func (a *Admin) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
 		if err != nil {
 			return rulesErr(err)
 		}
-		out, err = tx.CreateTask(ctx, store.Task{
+		out, err = tx.Tasks.Create(ctx, store.Task{
 			Folder:      g.Folder,
 			Chat:        g.Chat,
 			Prompt:      req.Prompt,
@@ -309,18 +309,18 @@ func (a *Admin) AddTask(ctx context.Context, req TaskAdd) (Task, error) {
 
 // CancelTask deletes a task; its run log stays (store.Tx.DeleteTask).
 func (a *Admin) CancelTask(ctx context.Context, id string) error {
-	return a.DB.DeleteTask(ctx, store.TaskID(id))
+	return a.DB.Tasks.Delete(ctx, store.TaskID(id))
 }
 
 // TaskRuns lists up to limit runs of a task, newest first (0: all); a
 // cancelled task's runs are listed while the retention keeps them.
 // ErrNotFound when there is no such task and no run of one.
 func (a *Admin) TaskRuns(ctx context.Context, id string, limit int) ([]TaskRun, error) {
-	_, err := a.DB.GetTask(ctx, store.TaskID(id))
+	_, err := a.DB.Tasks.Get(ctx, store.TaskID(id))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	rs, lerr := a.DB.ListTaskRuns(ctx, store.TaskID(id), limit)
+	rs, lerr := a.DB.Tasks.Runs(ctx, store.TaskID(id), limit)
 	if lerr != nil {
 		return nil, lerr
 	}
@@ -355,11 +355,11 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	cost, err := a.DB.CostSince(ctx, startOfDay(now, a.loc()))
+	cost, err := a.DB.Usage.CostSince(ctx, startOfDay(now, a.loc()))
 	if err != nil {
 		return Status{}, err
 	}
-	reported, err := a.DB.ReportedCostSince(ctx, startOfDay(now, a.loc()))
+	reported, err := a.DB.Usage.ReportedCostSince(ctx, startOfDay(now, a.loc()))
 	if err != nil {
 		return Status{}, err
 	}
@@ -387,7 +387,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	since := now.Add(-failureWindow)
-	fails, err := a.DB.RecentFailures(ctx, since, maxFailures)
+	fails, err := a.DB.Outbox.RecentFailures(ctx, since, maxFailures)
 	if err != nil {
 		return Status{}, err
 	}
@@ -398,7 +398,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		}
 		out.Failures = append(out.Failures, Failure{Time: at, Kind: "outbox", Where: string(f.Chat), Error: f.LastError})
 	}
-	tasks, err := a.DB.ListTasks(ctx, "")
+	tasks, err := a.DB.Tasks.List(ctx, "")
 	if err != nil {
 		return Status{}, err
 	}
@@ -406,7 +406,7 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		if t.LastRun == nil || t.LastRun.Before(since) {
 			continue
 		}
-		runs, err := a.DB.ListTaskRuns(ctx, t.ID, 3)
+		runs, err := a.DB.Tasks.Runs(ctx, t.ID, 3)
 		if err != nil {
 			return Status{}, err
 		}
@@ -432,13 +432,13 @@ func sortFailures(fs []Failure) []Failure {
 // MessagesStored returns how many messages were ever stored: the highest
 // message id, since ids are never reused.
 func (a *Admin) MessagesStored(ctx context.Context) (int64, error) {
-	chats, err := a.DB.ListChats(ctx)
+	chats, err := a.DB.Chats.List(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var top store.MessageID
 	for _, c := range chats {
-		id, err := a.DB.LatestMessageID(ctx, c.ID)
+		id, err := a.DB.Messages.LatestID(ctx, c.ID)
 		if err != nil {
 			return 0, err
 		}
@@ -453,7 +453,7 @@ const maxMessages = 500
 // Messages returns up to 500 messages of a registered local chat after the
 // id after, both directions, times in the configured timezone.
 func (a *Admin) Messages(ctx context.Context, chat string, after int64) ([]ChatMessage, error) {
-	ms, err := a.DB.MessagesAfter(ctx, store.ChatID(chat), store.MessageID(after), maxMessages)
+	ms, err := a.DB.Messages.After(ctx, store.ChatID(chat), store.MessageID(after), maxMessages)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func TestBudgetShowsInGroupsAndStatus(t *testing.T) {
 	// Yesterday's cost does not count; today's does.
 	now := time.Now()
 	for _, u := range []store.APIUsage{{Folder: "fam", CostUSD: 5, At: now.Add(-48 * time.Hour)}, {Folder: "fam", CostUSD: 2.5, At: now}} {
-		if err := h.db.AddAPIUsage(ctx, u); err != nil {
+		if err := h.db.Usage.AddAPI(ctx, u); err != nil {
 			t.Fatalf("AddAPIUsage: %v", err)
 		}
 	}

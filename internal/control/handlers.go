@@ -261,7 +261,7 @@ func (s *Server) localChat(ctx context.Context, chat string) error {
 	if !IsLocalChat(chat) {
 		return fmt.Errorf("%w: chat %q is not a local chat (local:<name>)", ErrInvalid, chat)
 	}
-	if _, err := s.opts.Admin.DB.GetGroupByChat(ctx, store.ChatID(chat)); err != nil {
+	if _, err := s.opts.Admin.DB.Groups.ByChat(ctx, store.ChatID(chat)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no group is registered for chat %s: %w", chat, store.ErrNotFound)
 		}

@@ -106,7 +106,7 @@ func (s *Server) groupMetrics(ctx context.Context, m *metricWriter) error {
 	type counts struct{ in, out int64 }
 	msgs := make([]counts, len(groups))
 	for i, g := range groups {
-		if msgs[i].in, msgs[i].out, err = a.DB.MessagesSince(ctx, store.ChatID(g.Chat), start); err != nil {
+		if msgs[i].in, msgs[i].out, err = a.DB.Messages.CountSince(ctx, store.ChatID(g.Chat), start); err != nil {
 			return err
 		}
 	}

@@ -47,13 +47,13 @@ func TestMetricsRuntimeAndGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := h.db.InsertMessage(ctx, store.Message{Chat: "local:fam", ExternalID: "out-1", Text: "reply", IsBot: true, SentAt: time.Now()}); err != nil {
+	if _, _, err := h.db.Messages.Insert(ctx, store.Message{Chat: "local:fam", ExternalID: "out-1", Text: "reply", IsBot: true, SentAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "fam", CostUSD: 3}); err != nil {
+	if err := h.db.Usage.AddAPI(ctx, store.APIUsage{Folder: "fam", CostUSD: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.5}); err != nil {
+	if err := h.db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", CostUSD: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	// Descriptors the test holds open show in the daemon's (this

@@ -19,14 +19,14 @@ import (
 func TestTaskRulesShared(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
 	a := &Admin{DB: db, AssistantName: "Andy", Timezone: time.UTC, Now: func() time.Time { return now }}
 
 	running := createTask(t, db, "main", store.TaskOnce, "2026-11-22T09:00:00Z", now)
-	if err := db.SetTaskStatus(ctx, running.ID, store.TaskRunning); err != nil {
+	if err := db.Tasks.SetStatus(ctx, running.ID, store.TaskRunning); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := a.ResumeTask(ctx, string(running.ID)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is running") {
@@ -35,13 +35,13 @@ func TestTaskRulesShared(t *testing.T) {
 
 	spent := createTask(t, db, "main", store.TaskOnce, "2026-11-22T09:00:00Z", now)
 	spent.NextRun, spent.Status = nil, store.TaskPaused
-	if err := db.UpdateTask(ctx, spent); err != nil {
+	if err := db.Tasks.Update(ctx, spent); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := a.ResumeTask(ctx, string(spent.ID)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no run left") {
 		t.Errorf("resume of a once task with no run left got %+v, %v; want ErrInvalid, no run left (it used to store an active task that never runs)", got, err)
 	}
-	if stored, _ := db.GetTask(ctx, spent.ID); stored.Status != store.TaskPaused {
+	if stored, _ := db.Tasks.Get(ctx, spent.ID); stored.Status != store.TaskPaused {
 		t.Errorf("got stored status %s after a refused resume; want paused", stored.Status)
 	}
 }
@@ -120,7 +120,7 @@ func TestGroupMounts(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "mount refused: /forbidden/keys: not under an allowed root of /etc/allowlist.json") {
 		t.Errorf("refused mount got %v; want ErrInvalid with the allowlist's own words", err)
 	}
-	stored, _ := db.GetGroupByFolder(ctx, "fam")
+	stored, _ := db.Groups.ByFolder(ctx, "fam")
 	if len(stored.ContainerConfig.ExtraMounts) != 2 {
 		t.Errorf("a refused change left mounts %+v; want the two set before", stored.ContainerConfig.ExtraMounts)
 	}
@@ -140,7 +140,7 @@ func TestGroupMounts(t *testing.T) {
 	if err != nil || len(g.ExtraMounts) != 0 || len(al.calls) != 2 {
 		t.Errorf("clear got %+v, %v after %d allowlist checks; want no mounts, without a check", g.ExtraMounts, err, len(al.calls))
 	}
-	if stored, _ := db.GetGroupByFolder(ctx, "fam"); stored.ContainerConfig.ExtraMounts != nil {
+	if stored, _ := db.Groups.ByFolder(ctx, "fam"); stored.ContainerConfig.ExtraMounts != nil {
 		t.Errorf("got stored mounts %+v after clearing; want none", stored.ContainerConfig.ExtraMounts)
 	}
 }

@@ -111,7 +111,7 @@ type harness struct {
 // storeInbound stores a message the way the router does.
 func storeInbound(db *store.DB) local.Inbound {
 	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
-		id, _, err := db.InsertMessage(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
+		id, _, err := db.Messages.Insert(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
 		return id, err
 	}

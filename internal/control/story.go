@@ -68,7 +68,7 @@ const storyRows = 50
 func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (Story, error) {
 	var chatID store.ChatID
 	if chat != "" {
-		if g, err := a.DB.GetGroupByFolder(ctx, store.Folder(chat)); err == nil {
+		if g, err := a.DB.Groups.ByFolder(ctx, store.Folder(chat)); err == nil {
 			chatID = g.Chat
 		} else if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrInvalidFolder) {
 			return Story{}, err
@@ -80,7 +80,7 @@ func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (St
 	var err error
 	switch ref = strings.TrimSpace(ref); ref {
 	case "", "last":
-		m, err = a.DB.LastMessageFrom(ctx, chatID)
+		m, err = a.DB.Messages.LastFrom(ctx, chatID)
 		if errors.Is(err, store.ErrNotFound) {
 			if chat != "" {
 				return Story{}, fmt.Errorf("no message from anyone is stored for chat %s: %w", chat, store.ErrNotFound)
@@ -92,7 +92,7 @@ func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (St
 		if perr != nil || id <= 0 {
 			return Story{}, invalid("message %q: want a message id (a whole number) or last", ref)
 		}
-		m, err = a.DB.GetStoredMessage(ctx, store.MessageID(id))
+		m, err = a.DB.Messages.GetStored(ctx, store.MessageID(id))
 		if errors.Is(err, store.ErrNotFound) {
 			return Story{}, fmt.Errorf("message %d is not stored (never, or pruned by the retention): %w", id, store.ErrNotFound)
 		}
@@ -154,7 +154,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		add("stored", m.StoredAt, "", d)
 	}
 
-	g, err := a.DB.GetGroupByChat(ctx, m.Chat)
+	g, err := a.DB.Groups.ByChat(ctx, m.Chat)
 	if errors.Is(err, store.ErrNotFound) {
 		st.Why = "the chat is no longer a registered group"
 		add("trigger", time.Time{}, "not_matched", st.Why+": nothing more is known")
@@ -177,11 +177,11 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		}
 	}
 
-	cursor, err := a.DB.GetCursor(ctx, g.Folder)
+	cursor, err := a.DB.Sessions.Cursor(ctx, g.Folder)
 	if err != nil {
 		return Story{}, err
 	}
-	ends, err := a.DB.TurnEndsFrom(ctx, m.Chat, m.ID, storyRows)
+	ends, err := a.DB.Turns.From(ctx, m.Chat, m.ID, storyRows)
 	if err != nil {
 		return Story{}, err
 	}
@@ -205,7 +205,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 		if err := a.approvalSteps(ctx, add, g.Folder, arrived, final); err != nil {
 			return Story{}, err
 		}
-		refused, err := a.DB.BudgetRefusals(ctx, g.Folder, arrived, final, storyRows)
+		refused, err := a.DB.Budget.Refusals(ctx, g.Folder, arrived, final, storyRows)
 		if err != nil {
 			return Story{}, err
 		}
@@ -240,7 +240,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 	a.containerStep(add, string(g.Folder), handed, arrived, final, live)
 
 	if st.Woke || !final.IsZero() {
-		requests, cost, first, _, err := a.DB.APIUsageBetween(ctx, g.Folder, arrived, final)
+		requests, cost, first, _, err := a.DB.Usage.APIBetween(ctx, g.Folder, arrived, final)
 		if err != nil {
 			return Story{}, err
 		}
@@ -254,14 +254,14 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 	// Replies: what bridged sent to the chat from the message's arrival to
 	// the next message that could wake the agent (or the end of its turn,
 	// if later).
-	_, next, err := a.DB.NextMessageAfter(ctx, m.Chat, m.ID)
+	_, next, err := a.DB.Messages.NextAfter(ctx, m.Chat, m.ID)
 	if err != nil {
 		return Story{}, err
 	}
 	if !next.IsZero() && !final.IsZero() && final.After(next) {
 		next = final.Add(time.Second)
 	}
-	out, err := a.DB.OutboxBetween(ctx, m.Chat, g.Folder, arrived, next, storyRows)
+	out, err := a.DB.Outbox.Between(ctx, m.Chat, g.Folder, arrived, next, storyRows)
 	if err != nil {
 		return Story{}, err
 	}
@@ -311,7 +311,7 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 // was used up, then let through, or let through at once. A message of a
 // group without a budget then has none.
 func (a *Admin) budgetSteps(ctx context.Context, add func(step string, at time.Time, state, detail string), chat store.ChatID, id store.MessageID) error {
-	ds, err := a.DB.BudgetDecisionsOn(ctx, chat, id, storyRows)
+	ds, err := a.DB.Budget.DecisionsOn(ctx, chat, id, storyRows)
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (a *Admin) approvalSteps(ctx context.Context, add func(step string, at time
 	if !end.IsZero() {
 		end = end.Add(time.Millisecond) // asked_at is stored in milliseconds
 	}
-	as, err := a.DB.ApprovalsAsked(ctx, folder, arrived.Truncate(time.Millisecond), end, storyRows)
+	as, err := a.DB.Approvals.Asked(ctx, folder, arrived.Truncate(time.Millisecond), end, storyRows)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func TestStoryTriggerReasons(t *testing.T) {
 	put := func(m store.Message) int64 {
 		t.Helper()
 		m.ExternalID = strings.ReplaceAll(m.Text, " ", "-")
-		id, ok, err := db.InsertMessage(ctx, m)
+		id, ok, err := db.Messages.Insert(ctx, m)
 		if err != nil || !ok {
 			t.Fatalf("insert %q: %v %v", m.Text, ok, err)
 		}

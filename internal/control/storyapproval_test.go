@@ -19,22 +19,22 @@ func TestStoryTellsApprovalWaits(t *testing.T) {
 	if _, err := a.AddGroup(ctx, GroupAdd{Chat: "local:fam", Name: "fam", Folder: "fam"}); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := db.InsertMessage(ctx, store.Message{Chat: "local:fam", ExternalID: "1", Sender: "alice", Text: "@Andy clean up", SentAt: time.Now()})
+	id, _, err := db.Messages.Insert(ctx, store.Message{Chat: "local:fam", ExternalID: "1", Sender: "alice", Text: "@Andy clean up", SentAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetCursor(ctx, "fam", id); err != nil {
+	if err := db.Sessions.SetCursor(ctx, "fam", id); err != nil {
 		t.Fatal(err)
 	}
 	for _, ap := range []store.Approval{
 		{ID: "abcd", Folder: "fam", RequestID: "r1", Tool: "Bash", Subject: "rm -r build", Rule: "Bash(rm -r build)"},
 		{ID: "efgh", Folder: "fam", RequestID: "r2", Tool: "Write", Subject: "/etc/x", Rule: "Write(/etc/x)"},
 	} {
-		if err := db.Tx(ctx, func(tx *store.Tx) error { _, err := tx.AddApproval(ctx, ap); return err }); err != nil {
+		if err := db.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Approvals.Add(ctx, ap); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Tx(ctx, func(tx *store.Tx) error { _, err := tx.DecideApproval(ctx, "abcd", true, false, "cli"); return err }); err != nil {
+	if err := db.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Approvals.Decide(ctx, "abcd", true, false, "cli"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	st, err := a.Story(ctx, strconv.FormatInt(int64(id), 10), "")

@@ -12,7 +12,7 @@ import (
 
 func createTask(t *testing.T, db *store.DB, folder store.Folder, kind store.TaskKind, value string, next time.Time) store.Task {
 	t.Helper()
-	tk, err := db.CreateTask(context.Background(), store.Task{Folder: folder, Chat: "local:main", Prompt: "water the plants",
+	tk, err := db.Tasks.Create(context.Background(), store.Task{Folder: folder, Chat: "local:main", Prompt: "water the plants",
 		Kind: kind, Value: value, NextRun: &next})
 	if err != nil {
 		t.Fatalf("CreateTask: %v", err)
@@ -44,7 +44,7 @@ func TestTasksThroughAPI(t *testing.T) {
 	if got := h.wake.n.Load(); got != 2 {
 		t.Errorf("got %d scheduler wakes; want 2", got)
 	}
-	if err := h.db.FinishTaskRun(ctx, store.TaskRun{TaskID: tk.ID, StartedAt: time.Now(), Duration: 3 * time.Second, Status: store.RunError, Error: "container crashed"}); err != nil {
+	if err := h.db.Tasks.FinishRun(ctx, store.TaskRun{TaskID: tk.ID, StartedAt: time.Now(), Duration: 3 * time.Second, Status: store.RunError, Error: "container crashed"}); err != nil {
 		t.Fatal(err)
 	}
 	runs, err := h.client.TaskRuns(ctx, string(tk.ID), 10)
@@ -78,7 +78,7 @@ func TestTasksThroughAPI(t *testing.T) {
 func TestResumeSkipsMissedSlots(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
@@ -108,7 +108,7 @@ func TestResumeSkipsMissedSlots(t *testing.T) {
 			if got.NextRun == nil || !got.NextRun.Equal(tt.want) {
 				t.Errorf("got next run %v; want %v", got.NextRun, tt.want)
 			}
-			stored, _ := db.GetTask(ctx, tk.ID)
+			stored, _ := db.Tasks.Get(ctx, tk.ID)
 			if stored.Status != store.TaskActive {
 				t.Errorf("got stored status %s; want active", stored.Status)
 			}
@@ -137,17 +137,17 @@ func TestStatusAndMetrics(t *testing.T) {
 	if _, err := h.client.PostMessage(ctx, "local:main", "alice", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	it, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "lost", Origin: store.OriginReply})
+	it, err := h.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "lost", Origin: store.OriginReply})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
+	if err := h.db.Outbox.MarkFailed(ctx, it.ID, "chat vanished"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "waiting", Origin: store.OriginReply}); err != nil {
+	if _, err := h.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "waiting", Origin: store.OriginReply}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.25}); err != nil {
+	if err := h.db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", CostUSD: 0.25}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -202,10 +202,10 @@ func TestStoreOnlyStatus(t *testing.T) {
 	// 00:30 in Berlin: a turn at 23:50 the day before is not "today".
 	now := time.Date(2026, 11, 22, 23, 30, 0, 0, time.UTC)
 	a := &Admin{DB: db, Timezone: tz, Now: func() time.Time { return now }}
-	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 1, At: now.Add(-40 * time.Minute)}); err != nil {
+	if err := db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", CostUSD: 1, At: now.Add(-40 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", CostUSD: 0.5, At: now.Add(-10 * time.Minute)}); err != nil {
+	if err := db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", CostUSD: 0.5, At: now.Add(-10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := a.Status(ctx)

@@ -267,7 +267,7 @@ func (s *Server) openApprovals(ctx context.Context, chat string) ([]Approval, er
 	if s.opts.Approvals == nil {
 		return nil, nil
 	}
-	g, err := s.opts.Admin.DB.GetGroupByChat(ctx, store.ChatID(chat))
+	g, err := s.opts.Admin.DB.Groups.ByChat(ctx, store.ChatID(chat))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -321,7 +321,7 @@ func (s *Server) delivered(ctx context.Context, chat string, after int64) error 
 // message is not stored in the chat after the id after yet (a row is
 // marked sent just after the local channel stored it).
 func (s *Server) outboxDelivered(ctx context.Context, chat string, after int64) (bool, error) {
-	pending, err := s.opts.Admin.DB.PendingOutbox(ctx, 0)
+	pending, err := s.opts.Admin.DB.Outbox.Pending(ctx, 0)
 	if err != nil {
 		return false, err
 	}
@@ -331,7 +331,7 @@ func (s *Server) outboxDelivered(ctx context.Context, chat string, after int64) 
 			continue
 		}
 		if stored == nil { // read the chat only when one of its rows is pending
-			ms, err := s.opts.Admin.DB.MessagesAfter(ctx, store.ChatID(chat), store.MessageID(after), maxMessages)
+			ms, err := s.opts.Admin.DB.Messages.After(ctx, store.ChatID(chat), store.MessageID(after), maxMessages)
 			if err != nil {
 				return false, err
 			}

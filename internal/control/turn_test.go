@@ -50,7 +50,7 @@ func TestTurnAnswersWithEveryReplyOnceDelivered(t *testing.T) {
 	if _, err := h.local.Send(ctx, channel.Outgoing{Chat: "local:main", Text: "working on it", ID: "3EB0PROGRESS"}); err != nil {
 		t.Fatal(err)
 	}
-	row, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "hi alice", Origin: store.OriginReply})
+	row, err := h.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "hi alice", Origin: store.OriginReply})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func postedNone(t *testing.T, h *harness) {
 		t.Errorf("a message was posted: %+v", m)
 	default:
 	}
-	msgs, err := h.db.MessagesAfter(context.Background(), "local:main", 0, 0)
+	msgs, err := h.db.Messages.After(context.Background(), "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestPostFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PostMessage: %v", err)
 	}
-	msgs, err := h.db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := h.db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func newFixture(t *testing.T, approvals bool) *fixture {
 	if _, err := admin.AddGroup(ctx, control.GroupAdd{Chat: "local:fam", Name: "Family <3", Folder: "fam"}); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := db.InsertMessage(ctx, store.Message{Chat: "local:fam", ExternalID: "m1", Sender: "alice", SenderName: `Al<i>ce`, Text: markup, SentAt: time.Now()})
+	id, _, err := db.Messages.Insert(ctx, store.Message{Chat: "local:fam", ExternalID: "m1", Sender: "alice", SenderName: `Al<i>ce`, Text: markup, SentAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestConversationIsLive(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	if _, _, err := f.db.InsertMessage(ctx, store.Message{Chat: "local:fam", ExternalID: "m2", Sender: "bob", Text: "later <b>one</b>", SentAt: time.Now()}); err != nil {
+	if _, _, err := f.db.Messages.Insert(ctx, store.Message{Chat: "local:fam", ExternalID: "m2", Sender: "bob", Text: "later <b>one</b>", SentAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(resp.Body)

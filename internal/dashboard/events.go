@@ -48,7 +48,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		if d.opts.Wait != nil {
 			wake = d.opts.Wait(ctx)
 		}
-		ms, err := d.opts.Admin.DB.MessagesAfter(ctx, store.ChatID(g.Chat), store.MessageID(after), 100)
+		ms, err := d.opts.Admin.DB.Messages.After(ctx, store.ChatID(g.Chat), store.MessageID(after), 100)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Warn().Err(err).Str("group", g.Folder).Msg("dashboard: live conversation")

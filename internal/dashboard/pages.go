@@ -284,7 +284,7 @@ func (d *Dashboard) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := groupData{Group: g, Container: containerOf(st, g.Folder)}
-	ms, err := d.opts.Admin.DB.RecentMessages(ctx, store.ChatID(g.Chat), conversationSize)
+	ms, err := d.opts.Admin.DB.Messages.Recent(ctx, store.ChatID(g.Chat), conversationSize)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -294,7 +294,7 @@ func (d *Dashboard) group(w http.ResponseWriter, r *http.Request) {
 		out.After = int64(m.ID)
 	}
 	if out.After == 0 {
-		id, err := d.opts.Admin.DB.LatestMessageID(ctx, store.ChatID(g.Chat))
+		id, err := d.opts.Admin.DB.Messages.LatestID(ctx, store.ChatID(g.Chat))
 		if err != nil {
 			d.fail(w, r, err)
 			return
@@ -422,7 +422,7 @@ func (d *Dashboard) costPlot(ctx context.Context, folder string) (template.HTML,
 	now := d.opts.Now().In(loc)
 	y, m, dd := now.Date()
 	first := time.Date(y, m, dd-costDays+1, 0, 0, 0, 0, loc)
-	rows, err := d.opts.Admin.DB.CostByHour(ctx, first)
+	rows, err := d.opts.Admin.DB.Usage.CostByHour(ctx, first)
 	if err != nil {
 		return "", err
 	}
@@ -456,7 +456,7 @@ func (d *Dashboard) costPlot(ctx context.Context, folder string) (template.HTML,
 // latencyPlot is the time the last answered turns took (chat "": every
 // chat's), from the newest message they took to their end.
 func (d *Dashboard) latencyPlot(ctx context.Context, chat string) (template.HTML, error) {
-	ls, err := d.opts.Admin.DB.TurnLatencies(ctx, store.ChatID(chat), d.opts.Now().Add(-7*24*time.Hour), 60)
+	ls, err := d.opts.Admin.DB.Turns.Latencies(ctx, store.ChatID(chat), d.opts.Now().Add(-7*24*time.Hour), 60)
 	if err != nil {
 		return "", err
 	}
@@ -489,7 +489,7 @@ func latency(ls []store.TurnLatency, loc *time.Location) plot {
 func (d *Dashboard) messagesPlot(ctx context.Context, chat string) (template.HTML, error) {
 	end := d.opts.Now().Truncate(time.Hour)
 	first := end.Add(-23 * time.Hour)
-	hs, err := d.opts.Admin.DB.MessagesByHour(ctx, store.ChatID(chat), first)
+	hs, err := d.opts.Admin.DB.Messages.ByHour(ctx, store.ChatID(chat), first)
 	if err != nil {
 		return "", err
 	}

@@ -39,12 +39,12 @@ func TestInboundAllowList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in, db := newIngest(t, nil)
-			g, err := db.GetGroupByFolder(ctx, "main")
+			g, err := db.Groups.ByFolder(ctx, "main")
 			if err != nil {
 				t.Fatal(err)
 			}
 			g.Allow, g.Others = tt.allow, tt.others
-			if err := db.UpdateGroup(ctx, g); err != nil {
+			if err := db.Groups.Update(ctx, g); err != nil {
 				t.Fatal(err)
 			}
 			m := tt.m
@@ -60,12 +60,12 @@ func TestInboundAllowList(t *testing.T) {
 				t.Fatalf("woke the loop: %v; want %v", !tt.stored, tt.stored)
 			}
 			if !tt.stored {
-				if n, _ := db.MessagesAfter(ctx, "local:main", 0, 0); len(n) != 0 {
+				if n, _ := db.Messages.After(ctx, "local:main", 0, 0); len(n) != 0 {
 					t.Fatalf("dropped message stored: %+v", n)
 				}
 				return
 			}
-			got, err := db.GetStoredMessage(ctx, id)
+			got, err := db.Messages.GetStored(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestInboundReactionIsNotAPrompt(t *testing.T) {
 	if woken(in) {
 		t.Fatal("a reaction woke the loop")
 	}
-	if n, _ := db.MessagesAfter(ctx, "local:main", 0, 0); len(n) != 0 {
+	if n, _ := db.Messages.After(ctx, "local:main", 0, 0); len(n) != 0 {
 		t.Fatalf("reaction stored as a message: %+v", n)
 	}
 }

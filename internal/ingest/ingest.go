@@ -93,7 +93,7 @@ type Changed struct {
 	Known      bool        // Group and Registered were read under Version
 	Registered bool        // the chat is a registered group's
 	Group      store.Group // the chat's group when Registered
-	Version    uint64      // the registry's version (store.DB.GroupsVersion) of the lookup
+	Version    uint64      // the registry's version (store.GroupQuery.Version) of the lookup
 }
 
 // Inbound stores one inbound message and its chat's metadata in one
@@ -132,8 +132,8 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
 		}
 	}
-	seen := Changed{Known: true, Version: in.cfg.DB.GroupsVersion()}
-	g, err := in.cfg.DB.GetGroupByChat(ctx, chat)
+	seen := Changed{Known: true, Version: in.cfg.DB.Groups.Version()}
+	g, err := in.cfg.DB.Groups.ByChat(ctx, chat)
 	switch {
 	case err == nil:
 		seen.Group, seen.Registered = g, true
@@ -149,7 +149,7 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	var inserted bool
 	err = in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		id, inserted, err = tx.InsertMessageIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
+		id, inserted, err = tx.Messages.InsertIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
 			Late: m.Backlog || in.isLate(m.SentAt), NotAllowed: notAllowed,
@@ -158,7 +158,7 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 			return err
 		}
 		media = mediaOf(id, chat, m.Media)
-		return tx.InsertMedia(ctx, *media)
+		return tx.Media.Insert(ctx, *media)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store inbound message: %w", err)

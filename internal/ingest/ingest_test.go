@@ -28,7 +28,7 @@ func newIngest(t *testing.T, mq MediaQueue) (*Ingest, *store.DB) {
 	t.Helper()
 	ctx := context.Background()
 	db := storetest.Open(t)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	in, err := New(Config{DB: db, Media: mq, LateWindow: 10 * time.Minute, Log: zerolog.Nop(),
@@ -66,7 +66,7 @@ func TestInboundStoresAndWakes(t *testing.T) {
 	if _, ok := dirty["local:main"]; !ok || all || len(dirty) != 1 {
 		t.Fatalf("Take = %v, %v; want local:main only", dirty, all)
 	}
-	chats, err := db.ListChats(ctx)
+	chats, err := db.Chats.List(ctx)
 	if err != nil || len(chats) != 1 || chats[0].Channel != "local" {
 		t.Fatalf("chats = %+v, %v; want local:main on the local channel", chats, err)
 	}
@@ -175,7 +175,7 @@ func TestAnswersAndReactionsAreNotStored(t *testing.T) {
 	if id, err := in.Inbound(ctx, channel.Message{Chat: "local:main", ExternalID: "a4", Text: "hello"}); err != nil || id == 0 {
 		t.Fatalf("an ordinary message was not stored: %d, %v", id, err)
 	}
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("stored %d messages (%v); want only the ordinary one", len(msgs), err)
 	}

@@ -58,12 +58,12 @@ func (a *approver) announce(toolUseID, tool string) {
 func setTools(t *testing.T, db *store.DB, folder store.Folder, p store.ToolProfile) {
 	t.Helper()
 	ctx := context.Background()
-	g, err := db.GetGroupByFolder(ctx, folder)
+	g, err := db.Groups.ByFolder(ctx, folder)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Tools = p
-	if err := db.UpdateGroup(ctx, g); err != nil {
+	if err := db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 }

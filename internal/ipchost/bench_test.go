@@ -59,7 +59,7 @@ func BenchmarkToolCallUnderFlood(b *testing.B) {
 
 	// The flooding group is registered with its 40,000 files already there.
 	ctx := context.Background()
-	if _, err := e.db.AddGroup(ctx, store.Group{Chat: "local:flood", Folder: "flood", Name: "Flood", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+	if _, err := e.db.Groups.Add(ctx, store.Group{Chat: "local:flood", Folder: "flood", Name: "Flood", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()

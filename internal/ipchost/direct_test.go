@@ -18,16 +18,16 @@ import (
 func TestMainNotFullCannotDirectAnotherGroup(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	g, err := e.db.GetGroupByFolder(ctx, "main")
+	g, err := e.db.Groups.ByFolder(ctx, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Tools = store.ToolsReadOnly
-	if err := e.db.UpdateGroup(ctx, g); err != nil {
+	if err := e.db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	fam := e.tasks["family"].ID
-	if err := e.db.PauseTask(ctx, fam, ""); err != nil {
+	if err := e.db.Tasks.Pause(ctx, fam, ""); err != nil {
 		t.Fatal(err)
 	}
 	before := e.snapshot(t)
@@ -61,7 +61,7 @@ func TestMainNotFullCannotDirectAnotherGroup(t *testing.T) {
 
 	// Full again: allowed, and the task records main as its prompt's setter.
 	g.Tools = store.ToolsFull
-	if err := e.db.UpdateGroup(ctx, g); err != nil {
+	if err := e.db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	resp = e.h.Handle(ctx, "main", ipc.NewRequest(ipc.UpdateTaskArgs{TaskID: string(fam), Prompt: ptr("new prompt")}))

@@ -165,9 +165,9 @@ func (h *Host) stageFile(ctx context.Context, folder store.Folder, arg string) (
 // past its caps (Config.Files): files in the last minute, bytes in the last
 // 24 hours, counted from its outbox rows (inside tx when it is not nil).
 func (h *Host) checkFileCaps(ctx context.Context, tx *store.Tx, folder store.Folder, arg string, size int64) error {
-	count := h.db.OutboxFiles
+	count := h.db.Outbox.Files
 	if tx != nil {
-		count = tx.OutboxFiles
+		count = tx.Outbox.Files
 	}
 	now := h.now()
 	lim := h.cfg.Files
@@ -306,7 +306,7 @@ func (f *outFile) commit(ctx context.Context, tx *store.Tx, it store.OutboxItem)
 	if err := f.h.checkFileCaps(ctx, tx, f.folder, f.arg, f.info.Size); err != nil {
 		return err
 	}
-	if err := tx.SetOutboxFile(ctx, it.ID, f.info.Name, f.info.Size); err != nil {
+	if err := tx.Outbox.SetFile(ctx, it.ID, f.info.Name, f.info.Size); err != nil {
 		return err
 	}
 	return f.staged.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))

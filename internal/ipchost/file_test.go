@@ -73,7 +73,7 @@ func TestSendMessageWithFile(t *testing.T) {
 		if res.File == nil || res.File.Name != tc.name || res.File.Kind != tc.kind || res.File.Size != int64(len(tc.data)) {
 			t.Errorf("send %s: file in answer %+v; want %s, %s, %d bytes", tc.file, res.File, tc.name, tc.kind, len(tc.data))
 		}
-		it, err := e.db.GetOutbox(ctx, store.OutboxID(res.OutboxID))
+		it, err := e.db.Outbox.Get(ctx, store.OutboxID(res.OutboxID))
 		if err != nil {
 			t.Fatal(err)
 		}

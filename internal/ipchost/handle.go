@@ -102,7 +102,7 @@ func (h *Host) handle(ctx context.Context, u *unit) (data any, err error) {
 	if !ipc.ValidID(req.ID) {
 		return nil, badRequest("request id %q is not a valid id", req.ID)
 	}
-	g, err := h.db.GetGroupByFolder(ctx, folder)
+	g, err := h.db.Groups.ByFolder(ctx, folder)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, refused("group %s is not registered", folder)
 	}
@@ -223,12 +223,12 @@ func (h *Host) sendMessage(ctx context.Context, u *unit, g store.Group, a ipc.Se
 // knownChat reports whether chat is a registered group's or a chat a
 // channel has seen.
 func (h *Host) knownChat(ctx context.Context, chat store.ChatID) (bool, error) {
-	if _, err := h.db.GetGroupByChat(ctx, chat); err == nil {
+	if _, err := h.db.Groups.ByChat(ctx, chat); err == nil {
 		return true, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, err
 	}
-	if _, err := h.db.GetChat(ctx, chat); err == nil {
+	if _, err := h.db.Chats.Get(ctx, chat); err == nil {
 		return true, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, err
@@ -263,7 +263,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 		if !g.IsMain {
 			return nil, refused("only the main group can schedule tasks for another group")
 		}
-		tg, err := h.db.GetGroupByFolder(ctx, tf)
+		tg, err := h.db.Groups.ByFolder(ctx, tf)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, badRequest("group %q is not registered", tf)
 		}
@@ -286,7 +286,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 	err = h.db.Tx(ctx, func(tx *store.Tx) error {
 		// Counted and created in one transaction: writers are serialised, so
 		// no two requests both take the last place.
-		n, err := tx.CountLiveTasks(ctx, target.Folder)
+		n, err := tx.Tasks.CountLive(ctx, target.Folder)
 		if err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func (h *Host) scheduleTask(ctx context.Context, u *unit, g store.Group, a ipc.S
 				"nothing was scheduled. Cancel a task it no longer needs with cancel_task (list_tasks shows them), then schedule again",
 				target.Folder, n, h.cfg.MaxTasks)
 		}
-		task, err = tx.CreateTask(ctx, store.Task{
+		task, err = tx.Tasks.Create(ctx, store.Task{
 			Folder:      target.Folder,
 			Chat:        target.Chat,
 			Prompt:      a.Prompt,
@@ -338,7 +338,7 @@ func (h *Host) listTasks(ctx context.Context, g store.Group) (any, error) {
 	if g.IsMain {
 		folder = ""
 	}
-	tasks, err := h.db.ListTasks(ctx, folder)
+	tasks, err := h.db.Tasks.List(ctx, folder)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +356,7 @@ func ownedTask(ctx context.Context, tx *store.Tx, g store.Group, id store.TaskID
 	if id == "" {
 		return store.Task{}, notFound
 	}
-	t, err := tx.GetTask(ctx, id)
+	t, err := tx.Tasks.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Task{}, notFound
 	}
@@ -479,7 +479,7 @@ func (h *Host) registerGroup(ctx context.Context, u *unit, g store.Group, a ipc.
 	folder := string(ng.Folder)
 	var info ipc.GroupInfo
 	err = h.db.Tx(ctx, func(tx *store.Tx) error {
-		added, err := tx.AddGroup(ctx, ng)
+		added, err := tx.Groups.Add(ctx, ng)
 		if err != nil {
 			return err
 		}
@@ -495,7 +495,7 @@ func (h *Host) registerGroup(ctx context.Context, u *unit, g store.Group, a ipc.
 	if err := h.prepareGroup(folder); err != nil {
 		uctx := context.WithoutCancel(ctx)
 		if rerr := h.db.Tx(uctx, func(tx *store.Tx) error {
-			if err := tx.RemoveGroup(uctx, ng.Folder); err != nil {
+			if err := tx.Groups.Remove(uctx, ng.Folder); err != nil {
 				return err
 			}
 			return u.forget(uctx, tx)
@@ -523,11 +523,11 @@ func (h *Host) listGroups(ctx context.Context, g store.Group, a ipc.ListGroupsAr
 			h.log.Warn().Err(err).Msg("refresh group names; listing the stored ones")
 		}
 	}
-	chats, err := h.db.ListChats(ctx)
+	chats, err := h.db.Chats.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	groups, err := h.db.ListGroups(ctx)
+	groups, err := h.db.Groups.List(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -292,7 +292,7 @@ func TestAuthorization(t *testing.T) {
 				if info.Folder != "books" || info.Chat != strangerChat || !info.Registered {
 					t.Errorf("answer %+v; want books registered for %s", info, strangerChat)
 				}
-				g, err := e.db.GetGroupByFolder(context.Background(), "books")
+				g, err := e.db.Groups.ByFolder(context.Background(), "books")
 				if err != nil {
 					t.Fatalf("group not stored: %v", err)
 				}
@@ -516,7 +516,7 @@ func TestTaskStates(t *testing.T) {
 		{
 			name: "pausing a paused task keeps it paused",
 			setup: func(t *testing.T, e *env, id store.TaskID) {
-				if err := e.db.PauseTask(ctx, id, "by hand"); err != nil {
+				if err := e.db.Tasks.Pause(ctx, id, "by hand"); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -533,7 +533,7 @@ func TestTaskStates(t *testing.T) {
 				task, _ := e.task(t, id)
 				past := now.Add(-72 * time.Hour)
 				task.NextRun, task.Status = &past, store.TaskPaused
-				if err := e.db.UpdateTask(ctx, task); err != nil {
+				if err := e.db.Tasks.Update(ctx, task); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -548,7 +548,7 @@ func TestTaskStates(t *testing.T) {
 		{
 			name: "pausing a task whose once run is in flight is refused",
 			setup: func(t *testing.T, e *env, id store.TaskID) {
-				if err := e.db.SetTaskStatus(ctx, id, store.TaskRunning); err != nil {
+				if err := e.db.Tasks.SetStatus(ctx, id, store.TaskRunning); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -558,7 +558,7 @@ func TestTaskStates(t *testing.T) {
 		{
 			name: "resuming a finished task is refused",
 			setup: func(t *testing.T, e *env, id store.TaskID) {
-				if err := e.db.SetTaskStatus(ctx, id, store.TaskDone); err != nil {
+				if err := e.db.Tasks.SetStatus(ctx, id, store.TaskDone); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -568,7 +568,7 @@ func TestTaskStates(t *testing.T) {
 		{
 			name: "a new schedule makes a finished task active again",
 			setup: func(t *testing.T, e *env, id store.TaskID) {
-				if err := e.db.SetTaskStatus(ctx, id, store.TaskDone); err != nil {
+				if err := e.db.Tasks.SetStatus(ctx, id, store.TaskDone); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -702,7 +702,7 @@ func wantStatus(t *testing.T, e *env, folder store.Folder, want store.TaskStatus
 
 func pause(t *testing.T, e *env, folder store.Folder) {
 	t.Helper()
-	if err := e.db.PauseTask(context.Background(), e.tasks[folder].ID, ""); err != nil {
+	if err := e.db.Tasks.Pause(context.Background(), e.tasks[folder].ID, ""); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ func (m *fakeMessenger) SendMessage(ctx context.Context, unit store.Unit, chat, 
 	var stored store.OutboxItem
 	err = m.db.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		if stored, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil {
+		if stored, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil {
 			return err
 		}
 		if unit != nil {
@@ -137,13 +137,13 @@ func newEnv(t testing.TB) *env {
 		tasks:   map[store.Folder]store.Task{},
 	}
 	for _, f := range []store.Folder{"main", "family", "work"} {
-		if _, err := db.AddGroup(ctx, store.Group{
+		if _, err := db.Groups.Add(ctx, store.Group{
 			Chat: chatOf(f), Folder: f, Name: "The " + string(f), Trigger: "@Andy", RequiresTrigger: f != "main", IsMain: f == "main",
 		}); err != nil {
 			t.Fatalf("add group %s: %v", f, err)
 		}
 		next := now.Add(time.Hour)
-		task, err := db.CreateTask(ctx, store.Task{
+		task, err := db.Tasks.Create(ctx, store.Task{
 			Folder: f, Chat: chatOf(f), Prompt: "daily summary for " + string(f),
 			Kind: store.TaskCron, Value: "30 10 * * *", ContextMode: store.ContextGroup, NextRun: &next,
 		})
@@ -152,7 +152,7 @@ func newEnv(t testing.TB) *env {
 		}
 		e.tasks[f] = task
 	}
-	if err := db.UpsertChat(ctx, store.Chat{ID: strangerChat, Name: "Book club", Channel: "whatsapp", IsGroup: true, LastActivity: now}); err != nil {
+	if err := db.Chats.Upsert(ctx, store.Chat{ID: strangerChat, Name: "Book club", Channel: "whatsapp", IsGroup: true, LastActivity: now}); err != nil {
 		t.Fatalf("upsert chat: %v", err)
 	}
 	h, err := New(Config{Home: home, Timezone: loc, AssistantName: "Andy", Sweep: time.Hour}, db, e.msg, e.waker, e.refresh, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel))
@@ -170,19 +170,19 @@ func chatOf(f store.Folder) store.ChatID { return store.ChatID("local:" + string
 func (e *env) snapshot(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	tasks, err := e.db.ListTasks(ctx, "")
+	tasks, err := e.db.Tasks.List(ctx, "")
 	if err != nil {
 		t.Fatalf("list tasks: %v", err)
 	}
-	groups, err := e.db.ListGroups(ctx)
+	groups, err := e.db.Groups.List(ctx)
 	if err != nil {
 		t.Fatalf("list groups: %v", err)
 	}
-	outbox, err := e.db.PendingOutbox(ctx, 0)
+	outbox, err := e.db.Outbox.Pending(ctx, 0)
 	if err != nil {
 		t.Fatalf("pending outbox: %v", err)
 	}
-	chats, err := e.db.ListChats(ctx)
+	chats, err := e.db.Chats.List(ctx)
 	if err != nil {
 		t.Fatalf("list chats: %v", err)
 	}
@@ -200,7 +200,7 @@ func (e *env) snapshot(t *testing.T) string {
 
 func (e *env) task(t *testing.T, id store.TaskID) (store.Task, bool) {
 	t.Helper()
-	task, err := e.db.GetTask(context.Background(), id)
+	task, err := e.db.Tasks.Get(context.Background(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Task{}, false
 	}
@@ -212,7 +212,7 @@ func (e *env) task(t *testing.T, id store.TaskID) (store.Task, bool) {
 
 func (e *env) outbox(t testing.TB) []store.OutboxItem {
 	t.Helper()
-	items, err := e.db.PendingOutbox(context.Background(), 0)
+	items, err := e.db.Outbox.Pending(context.Background(), 0)
 	if err != nil {
 		t.Fatalf("pending outbox: %v", err)
 	}

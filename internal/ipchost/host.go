@@ -313,12 +313,12 @@ func (h *Host) Run(ctx context.Context) error {
 // task run is dropped with its run, which is recorded as interrupted.) One
 // line per group says how many files were moved. It returns the total.
 func (h *Host) Recover(ctx context.Context) (int, error) {
-	if n, err := h.db.PruneHandledRequests(ctx, HandledRetention); err != nil {
+	if n, err := h.db.Requests.Prune(ctx, HandledRetention); err != nil {
 		return 0, fmt.Errorf("recover ipc: %w", err)
 	} else if n > 0 {
 		h.log.Debug().Int64("records", n).Msg("forgot old handled requests")
 	}
-	groups, err := h.db.ListGroups(ctx)
+	groups, err := h.db.Groups.List(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("recover ipc: %w", err)
 	}
@@ -382,7 +382,7 @@ func (e *dirError) Unwrap() []error { return e.errs }
 func (h *Host) SyncGroups(ctx context.Context) error {
 	h.syncMu.Lock()
 	defer h.syncMu.Unlock()
-	groups, err := h.db.ListGroups(ctx)
+	groups, err := h.db.Groups.List(ctx)
 	if err != nil {
 		return fmt.Errorf("sync groups: %w", err)
 	}
@@ -684,7 +684,7 @@ func (u *unit) commit(ctx context.Context, tx *store.Tx, data any) error {
 		if err != nil {
 			return fmt.Errorf("encode response: %w", err)
 		}
-		if err := tx.RecordRequest(ctx, store.HandledRequest{Folder: u.folder, ID: u.req.ID, Type: string(u.req.Type), Response: b}); err != nil {
+		if err := tx.Requests.Record(ctx, store.HandledRequest{Folder: u.folder, ID: u.req.ID, Type: string(u.req.Type), Response: b}); err != nil {
 			return err
 		}
 	}
@@ -715,13 +715,13 @@ func (u *unit) forget(ctx context.Context, tx *store.Tx) error {
 	if !u.record {
 		return nil
 	}
-	return tx.ForgetRequest(ctx, u.folder, u.req.ID)
+	return tx.Requests.Forget(ctx, u.folder, u.req.ID)
 }
 
 // answerFromRecord answers req from the record of its earlier handling, if
 // there is one, and removes its file. ok reports whether there was a record.
 func (p *protocol) answerFromRecord(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) (done, ok bool) {
-	rec, err := p.db.HandledRequest(ctx, folder, req.ID)
+	rec, err := p.db.Requests.Get(ctx, folder, req.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, false
 	}
@@ -803,7 +803,7 @@ func (h *Host) askApproval(ctx context.Context, folder string, req ipc.Request) 
 		h.refusals.log(h.log, folder, args.Tool, err, h.now())
 		return ipc.ErrorResponse(req.ID, err)
 	}
-	g, err := h.db.GetGroupByFolder(ctx, store.Folder(folder))
+	g, err := h.db.Groups.ByFolder(ctx, store.Folder(folder))
 	switch {
 	case err != nil:
 		return refuse(fmt.Errorf("%w: group %s: %w", ipc.ErrApprovalRefused, folder, err))

@@ -376,7 +376,7 @@ func TestGroupsAddedAndRemovedWhileRunning(t *testing.T) {
 	}
 
 	// A removed group's requests are no longer handled.
-	if err := e.db.RemoveGroup(context.Background(), "work"); err != nil {
+	if err := e.db.Groups.Remove(context.Background(), "work"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.h.SyncGroups(context.Background()); err != nil {
@@ -443,7 +443,7 @@ func TestIdleGroupsHoldNoWorker(t *testing.T) {
 	ctx := context.Background()
 	for i := range 30 {
 		f := store.Folder(fmt.Sprintf("idle-%02d", i))
-		if _, err := e.db.AddGroup(ctx, store.Group{Chat: chatOf(f), Folder: f, Name: string(f), Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+		if _, err := e.db.Groups.Add(ctx, store.Group{Chat: chatOf(f), Folder: f, Name: string(f), Trigger: "@Andy", RequiresTrigger: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -474,13 +474,13 @@ func TestIdleGroupsHoldNoWorker(t *testing.T) {
 	// Removed while idle, then registered again: the new registration's
 	// worker waits for the old one's wind-down, which must happen without a
 	// worker running at the removal.
-	if err := e.db.RemoveGroup(ctx, "idle-09"); err != nil {
+	if err := e.db.Groups.Remove(ctx, "idle-09"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.h.SyncGroups(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.AddGroup(ctx, store.Group{Chat: chatOf("idle-09"), Folder: "idle-09", Name: "again", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+	if _, err := e.db.Groups.Add(ctx, store.Group{Chat: chatOf("idle-09"), Folder: "idle-09", Name: "again", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.h.SyncGroups(ctx); err != nil {

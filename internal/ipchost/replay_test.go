@@ -122,7 +122,7 @@ func TestChangeRolledBackWithItsRecord(t *testing.T) {
 			func(t *testing.T, e *env) int { return len(e.outbox(t)) }},
 		{"schedule_task", "family", ipc.NewRequest(ipc.ScheduleTaskArgs{Prompt: "p", ScheduleType: schedule.Cron, ScheduleValue: "0 9 * * *"}),
 			func(t *testing.T, e *env) int {
-				tasks, err := e.db.ListTasks(context.Background(), "")
+				tasks, err := e.db.Tasks.List(context.Background(), "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +130,7 @@ func TestChangeRolledBackWithItsRecord(t *testing.T) {
 			}},
 		{"register_group", "main", ipc.NewRequest(ipc.RegisterGroupArgs{Chat: strangerChat, Name: "Book club", Folder: "books"}),
 			func(t *testing.T, e *env) int {
-				groups, err := e.db.ListGroups(context.Background())
+				groups, err := e.db.Groups.List(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -144,7 +144,7 @@ func TestChangeRolledBackWithItsRecord(t *testing.T) {
 			n := tt.count(t, e)
 			// Another record under the request's key makes its own fail.
 			if err := e.db.Tx(ctx, func(tx *store.Tx) error {
-				return tx.RecordRequest(ctx, store.HandledRequest{Folder: tt.from, ID: tt.req.ID, Type: "x", Response: []byte(`{}`)})
+				return tx.Requests.Record(ctx, store.HandledRequest{Folder: tt.from, ID: tt.req.ID, Type: "x", Response: []byte(`{}`)})
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func TestRecoverQuarantinesLeftoverRequests(t *testing.T) {
 	if err != nil || n != 4 {
 		t.Fatalf("Recover = %d, %v; want 4 files moved", n, err)
 	}
-	if _, err := e.db.HandledRequest(ctx, "work", done.ID); err != nil {
+	if _, err := e.db.Requests.Get(ctx, "work", done.ID); err != nil {
 		t.Errorf("a recent record was pruned: %v", err)
 	}
 	if !exists(filepath.Join(famDir, "half-written.json.tmp")) {
@@ -230,7 +230,7 @@ func TestRecoverQuarantinesLeftoverRequests(t *testing.T) {
 	if len(items) != 2 || items[1].Text != "new" {
 		t.Errorf("outbox %+v; want the earlier message and the new daemon's only", items)
 	}
-	tasks, _ := e.db.ListTasks(ctx, "")
+	tasks, _ := e.db.Tasks.List(ctx, "")
 	if !strings.Contains(snap, string(tasks[len(tasks)-1].ID)) {
 		t.Errorf("a task was scheduled by a leftover request: %+v", tasks[len(tasks)-1])
 	}

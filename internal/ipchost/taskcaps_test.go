@@ -55,7 +55,7 @@ func TestTaskCapHolds(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	ts, err := e.db.ListTasks(ctx, "family")
+	ts, err := e.db.Tasks.List(ctx, "family")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +64,13 @@ func TestTaskCapHolds(t *testing.T) {
 	}
 
 	// A paused task still counts; a done one does not.
-	if err := e.db.PauseTask(ctx, ts[0].ID, ""); err != nil {
+	if err := e.db.Tasks.Pause(ctx, ts[0].ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if resp := e.h.Handle(ctx, "family", scheduleReq("one more", "")); resp.OK {
 		t.Fatal("a task past the cap was accepted after one was paused")
 	}
-	if err := e.db.SetTaskStatus(ctx, ts[1].ID, store.TaskDone); err != nil {
+	if err := e.db.Tasks.SetStatus(ctx, ts[1].ID, store.TaskDone); err != nil {
 		t.Fatal(err)
 	}
 	if resp := e.h.Handle(ctx, "family", scheduleReq("in the done task's place", "")); !resp.OK {

@@ -161,7 +161,7 @@ func New(cfg Config, d Deps) (*Pool, error) {
 // Run fetches the media pending in the store, then every media added, until
 // ctx ends; it returns once the fetches in flight have stopped.
 func (p *Pool) Run(ctx context.Context) error {
-	pending, err := p.d.Store.PendingMedia(ctx)
+	pending, err := p.d.Store.Media.Pending(ctx)
 	if err != nil {
 		return fmt.Errorf("media pool: %w", err)
 	}

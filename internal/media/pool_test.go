@@ -90,7 +90,7 @@ func newEnv(t *testing.T) *env {
 		{Chat: "c:one", Name: "One", Folder: "one", Trigger: "@Andy", IsMain: true},
 		{Chat: "c:two", Name: "Two", Folder: "two", Trigger: "@Andy"},
 	} {
-		if _, err := db.AddGroup(ctx, g); err != nil {
+		if _, err := db.Groups.Add(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,12 +116,12 @@ func (e *env) message(chat store.ChatID, name string, voice bool, size int64) st
 		m.Label = "voice note"
 	}
 	err := e.db.Tx(ctx, func(tx *store.Tx) error {
-		id, _, err := tx.InsertMessage(ctx, store.Message{Chat: chat, ExternalID: fmt.Sprint("m", e.n), Sender: "u", Text: "look\n[" + m.Label + ": downloading]"})
+		id, _, err := tx.Messages.Insert(ctx, store.Message{Chat: chat, ExternalID: fmt.Sprint("m", e.n), Sender: "u", Text: "look\n[" + m.Label + ": downloading]"})
 		if err != nil {
 			return err
 		}
 		m.MessageID = id
-		return tx.InsertMedia(ctx, m)
+		return tx.Media.Insert(ctx, m)
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -177,7 +177,7 @@ func (e *env) text(id store.MessageID) string {
 	e.t.Helper()
 	var err error
 	for _, chat := range []store.ChatID{"c:one", "c:two"} {
-		ms, err2 := e.db.MessagesAfter(context.Background(), chat, id-1, 1)
+		ms, err2 := e.db.Messages.After(context.Background(), chat, id-1, 1)
 		if err2 == nil && len(ms) == 1 && ms[0].ID == id {
 			return ms[0].Text
 		}
@@ -246,7 +246,7 @@ func TestPendingMediaResumeAtStart(t *testing.T) {
 	}
 	doomed := e.message("c:two", "b.jpg", false, 4)
 	for range DefaultMaxStarts {
-		if _, err := e.db.StartMedia(context.Background(), doomed.MessageID); err != nil {
+		if _, err := e.db.Media.Start(context.Background(), doomed.MessageID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestShutdownLeavesMediaPending(t *testing.T) {
 	p.d.Queue.Add(m)
 	<-e.fetch.started
 	stop()
-	got, err := e.db.GetMedia(context.Background(), m.MessageID)
+	got, err := e.db.Media.Get(context.Background(), m.MessageID)
 	if err != nil || got.State != store.MediaPending {
 		t.Fatalf("media after shutdown = %+v, %v; want pending", got, err)
 	}
@@ -317,7 +317,7 @@ func TestFailuresSayWhy(t *testing.T) {
 			if got := e.text(m.MessageID); got != "look\n"+tt.want {
 				t.Fatalf("text = %q; want %q", got, "look\n"+tt.want)
 			}
-			if got, _ := e.db.GetMedia(context.Background(), m.MessageID); got.State != store.MediaFailed {
+			if got, _ := e.db.Media.Get(context.Background(), m.MessageID); got.State != store.MediaFailed {
 				t.Fatalf("state = %s; want failed", got.State)
 			}
 			if e.fetch.calls != tt.calls {

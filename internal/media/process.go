@@ -40,7 +40,7 @@ func (p *Pool) process(ctx context.Context, m store.Media) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	settled, err := p.d.Store.SettleMedia(sctx, m.MessageID, state, placeholder)
+	settled, err := p.d.Store.Media.Settle(sctx, m.MessageID, state, placeholder)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot settle media; it is fetched again at the next start")
 		return
@@ -60,7 +60,7 @@ func (p *Pool) fetch(ctx context.Context, log zerolog.Logger, m store.Media) (st
 	failed := func(detail string) (store.MediaState, string, bool) {
 		return store.MediaFailed, bracket(m.Label, detail), true
 	}
-	starts, err := p.d.Store.StartMedia(ctx, m.MessageID)
+	starts, err := p.d.Store.Media.Start(ctx, m.MessageID)
 	switch {
 	case ctx.Err() != nil:
 		return "", "", false
@@ -80,7 +80,7 @@ func (p *Pool) fetch(ctx context.Context, log zerolog.Logger, m store.Media) (st
 	if m.Size > p.cfg.MaxBytes {
 		return failed(fmt.Sprintf("not downloaded, %s is over the %s limit", HumanBytes(m.Size), HumanBytes(p.cfg.MaxBytes)))
 	}
-	g, err := p.d.Store.GetGroupByChat(ctx, m.Chat)
+	g, err := p.d.Store.Groups.ByChat(ctx, m.Chat)
 	if errors.Is(err, store.ErrNotFound) {
 		return failed("not downloaded, the chat is no longer registered")
 	} else if err != nil {

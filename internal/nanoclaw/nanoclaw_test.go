@@ -168,14 +168,14 @@ func TestImportPlanApplyTwice(t *testing.T) {
 	}
 
 	// What a user would notice in bridged.
-	g, err := db.GetGroupByFolder(ctx, "main")
+	g, err := db.Groups.ByFolder(ctx, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !g.IsMain || len(g.ContainerConfig.ExtraMounts) != 1 || g.ContainerConfig.ExtraMounts[0].HostPath != allowed || !g.ContainerConfig.ExtraMounts[0].ReadWrite {
 		t.Errorf("main group %+v: want main with the one allowed read-write mount", g)
 	}
-	fam, err := db.GetGroupByFolder(ctx, "family-chat")
+	fam, err := db.Groups.ByFolder(ctx, "family-chat")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,14 +191,14 @@ func TestImportPlanApplyTwice(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(bhome, "groups", "global", "CLAUDE.md")); err != nil || string(b) != "# Global memory\n" {
 		t.Errorf("groups/global/CLAUDE.md = %q, %v", b, err)
 	}
-	if s, _ := db.GetSession(ctx, "main"); s.SessionID != sessionID {
+	if s, _ := db.Sessions.Get(ctx, "main"); s.SessionID != sessionID {
 		t.Errorf("main's session = %q; want %q", s.SessionID, sessionID)
 	}
 	if _, err := os.Stat(filepath.Join(bhome, "data", "sessions", "main", ".claude", "projects", "-workspace-group", sessionID+".jsonl")); err != nil {
 		t.Errorf("transcript: %v", err)
 	}
 	tasks := map[store.TaskID]store.Task{}
-	ts, _ := db.ListTasks(ctx, "")
+	ts, _ := db.Tasks.List(ctx, "")
 	for _, k := range ts {
 		tasks[k.ID] = k
 	}
@@ -217,8 +217,8 @@ func TestImportPlanApplyTwice(t *testing.T) {
 	if _, ok := tasks["task-1700000000000-done01"]; ok || len(tasks) != 4 {
 		t.Errorf("tasks %v: want the 4 not completed and without a script", tasks)
 	}
-	msgs, _ := db.MessagesAfter(ctx, familyJID, 0, 0)
-	cur, _ := db.GetCursor(ctx, "family-chat")
+	msgs, _ := db.Messages.After(ctx, familyJID, 0, 0)
+	cur, _ := db.Sessions.Cursor(ctx, "family-chat")
 	if len(msgs) != 2 || cur != msgs[0].ID {
 		t.Errorf("family history %d messages, cursor %d: want 2, the cursor on the one its agent saw", len(msgs), cur)
 	}

@@ -92,7 +92,7 @@ func MakePlan(ctx context.Context, in *Install, t Target) (*Plan, error) {
 	}
 	pl := &planner{in: in, t: t, p: &Plan{}, folders: map[string]store.Group{}, groups: map[string]store.Group{}}
 	if t.DB != nil {
-		gs, err := t.DB.ListGroups(ctx)
+		gs, err := t.DB.Groups.List(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +251,7 @@ func (pl *planner) registeredGroups() []imported {
 			text += "; " + strings.Join(notes, "; ")
 		}
 		pl.p.step(text, func(ctx context.Context, a *applier) error {
-			_, err := a.db.AddGroup(ctx, gcopy)
+			_, err := a.db.Groups.Add(ctx, gcopy)
 			return err
 		})
 		pl.folders[folder] = ng
@@ -505,7 +505,7 @@ func (pl *planner) sessions(ctx context.Context, gs []imported) error {
 		}
 		what := fmt.Sprintf("Claude session %s of group %s", sid, g.folder)
 		if pl.t.DB != nil {
-			s, err := pl.t.DB.GetSession(ctx, store.Folder(g.folder))
+			s, err := pl.t.DB.Sessions.Get(ctx, store.Folder(g.folder))
 			if err != nil {
 				return err
 			}
@@ -538,7 +538,7 @@ func (pl *planner) sessions(ctx context.Context, gs []imported) error {
 			if err := writeInto(t, fileCopy{rel: "projects/" + sessionSlug + "/" + sid + ".jsonl", data: data, perm: 0o600}); err != nil {
 				return err
 			}
-			return a.db.SetSession(ctx, store.Session{Folder: store.Folder(folder), SessionID: sid})
+			return a.db.Sessions.Set(ctx, store.Session{Folder: store.Folder(folder), SessionID: sid})
 		})
 	}
 	return nil
@@ -564,7 +564,7 @@ func (pl *planner) tasks(ctx context.Context, gs []imported) error {
 			continue
 		}
 		if pl.t.DB != nil {
-			if _, err := pl.t.DB.GetTask(ctx, store.TaskID(k.ID)); err == nil {
+			if _, err := pl.t.DB.Tasks.Get(ctx, store.TaskID(k.ID)); err == nil {
 				pl.p.have("task %s", k.ID)
 				continue
 			} else if !errors.Is(err, store.ErrNotFound) {
@@ -592,7 +592,7 @@ func (pl *planner) tasks(ctx context.Context, gs []imported) error {
 			text += " (" + note + ")"
 		}
 		pl.p.step(text, func(ctx context.Context, a *applier) error {
-			_, err := a.db.ImportTask(ctx, t)
+			_, err := a.db.Tasks.Import(ctx, t)
 			return err
 		})
 	}
@@ -688,7 +688,7 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 		var stored map[string]store.MessageID
 		if pl.t.DB != nil {
 			var err error
-			if stored, err = pl.t.DB.StoredExternalIDs(ctx, g.chat); err != nil {
+			if stored, err = pl.t.DB.Messages.ExternalIDs(ctx, g.chat); err != nil {
 				return err
 			}
 		}
@@ -726,7 +726,7 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 				c := store.Chat{ID: g.chat, Name: chat.Name, Channel: chat.Channel, IsGroup: chat.IsGroup}
 				var cursor store.MessageID
 				for _, m := range todo {
-					id, _, err := tx.InsertMessageIn(ctx, c, store.Message{Chat: g.chat, ExternalID: m.ID, Sender: m.Sender, SenderName: m.SenderName, Text: m.Content,
+					id, _, err := tx.Messages.InsertIn(ctx, c, store.Message{Chat: g.chat, ExternalID: m.ID, Sender: m.Sender, SenderName: m.SenderName, Text: m.Content,
 						SentAt: m.At, FromMe: m.FromMe, IsBot: m.IsBot, Late: true})
 					if err != nil {
 						return err
@@ -735,11 +735,11 @@ func (pl *planner) messages(ctx context.Context, gs []imported) error {
 						cursor = max(cursor, id)
 					}
 				}
-				old, err := tx.GetCursor(ctx, store.Folder(g.folder))
+				old, err := tx.Sessions.Cursor(ctx, store.Folder(g.folder))
 				if err != nil || old != 0 || cursor == 0 {
 					return err
 				}
-				return tx.SetCursor(ctx, store.Folder(g.folder), cursor)
+				return tx.Sessions.SetCursor(ctx, store.Folder(g.folder), cursor)
 			})
 		})
 	}

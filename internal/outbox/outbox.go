@@ -208,7 +208,7 @@ func (s *Sender) send(ctx context.Context) {
 	var waiters []chan struct{}
 	for {
 		var next time.Time
-		rows, err := s.db.PendingOutbox(ctx, batch)
+		rows, err := s.db.Outbox.Pending(ctx, batch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -299,7 +299,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		if ch == nil {
 			log.Error().Msg("no channel handles this chat; message not sent")
 			if mark(func(c context.Context) error {
-				return s.db.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
+				return s.db.Outbox.MarkFailed(c, it.ID, "no channel handles chat "+string(chat))
 			}) {
 				s.dropFile(log, it)
 				s.failed(ctx, it, errNoChannel)
@@ -326,7 +326,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		sentID, err := ch.Send(sctx, out)
 		cancel()
 		if err == nil {
-			if !mark(func(c context.Context) error { return s.db.MarkSent(c, it.ID, sentID, s.cfg.Now()) }) {
+			if !mark(func(c context.Context) error { return s.db.Outbox.MarkSent(c, it.ID, sentID, s.cfg.Now()) }) {
 				return later // sent but not recorded: it goes again, under the same id
 			}
 			log.Debug().Int("bytes", len(it.Text)).Msg("message sent")
@@ -344,7 +344,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		attempts := it.Attempts + 1
 		if errors.Is(err, channel.ErrPermanent) || attempts >= maxSendAttempts {
 			log.Error().Err(err).Int("attempts", attempts).Msg("message could not be sent; marked failed")
-			if !mark(func(c context.Context) error { return s.db.MarkFailed(c, it.ID, err.Error()) }) {
+			if !mark(func(c context.Context) error { return s.db.Outbox.MarkFailed(c, it.ID, err.Error()) }) {
 				return later
 			}
 			s.dropFile(log, it)
@@ -353,7 +353,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 		}
 		wait := min(s.cfg.Backoff<<(attempts-1), maxBackoff)
 		log.Warn().Err(err).Int("attempts", attempts).Dur("retry_in", wait).Msg("send failed; will retry")
-		mark(func(c context.Context) error { return s.db.MarkAttempt(c, it.ID, err.Error()) })
+		mark(func(c context.Context) error { return s.db.Outbox.MarkAttempt(c, it.ID, err.Error()) })
 		return sendDone{retryAt: time.Now().Add(wait)}
 	}
 	return sendDone{}

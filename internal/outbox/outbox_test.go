@@ -76,7 +76,7 @@ func (h *harness) start() {
 
 func (h *harness) commit(chat store.ChatID, text string) store.OutboxItem {
 	h.t.Helper()
-	it, err := h.db.EnqueueOutbox(context.Background(), store.OutboxItem{Chat: chat, Text: text, Origin: store.OriginReply, Group: "main"})
+	it, err := h.db.Outbox.Enqueue(context.Background(), store.OutboxItem{Chat: chat, Text: text, Origin: store.OriginReply, Group: "main"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func (h *harness) flush() {
 
 func (h *harness) row(id store.OutboxID) store.OutboxItem {
 	h.t.Helper()
-	it, err := h.db.GetOutbox(context.Background(), id)
+	it, err := h.db.Outbox.Get(context.Background(), id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestSendsSpooledFile(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		it, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: chatA, Text: "the chart", Origin: store.OriginTool, Group: "main"})
+		it, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: chatA, Text: "the chart", Origin: store.OriginTool, Group: "main"})
 		if err != nil {
 			return err
 		}
@@ -389,10 +389,10 @@ func TestSentFileCopyRemoved(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if it, err = tx.EnqueueOutbox(ctx, store.OutboxItem{Chat: chatA, Text: text, Origin: store.OriginTool, Group: "main"}); err != nil {
+			if it, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: chatA, Text: text, Origin: store.OriginTool, Group: "main"}); err != nil {
 				return err
 			}
-			if err := tx.SetOutboxFile(ctx, it.ID, name, int64(len(data))); err != nil {
+			if err := tx.Outbox.SetFile(ctx, it.ID, name, int64(len(data))); err != nil {
 				return err
 			}
 			return st.Keep(home.SpoolKey(int64(it.ID), it.ExternalID))
@@ -442,7 +442,7 @@ func TestSenderWakesOnSharedSignal(t *testing.T) {
 	}
 	h.start()
 	h.flush()
-	it, err := h.db.EnqueueOutbox(context.Background(), store.OutboxItem{Chat: chatA, Text: "notice", Origin: store.OriginNotice})
+	it, err := h.db.Outbox.Enqueue(context.Background(), store.OutboxItem{Chat: chatA, Text: "notice", Origin: store.OriginNotice})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,10 +44,10 @@ type Poster interface {
 	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 }
 
-// Groups finds the main group (*store.DB). It returns store.ErrNotFound
+// Groups finds the main group (store.GroupQuery). It returns store.ErrNotFound
 // when there is none.
 type Groups interface {
-	MainGroup(ctx context.Context) (store.Group, error)
+	Main(ctx context.Context) (store.Group, error)
 }
 
 // Setting is the variable that turns remote control on.
@@ -215,7 +215,7 @@ func (s *Service) Take(ctx context.Context, m channel.Message) bool {
 	if !ok {
 		return false
 	}
-	main, err := s.cfg.Groups.MainGroup(ctx)
+	main, err := s.cfg.Groups.Main(ctx)
 	if err != nil || string(main.Chat) != m.Chat {
 		return false
 	}

@@ -96,7 +96,7 @@ func (p *poster) SendMessage(_ context.Context, chat, text string, origin store.
 
 type groups struct{}
 
-func (groups) MainGroup(context.Context) (store.Group, error) {
+func (groups) Main(context.Context) (store.Group, error) {
 	return store.Group{Chat: "local:main", Folder: "main", IsMain: true}, nil
 }
 

@@ -72,10 +72,10 @@ type Trees interface {
 	PruneTranscripts(before time.Time, live func(folder string) (string, error)) (int, error)
 }
 
-// Sessions tells the session each group resumes next (store.DB); a Store
-// that has it lets the pruner prune session transcripts.
+// Sessions tells the session each group resumes next (store.SessionQuery);
+// a Pruner that has it prunes session transcripts.
 type Sessions interface {
-	GetSession(ctx context.Context, folder store.Folder) (store.Session, error)
+	Get(ctx context.Context, folder store.Folder) (store.Session, error)
 }
 
 // SpoolGrace is how long a spooled copy whose message is no longer pending
@@ -84,17 +84,23 @@ type Sessions interface {
 // leftover.
 const SpoolGrace = time.Hour
 
-// OutboxRows looks up outbox rows (store.DB); a Store that has it lets the
-// pruner prune Files.
+// OutboxRows looks up outbox rows (store.OutboxQuery); a Pruner that has it
+// prunes Files.
 type OutboxRows interface {
-	GetOutbox(ctx context.Context, id store.OutboxID) (store.OutboxItem, error)
+	Get(ctx context.Context, id store.OutboxID) (store.OutboxItem, error)
 }
 
 // Pruner prunes old rows in the background.
 type Pruner struct {
 	DB    Store
-	Files Files         // nil: no spool to prune
-	Keep  time.Duration // the retention of rows; 0 keeps them all
+	Files Files // nil: no spool to prune
+	// Outbox tells whether a spooled file's message is still pending; nil:
+	// Files are not pruned.
+	Outbox OutboxRows
+	// Sessions names each group's live session; nil: no session transcript
+	// is pruned.
+	Sessions Sessions
+	Keep     time.Duration // the retention of rows; 0 keeps them all
 	// Trees, when set, has its run logs pruned after LogKeep and its inbox
 	// files after InboxKeep (0 keeps them).
 	Trees     Trees
@@ -195,12 +201,12 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 // is no longer pending: the outbox sender removes a copy once its message
 // is sent, so these are what a crash (or a failed removal) left.
 func (p *Pruner) pruneFiles(ctx context.Context, before time.Time) error {
-	rows, ok := p.DB.(OutboxRows)
-	if p.Files == nil || !ok {
+	rows := p.Outbox
+	if p.Files == nil || rows == nil {
 		return nil
 	}
 	n, err := p.Files.Prune(before, func(id int64) (bool, error) {
-		it, err := rows.GetOutbox(ctx, store.OutboxID(id))
+		it, err := rows.Get(ctx, store.OutboxID(id))
 		if errors.Is(err, store.ErrNotFound) {
 			return true, nil
 		}
@@ -237,9 +243,9 @@ func (p *Pruner) pruneTrees(ctx context.Context, now time.Time) error {
 		}
 		errs = append(errs, err)
 	}
-	if s, ok := p.DB.(Sessions); ok && p.Keep > 0 {
+	if s := p.Sessions; s != nil && p.Keep > 0 {
 		n, err := p.Trees.PruneTranscripts(now.Add(-p.Keep), func(folder string) (string, error) {
-			se, err := s.GetSession(ctx, store.Folder(folder))
+			se, err := s.Get(ctx, store.Folder(folder))
 			return se.SessionID, err
 		})
 		if n > 0 {

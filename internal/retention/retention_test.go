@@ -26,13 +26,13 @@ var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Name: "main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	insert := func(n int, at time.Time) store.MessageID {
 		var last store.MessageID
 		for i := range n {
-			id, _, err := db.InsertMessage(ctx, store.Message{Chat: "local:main", ExternalID: fmt.Sprint(at.Unix(), "-", i), Sender: "a", Text: "hi", SentAt: at})
+			id, _, err := db.Messages.Insert(ctx, store.Message{Chat: "local:main", ExternalID: fmt.Sprint(at.Unix(), "-", i), Sender: "a", Text: "hi", SentAt: at})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +42,7 @@ func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	}
 	insert(1200, t0.Add(-100*24*time.Hour))
 	last := insert(10, t0.Add(-10*24*time.Hour))
-	if err := db.SetCursor(ctx, "main", last); err != nil {
+	if err := db.Sessions.SetCursor(ctx, "main", last); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	if len(prunes) != 3 || prunes[0].Messages != DefaultBatch {
 		t.Errorf("batches = %+v; want 3 of at most %d", prunes, DefaultBatch)
 	}
-	left, _ := db.MessagesAfter(ctx, "local:main", 0, 0)
+	left, _ := db.Messages.After(ctx, "local:main", 0, 0)
 	if len(left) != 10 {
 		t.Errorf("%d messages left; want the 10 within the retention", len(left))
 	}
@@ -174,7 +174,7 @@ func TestPassPrunesSentFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &Pruner{DB: db, Files: spool, Keep: 48 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	p := &Pruner{DB: db, Files: spool, Outbox: db.Outbox, Keep: 48 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
 	if _, err := p.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestPassRemovesCopiesACrashLeft(t *testing.T) {
 	pending := spoolCopy(t, db, hm, "still-pending", false, now.Add(-2*time.Hour))
 	recent := spoolCopy(t, db, hm, "just-sent", true, now.Add(-10*time.Minute))
 
-	p := &Pruner{DB: db, Files: spool, Keep: 90 * 24 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	p := &Pruner{DB: db, Files: spool, Outbox: db.Outbox, Keep: 90 * 24 * time.Hour, Now: func() time.Time { return now }, Log: zerolog.Nop()}
 	if _, err := p.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func spoolCopy(t *testing.T, db *store.DB, hm *home.Home, text string, sent bool
 	t.Helper()
 	ctx := context.Background()
 	spool := hm.Spool()
-	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
+	it, err := db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Text: text, Origin: store.OriginTool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func spoolCopy(t *testing.T, db *store.DB, hm *home.Home, text string, sent bool
 		t.Fatal(err)
 	}
 	if sent {
-		if err := db.MarkSent(ctx, it.ID, "", at); err != nil {
+		if err := db.Outbox.MarkSent(ctx, it.ID, "", at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -348,7 +348,7 @@ func TestPassPrunesOldTranscripts(t *testing.T) {
 	}
 	db := storetest.Open(t)
 	const live = "5f1c7d2e-0000-4000-8000-00000000aaaa"
-	if err := db.SetSession(ctx, store.Session{Folder: "family", SessionID: live, LastUUID: "u1"}); err != nil {
+	if err := db.Sessions.Set(ctx, store.Session{Folder: "family", SessionID: live, LastUUID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -388,7 +388,7 @@ func TestPassPrunesOldTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &Pruner{DB: db, Trees: hm, Keep: 60 * day, Now: func() time.Time { return now }, Log: zerolog.Nop()}
+	p := &Pruner{DB: db, Trees: hm, Sessions: db.Sessions, Keep: 60 * day, Now: func() time.Time { return now }, Log: zerolog.Nop()}
 	if _, err := p.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func scheduleRequest() ipc.Request {
 
 func countTasks(t *testing.T, h *harness) int {
 	t.Helper()
-	tasks, err := h.db.ListTasks(context.Background(), "")
+	tasks, err := h.db.Tasks.List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestPipedBacklogLeftOutNotice(t *testing.T) {
 	// While the agent is idle, a burst arrives at once: stored before the
 	// loop looks (the trigger last).
 	for i := range 4 {
-		if _, _, err := h.db.InsertMessage(context.Background(), store.Message{
+		if _, _, err := h.db.Messages.Insert(context.Background(), store.Message{
 			Chat: famChat, ExternalID: "burst-" + string(rune('a'+i)), Sender: "bob@x", SenderName: "Bob", Text: "more chatter",
 		}); err != nil {
 			t.Fatal(err)

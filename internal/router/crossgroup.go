@@ -42,7 +42,7 @@ func (r *Router) taskMayRun(ctx context.Context, t store.Task) error {
 		return nil
 	}
 	var setter *store.Group
-	g, err := r.db.GetGroupByFolder(ctx, t.PromptBy)
+	g, err := r.db.Groups.ByFolder(ctx, t.PromptBy)
 	switch {
 	case err == nil:
 		setter = &g
@@ -54,7 +54,7 @@ func (r *Router) taskMayRun(ctx context.Context, t store.Task) error {
 		return nil
 	}
 	r.runs.NotRun(t, r.now(), refusal)
-	if err := r.db.PauseTask(context.WithoutCancel(ctx), t.ID, refusal.Error()); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := r.db.Tasks.Pause(context.WithoutCancel(ctx), t.ID, refusal.Error()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		r.log.Error().Err(err).Str("task", string(t.ID)).Msg("cannot pause task")
 	}
 	r.TaskNotRun(t, refusal.Error())

@@ -22,15 +22,15 @@ func TestTaskSetByAGroupNoLongerFullDoesNotRun(t *testing.T) {
 	h.r.alerts = al
 	h.start()
 	ctx := context.Background()
-	g, err := h.db.GetGroupByFolder(ctx, "main")
+	g, err := h.db.Groups.ByFolder(ctx, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Tools = store.ToolsReadOnly
-	if err := h.db.UpdateGroup(ctx, g); err != nil {
+	if err := h.db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "touch x", Kind: "once",
+	task, err := h.db.Tasks.Create(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "touch x", Kind: "once",
 		Value: "2026-01-01T00:00:00Z", PromptBy: "main"})
 	if err != nil {
 		t.Fatal(err)
@@ -43,15 +43,15 @@ func TestTaskSetByAGroupNoLongerFullDoesNotRun(t *testing.T) {
 	if n := h.rt.starts(); n != 0 {
 		t.Errorf("containers started: %d; want 0", n)
 	}
-	got, err := h.db.GetTask(ctx, task.ID)
+	got, err := h.db.Tasks.Get(ctx, task.ID)
 	if err != nil || got.Status != store.TaskPaused || !strings.Contains(got.LastResult, "profile is now read-only") {
 		t.Errorf("task %+v (%v); want it paused, saying why", got, err)
 	}
-	runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+	runs, err := h.db.Tasks.Runs(ctx, task.ID, 0)
 	if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "not full") {
 		t.Errorf("task runs %+v (%v); want one error run saying why", runs, err)
 	}
-	if out, err := h.db.PendingOutbox(ctx, 0); err != nil || len(out) != 0 {
+	if out, err := h.db.Outbox.Pending(ctx, 0); err != nil || len(out) != 0 {
 		t.Errorf("outbox %+v (%v); want nothing told to the group's chat", out, err)
 	}
 }

@@ -180,7 +180,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		{Chat: mainChat, Name: "Main", Folder: "main", Trigger: "@" + testName, IsMain: true},
 		{Chat: famChat, Name: "Family", Folder: "fam", Trigger: "@" + testName, RequiresTrigger: true},
 	} {
-		if _, err := db.AddGroup(ctx, g); err != nil {
+		if _, err := db.Groups.Add(ctx, g); err != nil {
 			t.Fatalf("add group: %v", err)
 		}
 	}
@@ -294,7 +294,7 @@ func (h *harness) nextSend() channel.Outgoing {
 
 func (h *harness) cursor(folder store.Folder) store.MessageID {
 	h.t.Helper()
-	c, err := h.db.GetCursor(context.Background(), folder)
+	c, err := h.db.Sessions.Cursor(context.Background(), folder)
 	if err != nil {
 		h.t.Fatalf("get cursor: %v", err)
 	}

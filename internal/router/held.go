@@ -17,7 +17,7 @@ import (
 // Held reports why message after of chat does not start a turn now, and
 // false when nothing holds it (its turn runs, will start, or is over).
 func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold, bool, error) {
-	g, err := r.db.GetGroupByChat(ctx, store.ChatID(chat))
+	g, err := r.db.Groups.ByChat(ctx, store.ChatID(chat))
 	if errors.Is(err, store.ErrNotFound) {
 		return turns.Hold{}, false, nil
 	}
@@ -35,7 +35,7 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 	if store.MessageID(after) <= handed {
 		return turns.Hold{}, false, nil // handed to the agent already
 	}
-	msgs, _, err := r.db.PendingMessages(ctx, g.Chat, handed, r.cfg.PromptCap)
+	msgs, _, err := r.db.Messages.Pending(ctx, g.Chat, handed, r.cfg.PromptCap)
 	if err != nil {
 		return turns.Hold{}, false, err
 	}

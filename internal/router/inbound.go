@@ -33,8 +33,8 @@ func (r *Router) loop(ctx context.Context) {
 		dirty, all := r.in.Take()
 
 		if all {
-			version := r.db.GroupsVersion()
-			groups, err := r.db.ListGroups(ctx)
+			version := r.db.Groups.Version()
+			groups, err := r.db.Groups.List(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -51,9 +51,9 @@ func (r *Router) loop(ctx context.Context) {
 		for chat, seen := range dirty {
 			// The ingest looked the group up for the chat's newest message;
 			// while the registry has not changed since, that is the group.
-			if !seen.Known || seen.Version != r.db.GroupsVersion() {
-				seen.Version = r.db.GroupsVersion()
-				g, err := r.db.GetGroupByChat(ctx, chat)
+			if !seen.Known || seen.Version != r.db.Groups.Version() {
+				seen.Version = r.db.Groups.Version()
+				g, err := r.db.Groups.ByChat(ctx, chat)
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					if ctx.Err() != nil {
 						return

@@ -41,7 +41,7 @@ func TestLateBacklogDoesNotWakeTheAgent(t *testing.T) {
 			if notice.Chat != string(tt.chat) || !strings.Contains(notice.Text, "received messages sent more than 10 minutes ago") {
 				t.Fatalf("notice: got %q in %s; want one line in %s saying messages were seen late", notice.Text, notice.Chat, tt.chat)
 			}
-			stored, err := h.db.MessagesAfter(ctx, tt.chat, 0, 0)
+			stored, err := h.db.Messages.After(ctx, tt.chat, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestLateWindowIsConfigurable(t *testing.T) {
 			Text: "old news", SentAt: time.Now().Add(-age)}); err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := h.db.RecentMessages(ctx, mainChat, 50)
+		msgs, err := h.db.Messages.Recent(ctx, mainChat, 50)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,7 @@ func TestMessageWaitsForItsMedia(t *testing.T) {
 			t.Fatalf("containers started while the media is pending = %d; want 1", n)
 		}
 
-		if ok, err := h.db.SettleMedia(ctx, id, store.MediaSaved, "[image: inbox/a.jpg]"); err != nil || !ok {
+		if ok, err := h.db.Media.Settle(ctx, id, store.MediaSaved, "[image: inbox/a.jpg]"); err != nil || !ok {
 			t.Fatalf("SettleMedia = %v, %v", ok, err)
 		}
 		h.r.in.MediaSettled(mainChat)

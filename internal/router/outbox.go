@@ -106,7 +106,7 @@ func (r *Router) notice(chat store.ChatID, folder store.Folder, text string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	_, err := r.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice})
+	_, err := r.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: chat, Group: folder, Text: text, Origin: store.OriginNotice})
 	if err == nil {
 		r.out.Wake()
 		return

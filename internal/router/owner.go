@@ -77,13 +77,13 @@ func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupStat
 	}
 	now := r.now()
 	start, _ := rules.BudgetDay(now, loc)
-	spent, err := r.db.GroupCostSince(ctx, g.Folder, start)
+	spent, err := r.db.Usage.GroupCostSince(ctx, g.Folder, start)
 	if err == nil {
 		verdict := store.BudgetAdmitted
 		if paused {
 			verdict = store.BudgetPaused
 		}
-		err = r.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: gs.Handed(), Upto: upto, Verdict: verdict,
+		err = r.db.Budget.Record(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: gs.Handed(), Upto: upto, Verdict: verdict,
 			BudgetUSD: budget, SpentUSD: spent, At: now})
 	}
 	if err != nil {
@@ -108,7 +108,7 @@ func (r *Router) spent(ctx context.Context, g store.Group) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if now, err := r.db.GetGroupByFolder(ctx, g.Folder); err == nil {
+	if now, err := r.db.Groups.ByFolder(ctx, g.Folder); err == nil {
 		g.ContainerConfig.BudgetDailyUSD = now.ContainerConfig.BudgetDailyUSD
 	}
 	r.budget.Spent(ctx, g)

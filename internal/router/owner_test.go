@@ -199,7 +199,7 @@ func TestBudgetPauseSkipsTask(t *testing.T) {
 	h.r.budget = b
 	h.start()
 	ctx := context.Background()
-	task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
+	task, err := h.db.Tasks.Create(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestBudgetPauseSkipsTask(t *testing.T) {
 		t.Errorf("notice %q: want it to name the budget", m.Text)
 	}
 	h.waitIdle("fam")
-	runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+	runs, err := h.db.Tasks.Runs(ctx, task.ID, 0)
 	if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "daily budget is used up") {
 		t.Fatalf("task runs: got %+v, %v; want one error run naming the budget", runs, err)
 	}
@@ -248,7 +248,7 @@ func TestBudgetDecisionRecordedWhenMade(t *testing.T) {
 	h.r.budget = b
 	h.change("main", func(g *store.Group) { g.ContainerConfig.BudgetDailyUSD = 2 })
 	ctx := context.Background()
-	if err := h.db.AddAPIUsage(ctx, store.APIUsage{Folder: "main", At: time.Now(), Model: "claude-opus-4-5", CostUSD: 2.5}); err != nil {
+	if err := h.db.Usage.AddAPI(ctx, store.APIUsage{Folder: "main", At: time.Now(), Model: "claude-opus-4-5", CostUSD: 2.5}); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -264,7 +264,7 @@ func TestBudgetDecisionRecordedWhenMade(t *testing.T) {
 	b.paused.Store(false)
 	h.r.Rescan()
 	run := h.nextRun()
-	ds, err := h.db.BudgetDecisionsOn(ctx, mainChat, first, 10)
+	ds, err := h.db.Budget.DecisionsOn(ctx, mainChat, first, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

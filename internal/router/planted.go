@@ -21,7 +21,7 @@ const maxPlantedListed = 20
 func (r *Router) planted(g store.Group, rep home.QuarantineReport) {
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	main, err := r.db.MainGroup(ctx)
+	main, err := r.db.Groups.Main(ctx)
 	if err != nil {
 		r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("planted configuration not told: no main chat")
 		return

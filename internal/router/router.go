@@ -220,7 +220,7 @@ type groupState struct {
 // cap; omitted counts those left out). gs's lock must be held.
 func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
 	r.pendingReads.Add(1)
-	return r.db.PendingMessages(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
+	return r.db.Messages.Pending(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
 }
 
 // New builds a router and its group queue. Nothing runs until Run.

@@ -27,7 +27,7 @@ func TestReplyFlow(t *testing.T) {
 	// The reply must be in the outbox, pending, before the channel sees it.
 	var committedFirst []bool
 	h.ch.FailWith(func(m channel.Outgoing) error {
-		rows, err := h.db.PendingOutbox(context.Background(), 0)
+		rows, err := h.db.Outbox.Pending(context.Background(), 0)
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func TestReplyFlow(t *testing.T) {
 	if c := h.cursor("main"); c != id {
 		t.Fatalf("cursor after reply: got %d; want %d", c, id)
 	}
-	sess, err := h.db.GetSession(context.Background(), "main")
+	sess, err := h.db.Sessions.Get(context.Background(), "main")
 	if err != nil || sess.SessionID != "sess-1" || sess.LastUUID != "u-1" {
 		t.Fatalf("session: got %+v, %v; want sess-1 at u-1", sess, err)
 	}
@@ -117,7 +117,7 @@ func TestReplyFlow(t *testing.T) {
 		t.Fatalf("sent: got %q; want each reply exactly once", texts)
 	}
 	pollUntil(t, func() bool {
-		rows, err := h.db.PendingOutbox(context.Background(), 0)
+		rows, err := h.db.Outbox.Pending(context.Background(), 0)
 		return err == nil && len(rows) == 0
 	}, "every reply marked sent")
 
@@ -278,7 +278,7 @@ func TestMentionStoredAndTriggersAfterStart(t *testing.T) {
 		Text: "what do you think, Robo?", SentAt: time.Now(), Mentioned: true}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := h.db.MessagesAfter(ctx, famChat, 0, 0)
+	msgs, err := h.db.Messages.After(ctx, famChat, 0, 0)
 	if err != nil || len(msgs) != 1 || !msgs[0].Mentioned {
 		t.Fatalf("stored: got %+v, %v; want one message with the mention flag", msgs, err)
 	}
@@ -322,7 +322,7 @@ func TestUnreadPipedInputRunsAgain(t *testing.T) {
 func TestNoPipeIntoTaskContainer(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
-	task, err := h.db.CreateTask(context.Background(), store.Task{Folder: "main", Chat: mainChat, Prompt: "water the plants", Kind: "once", Value: "2026-01-01T00:00:00Z", ContextMode: store.ContextIsolated})
+	task, err := h.db.Tasks.Create(context.Background(), store.Task{Folder: "main", Chat: mainChat, Prompt: "water the plants", Kind: "once", Value: "2026-01-01T00:00:00Z", ContextMode: store.ContextIsolated})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestNoPipeIntoTaskContainer(t *testing.T) {
 	h.nextSend()
 	msgRun.exit(0)
 	h.waitIdle("main")
-	runs, err := h.db.ListTaskRuns(context.Background(), task.ID, 0)
+	runs, err := h.db.Tasks.Runs(context.Background(), task.ID, 0)
 	if err != nil || len(runs) != 1 || runs[0].Status != store.RunOK || runs[0].Result != "plants watered" {
 		t.Fatalf("task runs: got %+v, %v; want one ok run with its result", runs, err)
 	}
@@ -588,7 +588,7 @@ func TestRetriesExhaustedNoticeOnce(t *testing.T) {
 	if len(fs) != 1 || fs[0].Group != "main" || fs[0].Kind != "messages" {
 		t.Fatalf("status failures: got %+v; want one for main", fs)
 	}
-	rows, err := h.db.RecentFailures(context.Background(), time.Time{}, 0)
+	rows, err := h.db.Outbox.RecentFailures(context.Background(), time.Time{}, 0)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("outbox failures: got %v, %v; want none (the notice was sent)", rows, err)
 	}
@@ -613,7 +613,7 @@ func TestRetriesExhaustedNoticeOnce(t *testing.T) {
 func TestOutboxSentAtStart(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	left, err := h.db.EnqueueOutbox(ctx, store.OutboxItem{Chat: mainChat, Text: "left over", Origin: store.OriginReply, Group: "main"})
+	left, err := h.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: mainChat, Text: "left over", Origin: store.OriginReply, Group: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +623,7 @@ func TestOutboxSentAtStart(t *testing.T) {
 		t.Fatalf("sent at start: got %+v; want %q with id %s", got, "left over", left.ExternalID)
 	}
 	pollUntil(t, func() bool {
-		it, err := h.db.GetOutbox(ctx, left.ID)
+		it, err := h.db.Outbox.Get(ctx, left.ID)
 		return err == nil && it.State == store.OutboxSent
 	}, "row marked sent")
 }
@@ -654,7 +654,7 @@ func TestOutboxFailures(t *testing.T) {
 	}
 	for _, id := range []store.OutboxID{bad.ID, orphan.ID} {
 		pollUntil(t, func() bool {
-			it, err := h.db.GetOutbox(ctx, id)
+			it, err := h.db.Outbox.Get(ctx, id)
 			return err == nil && it.State == store.OutboxFailed && it.LastError != ""
 		}, "row %d failed", id)
 	}
@@ -677,7 +677,7 @@ func TestSendMessageStripsInternal(t *testing.T) {
 	if got := h.nextSend(); got.Text != "Done." {
 		t.Fatalf("sent: got %q; want %q", got.Text, "Done.")
 	}
-	pollUntil(t, func() bool { rows, err := h.db.PendingOutbox(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
+	pollUntil(t, func() bool { rows, err := h.db.Outbox.Pending(ctx, 0); return err == nil && len(rows) == 0 }, "outbox sent")
 	if texts := h.ch.SentTexts(); !slices.Equal(texts, []string{"Done."}) {
 		t.Fatalf("sent: got %q; want only %q (nothing committed for the empty message)", texts, "Done.")
 	}
@@ -694,7 +694,7 @@ func TestLeftoversStoppedAndRerun(t *testing.T) {
 	}
 	// A message the killed daemon had handed over without replying, and
 	// an input file its container never read.
-	id, _, err := h.db.InsertMessage(ctx, store.Message{Chat: mainChat, ExternalID: "x1", SenderName: "Alice", Text: "were you listening?", SentAt: time.Now()})
+	id, _, err := h.db.Messages.Insert(ctx, store.Message{Chat: mainChat, ExternalID: "x1", SenderName: "Alice", Text: "were you listening?", SentAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -730,7 +730,7 @@ func TestLeftoversStoppedAndRerun(t *testing.T) {
 func TestSessionUpdates(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	if err := h.db.SetSession(ctx, store.Session{Folder: "main", SessionID: "old", LastUUID: "old-u"}); err != nil {
+	if err := h.db.Sessions.Set(ctx, store.Session{Folder: "main", SessionID: "old", LastUUID: "old-u"}); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -741,12 +741,12 @@ func TestSessionUpdates(t *testing.T) {
 	}
 	run.emit(ipc.Event{Type: ipc.EventSession, SessionID: "new", Fresh: true})
 	pollUntil(t, func() bool {
-		s, err := h.db.GetSession(ctx, "main")
+		s, err := h.db.Sessions.Get(ctx, "main")
 		return err == nil && s.SessionID == "new" && s.LastUUID == ""
 	}, "fresh session stored without the old uuid")
 	run.emit(ipc.Event{Type: ipc.EventResult, Text: "hi", SessionID: "new", LastUUID: "new-u"})
 	h.nextSend()
-	s, err := h.db.GetSession(ctx, "main")
+	s, err := h.db.Sessions.Get(ctx, "main")
 	if err != nil || s.SessionID != "new" || s.LastUUID != "new-u" {
 		t.Fatalf("session: got %+v, %v; want new at new-u", s, err)
 	}
@@ -760,7 +760,7 @@ func TestTaskFailureNotice(t *testing.T) {
 		h.rt.onStart = func(r *fakeRun) { r.exit(2) }
 		h.start()
 		ctx := context.Background()
-		task, err := h.db.CreateTask(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
+		task, err := h.db.Tasks.Create(ctx, store.Task{Folder: "fam", Chat: famChat, Prompt: "report", Kind: "once", Value: "2026-01-01T00:00:00Z"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -770,7 +770,7 @@ func TestTaskFailureNotice(t *testing.T) {
 			t.Fatalf("notice: got %+v; want one naming the task in its chat", got)
 		}
 		h.waitIdle("fam")
-		runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+		runs, err := h.db.Tasks.Runs(ctx, task.ID, 0)
 		if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "code 2") {
 			t.Fatalf("task runs: got %+v, %v; want one error run naming the exit code", runs, err)
 		}
@@ -811,14 +811,14 @@ func TestInboundStoresChatAndDedupes(t *testing.T) {
 	if _, err := h.r.in.Inbound(ctx, channel.Message{Chat: " ", Text: "x"}); err == nil {
 		t.Fatalf("inbound without a chat: got nil; want an error")
 	}
-	c, err := h.db.GetChat(ctx, famChat)
+	c, err := h.db.Chats.Get(ctx, famChat)
 	if err != nil || c.Name != "The Family" || c.Channel != "fake" || !c.IsGroup {
 		t.Fatalf("chat: got %+v, %v; want name, channel fake, group", c, err)
 	}
-	if _, err := h.db.GetChat(ctx, "fake:stranger"); err != nil {
+	if _, err := h.db.Chats.Get(ctx, "fake:stranger"); err != nil {
 		t.Fatalf("unregistered chat's metadata: %v", err)
 	}
-	msgs, err := h.db.MessagesAfter(ctx, famChat, 0, 0)
+	msgs, err := h.db.Messages.After(ctx, famChat, 0, 0)
 	if err != nil || len(msgs) != 1 || msgs[0].ID != ids[0] {
 		t.Fatalf("stored messages: got %+v, %v; want 1, id %d", msgs, err, ids[0])
 	}
@@ -896,9 +896,9 @@ func TestOneGroupLookupPerMessage(t *testing.T) {
 	}
 	lookups := func(what string, do func()) {
 		t.Helper()
-		before := h.db.GroupLookups()
+		before := h.db.Groups.Lookups()
 		do()
-		if got := h.db.GroupLookups() - before; got != 1 {
+		if got := h.db.Groups.Lookups() - before; got != 1 {
 			t.Errorf("%s: %d group lookups; want 1", what, got)
 		}
 	}
@@ -932,12 +932,12 @@ func TestQueuedBatchSeesGroupChange(t *testing.T) {
 	first := h.nextRun()
 	h.post(famChat, "@Robo hi")
 	pollUntil(t, func() bool { return slices.Contains(h.r.Status().Queue.Waiting, "fam") }, "fam waiting for a slot")
-	g, err := h.db.GetGroupByFolder(ctx, "fam")
+	g, err := h.db.Groups.ByFolder(ctx, "fam")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.ContainerConfig.Model = "opus"
-	if err := h.db.UpdateGroup(ctx, g); err != nil {
+	if err := h.db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	first.result("hi")

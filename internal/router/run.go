@@ -42,9 +42,9 @@ func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupSta
 			return nil, "", err
 		}
 		b, ok := gs.Take()
-		if !ok || b.Version != r.db.GroupsVersion() {
+		if !ok || b.Version != r.db.Groups.Version() {
 			var err error
-			if g, err = r.db.GetGroupByFolder(ctx, folder); err != nil {
+			if g, err = r.db.Groups.ByFolder(ctx, folder); err != nil {
 				if errors.Is(err, store.ErrNotFound) {
 					r.log.Info().Str("group", string(folder)).Msg("group was removed; its messages are not run")
 					return nil, "", nil
@@ -117,7 +117,7 @@ func (r *Router) Outcome(name string, o groupqueue.Outcome[store.Task]) {
 	r.addFailure(Failure{Time: r.now(), Group: name, Kind: string(groupqueue.KindMessages), Error: prompt.Clip(o.Err.Error(), 500)})
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	g, err := r.db.GetGroupByFolder(ctx, folder)
+	g, err := r.db.Groups.ByFolder(ctx, folder)
 	if err != nil {
 		r.log.Warn().Err(err).Str("group", name).Msg("cannot look up the group to tell its chat")
 		return

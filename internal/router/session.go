@@ -19,7 +19,7 @@ const NewSessionCommand = "/new"
 // (agentrun.Runner.EndSession); the result says which. A folder that is
 // not registered is store.ErrNotFound.
 func (r *Router) EndSession(ctx context.Context, folder store.Folder) (agentrun.Applied, error) {
-	if _, err := r.db.GetGroupByFolder(ctx, folder); err != nil {
+	if _, err := r.db.Groups.ByFolder(ctx, folder); err != nil {
 		return agentrun.AppliesNext, err
 	}
 	gs := r.state(folder)

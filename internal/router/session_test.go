@@ -22,7 +22,7 @@ func TestOwnersNewEndsTheSession(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
 	ctx := context.Background()
-	if err := h.db.SetSession(ctx, store.Session{Folder: "main", SessionID: "old-session"}); err != nil {
+	if err := h.db.Sessions.Set(ctx, store.Session{Folder: "main", SessionID: "old-session"}); err != nil {
 		t.Fatal(err)
 	}
 	h.post(mainChat, "/new")
@@ -42,7 +42,7 @@ func TestOwnersNewEndsTheSession(t *testing.T) {
 	}
 	waitFile(t, filepath.Join(h.inputDir("main"), ipc.CloseName))
 	run.exit(0)
-	if s, err := h.db.GetSession(ctx, "main"); err != nil || s.SessionID != "" {
+	if s, err := h.db.Sessions.Get(ctx, "main"); err != nil || s.SessionID != "" {
 		t.Errorf("session after the owner's /new: %+v, %v; want none", s, err)
 	}
 

@@ -16,7 +16,7 @@ import (
 // container gets agentrun.AppliesNext. It does not wait for the container
 // to go.
 func (r *Router) ApplySettings(ctx context.Context, folder store.Folder) (agentrun.Applied, error) {
-	g, err := r.db.GetGroupByFolder(ctx, folder)
+	g, err := r.db.Groups.ByFolder(ctx, folder)
 	if errors.Is(err, store.ErrNotFound) {
 		gs := r.runState(folder)
 		if gs == nil {

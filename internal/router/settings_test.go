@@ -15,12 +15,12 @@ import (
 func (h *harness) change(folder store.Folder, fn func(*store.Group)) {
 	h.t.Helper()
 	ctx := context.Background()
-	g, err := h.db.GetGroupByFolder(ctx, folder)
+	g, err := h.db.Groups.ByFolder(ctx, folder)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	fn(&g)
-	if err := h.db.UpdateGroup(ctx, g); err != nil {
+	if err := h.db.Groups.Update(ctx, g); err != nil {
 		h.t.Fatal(err)
 	}
 }

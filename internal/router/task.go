@@ -22,7 +22,7 @@ func (r *Router) runTask(ctx context.Context, q *groupqueue.Run, ref groupqueue.
 	name := q.Group()
 	t := ref.Task
 	started := r.now()
-	g, err := r.db.GetGroupByFolder(ctx, store.Folder(name))
+	g, err := r.db.Groups.ByFolder(ctx, store.Folder(name))
 	switch {
 	case err != nil:
 		err = fmt.Errorf("run task %s: group %s: %w", t.ID, name, err)
@@ -60,7 +60,7 @@ func (r *Router) taskPaused(ctx context.Context, id store.TaskID, fail error) {
 	if r.cfg.TaskMaxFailures <= 0 {
 		return
 	}
-	t, err := r.db.GetTask(context.WithoutCancel(ctx), id)
+	t, err := r.db.Tasks.Get(context.WithoutCancel(ctx), id)
 	if err != nil || t.Status != store.TaskPaused || !t.PausedByFailures {
 		return // cancelled meanwhile, or not paused by this run
 	}

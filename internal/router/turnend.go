@@ -21,7 +21,7 @@ func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shortTimeout)
 	defer cancel()
-	g, err := r.db.GetGroupByFolder(ctx, folder)
+	g, err := r.db.Groups.ByFolder(ctx, folder)
 	if err != nil {
 		return // removed: nobody can wait on its chat
 	}
@@ -30,7 +30,7 @@ func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]
 	switch o.Event {
 	case groupqueue.Succeeded:
 		e.Result = turns.Done
-		upto, err = r.db.GetCursor(ctx, folder)
+		upto, err = r.db.Sessions.Cursor(ctx, folder)
 	case groupqueue.Retrying, groupqueue.GaveUp:
 		e.Result = turns.Failed
 		if o.Event == groupqueue.GaveUp {
@@ -39,7 +39,7 @@ func (r *Router) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]
 		if o.Err != nil {
 			e.Reason = prompt.Clip(prompt.OneLine(agentrun.Reason(o.Err)), 300)
 		}
-		upto, err = r.db.LatestMessageID(ctx, g.Chat)
+		upto, err = r.db.Messages.LatestID(ctx, g.Chat)
 	default:
 		return
 	}

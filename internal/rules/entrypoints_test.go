@@ -49,7 +49,7 @@ type door struct {
 func openDB(t *testing.T, dir string) *store.DB {
 	t.Helper()
 	db := storetest.OpenHome(t, dir)
-	if _, err := db.AddGroup(context.Background(), store.Group{Chat: "local:main", Name: "main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(context.Background(), store.Group{Chat: "local:main", Name: "main", Folder: "main", Trigger: "@Andy", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	return db
@@ -150,7 +150,7 @@ func TestRegisterGroupBothDoors(t *testing.T) {
 			for _, d := range ds {
 				got := d.register(t, tt.chat, tt.gname, tt.folder, tt.trigger)
 				answers = append(answers, got)
-				gs, err := d.db.ListGroups(context.Background())
+				gs, err := d.db.Groups.List(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +218,7 @@ func TestTaskStatesBothDoors(t *testing.T) {
 			var answers []string
 			for _, d := range doors(t) {
 				ctx := context.Background()
-				tk, err := d.db.CreateTask(ctx, store.Task{Folder: tt.folder, Chat: "local:main", Prompt: "p",
+				tk, err := d.db.Tasks.Create(ctx, store.Task{Folder: tt.folder, Chat: "local:main", Prompt: "p",
 					Kind: tt.kind, Value: tt.value, Status: tt.status, NextRun: tt.next})
 				if err != nil {
 					t.Fatal(err)
@@ -226,7 +226,7 @@ func TestTaskStatesBothDoors(t *testing.T) {
 				before := dump(t, d.db, tk.ID)
 				got := d.task(t, tt.action, tk.ID)
 				answers = append(answers, strings.ReplaceAll(got, string(tk.ID), "ID"))
-				after, _ := d.db.GetTask(ctx, tk.ID)
+				after, _ := d.db.Tasks.Get(ctx, tk.ID)
 				if tt.wantErr != "" {
 					if !strings.Contains(got, tt.wantErr) || dump(t, d.db, tk.ID) != before {
 						t.Errorf("%s: got %q; want a refusal containing %q that changes nothing", d.name, got, tt.wantErr)
@@ -255,7 +255,7 @@ func TestTaskStatesBothDoors(t *testing.T) {
 // dump renders a stored task, to see that a refusal changed nothing.
 func dump(t *testing.T, db *store.DB, id store.TaskID) string {
 	t.Helper()
-	tk, err := db.GetTask(context.Background(), id)
+	tk, err := db.Tasks.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func PauseTask(ctx context.Context, tx *store.Tx, t store.Task) (store.Task, err
 	if err != nil || !changed {
 		return p, err
 	}
-	if err := tx.PauseTask(ctx, p.ID, ""); err != nil {
+	if err := tx.Tasks.Pause(ctx, p.ID, ""); err != nil {
 		return t, err
 	}
 	return p, nil
@@ -166,12 +166,12 @@ func ResumeTask(ctx context.Context, tx *store.Tx, t store.Task, now time.Time, 
 	if err != nil || !changed {
 		return r, err
 	}
-	if _, err := tx.GetGroupByFolder(ctx, t.Folder); errors.Is(err, store.ErrNotFound) {
+	if _, err := tx.Groups.ByFolder(ctx, t.Folder); errors.Is(err, store.ErrNotFound) {
 		return t, invalid("task %s belongs to group %s, which is not registered", t.ID, t.Folder)
 	} else if err != nil {
 		return t, err
 	}
-	if err := tx.UpdateTask(ctx, r); err != nil {
+	if err := tx.Tasks.Update(ctx, r); err != nil {
 		return t, err
 	}
 	return r, nil
@@ -183,7 +183,7 @@ func UpdateTask(ctx context.Context, tx *store.Tx, t store.Task, c TaskChange, n
 	if err != nil {
 		return t, err
 	}
-	if err := tx.UpdateTask(ctx, u); err != nil {
+	if err := tx.Tasks.Update(ctx, u); err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			return t, &invalidError{msg: err.Error(), wrap: err}
 		}
@@ -195,5 +195,5 @@ func UpdateTask(ctx context.Context, tx *store.Tx, t store.Task, c TaskChange, n
 // CancelTask deletes t inside tx, whatever its state, and keeps its run
 // log; a run in flight is recorded as cancelled and its own end is not.
 func CancelTask(ctx context.Context, tx *store.Tx, t store.Task) error {
-	return tx.DeleteTask(ctx, t.ID)
+	return tx.Tasks.Delete(ctx, t.ID)
 }

@@ -202,11 +202,11 @@ func TestTaskTx(t *testing.T) {
 	ctx := context.Background()
 	loc := berlin(t)
 	db := storetest.Open(t)
-	if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(folder store.Folder, next *time.Time) store.Task {
-		tk, err := db.CreateTask(ctx, store.Task{Folder: folder, Chat: "local:main", Prompt: "p", Kind: store.TaskCron, Value: "0 9 * * *", NextRun: next})
+		tk, err := db.Tasks.Create(ctx, store.Task{Folder: folder, Chat: "local:main", Prompt: "p", Kind: store.TaskCron, Value: "0 9 * * *", NextRun: next})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,27 +218,27 @@ func TestTaskTx(t *testing.T) {
 	if err := inTx(func(tx *store.Tx) error { _, err := PauseTask(ctx, tx, tk); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.GetTask(ctx, tk.ID); got.Status != store.TaskPaused {
+	if got, _ := db.Tasks.Get(ctx, tk.ID); got.Status != store.TaskPaused {
 		t.Errorf("got stored status %s after PauseTask; want paused", got.Status)
 	}
-	paused, _ := db.GetTask(ctx, tk.ID)
+	paused, _ := db.Tasks.Get(ctx, tk.ID)
 	if err := inTx(func(tx *store.Tx) error { _, err := ResumeTask(ctx, tx, paused, now, loc); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.GetTask(ctx, tk.ID); got.Status != store.TaskActive || !got.NextRun.Equal(*at(loc, "2026-11-23 09:00")) {
+	if got, _ := db.Tasks.Get(ctx, tk.ID); got.Status != store.TaskActive || !got.NextRun.Equal(*at(loc, "2026-11-23 09:00")) {
 		t.Errorf("got stored %s next %v after ResumeTask; want active next 2026-11-23 09:00", got.Status, got.NextRun)
 	}
 
 	orphan := mk("gone", at(loc, "2026-11-23 09:00"))
-	if err := db.PauseTask(ctx, orphan.ID, ""); err != nil {
+	if err := db.Tasks.Pause(ctx, orphan.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	orphan, _ = db.GetTask(ctx, orphan.ID)
+	orphan, _ = db.Tasks.Get(ctx, orphan.ID)
 	err := inTx(func(tx *store.Tx) error { _, err := ResumeTask(ctx, tx, orphan, now, loc); return err })
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not registered") {
 		t.Errorf("resume of a task whose group is gone got %v; want ErrInvalid, not registered", err)
 	}
-	if got, _ := db.GetTask(ctx, orphan.ID); got.Status != store.TaskPaused {
+	if got, _ := db.Tasks.Get(ctx, orphan.ID); got.Status != store.TaskPaused {
 		t.Errorf("got stored status %s after a refused resume; want paused", got.Status)
 	}
 
@@ -250,13 +250,13 @@ func TestTaskTx(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("update with a bad schedule got %v; want ErrInvalid", err)
 	}
-	if got, _ := db.GetTask(ctx, tk.ID); got.Prompt != "p" {
+	if got, _ := db.Tasks.Get(ctx, tk.ID); got.Prompt != "p" {
 		t.Errorf("got stored prompt %q after a refused update; want p", got.Prompt)
 	}
 	if err := inTx(func(tx *store.Tx) error { return CancelTask(ctx, tx, tk) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.GetTask(ctx, tk.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.Tasks.Get(ctx, tk.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("got %v after CancelTask; want ErrNotFound", err)
 	}
 }

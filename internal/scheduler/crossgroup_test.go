@@ -39,7 +39,7 @@ func TestTaskSetByAGroupNoLongerFullIsPaused(t *testing.T) {
 		own := h.addTask("family", store.TaskCron, "*/10 * * * *", &due)
 		own.PromptBy = "family"
 		for _, tk := range []store.Task{byMain, own} {
-			if err := h.db.UpdateTask(ctx, tk); err != nil {
+			if err := h.db.Tasks.Update(ctx, tk); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -51,12 +51,12 @@ func TestTaskSetByAGroupNoLongerFullIsPaused(t *testing.T) {
 			t.Fatalf("%d runs while main is full; want both tasks run", n)
 		}
 
-		g, err := h.db.GetGroupByFolder(ctx, "main")
+		g, err := h.db.Groups.ByFolder(ctx, "main")
 		if err != nil {
 			t.Fatal(err)
 		}
 		g.Tools = store.ToolsReadOnly
-		if err := h.db.UpdateGroup(ctx, g); err != nil {
+		if err := h.db.Groups.Update(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 		h.advance(base.Add(15 * time.Minute))

@@ -28,13 +28,13 @@ func TestQueuedTaskIsNotQueuedAgain(t *testing.T) {
 		if next := h.task(task.ID).NextRun; next == nil || !next.Equal(base.Add(4*time.Minute)) {
 			t.Errorf("next run %v; want %s (the skipped slots are past)", next, base.Add(4*time.Minute))
 		}
-		runs, err := h.db.ListTaskRuns(context.Background(), task.ID, 0)
+		runs, err := h.db.Tasks.Runs(context.Background(), task.ID, 0)
 		if err != nil || len(runs) != 1 || runs[0].Status != store.RunRunning {
 			t.Fatalf("run log %+v, %v; want the one queued run", runs, err)
 		}
 
 		// The run ends: the task is queued again at its next slot.
-		if err := h.db.FinishTaskRun(context.Background(), store.TaskRun{TaskID: task.ID, StartedAt: h.now(), Status: store.RunOK}); err != nil {
+		if err := h.db.Tasks.FinishRun(context.Background(), store.TaskRun{TaskID: task.ID, StartedAt: h.now(), Status: store.RunOK}); err != nil {
 			t.Fatal(err)
 		}
 		h.advance(base.Add(4*time.Minute + time.Second))
@@ -55,7 +55,7 @@ type failingQueue struct {
 
 func (q *failingQueue) EnqueueTask(t store.Task) {
 	q.fakeQueue.EnqueueTask(t)
-	if err := q.db.FinishTaskRun(context.Background(), store.TaskRun{
+	if err := q.db.Tasks.FinishRun(context.Background(), store.TaskRun{
 		TaskID: t.ID, StartedAt: q.now(), Status: store.RunError, Error: "boom", PauseAfter: q.pauseAfter,
 	}); err != nil {
 		panic(err)
@@ -128,7 +128,7 @@ func TestOnlyOwnFailuresCount(t *testing.T) {
 	finish := func(r store.TaskRun) {
 		t.Helper()
 		r.TaskID, r.PauseAfter = task.ID, 2
-		if err := h.db.FinishTaskRun(ctx, r); err != nil {
+		if err := h.db.Tasks.FinishRun(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}

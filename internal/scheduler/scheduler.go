@@ -186,7 +186,7 @@ func (s *Scheduler) Recover(ctx context.Context) error {
 	if s.recovered {
 		return nil
 	}
-	closed, err := s.db.FailInterrupted(ctx, interruptedNotice)
+	closed, err := s.db.Tasks.FailInterrupted(ctx, interruptedNotice)
 	if err != nil {
 		return fmt.Errorf("close interrupted task runs: %w", err)
 	}
@@ -241,7 +241,7 @@ func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
 			s.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("scheduler pass panicked")
 		}
 	}()
-	next, err := s.db.NextDue(ctx)
+	next, err := s.db.Tasks.NextDue(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -249,7 +249,7 @@ func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
 		if err := s.claim(ctx); err != nil {
 			return 0, err
 		}
-		if next, err = s.db.NextDue(ctx); err != nil {
+		if next, err = s.db.Tasks.NextDue(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Scheduler) tick(ctx context.Context) (sleep time.Duration, err error) {
 // claim claims every due task and hands the runnable ones to the Enqueuer.
 // A task that cannot run is paused in the claim's transaction.
 func (s *Scheduler) claim(ctx context.Context) error {
-	groups, err := s.db.ListGroups(ctx)
+	groups, err := s.db.Groups.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list groups: %w", err)
 	}
@@ -284,7 +284,7 @@ func (s *Scheduler) claim(ctx context.Context) error {
 	paused := map[store.TaskID]string{}  // why a due task is paused instead of queued
 	skipped := map[store.TaskID]string{} // why a due task's slot is skipped
 	var notRun []store.Task              // paused because the group that set them may not direct theirs
-	claimed, err := s.db.ClaimDue(ctx, now, func(t store.Task) store.Claim {
+	claimed, err := s.db.Tasks.ClaimDue(ctx, now, func(t store.Task) store.Claim {
 		c := s.decide(t, now, registered[t.Folder] != nil)
 		if c.Pause == "" {
 			if err := rules.TaskMayRun(t, registered[t.PromptBy]); err != nil {

@@ -60,7 +60,7 @@ func (q *fakeQueue) EnqueueTask(t store.Task) {
 	q.got = append(q.got, enqueued{task: t, at: q.now()})
 	q.mu.Unlock()
 	if q.db != nil {
-		if err := q.db.FinishTaskRun(context.Background(), store.TaskRun{TaskID: t.ID, StartedAt: q.now(), Status: store.RunOK}); err != nil {
+		if err := q.db.Tasks.FinishRun(context.Background(), store.TaskRun{TaskID: t.ID, StartedAt: q.now(), Status: store.RunOK}); err != nil {
 			panic(err)
 		}
 	}
@@ -89,7 +89,7 @@ func newHarness(t *testing.T, base time.Time, loc *time.Location) *harness {
 	h := &harness{t: t, db: db, loc: loc}
 	h.off.Store(int64(time.Until(base)))
 	for _, f := range []store.Folder{"main", "family"} {
-		if _, err := db.AddGroup(context.Background(), store.Group{
+		if _, err := db.Groups.Add(context.Background(), store.Group{
 			Chat: store.ChatID("local:" + f), Folder: f, Name: string(f), Trigger: "@Andy", IsMain: f == "main",
 		}); err != nil {
 			t.Fatalf("add group %s: %v", f, err)
@@ -143,7 +143,7 @@ func (h *harness) addTask(folder store.Folder, kind store.TaskKind, value string
 		first := sc.First(h.now(), h.loc)
 		next = &first
 	}
-	task, err := h.db.CreateTask(context.Background(), store.Task{
+	task, err := h.db.Tasks.Create(context.Background(), store.Task{
 		Folder: folder, Chat: store.ChatID("local:" + folder), Prompt: "do the thing",
 		Kind: kind, Value: value, NextRun: next,
 	})
@@ -155,7 +155,7 @@ func (h *harness) addTask(folder store.Folder, kind store.TaskKind, value string
 
 func (h *harness) task(id store.TaskID) store.Task {
 	h.t.Helper()
-	task, err := h.db.GetTask(context.Background(), id)
+	task, err := h.db.Tasks.Get(context.Background(), id)
 	if err != nil {
 		h.t.Fatalf("get task %s: %v", id, err)
 	}
@@ -288,7 +288,7 @@ func TestClaimBeforeEnqueue(t *testing.T) {
 		var seenErr error
 		q := enqueueFunc(func(tk store.Task) {
 			// What the database says at hand-over time.
-			seen, seenErr = h.db.GetTask(context.Background(), tk.ID)
+			seen, seenErr = h.db.Tasks.Get(context.Background(), tk.ID)
 		})
 		h.start(q, 0)
 		want := base.Add(30 * time.Minute)
@@ -344,7 +344,7 @@ func TestRunOutlastingItsIntervalIsNotRunTwice(t *testing.T) {
 				active--
 				mu.Unlock()
 				// As the runner does: the run is recorded when it ends.
-				if err := h.db.FinishTaskRun(context.Background(), store.TaskRun{TaskID: ref.Task.ID, StartedAt: h.now(), Status: store.RunOK}); err != nil {
+				if err := h.db.Tasks.FinishRun(context.Background(), store.TaskRun{TaskID: ref.Task.ID, StartedAt: h.now(), Status: store.RunOK}); err != nil {
 					t.Errorf("record the run: %v", err)
 				}
 				return nil
@@ -406,7 +406,7 @@ func TestRemovedGroupsTaskIsPaused(t *testing.T) {
 		due := base.Add(time.Minute)
 		gone := h.addTask("family", store.TaskCron, "*/10 * * * *", &due)
 		kept := h.addTask("main", store.TaskCron, "*/10 * * * *", &due)
-		if err := h.db.RemoveGroup(context.Background(), "family"); err != nil {
+		if err := h.db.Groups.Remove(context.Background(), "family"); err != nil {
 			t.Fatalf("remove group: %v", err)
 		}
 		h.start(nil, 0)
@@ -427,7 +427,7 @@ func TestRemovedGroupsTaskIsPaused(t *testing.T) {
 		if want := "group family was removed; task paused"; got.LastResult != want {
 			t.Errorf("last result %q; want %q", got.LastResult, want)
 		}
-		if runs, _ := h.db.ListTaskRuns(context.Background(), gone.ID, 0); len(runs) != 0 {
+		if runs, _ := h.db.Tasks.Runs(context.Background(), gone.ID, 0); len(runs) != 0 {
 			t.Errorf("%d runs logged for the paused task; want none", len(runs))
 		}
 		if st := h.task(kept.ID).Status; st != store.TaskActive {
@@ -504,7 +504,7 @@ func TestRunClosesInterruptedRuns(t *testing.T) {
 		h := newHarness(t, base, time.UTC)
 		task := h.addTask("family", store.TaskOnce, base.Format(time.RFC3339), &base)
 		// A previous daemon claimed it and stopped during the run.
-		if _, err := h.db.ClaimDue(context.Background(), base, func(store.Task) store.Claim { return store.Claim{} }); err != nil {
+		if _, err := h.db.Tasks.ClaimDue(context.Background(), base, func(store.Task) store.Claim { return store.Claim{} }); err != nil {
 			t.Fatalf("claim: %v", err)
 		}
 		h.start(nil, 0)
@@ -536,7 +536,7 @@ func TestRunClosesInterruptedRecurringRuns(t *testing.T) {
 		}
 		h.start(nil, 0)
 
-		runs, err := h.db.ListTaskRuns(ctx, task.ID, 0)
+		runs, err := h.db.Tasks.Runs(ctx, task.ID, 0)
 		if err != nil || len(runs) != 1 || runs[0].Status != store.RunError || !strings.Contains(runs[0].Error, "interrupted") {
 			t.Fatalf("runs %+v, %v; want one interrupted error run", runs, err)
 		}
@@ -544,7 +544,7 @@ func TestRunClosesInterruptedRecurringRuns(t *testing.T) {
 		if got.Status != store.TaskActive || !strings.Contains(got.LastResult, "interrupted") {
 			t.Errorf("task %+v; want active, interrupted as last result", got)
 		}
-		out, _ := h.db.PendingOutbox(ctx, 0)
+		out, _ := h.db.Outbox.Pending(ctx, 0)
 		if len(out) != 1 || out[0].Chat != "local:family" || out[0].Origin != store.OriginNotice ||
 			!strings.Contains(out[0].Text, string(task.ID)) || !strings.Contains(out[0].Text, "interrupted") {
 			t.Fatalf("outbox %+v; want one notice naming the task in local:family", out)
@@ -553,7 +553,7 @@ func TestRunClosesInterruptedRecurringRuns(t *testing.T) {
 		if err := New(h.db, enqueueFunc(func(store.Task) {}), time.UTC, zerolog.Nop(), h.now).Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if out, _ := h.db.PendingOutbox(ctx, 0); len(out) != 1 {
+		if out, _ := h.db.Outbox.Pending(ctx, 0); len(out) != 1 {
 			t.Errorf("%d outbox rows after another start; want 1", len(out))
 		}
 

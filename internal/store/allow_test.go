@@ -45,7 +45,7 @@ func TestNormalizeSender(t *testing.T) {
 func TestGroupAllowRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t)
-	g, err := db.AddGroup(ctx, store.Group{Chat: "local:fam", Folder: "fam"})
+	g, err := db.Groups.Add(ctx, store.Group{Chat: "local:fam", Folder: "fam"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestGroupAllowRoundTrip(t *testing.T) {
 		t.Fatalf("new group: allow %v, others %q; want everyone, context", g.Allow, g.Others)
 	}
 	g.Allow, g.Others = []string{"+49 170 1234567", "local:bob", "admins", "491701234567@s.whatsapp.net"}, store.OthersDrop
-	if err := db.UpdateGroup(ctx, g); err != nil {
+	if err := db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.GetGroupByFolder(ctx, "fam")
+	got, err := db.Groups.ByFolder(ctx, "fam")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +64,11 @@ func TestGroupAllowRoundTrip(t *testing.T) {
 		t.Fatalf("stored allow %v, others %q; want %v, drop", got.Allow, got.Others, want)
 	}
 	got.Allow = []string{"nobody"}
-	if err := db.UpdateGroup(ctx, got); !errors.Is(err, store.ErrInvalid) {
+	if err := db.Groups.Update(ctx, got); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("invalid entry: %v; want ErrInvalid", err)
 	}
 	got.Allow, got.Others = nil, "ignore"
-	if err := db.UpdateGroup(ctx, got); !errors.Is(err, store.ErrInvalid) {
+	if err := db.Groups.Update(ctx, got); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("invalid others: %v; want ErrInvalid", err)
 	}
 }

@@ -60,14 +60,14 @@ func scanApproval(row rowScanner) (Approval, error) {
 	return a, nil
 }
 
-// AddApproval stores a new open approval request (AskedAt: now). ErrExists
+// Add stores a new open approval request (AskedAt: now). ErrExists
 // when its id, or its (folder, request id), is taken.
-func (tx *Tx) AddApproval(ctx context.Context, a Approval) (Approval, error) {
+func (q *ApprovalTx) Add(ctx context.Context, a Approval) (Approval, error) {
 	if a.ID == "" || a.Folder == "" || a.RequestID == "" || a.Tool == "" {
 		return Approval{}, fmt.Errorf("add approval: %w: id, folder, request id and tool are required", ErrInvalid)
 	}
-	a.State, a.AskedAt, a.DecidedAt, a.DecidedBy, a.Always = ApprovalOpen, fromMS(toMS(tx.now())), time.Time{}, "", false
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO approvals (id, folder, request_id, tool, subject, rule, state, outbox_id, asked_at)
+	a.State, a.AskedAt, a.DecidedAt, a.DecidedBy, a.Always = ApprovalOpen, fromMS(toMS(q.tx.now())), time.Time{}, "", false
+	res, err := q.tx.stx.ExecContext(ctx, `INSERT INTO approvals (id, folder, request_id, tool, subject, rule, state, outbox_id, asked_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?) ON CONFLICT DO NOTHING`,
 		a.ID, a.Folder, a.RequestID, a.Tool, a.Subject, a.Rule, a.OutboxID, toMS(a.AskedAt))
 	if err != nil {
@@ -81,25 +81,25 @@ func (tx *Tx) AddApproval(ctx context.Context, a Approval) (Approval, error) {
 	return a, nil
 }
 
-// SetApprovalOutbox records the message that asks the owner.
-func (tx *Tx) SetApprovalOutbox(ctx context.Context, id string, outbox OutboxID) error {
-	res, err := tx.tx.ExecContext(ctx, `UPDATE approvals SET outbox_id = ? WHERE id = ?`, outbox, id)
+// SetOutbox records the message that asks the owner.
+func (q *ApprovalTx) SetOutbox(ctx context.Context, id string, outbox OutboxID) error {
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE approvals SET outbox_id = ? WHERE id = ?`, outbox, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("set approval %s message: %w", id, err)
 	}
 	return nil
 }
 
-// DecideApproval settles the open request id as allowed or denied, by by.
+// Decide settles the open request id as allowed or denied, by by.
 // It reports false, and changes nothing, when the request is not open (it
 // was settled before): a decision is taken once.
-func (tx *Tx) DecideApproval(ctx context.Context, id string, allow, always bool, by string) (bool, error) {
+func (q *ApprovalTx) Decide(ctx context.Context, id string, allow, always bool, by string) (bool, error) {
 	state := ApprovalDenied
 	if allow {
 		state = ApprovalAllowed
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, always = ?
-		WHERE id = ? AND state = 'open'`, state, toMS(tx.now()), by, boolInt(always && allow), id)
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, always = ?
+		WHERE id = ? AND state = 'open'`, state, toMS(q.tx.now()), by, boolInt(always && allow), id)
 	if err != nil {
 		return false, fmt.Errorf("decide approval %s: %w", id, err)
 	}
@@ -110,23 +110,23 @@ func (tx *Tx) DecideApproval(ctx context.Context, id string, allow, always bool,
 	return n == 1, nil
 }
 
-// GetApproval returns the approval request id, or ErrNotFound.
-func (tx *Tx) GetApproval(ctx context.Context, id string) (Approval, error) {
-	return getApproval(ctx, tx.tx, `id = ?`, id)
+// Get returns the approval request id, or ErrNotFound.
+func (q *ApprovalTx) Get(ctx context.Context, id string) (Approval, error) {
+	return getApproval(ctx, q.tx.stx, `id = ?`, id)
 }
 
-// GetApproval returns the approval request id, or ErrNotFound.
-func (db *DB) GetApproval(ctx context.Context, id string) (Approval, error) {
-	return getApproval(ctx, db.read, `id = ?`, id)
+// Get returns the approval request id, or ErrNotFound.
+func (q *ApprovalQuery) Get(ctx context.Context, id string) (Approval, error) {
+	return getApproval(ctx, q.db.read, `id = ?`, id)
 }
 
-// ApprovalBySentID returns the approval request whose message in the main
+// BySentID returns the approval request whose message in the main
 // chat was sent with the network id sent, or ErrNotFound.
-func (db *DB) ApprovalBySentID(ctx context.Context, sent string) (Approval, error) {
+func (q *ApprovalQuery) BySentID(ctx context.Context, sent string) (Approval, error) {
 	if sent == "" {
 		return Approval{}, fmt.Errorf("approval by sent id: %w", ErrNotFound)
 	}
-	return getApproval(ctx, db.read, `outbox_id != 0 AND outbox_id IN (SELECT id FROM outbox WHERE sent_id = ? OR external_id = ?)`, sent, sent)
+	return getApproval(ctx, q.db.read, `outbox_id != 0 AND outbox_id IN (SELECT id FROM outbox WHERE sent_id = ? OR external_id = ?)`, sent, sent)
 }
 
 func getApproval(ctx context.Context, q querier, where string, args ...any) (Approval, error) {
@@ -140,18 +140,18 @@ func getApproval(ctx context.Context, q querier, where string, args ...any) (App
 	return a, nil
 }
 
-// ListApprovals returns up to limit approval requests, newest first (0:
+// List returns up to limit approval requests, newest first (0:
 // all); openOnly keeps the open ones.
-func (db *DB) ListApprovals(ctx context.Context, openOnly bool, limit int) ([]Approval, error) {
-	q := `SELECT ` + approvalColumns + ` FROM approvals`
+func (q *ApprovalQuery) List(ctx context.Context, openOnly bool, limit int) ([]Approval, error) {
+	query := `SELECT ` + approvalColumns + ` FROM approvals`
 	if openOnly {
-		q += ` WHERE state = 'open'`
+		query += ` WHERE state = 'open'`
 	}
-	q += ` ORDER BY asked_at DESC, id DESC`
+	query += ` ORDER BY asked_at DESC, id DESC`
 	if limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, limit)
+		query += fmt.Sprintf(` LIMIT %d`, limit)
 	}
-	rows, err := db.read.QueryContext(ctx, q)
+	rows, err := q.db.read.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
@@ -162,29 +162,29 @@ func (db *DB) ListApprovals(ctx context.Context, openOnly bool, limit int) ([]Ap
 	return out, nil
 }
 
-// AddApprovalRule adds a standing rule for folder; adding one it has
+// AddRule adds a standing rule for folder; adding one it has
 // already is not an error.
-func (tx *Tx) AddApprovalRule(ctx context.Context, folder Folder, rule, by string) error {
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO approval_rules (folder, rule, created_at, created_by) VALUES (?, ?, ?, ?)
-		ON CONFLICT (folder, rule) DO NOTHING`, folder, rule, toMS(tx.now()), by); err != nil {
+func (q *ApprovalTx) AddRule(ctx context.Context, folder Folder, rule, by string) error {
+	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO approval_rules (folder, rule, created_at, created_by) VALUES (?, ?, ?, ?)
+		ON CONFLICT (folder, rule) DO NOTHING`, folder, rule, toMS(q.tx.now()), by); err != nil {
 		return fmt.Errorf("add approval rule for %s: %w", folder, err)
 	}
 	return nil
 }
 
-// CountOpenApprovals returns how many approval requests of folder are open.
-func (tx *Tx) CountOpenApprovals(ctx context.Context, folder Folder) (int, error) {
+// CountOpen returns how many approval requests of folder are open.
+func (q *ApprovalTx) CountOpen(ctx context.Context, folder Folder) (int, error) {
 	var n int
-	if err := tx.tx.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE folder = ? AND state = 'open'`, folder).Scan(&n); err != nil {
+	if err := q.tx.stx.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE folder = ? AND state = 'open'`, folder).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count open approvals of %s: %w", folder, err)
 	}
 	return n, nil
 }
 
-// DropApprovalRules deletes every standing rule of folder and returns how
+// DropRules deletes every standing rule of folder and returns how
 // many there were.
-func (tx *Tx) DropApprovalRules(ctx context.Context, folder Folder) (int64, error) {
-	res, err := tx.tx.ExecContext(ctx, `DELETE FROM approval_rules WHERE folder = ?`, folder)
+func (q *ApprovalTx) DropRules(ctx context.Context, folder Folder) (int64, error) {
+	res, err := q.tx.stx.ExecContext(ctx, `DELETE FROM approval_rules WHERE folder = ?`, folder)
 	if err != nil {
 		return 0, fmt.Errorf("drop approval rules of %s: %w", folder, err)
 	}
@@ -195,18 +195,18 @@ func (tx *Tx) DropApprovalRules(ctx context.Context, folder Folder) (int64, erro
 	return n, nil
 }
 
-// HasApprovalRule reports whether folder has the standing rule rule.
-func (db *DB) HasApprovalRule(ctx context.Context, folder Folder, rule string) (bool, error) {
+// HasRule reports whether folder has the standing rule rule.
+func (q *ApprovalQuery) HasRule(ctx context.Context, folder Folder, rule string) (bool, error) {
 	var n int
-	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM approval_rules WHERE folder = ? AND rule = ?`, folder, rule).Scan(&n); err != nil {
+	if err := q.db.read.QueryRowContext(ctx, `SELECT count(*) FROM approval_rules WHERE folder = ? AND rule = ?`, folder, rule).Scan(&n); err != nil {
 		return false, fmt.Errorf("approval rule for %s: %w", folder, err)
 	}
 	return n > 0, nil
 }
 
-// ListApprovalRules returns every standing rule, oldest first.
-func (db *DB) ListApprovalRules(ctx context.Context) ([]ApprovalRule, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, folder, rule, created_at, created_by FROM approval_rules ORDER BY id`)
+// Rules returns every standing rule, oldest first.
+func (q *ApprovalQuery) Rules(ctx context.Context) ([]ApprovalRule, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT id, folder, rule, created_at, created_by FROM approval_rules ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list approval rules: %w", err)
 	}
@@ -225,10 +225,10 @@ func (db *DB) ListApprovalRules(ctx context.Context) ([]ApprovalRule, error) {
 	return out, nil
 }
 
-// RemoveApprovalRule deletes the standing rule id (ErrNotFound if none).
-func (db *DB) RemoveApprovalRule(ctx context.Context, id int64) error {
-	return db.Tx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, `DELETE FROM approval_rules WHERE id = ?`, id)
+// RemoveRule deletes the standing rule id (ErrNotFound if none).
+func (q *ApprovalQuery) RemoveRule(ctx context.Context, id int64) error {
+	return q.db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.stx.ExecContext(ctx, `DELETE FROM approval_rules WHERE id = ?`, id)
 		if err := oneRow(res, err); err != nil {
 			return fmt.Errorf("remove approval rule %d: %w", id, err)
 		}
@@ -236,12 +236,12 @@ func (db *DB) RemoveApprovalRule(ctx context.Context, id int64) error {
 	})
 }
 
-// TakeNotice removes the pending notice name and reports whether it was
+// Take removes the pending notice name and reports whether it was
 // pending: a notice owed once is taken once.
-func (db *DB) TakeNotice(ctx context.Context, name string) (bool, error) {
+func (q *NoticeQuery) Take(ctx context.Context, name string) (bool, error) {
 	var taken bool
-	err := db.Tx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, `DELETE FROM pending_notices WHERE name = ?`, name)
+	err := q.db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.stx.ExecContext(ctx, `DELETE FROM pending_notices WHERE name = ?`, name)
 		if err != nil {
 			return err
 		}
@@ -255,11 +255,11 @@ func (db *DB) TakeNotice(ctx context.Context, name string) (bool, error) {
 	return taken, nil
 }
 
-// NoticeBySentID returns the text of bridged's own notice (origin notice,
+// BySentID returns the text of bridged's own notice (origin notice,
 // from no group) that was sent with the network id sent, or ErrNotFound.
-func (db *DB) NoticeBySentID(ctx context.Context, sent string) (string, error) {
+func (q *NoticeQuery) BySentID(ctx context.Context, sent string) (string, error) {
 	var text string
-	err := db.read.QueryRowContext(ctx, `SELECT text FROM outbox WHERE sent_id = ? AND origin = 'notice' AND folder = ''
+	err := q.db.read.QueryRowContext(ctx, `SELECT text FROM outbox WHERE sent_id = ? AND origin = 'notice' AND folder = ''
 		ORDER BY id DESC LIMIT 1`, sent).Scan(&text)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("notice by sent id: %w", ErrNotFound)

@@ -17,14 +17,14 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	err := db.Tx(ctx, func(tx *Tx) error {
-		_, err := tx.AddApproval(ctx, Approval{ID: "abcd", Folder: "fam", RequestID: "r1", Tool: "Bash", Subject: "rm x", Rule: "Bash(rm x)"})
+		_, err := tx.Approvals.Add(ctx, Approval{ID: "abcd", Folder: "fam", RequestID: "r1", Tool: "Bash", Subject: "rm x", Rule: "Bash(rm x)"})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = db.Tx(ctx, func(tx *Tx) error {
-		_, err := tx.AddApproval(ctx, Approval{ID: "efgh", Folder: "fam", RequestID: "r1", Tool: "Bash"})
+		_, err := tx.Approvals.Add(ctx, Approval{ID: "efgh", Folder: "fam", RequestID: "r1", Tool: "Bash"})
 		return err
 	})
 	if !errors.Is(err, ErrExists) {
@@ -34,7 +34,7 @@ func TestApprovalDecidedOnce(t *testing.T) {
 		var changed bool
 		if err := db.Tx(ctx, func(tx *Tx) error {
 			var err error
-			changed, err = tx.DecideApproval(ctx, "abcd", allow, false, "cli")
+			changed, err = tx.Approvals.Decide(ctx, "abcd", allow, false, "cli")
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -47,7 +47,7 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	if decide(false) {
 		t.Fatal("a second decision changed the request")
 	}
-	a, err := db.GetApproval(ctx, "abcd")
+	a, err := db.Approvals.Get(ctx, "abcd")
 	if err != nil || a.State != ApprovalAllowed || a.DecidedBy != "cli" || a.DecidedAt.IsZero() {
 		t.Errorf("got %+v, %v; want allowed by cli", a, err)
 	}
@@ -58,16 +58,16 @@ func TestApprovalDecidedOnce(t *testing.T) {
 func TestTakeNoticeOnce(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	if told, err := db.TakeNotice(ctx, "tool_profiles"); err != nil || told {
+	if told, err := db.Notices.Take(ctx, "tool_profiles"); err != nil || told {
 		t.Fatalf("fresh store: TakeNotice = %v, %v; want nothing owed", told, err)
 	}
 	if _, err := db.write.ExecContext(ctx, `INSERT INTO pending_notices (name) VALUES ('tool_profiles')`); err != nil {
 		t.Fatal(err)
 	}
-	if told, _ := db.TakeNotice(ctx, "tool_profiles"); !told {
+	if told, _ := db.Notices.Take(ctx, "tool_profiles"); !told {
 		t.Fatal("the pending notice was not taken")
 	}
-	if told, _ := db.TakeNotice(ctx, "tool_profiles"); told {
+	if told, _ := db.Notices.Take(ctx, "tool_profiles"); told {
 		t.Fatal("the notice was taken twice")
 	}
 }
@@ -117,14 +117,14 @@ func TestToolProfilesNoticeOnUpgrade(t *testing.T) {
 
 			for reopen := 0; reopen < 2; reopen++ {
 				db = openAt(t, path)
-				told, err := db.TakeNotice(ctx, "tool_profiles")
+				told, err := db.Notices.Take(ctx, "tool_profiles")
 				if err != nil {
 					t.Fatal(err)
 				}
 				if want := tc.owed && reopen == 0; told != want {
 					t.Errorf("start %d: notice owed = %v; want %v", reopen+1, told, want)
 				}
-				gs, err := db.ListGroups(ctx)
+				gs, err := db.Groups.List(ctx)
 				if err != nil || len(gs) != len(tc.groups) {
 					t.Fatalf("groups = %d, %v; want %d", len(gs), err, len(tc.groups))
 				}
@@ -146,7 +146,7 @@ func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	for _, f := range []Folder{"fam", "work"} {
-		if _, err := db.AddGroup(ctx, Group{Chat: ChatID("local:" + f), Folder: f, Tools: ToolsAsk}); err != nil {
+		if _, err := db.Groups.Add(ctx, Group{Chat: ChatID("local:" + f), Folder: f, Tools: ToolsAsk}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,7 +154,7 @@ func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
 		t.Helper()
 		if err := db.Tx(ctx, func(tx *Tx) error {
 			for _, f := range []Folder{"fam", "work"} {
-				if err := tx.AddApprovalRule(ctx, f, "Bash(make)", "cli"); err != nil {
+				if err := tx.Approvals.AddRule(ctx, f, "Bash(make)", "cli"); err != nil {
 					return err
 				}
 			}
@@ -165,16 +165,16 @@ func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
 	}
 	has := func(f Folder) bool {
 		t.Helper()
-		ok, err := db.HasApprovalRule(ctx, f, "Bash(make)")
+		ok, err := db.Approvals.HasRule(ctx, f, "Bash(make)")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
 	addRules()
-	g, _ := db.GetGroupByFolder(ctx, "fam")
+	g, _ := db.Groups.ByFolder(ctx, "fam")
 	g.Name = "Family"
-	if err := db.UpdateGroup(ctx, g); err != nil {
+	if err := db.Groups.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	if !has("fam") {
@@ -182,7 +182,7 @@ func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
 	}
 	for _, p := range []ToolProfile{ToolsFull, ToolsAsk} {
 		g.Tools = p
-		if err := db.UpdateGroup(ctx, g); err != nil {
+		if err := db.Groups.Update(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 		if has("fam") {
@@ -193,10 +193,10 @@ func TestApprovalRulesDroppedWithTheProfile(t *testing.T) {
 		}
 		addRules()
 	}
-	if err := db.RemoveGroup(ctx, "fam"); err != nil {
+	if err := db.Groups.Remove(ctx, "fam"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.AddGroup(ctx, Group{Chat: "local:fam", Folder: "fam", Tools: ToolsAsk}); err != nil {
+	if _, err := db.Groups.Add(ctx, Group{Chat: "local:fam", Folder: "fam", Tools: ToolsAsk}); err != nil {
 		t.Fatal(err)
 	}
 	if has("fam") {

@@ -37,22 +37,22 @@ type BudgetDecision struct {
 	At        time.Time // zero: now
 }
 
-// RecordBudgetDecision records d, unless the decision recorded last for
+// Record records d, unless the decision recorded last for
 // d's chat and Upto is the same verdict (the router looks at a group again
 // at every new message and wake: one row per change).
-func (db *DB) RecordBudgetDecision(ctx context.Context, d BudgetDecision) error {
+func (q *BudgetQuery) Record(ctx context.Context, d BudgetDecision) error {
 	if d.At.IsZero() {
-		d.At = db.now()
+		d.At = q.db.now()
 	}
 	switch d.Verdict {
 	case BudgetAdmitted, BudgetPaused, BudgetRefused:
 	default:
 		return fmt.Errorf("record budget decision of %s: %w: unknown verdict %q", d.Folder, ErrInvalid, d.Verdict)
 	}
-	return db.Tx(ctx, func(tx *Tx) error {
+	return q.db.Tx(ctx, func(tx *Tx) error {
 		if d.Upto > 0 {
 			var last string
-			err := tx.tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT verdict FROM budget_decisions WHERE chat = ? AND upto = ? ORDER BY id DESC LIMIT 1), '')`,
+			err := tx.stx.QueryRowContext(ctx, `SELECT COALESCE((SELECT verdict FROM budget_decisions WHERE chat = ? AND upto = ? ORDER BY id DESC LIMIT 1), '')`,
 				d.Chat, d.Upto).Scan(&last)
 			if err != nil {
 				return fmt.Errorf("record budget decision of %s: %w", d.Folder, err)
@@ -61,7 +61,7 @@ func (db *DB) RecordBudgetDecision(ctx context.Context, d BudgetDecision) error 
 				return nil
 			}
 		}
-		if _, err := tx.tx.ExecContext(ctx, `INSERT INTO budget_decisions (folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.stx.ExecContext(ctx, `INSERT INTO budget_decisions (folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			d.Folder, d.Chat, d.After, d.Upto, d.Verdict, d.BudgetUSD, d.SpentUSD, toMS(d.At)); err != nil {
 			return fmt.Errorf("record budget decision of %s: %w", d.Folder, err)
 		}
@@ -69,24 +69,24 @@ func (db *DB) RecordBudgetDecision(ctx context.Context, d BudgetDecision) error 
 	})
 }
 
-// BudgetDecisionsOn returns the router's decisions on chat that covered
+// DecisionsOn returns the router's decisions on chat that covered
 // message id (After < id <= Upto), oldest first, at most limit.
-func (db *DB) BudgetDecisionsOn(ctx context.Context, chat ChatID, id MessageID, limit int) ([]BudgetDecision, error) {
-	return db.budgetDecisions(ctx, `chat = ? AND upto >= ? AND after_id < ? AND upto > 0`, limit, chat, id, id)
+func (q *BudgetQuery) DecisionsOn(ctx context.Context, chat ChatID, id MessageID, limit int) ([]BudgetDecision, error) {
+	return q.decisions(ctx, `chat = ? AND upto >= ? AND after_id < ? AND upto > 0`, limit, chat, id, id)
 }
 
-// BudgetRefusals returns the proxy's refusals of folder's requests from
+// Refusals returns the proxy's refusals of folder's requests from
 // `from` to `to` (zero: no end), oldest first, at most limit.
-func (db *DB) BudgetRefusals(ctx context.Context, folder Folder, from, to time.Time, limit int) ([]BudgetDecision, error) {
+func (q *BudgetQuery) Refusals(ctx context.Context, folder Folder, from, to time.Time, limit int) ([]BudgetDecision, error) {
 	end := int64(1<<62 - 1)
 	if !to.IsZero() {
 		end = toMS(to)
 	}
-	return db.budgetDecisions(ctx, `folder = ? AND verdict = 'refused' AND at >= ? AND at <= ?`, limit, folder, toMS(from), end)
+	return q.decisions(ctx, `folder = ? AND verdict = 'refused' AND at >= ? AND at <= ?`, limit, folder, toMS(from), end)
 }
 
-func (db *DB) budgetDecisions(ctx context.Context, where string, limit int, args ...any) ([]BudgetDecision, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at FROM budget_decisions
+func (q *BudgetQuery) decisions(ctx context.Context, where string, limit int, args ...any) ([]BudgetDecision, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT folder, chat, after_id, upto, verdict, budget_usd, spent_usd, at FROM budget_decisions
 		WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("budget decisions: %w", err)

@@ -15,7 +15,7 @@ func TestBudgetDecisions(t *testing.T) {
 	db := openTest(t)
 	rec := func(d BudgetDecision) {
 		t.Helper()
-		if err := db.RecordBudgetDecision(ctx, d); err != nil {
+		if err := db.Budget.Record(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -26,11 +26,11 @@ func TestBudgetDecisions(t *testing.T) {
 	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 5, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(3)}) // looked at again: no change
 	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 6, Verdict: BudgetPaused, BudgetUSD: 1.5, SpentUSD: 1.8, At: at(4)})
 	rec(BudgetDecision{Folder: "fam", Chat: "local:fam", After: 3, Upto: 6, Verdict: BudgetAdmitted, BudgetUSD: 5, SpentUSD: 1.8, At: at(5)}) // raised
-	if err := db.RecordBudgetDecision(ctx, BudgetDecision{Folder: "fam", Verdict: "maybe"}); !errors.Is(err, ErrInvalid) {
+	if err := db.Budget.Record(ctx, BudgetDecision{Folder: "fam", Verdict: "maybe"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("an unknown verdict: %v; want ErrInvalid", err)
 	}
 
-	ds, err := db.BudgetDecisionsOn(ctx, "local:fam", 5, 10)
+	ds, err := db.Budget.DecisionsOn(ctx, "local:fam", 5, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +46,14 @@ func TestBudgetDecisions(t *testing.T) {
 	}
 	// Message 2 was handed at the first decision: the later ones, on the
 	// messages after 3, are not its.
-	if ds, err := db.BudgetDecisionsOn(ctx, "local:fam", 2, 10); err != nil || len(ds) != 1 || ds[0].Verdict != BudgetAdmitted || ds[0].Upto != 3 {
+	if ds, err := db.Budget.DecisionsOn(ctx, "local:fam", 2, 10); err != nil || len(ds) != 1 || ds[0].Verdict != BudgetAdmitted || ds[0].Upto != 3 {
 		t.Errorf("decisions covering message 2: %+v, %v; want the one admission up to 3", ds, err)
 	}
-	refused, err := db.BudgetRefusals(ctx, "fam", at(0), at(2), 10)
+	refused, err := db.Budget.Refusals(ctx, "fam", at(0), at(2), 10)
 	if err != nil || len(refused) != 1 || refused[0].SpentUSD != 1.8 {
 		t.Errorf("refusals: %+v, %v; want the one at 09:31", refused, err)
 	}
-	if refused, _ := db.BudgetRefusals(ctx, "fam", at(2), time.Time{}, 10); len(refused) != 0 {
+	if refused, _ := db.Budget.Refusals(ctx, "fam", at(2), time.Time{}, 10); len(refused) != 0 {
 		t.Errorf("refusals after 09:32: %+v; want none", refused)
 	}
 

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// RecentMessages returns the newest limit messages of chat, both
+// Recent returns the newest limit messages of chat, both
 // directions, oldest first.
-func (db *DB) RecentMessages(ctx context.Context, chat ChatID, limit int) ([]Message, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM (SELECT * FROM messages
+func (q *MessageQuery) Recent(ctx context.Context, chat ChatID, limit int) ([]Message, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM (SELECT * FROM messages
 		WHERE chat = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, chat, limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent messages of %s: %w", chat, err)
@@ -28,10 +28,10 @@ type HourlyCost struct {
 	CostUSD float64
 }
 
-// CostByHour sums the usage ledger by group and hour since since (the
+// Usage.CostByHour sums the usage ledger by group and hour since since (the
 // hours a timezone folds into its days).
-func (db *DB) CostByHour(ctx context.Context, since time.Time) ([]HourlyCost, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT folder, at / 3600000 AS h, SUM(cost_usd) FROM api_usage
+func (q *UsageQuery) CostByHour(ctx context.Context, since time.Time) ([]HourlyCost, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT folder, at / 3600000 AS h, SUM(cost_usd) FROM api_usage
 		WHERE at >= ? GROUP BY folder, h ORDER BY h, folder`, toMS(since))
 	if err != nil {
 		return nil, fmt.Errorf("cost by hour: %w", err)
@@ -61,10 +61,10 @@ type TurnLatency struct {
 	Approval time.Duration
 }
 
-// TurnLatencies lists the answered turns of chat (empty: of every chat)
+// Latencies lists the answered turns of chat (empty: of every chat)
 // that ended since since, oldest first, at most limit.
-func (db *DB) TurnLatencies(ctx context.Context, chat ChatID, since time.Time, limit int) ([]TurnLatency, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at,
+func (q *TurnQuery) Latencies(ctx context.Context, chat ChatID, since time.Time, limit int) ([]TurnLatency, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at,
 		COALESCE((SELECT SUM(MIN(IIF(a.decided_at = 0, t.at, a.decided_at), t.at) - a.asked_at)
 			FROM approvals a JOIN registered_groups g ON g.folder = a.folder
 			WHERE g.chat = t.chat AND a.asked_at >= m.stored_at AND a.asked_at < t.at), 0)
@@ -102,10 +102,10 @@ type HourlyMessages struct {
 	In, Out int
 }
 
-// MessagesByHour counts the messages of chat (empty: of every chat) sent
+// ByHour counts the messages of chat (empty: of every chat) sent
 // since since, by hour, oldest first; hours without messages are left out.
-func (db *DB) MessagesByHour(ctx context.Context, chat ChatID, since time.Time) ([]HourlyMessages, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages
+func (q *MessageQuery) ByHour(ctx context.Context, chat ChatID, since time.Time) ([]HourlyMessages, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages
 		WHERE sent_at >= ? AND (? = '' OR chat = ?) GROUP BY h ORDER BY h`, toMS(since), chat, chat)
 	if err != nil {
 		return nil, fmt.Errorf("messages by hour: %w", err)

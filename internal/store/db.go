@@ -25,6 +25,20 @@ const readConns = 4
 
 // DB is an open bridged database. It is safe for concurrent use.
 type DB struct {
+	Chats     *ChatQuery
+	Messages  *MessageQuery
+	Groups    *GroupQuery
+	Sessions  *SessionQuery
+	Tasks     *TaskQuery
+	Outbox    *OutboxQuery
+	Usage     *UsageQuery
+	Turns     *TurnQuery
+	Approvals *ApprovalQuery
+	Notices   *NoticeQuery
+	Budget    *BudgetQuery
+	Requests  *RequestQuery
+	Media     *MediaQuery
+
 	write *sql.DB // one connection: every write, in IMMEDIATE transactions
 	read  *sql.DB // query_only pool for plain reads
 	log   zerolog.Logger
@@ -35,10 +49,22 @@ type DB struct {
 	registry registry
 }
 
-// Tx is a write transaction opened by DB.Tx. Its methods are the same typed
-// queries as DB's, run inside the transaction.
+// Tx is a write transaction opened by DB.Tx. Its query fields hold the same
+// typed queries as DB's, run inside the transaction, and the writes that
+// only make sense as part of a larger one.
 type Tx struct {
-	tx  *sql.Tx
+	Chats     *ChatTx
+	Messages  *MessageTx
+	Groups    *GroupTx
+	Sessions  *SessionTx
+	Tasks     *TaskTx
+	Outbox    *OutboxTx
+	Usage     *UsageTx
+	Approvals *ApprovalTx
+	Requests  *RequestTx
+	Media     *MediaTx
+
+	stx *sql.Tx
 	now func() time.Time
 	// groupsChanged: the transaction registered, changed or removed a
 	// group; the registry is dropped once it commits.
@@ -106,6 +132,7 @@ func open(ctx context.Context, path string, log zerolog.Logger, fsys fs.FS) (*DB
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
 	db := &DB{log: log.With().Str("component", "store").Logger(), now: time.Now}
+	bindQueries(db)
 
 	db.write, err = sql.Open("sqlite", dsn(abs, true))
 	if err != nil {
@@ -181,7 +208,8 @@ func (db *DB) tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 			_ = stx.Rollback()
 		}
 	}()
-	t := &Tx{tx: stx, now: db.now}
+	t := &Tx{stx: stx, now: db.now}
+	bindTxQueries(t)
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -271,17 +299,17 @@ func (db *DB) migrate(ctx context.Context, fsys fs.FS) error {
 	}
 	for _, m := range ms {
 		err := db.Tx(ctx, func(tx *Tx) error {
-			current, err := schemaVersion(ctx, tx.tx)
+			current, err := schemaVersion(ctx, tx.stx)
 			if err != nil {
 				return err
 			}
 			if current >= m.version {
 				return nil
 			}
-			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.stx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.name, err)
 			}
-			if _, err := tx.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			if _, err := tx.stx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 				m.version, m.name, toMS(db.now())); err != nil {
 				return fmt.Errorf("record migration %s: %w", m.name, err)
 			}

@@ -57,7 +57,7 @@ func TestOpenOddPath(t *testing.T) {
 		t.Fatalf("database file not at %s: %v", path, err)
 	}
 	db = openAt(t, path)
-	if _, err := db.GetGroupByFolder(context.Background(), "main"); err != nil {
+	if _, err := db.Groups.ByFolder(context.Background(), "main"); err != nil {
 		t.Fatalf("reopen %s: GetGroupByFolder: %v; want the group", path, err)
 	}
 }
@@ -86,7 +86,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 		if n := count(t, db, "schema_migrations", ""); n != len(known) {
 			t.Errorf("reopen %d: %d schema_migrations rows; want %d", i+1, n, len(known))
 		}
-		if gs, err := db.ListGroups(ctx); err != nil || len(gs) != 1 {
+		if gs, err := db.Groups.List(ctx); err != nil || len(gs) != 1 {
 			t.Errorf("reopen %d: ListGroups = %d groups, %v; want 1, nil", i+1, len(gs), err)
 		}
 	}
@@ -194,7 +194,7 @@ func TestTxRollsBack(t *testing.T) {
 	db := openTest(t)
 	errBoom := errors.New("boom")
 	err := db.Tx(ctx, func(tx *Tx) error {
-		if err := tx.SetCursor(ctx, "main", 7); err != nil {
+		if err := tx.Sessions.SetCursor(ctx, "main", 7); err != nil {
 			return err
 		}
 		return errBoom
@@ -209,17 +209,17 @@ func TestTxRollsBack(t *testing.T) {
 			}
 		}()
 		_ = db.Tx(ctx, func(tx *Tx) error {
-			if err := tx.SetCursor(ctx, "main", 8); err != nil {
+			if err := tx.Sessions.SetCursor(ctx, "main", 8); err != nil {
 				return err
 			}
 			panic("boom")
 		})
 	}()
-	if got, _ := db.GetCursor(ctx, "main"); got != 0 {
+	if got, _ := db.Sessions.Cursor(ctx, "main"); got != 0 {
 		t.Errorf("cursor after two rolled back transactions = %d; want 0", got)
 	}
 	// The writer connection is usable again.
-	if err := db.SetCursor(ctx, "main", 9); err != nil {
+	if err := db.Sessions.SetCursor(ctx, "main", 9); err != nil {
 		t.Fatalf("SetCursor after rollback: %v", err)
 	}
 }
@@ -245,7 +245,7 @@ func TestConcurrentWriters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				_, inserted, err := db.InsertMessage(ctx, Message{
+				_, inserted, err := db.Messages.Insert(ctx, Message{
 					Chat: "local:main", ExternalID: fmt.Sprintf("w%d-%d", w, i), Sender: "alice", Text: "hi",
 				})
 				if err != nil {
@@ -297,7 +297,7 @@ func TestMigrateTaskRunsKeepsRows(t *testing.T) {
 	db.Close()
 
 	db = openAt(t, path)
-	runs, err := db.ListTaskRuns(ctx, task.ID, 0)
+	runs, err := db.Tasks.Runs(ctx, task.ID, 0)
 	if err != nil || len(runs) != 1 || runs[0].Result != "fine" || runs[0].Duration != 6*time.Millisecond {
 		t.Fatalf("runs after migrating = %+v, %v; want the old run", runs, err)
 	}
@@ -307,7 +307,7 @@ func TestMigrateTaskRunsKeepsRows(t *testing.T) {
 	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status) VALUES (?, 8, 0, 'running')`, task.ID); err == nil {
 		t.Error("a second running row of the task was accepted; want at most one")
 	}
-	if err := db.DeleteTask(ctx, task.ID); err != nil {
+	if err := db.Tasks.Delete(ctx, task.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, db, "task_runs", ""); n != 2 {

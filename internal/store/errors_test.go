@@ -21,7 +21,7 @@ func TestTxDiskFullIsClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := db.Tx(ctx, func(tx *Tx) error {
-		_, err := tx.tx.ExecContext(ctx, `CREATE TABLE filler(x); INSERT INTO filler VALUES (randomblob(1 << 20))`)
+		_, err := tx.stx.ExecContext(ctx, `CREATE TABLE filler(x); INSERT INTO filler VALUES (randomblob(1 << 20))`)
 		return err
 	})
 	if !errors.Is(err, ErrDiskFull) {
@@ -30,7 +30,7 @@ func TestTxDiskFullIsClassified(t *testing.T) {
 	if want := "database or disk is full"; err == nil || !strings.Contains(strings.ToLower(err.Error()), want) {
 		t.Fatalf("error text %q; want SQLite's %q kept", err, want)
 	}
-	if got, err := db.GetGroupByFolder(ctx, g.Folder); err != nil || got.Chat != g.Chat {
+	if got, err := db.Groups.ByFolder(ctx, g.Folder); err != nil || got.Chat != g.Chat {
 		t.Fatalf("GetGroupByFolder after the full disk: %+v, %v; want the group kept", got, err)
 	}
 }

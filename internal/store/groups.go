@@ -30,7 +30,7 @@ type Group struct {
 	// Tools is the group's tool profile (see ToolProfile); empty is taken
 	// as ToolsFull.
 	Tools     ToolProfile
-	CreatedAt time.Time // set by AddGroup
+	CreatedAt time.Time // set by Groups.Add
 }
 
 // ToolProfile says what a group's agent may do without the owner.
@@ -190,15 +190,15 @@ func (g *Group) check() error {
 
 // conflicts returns an error if another group than self holds g's folder
 // (only when checkFolder), chat, or the main flag.
-func (tx *Tx) groupConflicts(ctx context.Context, g Group, checkFolder bool) error {
+func (q *GroupTx) conflicts(ctx context.Context, g Group, checkFolder bool) error {
 	if checkFolder {
-		if _, err := getGroup(ctx, tx.tx, `folder = ?`, g.Folder); err == nil {
+		if _, err := getGroup(ctx, q.tx.stx, `folder = ?`, g.Folder); err == nil {
 			return fmt.Errorf("%w: group folder %q is taken", ErrExists, g.Folder)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
-	other, err := getGroup(ctx, tx.tx, `chat = ?`, g.Chat)
+	other, err := getGroup(ctx, q.tx.stx, `chat = ?`, g.Chat)
 	switch {
 	case err == nil && other.Folder != g.Folder:
 		return fmt.Errorf("%w: chat %s is already registered as group %q", ErrExists, g.Chat, other.Folder)
@@ -206,7 +206,7 @@ func (tx *Tx) groupConflicts(ctx context.Context, g Group, checkFolder bool) err
 		return err
 	}
 	if g.IsMain {
-		main, err := getGroup(ctx, tx.tx, `is_main = 1`)
+		main, err := getGroup(ctx, q.tx.stx, `is_main = 1`)
 		switch {
 		case err == nil && main.Folder != g.Folder:
 			return fmt.Errorf("%w: %q is the main group", ErrMainExists, main.Folder)
@@ -217,51 +217,51 @@ func (tx *Tx) groupConflicts(ctx context.Context, g Group, checkFolder bool) err
 	return nil
 }
 
-// AddGroup registers g and returns it as stored. The folder must pass
+// Add registers g and returns it as stored. The folder must pass
 // ValidateFolder (ErrInvalidFolder) and neither the folder nor the chat may
 // be registered already (ErrExists); only one group may be main
 // (ErrMainExists). A group is main only when g.IsMain says so.
-func (tx *Tx) AddGroup(ctx context.Context, g Group) (Group, error) {
+func (q *GroupTx) Add(ctx context.Context, g Group) (Group, error) {
 	if err := g.check(); err != nil {
 		return Group{}, fmt.Errorf("add group: %w", err)
 	}
-	if err := tx.groupConflicts(ctx, g, true); err != nil {
+	if err := q.conflicts(ctx, g, true); err != nil {
 		return Group{}, fmt.Errorf("add group: %w", err)
 	}
 	cfg, err := json.Marshal(g.ContainerConfig)
 	if err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
-	g.CreatedAt = fromMS(toMS(tx.now()))
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	g.CreatedAt = fromMS(toMS(q.tx.now()))
+	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others, g.Tools); err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
+	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
 		return Group{}, fmt.Errorf("add group %s: record chat: %w", g.Folder, err)
 	}
 	// Rules left by a group of the same folder removed before were given
 	// to that group, not to this one.
-	if _, err := tx.DropApprovalRules(ctx, g.Folder); err != nil {
+	if _, err := q.tx.Approvals.DropRules(ctx, g.Folder); err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
-	tx.groupsChanged = true
+	q.tx.groupsChanged = true
 	return g, nil
 }
 
-// AddGroup registers g (see Tx.AddGroup).
-func (db *DB) AddGroup(ctx context.Context, g Group) (Group, error) {
-	return txValue(ctx, db, func(tx *Tx) (Group, error) { return tx.AddGroup(ctx, g) })
+// Add registers g (see GroupTx.Add).
+func (q *GroupQuery) Add(ctx context.Context, g Group) (Group, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (Group, error) { return tx.Groups.Add(ctx, g) })
 }
 
-// UpdateGroup replaces the settings of the group with g.Folder (everything
+// Update replaces the settings of the group with g.Folder (everything
 // but the folder and CreatedAt). Errors: ErrNotFound, ErrExists (the chat
 // belongs to another group), ErrMainExists.
-func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
+func (q *GroupTx) Update(ctx context.Context, g Group) error {
 	if err := g.check(); err != nil {
 		return fmt.Errorf("update group: %w", err)
 	}
-	if err := tx.groupConflicts(ctx, g, false); err != nil {
+	if err := q.conflicts(ctx, g, false); err != nil {
 		return fmt.Errorf("update group: %w", err)
 	}
 	cfg, err := json.Marshal(g.ContainerConfig)
@@ -272,40 +272,40 @@ func (tx *Tx) UpdateGroup(ctx context.Context, g Group) error {
 	// profile that asked: a change of profile drops them, in this
 	// transaction.
 	var was ToolProfile
-	if err := tx.tx.QueryRowContext(ctx, `SELECT tools FROM registered_groups WHERE folder = ?`, g.Folder).Scan(&was); err == nil && cmp.Or(was, ToolsFull) != g.Tools {
-		if _, err := tx.DropApprovalRules(ctx, g.Folder); err != nil {
+	if err := q.tx.stx.QueryRowContext(ctx, `SELECT tools FROM registered_groups WHERE folder = ?`, g.Folder).Scan(&was); err == nil && cmp.Or(was, ToolsFull) != g.Tools {
+		if _, err := q.tx.Approvals.DropRules(ctx, g.Folder); err != nil {
 			return fmt.Errorf("update group %s: %w", g.Folder, err)
 		}
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
 		allow_senders = ?, others = ?, tools = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Tools, g.Folder)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
-	tx.groupsChanged = true
+	q.tx.groupsChanged = true
 	return nil
 }
 
-// UpdateGroup replaces a group's settings (see Tx.UpdateGroup).
-func (db *DB) UpdateGroup(ctx context.Context, g Group) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.UpdateGroup(ctx, g) })
+// Update replaces a group's settings (see GroupTx.Update).
+func (q *GroupQuery) Update(ctx context.Context, g Group) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Groups.Update(ctx, g) })
 }
 
-// RemoveGroup unregisters the group with folder (ErrNotFound if none). Its
+// Remove unregisters the group with folder (ErrNotFound if none). Its
 // stored messages, session, cursor and tasks stay; new message text from its
 // chat is no longer stored.
-func (tx *Tx) RemoveGroup(ctx context.Context, folder Folder) error {
-	res, err := tx.tx.ExecContext(ctx, `DELETE FROM registered_groups WHERE folder = ?`, folder)
+func (q *GroupTx) Remove(ctx context.Context, folder Folder) error {
+	res, err := q.tx.stx.ExecContext(ctx, `DELETE FROM registered_groups WHERE folder = ?`, folder)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("remove group %s: %w", folder, err)
 	}
-	tx.groupsChanged = true
+	q.tx.groupsChanged = true
 	return nil
 }
 
-// RemoveGroup unregisters a group (see Tx.RemoveGroup).
-func (db *DB) RemoveGroup(ctx context.Context, folder Folder) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.RemoveGroup(ctx, folder) })
+// Remove unregisters a group (see GroupTx.Remove).
+func (q *GroupQuery) Remove(ctx context.Context, folder Folder) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Groups.Remove(ctx, folder) })
 }
 
 func getGroup(ctx context.Context, q querier, where string, args ...any) (Group, error) {
@@ -316,18 +316,18 @@ func getGroup(ctx context.Context, q querier, where string, args ...any) (Group,
 	return g, err
 }
 
-// GetGroupByChat returns the group registered for chat, or ErrNotFound.
-func (tx *Tx) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
-	g, err := getGroup(ctx, tx.tx, `chat = ?`, chat)
+// ByChat returns the group registered for chat, or ErrNotFound.
+func (q *GroupTx) ByChat(ctx context.Context, chat ChatID) (Group, error) {
+	g, err := getGroup(ctx, q.tx.stx, `chat = ?`, chat)
 	if err != nil {
 		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
 	}
 	return g, nil
 }
 
-// GetGroupByFolder returns the group with folder, or ErrNotFound.
-func (tx *Tx) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
-	return getGroupByFolder(ctx, tx.tx, folder)
+// ByFolder returns the group with folder, or ErrNotFound.
+func (q *GroupTx) ByFolder(ctx context.Context, folder Folder) (Group, error) {
+	return getGroupByFolder(ctx, q.tx.stx, folder)
 }
 
 func getGroupByFolder(ctx context.Context, q querier, folder Folder) (Group, error) {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// HandledRequest is an agent's IPC request that was carried out, with the
+// Requests.Get is an agent's IPC request that was carried out, with the
 // response it got. It is recorded in the transaction that made the request's
 // effect, so a request seen again is answered from the record, never carried
 // out twice.
@@ -20,19 +20,19 @@ type HandledRequest struct {
 	HandledAt time.Time
 }
 
-// RecordRequest records r as handled (HandledAt: now). Call it inside the
+// Record records r as handled (HandledAt: now). Call it inside the
 // transaction that makes the request's effect. ErrExists if (folder, id) is
 // recorded already: the effect must then be rolled back.
-func (tx *Tx) RecordRequest(ctx context.Context, r HandledRequest) error {
+func (q *RequestTx) Record(ctx context.Context, r HandledRequest) error {
 	switch {
 	case r.Folder == "" || r.ID == "" || r.Type == "":
 		return fmt.Errorf("record request: %w: folder, id and type are required", ErrInvalid)
 	case len(r.Response) == 0:
 		return fmt.Errorf("record request %s/%s: %w: no response", r.Folder, r.ID, ErrInvalid)
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO handled_requests (folder, request_id, type, response, handled_at)
+	res, err := q.tx.stx.ExecContext(ctx, `INSERT INTO handled_requests (folder, request_id, type, response, handled_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (folder, request_id) DO NOTHING`,
-		r.Folder, r.ID, r.Type, string(r.Response), toMS(tx.now()))
+		r.Folder, r.ID, r.Type, string(r.Response), toMS(q.tx.now()))
 	if err != nil {
 		return fmt.Errorf("record request %s/%s: %w", r.Folder, r.ID, err)
 	}
@@ -44,24 +44,24 @@ func (tx *Tx) RecordRequest(ctx context.Context, r HandledRequest) error {
 	return nil
 }
 
-// ForgetRequest deletes the record of folder's request id, when the effect
+// Forget deletes the record of folder's request id, when the effect
 // recorded with it is undone. Forgetting a request never recorded is not an
 // error.
-func (tx *Tx) ForgetRequest(ctx context.Context, folder Folder, id string) error {
-	if _, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE folder = ? AND request_id = ?`, folder, id); err != nil {
+func (q *RequestTx) Forget(ctx context.Context, folder Folder, id string) error {
+	if _, err := q.tx.stx.ExecContext(ctx, `DELETE FROM handled_requests WHERE folder = ? AND request_id = ?`, folder, id); err != nil {
 		return fmt.Errorf("forget request %s/%s: %w", folder, id, err)
 	}
 	return nil
 }
 
-// HandledRequest returns the record of folder's request id, or ErrNotFound.
-func (db *DB) HandledRequest(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
-	return handledRequest(ctx, db.read, folder, id)
+// Get returns the record of folder's request id, or ErrNotFound.
+func (q *RequestQuery) Get(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
+	return handledRequest(ctx, q.db.read, folder, id)
 }
 
-// HandledRequest returns the record of folder's request id, or ErrNotFound.
-func (tx *Tx) HandledRequest(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
-	return handledRequest(ctx, tx.tx, folder, id)
+// Get returns the record of folder's request id, or ErrNotFound.
+func (q *RequestTx) Get(ctx context.Context, folder Folder, id string) (HandledRequest, error) {
+	return handledRequest(ctx, q.tx.stx, folder, id)
 }
 
 func handledRequest(ctx context.Context, q querier, folder Folder, id string) (HandledRequest, error) {
@@ -81,11 +81,11 @@ func handledRequest(ctx context.Context, q querier, folder Folder, id string) (H
 	return r, nil
 }
 
-// PruneHandledRequests deletes the records of requests handled more than
+// Prune deletes the records of requests handled more than
 // age ago and returns how many it deleted.
-func (db *DB) PruneHandledRequests(ctx context.Context, age time.Duration) (int64, error) {
-	return txValue(ctx, db, func(tx *Tx) (int64, error) {
-		res, err := tx.tx.ExecContext(ctx, `DELETE FROM handled_requests WHERE handled_at < ?`, toMS(tx.now().Add(-age)))
+func (q *RequestQuery) Prune(ctx context.Context, age time.Duration) (int64, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (int64, error) {
+		res, err := tx.stx.ExecContext(ctx, `DELETE FROM handled_requests WHERE handled_at < ?`, toMS(tx.now().Add(-age)))
 		if err != nil {
 			return 0, fmt.Errorf("prune handled requests: %w", err)
 		}

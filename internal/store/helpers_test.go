@@ -33,7 +33,7 @@ func openAt(t *testing.T, path string) *DB {
 // addGroup registers chat as folder (not main, trigger required).
 func addGroup(t *testing.T, db *DB, chat ChatID, folder Folder) Group {
 	t.Helper()
-	g, err := db.AddGroup(context.Background(), Group{Chat: chat, Folder: folder, Name: string(folder), Trigger: "@Andy", RequiresTrigger: true})
+	g, err := db.Groups.Add(context.Background(), Group{Chat: chat, Folder: folder, Name: string(folder), Trigger: "@Andy", RequiresTrigger: true})
 	if err != nil {
 		t.Fatalf("AddGroup(%s): %v", folder, err)
 	}

@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// ImportTask stores t under its own id (a task brought over from another
+// Import stores t under its own id (a task brought over from another
 // install, whose id its owner knows) and returns it as stored. The id must
 // start with "task-" and hold only lowercase letters, digits and dashes;
-// ErrExists if a task holds it already. Unlike CreateTask it keeps
+// ErrExists if a task holds it already. Unlike Tasks.Create it keeps
 // t.CreatedAt when set.
-func (tx *Tx) ImportTask(ctx context.Context, t Task) (Task, error) {
+func (q *TaskTx) Import(ctx context.Context, t Task) (Task, error) {
 	if err := t.check(); err != nil {
 		return Task{}, fmt.Errorf("import task: %w", err)
 	}
@@ -22,30 +22,30 @@ func (tx *Tx) ImportTask(ctx context.Context, t Task) (Task, error) {
 		return Task{}, fmt.Errorf("import task: %w: task id %q", ErrInvalid, id)
 	}
 	var taken bool
-	if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, t.ID).Scan(&taken); err != nil {
+	if err := q.tx.stx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, t.ID).Scan(&taken); err != nil {
 		return Task{}, fmt.Errorf("import task %s: %w", t.ID, err)
 	}
 	if taken {
 		return Task{}, fmt.Errorf("import task %s: %w", t.ID, ErrExists)
 	}
 	if t.CreatedAt.IsZero() {
-		t.CreatedAt = tx.now()
+		t.CreatedAt = q.tx.now()
 	}
 	t.CreatedAt = fromMS(toMS(t.CreatedAt))
-	if err := tx.insertTask(ctx, t); err != nil {
+	if err := q.insert(ctx, t); err != nil {
 		return Task{}, fmt.Errorf("import task %s: %w", t.ID, err)
 	}
 	return t, nil
 }
 
-// ImportTask stores a task under its own id (see Tx.ImportTask).
-func (db *DB) ImportTask(ctx context.Context, t Task) (Task, error) {
-	return txValue(ctx, db, func(tx *Tx) (Task, error) { return tx.ImportTask(ctx, t) })
+// Import stores a task under its own id (see TaskTx.Import).
+func (q *TaskQuery) Import(ctx context.Context, t Task) (Task, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (Task, error) { return tx.Tasks.Import(ctx, t) })
 }
 
-// StoredExternalIDs returns the channel ids of chat's stored messages.
-func (db *DB) StoredExternalIDs(ctx context.Context, chat ChatID) (map[string]MessageID, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT external_id, id FROM messages WHERE chat = ?`, chat)
+// ExternalIDs returns the channel ids of chat's stored messages.
+func (q *MessageQuery) ExternalIDs(ctx context.Context, chat ChatID) (map[string]MessageID, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT external_id, id FROM messages WHERE chat = ?`, chat)
 	if err != nil {
 		return nil, fmt.Errorf("stored messages of %s: %w", chat, err)
 	}

@@ -44,9 +44,9 @@ type Media struct {
 	CreatedAt  time.Time
 }
 
-// InsertMedia stores m as pending for the message m.MessageID, which tx
+// Insert stores m as pending for the message m.MessageID, which tx
 // inserted. Storing it again for the same message is a no-op.
-func (tx *Tx) InsertMedia(ctx context.Context, m Media) error {
+func (q *MediaTx) Insert(ctx context.Context, m Media) error {
 	if m.MessageID == 0 || m.Chat == "" || m.Source == "" || m.Label == "" || m.Name == "" {
 		return fmt.Errorf("insert media: %w: message %d in %q from %q, label %q, name %q",
 			ErrInvalid, m.MessageID, m.Chat, m.Source, m.Label, m.Name)
@@ -54,10 +54,10 @@ func (tx *Tx) InsertMedia(ctx context.Context, m Media) error {
 	if m.Ref == nil {
 		m.Ref = []byte("{}")
 	}
-	_, err := tx.tx.ExecContext(ctx, `INSERT INTO media (message_id, chat, source, ref, label, name, mime, size, voice, seconds, head, tail, created_at)
+	_, err := q.tx.stx.ExecContext(ctx, `INSERT INTO media (message_id, chat, source, ref, label, name, mime, size, voice, seconds, head, tail, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`,
 		m.MessageID, m.Chat, m.Source, string(m.Ref), m.Label, m.Name, m.MIME, m.Size, boolInt(m.Voice), m.Seconds,
-		m.Head, m.Tail, toMS(tx.now()))
+		m.Head, m.Tail, toMS(q.tx.now()))
 	if err != nil {
 		return fmt.Errorf("insert media of message %d: %w", m.MessageID, err)
 	}
@@ -77,10 +77,10 @@ func scanMedia(row rowScanner) (Media, error) {
 	return m, err
 }
 
-// PendingMedia returns every media not settled yet, oldest first: what the
+// Pending returns every media not settled yet, oldest first: what the
 // media worker resumes at start.
-func (db *DB) PendingMedia(ctx context.Context) ([]Media, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+mediaColumns+` FROM media WHERE state = 'pending' ORDER BY message_id`)
+func (q *MediaQuery) Pending(ctx context.Context) ([]Media, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+mediaColumns+` FROM media WHERE state = 'pending' ORDER BY message_id`)
 	if err != nil {
 		return nil, fmt.Errorf("pending media: %w", err)
 	}
@@ -91,10 +91,10 @@ func (db *DB) PendingMedia(ctx context.Context) ([]Media, error) {
 	return ms, nil
 }
 
-// GetMedia returns the media of message id, or an error wrapping
+// Get returns the media of message id, or an error wrapping
 // ErrNotFound.
-func (db *DB) GetMedia(ctx context.Context, id MessageID) (Media, error) {
-	m, err := scanMedia(db.read.QueryRowContext(ctx, `SELECT `+mediaColumns+` FROM media WHERE message_id = ?`, id))
+func (q *MediaQuery) Get(ctx context.Context, id MessageID) (Media, error) {
+	m, err := scanMedia(q.db.read.QueryRowContext(ctx, `SELECT `+mediaColumns+` FROM media WHERE message_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Media{}, fmt.Errorf("get media of message %d: %w", id, ErrNotFound)
 	}
@@ -104,13 +104,13 @@ func (db *DB) GetMedia(ctx context.Context, id MessageID) (Media, error) {
 	return m, nil
 }
 
-// StartMedia counts one more fetch of message id's media and returns the
+// Start counts one more fetch of message id's media and returns the
 // count, so a file that takes the daemon down every time is given up on
 // after a few starts instead of forever.
-func (db *DB) StartMedia(ctx context.Context, id MessageID) (int, error) {
-	return txValue(ctx, db, func(tx *Tx) (int, error) {
+func (q *MediaQuery) Start(ctx context.Context, id MessageID) (int, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (int, error) {
 		var n int
-		err := tx.tx.QueryRowContext(ctx, `UPDATE media SET attempts = attempts + 1 WHERE message_id = ? AND state = 'pending' RETURNING attempts`, id).Scan(&n)
+		err := tx.stx.QueryRowContext(ctx, `UPDATE media SET attempts = attempts + 1 WHERE message_id = ? AND state = 'pending' RETURNING attempts`, id).Scan(&n)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("start media of message %d: %w (or already settled)", id, ErrNotFound)
 		}
@@ -121,16 +121,16 @@ func (db *DB) StartMedia(ctx context.Context, id MessageID) (int, error) {
 	})
 }
 
-// SettleMedia records how message id's media ended (MediaSaved or
+// Settle records how message id's media ended (MediaSaved or
 // MediaFailed) and, in the same transaction, makes the message's text its
 // head, placeholder and tail. It returns false when the media was settled
 // already (or is unknown): nothing changes then.
-func (db *DB) SettleMedia(ctx context.Context, id MessageID, state MediaState, placeholder string) (bool, error) {
+func (q *MediaQuery) Settle(ctx context.Context, id MessageID, state MediaState, placeholder string) (bool, error) {
 	if state != MediaSaved && state != MediaFailed {
 		return false, fmt.Errorf("settle media of message %d: %w: state %q", id, ErrInvalid, state)
 	}
-	return txValue(ctx, db, func(tx *Tx) (bool, error) {
-		res, err := tx.tx.ExecContext(ctx, `UPDATE media SET state = ?, detail = ?, settled_at = ? WHERE message_id = ? AND state = 'pending'`,
+	return txValue(ctx, q.db, func(tx *Tx) (bool, error) {
+		res, err := tx.stx.ExecContext(ctx, `UPDATE media SET state = ?, detail = ?, settled_at = ? WHERE message_id = ? AND state = 'pending'`,
 			state, placeholder, toMS(tx.now()), id)
 		if err != nil {
 			return false, fmt.Errorf("settle media of message %d: %w", id, err)
@@ -138,7 +138,7 @@ func (db *DB) SettleMedia(ctx context.Context, id MessageID, state MediaState, p
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return false, err
 		}
-		if _, err := tx.tx.ExecContext(ctx, `UPDATE messages SET text = (SELECT head || ? || tail FROM media WHERE message_id = ?) WHERE id = ?`,
+		if _, err := tx.stx.ExecContext(ctx, `UPDATE messages SET text = (SELECT head || ? || tail FROM media WHERE message_id = ?) WHERE id = ?`,
 			placeholder, id, id); err != nil {
 			return false, fmt.Errorf("settle media of message %d: %w", id, err)
 		}

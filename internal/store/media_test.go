@@ -16,11 +16,11 @@ func insertWithMedia(t *testing.T, db *DB, chat ChatID, ext, text, label string)
 	var id MessageID
 	err := db.Tx(ctx, func(tx *Tx) error {
 		var err error
-		id, _, err = tx.InsertMessage(ctx, Message{Chat: chat, ExternalID: ext, Sender: "u", Text: text})
+		id, _, err = tx.Messages.Insert(ctx, Message{Chat: chat, ExternalID: ext, Sender: "u", Text: text})
 		if err != nil || label == "" {
 			return err
 		}
-		return tx.InsertMedia(ctx, Media{MessageID: id, Chat: chat, Source: "upload", Ref: []byte(`{"key":"up-1"}`),
+		return tx.Media.Insert(ctx, Media{MessageID: id, Chat: chat, Source: "upload", Ref: []byte(`{"key":"up-1"}`),
 			Label: label, Name: ext + ".jpg", MIME: "image/jpeg", Size: 10, Head: "@Andy look\n", Tail: "\n> quoted"})
 	})
 	if err != nil {
@@ -31,7 +31,7 @@ func insertWithMedia(t *testing.T, db *DB, chat ChatID, ext, text, label string)
 
 func pendingTexts(t *testing.T, db *DB, chat ChatID) []string {
 	t.Helper()
-	msgs, _, err := db.PendingMessages(context.Background(), chat, 0, 0)
+	msgs, _, err := db.Messages.Pending(context.Background(), chat, 0, 0)
 	if err != nil {
 		t.Fatalf("PendingMessages: %v", err)
 	}
@@ -64,18 +64,18 @@ func TestPendingMediaHoldsItsTurn(t *testing.T) {
 	if st, err := db.Stats(ctx); err != nil || st.PendingMedia != 1 {
 		t.Fatalf("Stats = %+v, %v; want 1 pending media", st, err)
 	}
-	pend, err := db.PendingMedia(ctx)
+	pend, err := db.Media.Pending(ctx)
 	if err != nil || len(pend) != 1 || pend[0].MessageID != img || pend[0].Label != "image" || string(pend[0].Ref) != `{"key":"up-1"}` {
 		t.Fatalf("PendingMedia = %+v, %v; want the image", pend, err)
 	}
-	if n, err := db.StartMedia(ctx, img); err != nil || n != 1 {
+	if n, err := db.Media.Start(ctx, img); err != nil || n != 1 {
 		t.Fatalf("StartMedia = %d, %v; want 1", n, err)
 	}
-	if n, _ := db.StartMedia(ctx, img); n != 2 {
+	if n, _ := db.Media.Start(ctx, img); n != 2 {
 		t.Fatalf("second StartMedia = %d; want 2", n)
 	}
 
-	ok, err := db.SettleMedia(ctx, img, MediaSaved, "[image: inbox/b.jpg]")
+	ok, err := db.Media.Settle(ctx, img, MediaSaved, "[image: inbox/b.jpg]")
 	if err != nil || !ok {
 		t.Fatalf("SettleMedia = %v, %v; want true", ok, err)
 	}
@@ -84,23 +84,23 @@ func TestPendingMediaHoldsItsTurn(t *testing.T) {
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("pending after settling = %q; want %q", got, want)
 	}
-	if ok, err := db.SettleMedia(ctx, img, MediaFailed, "[image: download failed]"); err != nil || ok {
+	if ok, err := db.Media.Settle(ctx, img, MediaFailed, "[image: download failed]"); err != nil || ok {
 		t.Fatalf("second SettleMedia = %v, %v; want false, nothing changed", ok, err)
 	}
-	if m, err := db.GetMedia(ctx, img); err != nil || m.State != MediaSaved || m.Detail != "[image: inbox/b.jpg]" {
+	if m, err := db.Media.Get(ctx, img); err != nil || m.State != MediaSaved || m.Detail != "[image: inbox/b.jpg]" {
 		t.Fatalf("GetMedia = %+v, %v; want saved with its placeholder", m, err)
 	}
-	if pend, _ := db.PendingMedia(ctx); len(pend) != 0 {
+	if pend, _ := db.Media.Pending(ctx); len(pend) != 0 {
 		t.Fatalf("PendingMedia after settling = %+v; want none", pend)
 	}
 	if st, _ := db.Stats(ctx); st.PendingMedia != 0 {
 		t.Fatalf("Stats after settling = %+v; want no pending media", st)
 	}
-	if _, err := db.StartMedia(ctx, img); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Media.Start(ctx, img); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("StartMedia of settled media = %v; want ErrNotFound", err)
 	}
 	// A held message behind the cursor no longer matters.
-	msgs, _, err := db.PendingMessages(ctx, "c1", img, 0)
+	msgs, _, err := db.Messages.Pending(ctx, "c1", img, 0)
 	if err != nil || len(msgs) != 1 || msgs[0].Text != "after" {
 		t.Fatalf("pending after the image = %+v, %v", msgs, err)
 	}
@@ -109,11 +109,11 @@ func TestPendingMediaHoldsItsTurn(t *testing.T) {
 func TestInsertMediaRefusesBadInput(t *testing.T) {
 	db := openTest(t)
 	ctx := context.Background()
-	err := db.Tx(ctx, func(tx *Tx) error { return tx.InsertMedia(ctx, Media{MessageID: 1, Chat: "c1", Source: "upload"}) })
+	err := db.Tx(ctx, func(tx *Tx) error { return tx.Media.Insert(ctx, Media{MessageID: 1, Chat: "c1", Source: "upload"}) })
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("InsertMedia without label and name = %v; want ErrInvalid", err)
 	}
-	if _, err := db.SettleMedia(ctx, 1, MediaPending, "x"); !errors.Is(err, ErrInvalid) {
+	if _, err := db.Media.Settle(ctx, 1, MediaPending, "x"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("SettleMedia to pending = %v; want ErrInvalid", err)
 	}
 }
@@ -140,11 +140,11 @@ func insertPostFile(t *testing.T, db *DB, chat ChatID, ext, post string, of int)
 	var id MessageID
 	err := db.Tx(ctx, func(tx *Tx) error {
 		var err error
-		id, _, err = tx.InsertMessage(ctx, Message{Chat: chat, ExternalID: ext, Sender: "u", Text: "[document: downloading]"})
+		id, _, err = tx.Messages.Insert(ctx, Message{Chat: chat, ExternalID: ext, Sender: "u", Text: "[document: downloading]"})
 		if err != nil {
 			return err
 		}
-		return tx.InsertMedia(ctx, Media{MessageID: id, Chat: chat, Source: "upload",
+		return tx.Media.Insert(ctx, Media{MessageID: id, Chat: chat, Source: "upload",
 			Ref:   []byte(fmt.Sprintf(`{"key":"up-%s","post":%q,"of":%d}`, ext, post, of)),
 			Label: "document", Name: ext + ".txt"})
 	})
@@ -166,7 +166,7 @@ func TestPostFilesHoldTogether(t *testing.T) {
 	b := insertPostFile(t, db, "c1", "b", "p1", 3)
 	settle := func(id MessageID) {
 		t.Helper()
-		if ok, err := db.SettleMedia(ctx, id, MediaSaved, fmt.Sprintf("[document: inbox/%d.txt]", id)); err != nil || !ok {
+		if ok, err := db.Media.Settle(ctx, id, MediaSaved, fmt.Sprintf("[document: inbox/%d.txt]", id)); err != nil || !ok {
 			t.Fatalf("SettleMedia(%d) = %v, %v", id, ok, err)
 		}
 	}

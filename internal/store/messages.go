@@ -20,7 +20,7 @@ type Chat struct {
 
 // Message is a stored message.
 type Message struct {
-	ID         MessageID // assigned by InsertMessage
+	ID         MessageID // assigned by Messages.Insert
 	Chat       ChatID
 	ExternalID string // the channel's id, unique per chat
 	Sender     string
@@ -57,35 +57,35 @@ func scanChat(row rowScanner) (Chat, error) {
 	return c, err
 }
 
-// UpsertChat records c's metadata. An empty Name or Channel keeps the stored
+// Upsert records c's metadata. An empty Name or Channel keeps the stored
 // one; LastActivity only moves forward; a zero LastActivity leaves a known
 // chat's alone and gives a new chat the current time (never the epoch, which
 // would sort it last).
-func (tx *Tx) UpsertChat(ctx context.Context, c Chat) error {
+func (q *ChatTx) Upsert(ctx context.Context, c Chat) error {
 	if c.ID == "" {
 		return fmt.Errorf("upsert chat: %w: empty chat id", ErrInvalid)
 	}
 	var last int64
 	if !c.LastActivity.IsZero() {
 		last = toMS(c.LastActivity)
-	} else if _, err := tx.tx.ExecContext(ctx, `INSERT INTO chats (id, last_activity) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
-		c.ID, toMS(tx.now())); err != nil {
+	} else if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO chats (id, last_activity) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+		c.ID, toMS(q.tx.now())); err != nil {
 		return fmt.Errorf("upsert chat %s: %w", c.ID, err)
 	}
-	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, c.ID, c.Name, c.Channel, boolInt(c.IsGroup), last); err != nil {
+	if _, err := q.tx.stx.ExecContext(ctx, upsertChatSQL, c.ID, c.Name, c.Channel, boolInt(c.IsGroup), last); err != nil {
 		return fmt.Errorf("upsert chat %s: %w", c.ID, err)
 	}
 	return nil
 }
 
-// UpsertChat records c's metadata (see Tx.UpsertChat).
-func (db *DB) UpsertChat(ctx context.Context, c Chat) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.UpsertChat(ctx, c) })
+// Upsert records c's metadata (see ChatTx.Upsert).
+func (q *ChatQuery) Upsert(ctx context.Context, c Chat) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Chats.Upsert(ctx, c) })
 }
 
-// GetChat returns the chat with id, or an error wrapping ErrNotFound.
-func (db *DB) GetChat(ctx context.Context, id ChatID) (Chat, error) {
-	c, err := scanChat(db.read.QueryRowContext(ctx, `SELECT `+chatColumns+` FROM chats WHERE id = ?`, id))
+// Get returns the chat with id, or an error wrapping ErrNotFound.
+func (q *ChatQuery) Get(ctx context.Context, id ChatID) (Chat, error) {
+	c, err := scanChat(q.db.read.QueryRowContext(ctx, `SELECT `+chatColumns+` FROM chats WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Chat{}, fmt.Errorf("get chat %s: %w", id, ErrNotFound)
 	}
@@ -95,9 +95,9 @@ func (db *DB) GetChat(ctx context.Context, id ChatID) (Chat, error) {
 	return c, nil
 }
 
-// ListChats returns every chat seen, most recently active first.
-func (db *DB) ListChats(ctx context.Context) ([]Chat, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+chatColumns+` FROM chats ORDER BY last_activity DESC, id`)
+// List returns every chat seen, most recently active first.
+func (q *ChatQuery) List(ctx context.Context) ([]Chat, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+chatColumns+` FROM chats ORDER BY last_activity DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
@@ -108,21 +108,21 @@ func (db *DB) ListChats(ctx context.Context) ([]Chat, error) {
 	return out, nil
 }
 
-// InsertMessage stores m and returns its id. It always records the chat
+// Insert stores m and returns its id. It always records the chat
 // (creating its row, moving its last activity forward). The text is stored
 // only when the chat is a registered group and the text is not blank;
 // otherwise nothing else is stored and it returns id 0, inserted false. A
 // message already stored under the same (chat, external id) is not stored
 // again: it returns the existing id and inserted false. A message whose
 // external id the outbox chose is stored with IsBot set.
-func (tx *Tx) InsertMessage(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
-	return tx.InsertMessageIn(ctx, Chat{ID: m.Chat}, m)
+func (q *MessageTx) Insert(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
+	return q.InsertIn(ctx, Chat{ID: m.Chat}, m)
 }
 
-// InsertMessageIn is InsertMessage recording the chat's metadata c too
-// (as UpsertChat does; its LastActivity defaults to the message's time), in
+// InsertIn is Messages.Insert recording the chat's metadata c too
+// (as Chats.Upsert does; its LastActivity defaults to the message's time), in
 // the one write of the chat's row the message makes.
-func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id MessageID, inserted bool, err error) {
+func (q *MessageTx) InsertIn(ctx context.Context, c Chat, m Message) (id MessageID, inserted bool, err error) {
 	if m.Chat == "" {
 		return 0, false, fmt.Errorf("insert message: %w: empty chat id", ErrInvalid)
 	}
@@ -133,25 +133,25 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 		return 0, false, fmt.Errorf("insert message in %s: %w: empty external id", m.Chat, ErrInvalid)
 	}
 	if m.SentAt.IsZero() {
-		m.SentAt = tx.now()
+		m.SentAt = q.tx.now()
 	}
 	if c.LastActivity.IsZero() {
 		c.LastActivity = m.SentAt
 	}
-	if _, err := tx.tx.ExecContext(ctx, upsertChatSQL, m.Chat, c.Name, c.Channel, boolInt(c.IsGroup), toMS(c.LastActivity)); err != nil {
+	if _, err := q.tx.stx.ExecContext(ctx, upsertChatSQL, m.Chat, c.Name, c.Channel, boolInt(c.IsGroup), toMS(c.LastActivity)); err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: record chat: %w", m.Chat, err)
 	}
 	if strings.TrimSpace(m.Text) == "" {
 		return 0, false, nil
 	}
 	var registered bool
-	if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM registered_groups WHERE chat = ?)`, m.Chat).Scan(&registered); err != nil {
+	if err := q.tx.stx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM registered_groups WHERE chat = ?)`, m.Chat).Scan(&registered); err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
 	if !registered {
 		return 0, false, nil
 	}
-	err = tx.tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE chat = ? AND external_id = ?`, m.Chat, m.ExternalID).Scan(&id)
+	err = q.tx.stx.QueryRowContext(ctx, `SELECT id FROM messages WHERE chat = ? AND external_id = ?`, m.Chat, m.ExternalID).Scan(&id)
 	switch {
 	case err == nil:
 		return id, false, nil
@@ -159,15 +159,15 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
 	if !m.IsBot {
-		own, err := isOwnMessage(ctx, tx.tx, m.Chat, m.ExternalID)
+		own, err := isOwnMessage(ctx, q.tx.stx, m.Chat, m.ExternalID)
 		if err != nil {
 			return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 		}
 		m.IsBot = own
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, not_allowed, stored_at)
+	res, err := q.tx.stx.ExecContext(ctx, `INSERT INTO messages (chat, external_id, sender, sender_name, text, sent_at, from_me, is_bot, mentioned, late, not_allowed, stored_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late), boolInt(m.NotAllowed), toMS(tx.now()))
+		m.Chat, m.ExternalID, m.Sender, m.SenderName, m.Text, toMS(m.SentAt), boolInt(m.FromMe), boolInt(m.IsBot), boolInt(m.Mentioned), boolInt(m.Late), boolInt(m.NotAllowed), toMS(q.tx.now()))
 	if err != nil {
 		return 0, false, fmt.Errorf("insert message in %s: %w", m.Chat, err)
 	}
@@ -178,11 +178,11 @@ func (tx *Tx) InsertMessageIn(ctx context.Context, c Chat, m Message) (id Messag
 	return MessageID(last), true, nil
 }
 
-// InsertMessage stores m (see Tx.InsertMessage).
-func (db *DB) InsertMessage(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
-	err = db.Tx(ctx, func(tx *Tx) error {
+// Insert stores m (see MessageTx.Insert).
+func (q *MessageQuery) Insert(ctx context.Context, m Message) (id MessageID, inserted bool, err error) {
+	err = q.db.Tx(ctx, func(tx *Tx) error {
 		var err error
-		id, inserted, err = tx.InsertMessage(ctx, m)
+		id, inserted, err = tx.Messages.Insert(ctx, m)
 		return err
 	})
 	return id, inserted, err
@@ -198,14 +198,14 @@ func scanMessage(row rowScanner) (Message, error) {
 	return m, err
 }
 
-// MessagesAfter returns up to limit messages of chat with an id above after,
+// After returns up to limit messages of chat with an id above after,
 // in arrival order, both directions (bridged's own have IsBot set). A limit
 // of 0 or less means no limit.
-func (db *DB) MessagesAfter(ctx context.Context, chat ChatID, after MessageID, limit int) ([]Message, error) {
+func (q *MessageQuery) After(ctx context.Context, chat ChatID, after MessageID, limit int) ([]Message, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
 		WHERE chat = ? AND id > ? ORDER BY id LIMIT ?`, chat, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("messages after %d in %s: %w", after, chat, err)
@@ -237,19 +237,19 @@ const pendingWhere = `chat = ? AND id > ? AND is_bot = 0
 // never stored (the post failed half-way) hold the chat's later messages.
 const PostWait = 2 * time.Minute
 
-// PendingMessages returns the messages people sent to chat after the cursor
+// Pending returns the messages people sent to chat after the cursor
 // after (IsBot messages are skipped): the newest limit of them, in arrival
 // order, and how many older ones were left out. It stops before the first
 // message whose media is pending, or whose post of several files is not
 // all stored and settled: that one and every later one wait until it
-// settled (SettleMedia). A limit of 0 or less means
+// settled (Media.Settle). A limit of 0 or less means
 // no limit.
-func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID, limit int) (msgs []Message, omitted int, err error) {
+func (q *MessageQuery) Pending(ctx context.Context, chat ChatID, after MessageID, limit int) (msgs []Message, omitted int, err error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	cutoff := toMS(db.now().Add(-PostWait))
-	err = db.readTx(ctx, func(q querier) error {
+	cutoff := toMS(q.db.now().Add(-PostWait))
+	err = q.db.readTx(ctx, func(q querier) error {
 		var total int
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE `+pendingWhere,
 			chat, after, chat, after, after, cutoff, after).Scan(&total); err != nil {
@@ -275,10 +275,10 @@ func (db *DB) PendingMessages(ctx context.Context, chat ChatID, after MessageID,
 	return msgs, omitted, nil
 }
 
-// LatestMessageID returns the id of chat's newest stored message, 0 if none.
-func (db *DB) LatestMessageID(ctx context.Context, chat ChatID) (MessageID, error) {
+// LatestID returns the id of chat's newest stored message, 0 if none.
+func (q *MessageQuery) LatestID(ctx context.Context, chat ChatID) (MessageID, error) {
 	var id MessageID
-	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE chat = ?`, chat).Scan(&id); err != nil {
+	if err := q.db.read.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages WHERE chat = ?`, chat).Scan(&id); err != nil {
 		return 0, fmt.Errorf("latest message in %s: %w", chat, err)
 	}
 	return id, nil

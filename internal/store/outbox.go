@@ -54,11 +54,11 @@ func NewExternalID() string {
 	return "3EB0" + strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-// EnqueueOutbox commits a message to send and returns the stored row
+// Enqueue commits a message to send and returns the stored row
 // (pending, with its id and ExternalID). The text must not be blank and the
 // origin must be one of the Origin constants (ErrInvalid). ExternalID is
 // chosen here when it is empty.
-func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, error) {
+func (q *OutboxTx) Enqueue(ctx context.Context, it OutboxItem) (OutboxItem, error) {
 	switch {
 	case it.Chat == "":
 		return OutboxItem{}, fmt.Errorf("enqueue outbox: %w: empty chat id", ErrInvalid)
@@ -72,14 +72,14 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, err
 	}
 	it.State = OutboxPending
 	it.SentID, it.Attempts, it.LastError, it.SentAt, it.FailedAt = "", 0, "", nil, nil
-	it.CreatedAt = fromMS(toMS(tx.now()))
+	it.CreatedAt = fromMS(toMS(q.tx.now()))
 	if it.FileName == "" {
 		it.FileSize = 0
 	}
 	if it.FileSize < 0 {
 		return OutboxItem{}, fmt.Errorf("enqueue outbox for %s: %w: negative file size", it.Chat, ErrInvalid)
 	}
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO outbox (chat, folder, text, origin, state, external_id, created_at, file_name, file_size)
+	res, err := q.tx.stx.ExecContext(ctx, `INSERT INTO outbox (chat, folder, text, origin, state, external_id, created_at, file_name, file_size)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		it.Chat, it.Group, it.Text, it.Origin, it.State, it.ExternalID, toMS(it.CreatedAt), it.FileName, it.FileSize)
 	if err != nil {
@@ -93,14 +93,14 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, err
 	return it, nil
 }
 
-// EnqueueOutbox commits a message to send (see Tx.EnqueueOutbox).
-func (db *DB) EnqueueOutbox(ctx context.Context, it OutboxItem) (OutboxItem, error) {
-	return txValue(ctx, db, func(tx *Tx) (OutboxItem, error) { return tx.EnqueueOutbox(ctx, it) })
+// Enqueue commits a message to send (see OutboxTx.Enqueue).
+func (q *OutboxQuery) Enqueue(ctx context.Context, it OutboxItem) (OutboxItem, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (OutboxItem, error) { return tx.Outbox.Enqueue(ctx, it) })
 }
 
-// GetOutbox returns the outbox row id, or ErrNotFound.
-func (db *DB) GetOutbox(ctx context.Context, id OutboxID) (OutboxItem, error) {
-	return getOutbox(ctx, db.read, id)
+// Get returns the outbox row id, or ErrNotFound.
+func (q *OutboxQuery) Get(ctx context.Context, id OutboxID) (OutboxItem, error) {
+	return getOutbox(ctx, q.db.read, id)
 }
 
 func getOutbox(ctx context.Context, q querier, id OutboxID) (OutboxItem, error) {
@@ -114,13 +114,13 @@ func getOutbox(ctx context.Context, q querier, id OutboxID) (OutboxItem, error) 
 	return it, nil
 }
 
-// PendingOutbox returns up to limit rows still to send, oldest first. A
+// Pending returns up to limit rows still to send, oldest first. A
 // limit of 0 or less means no limit.
-func (db *DB) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, error) {
+func (q *OutboxQuery) Pending(ctx context.Context, limit int) ([]OutboxItem, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE state = 'pending' ORDER BY id LIMIT ?`, limit)
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE state = 'pending' ORDER BY id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}
@@ -131,13 +131,13 @@ func (db *DB) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, error
 	return out, nil
 }
 
-// MarkSent records that row id went out at at, under the channel's sentID
+// Outbox.MarkSent records that row id went out at at, under the channel's sentID
 // (ExternalID when empty). When the chat is a registered group the text is
 // also stored as a message (FromMe, IsBot), so the chat's history holds both
 // directions. Marking a row sent twice changes nothing. ErrNotFound if the
 // row does not exist.
-func (tx *Tx) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
-	it, err := getOutbox(ctx, tx.tx, id)
+func (q *OutboxTx) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
+	it, err := getOutbox(ctx, q.tx.stx, id)
 	if err != nil {
 		return fmt.Errorf("mark sent: %w", err)
 	}
@@ -148,13 +148,13 @@ func (tx *Tx) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.
 		sentID = it.ExternalID
 	}
 	if at.IsZero() {
-		at = tx.now()
+		at = q.tx.now()
 	}
-	if _, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET state = 'sent', sent_id = ?, sent_at = ?, failed_at = NULL WHERE id = ?`,
+	if _, err := q.tx.stx.ExecContext(ctx, `UPDATE outbox SET state = 'sent', sent_id = ?, sent_at = ?, failed_at = NULL WHERE id = ?`,
 		sentID, toMS(at), id); err != nil {
 		return fmt.Errorf("mark outbox %d sent: %w", id, err)
 	}
-	if _, _, err := tx.InsertMessage(ctx, Message{
+	if _, _, err := q.tx.Messages.Insert(ctx, Message{
 		Chat: it.Chat, ExternalID: sentID, Text: it.Text, SentAt: at, FromMe: true, IsBot: true,
 	}); err != nil {
 		return fmt.Errorf("mark outbox %d sent: %w", id, err)
@@ -162,67 +162,67 @@ func (tx *Tx) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.
 	return nil
 }
 
-// MarkSent records a successful send (see Tx.MarkSent).
-func (db *DB) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkSent(ctx, id, sentID, at) })
+// Outbox.MarkSent records a successful send (see OutboxTx.MarkSent).
+func (q *OutboxQuery) MarkSent(ctx context.Context, id OutboxID, sentID string, at time.Time) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Outbox.MarkSent(ctx, id, sentID, at) })
 }
 
-// MarkAttempt records a failed attempt that will be retried: attempts+1 and
+// Outbox.MarkAttempt records a failed attempt that will be retried: attempts+1 and
 // the error. The row stays pending with the same ExternalID.
-func (tx *Tx) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
-	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?`, errText, id)
+func (q *OutboxTx) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?`, errText, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("mark outbox %d attempt: %w", id, err)
 	}
 	return nil
 }
 
-// MarkAttempt records a failed attempt (see Tx.MarkAttempt).
-func (db *DB) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkAttempt(ctx, id, errText) })
+// Outbox.MarkAttempt records a failed attempt (see OutboxTx.MarkAttempt).
+func (q *OutboxQuery) MarkAttempt(ctx context.Context, id OutboxID, errText string) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Outbox.MarkAttempt(ctx, id, errText) })
 }
 
-// MarkFailed records that row id will not be sent: the attempt that failed
+// Outbox.MarkFailed records that row id will not be sent: the attempt that failed
 // for good counts (attempts+1), the error is kept and the row becomes
 // failed. A row already sent stays sent.
-func (tx *Tx) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
-	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET state = CASE WHEN state = 'sent' THEN 'sent' ELSE 'failed' END,
+func (q *OutboxTx) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE outbox SET state = CASE WHEN state = 'sent' THEN 'sent' ELSE 'failed' END,
 		attempts = attempts + (state != 'sent'),
 		last_error = CASE WHEN state = 'sent' THEN last_error ELSE ? END,
 		failed_at = CASE WHEN state = 'sent' THEN failed_at ELSE ? END
-		WHERE id = ?`, errText, toMS(tx.now()), id)
+		WHERE id = ?`, errText, toMS(q.tx.now()), id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("mark outbox %d failed: %w", id, err)
 	}
 	return nil
 }
 
-// MarkFailed records a send that failed for good (see Tx.MarkFailed).
-func (db *DB) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.MarkFailed(ctx, id, errText) })
+// Outbox.MarkFailed records a send that failed for good (see OutboxTx.MarkFailed).
+func (q *OutboxQuery) MarkFailed(ctx context.Context, id OutboxID, errText string) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Outbox.MarkFailed(ctx, id, errText) })
 }
 
-// SetOutboxFile records on row id the name and size of the file it carries.
-func (tx *Tx) SetOutboxFile(ctx context.Context, id OutboxID, name string, size int64) error {
+// SetFile records on row id the name and size of the file it carries.
+func (q *OutboxTx) SetFile(ctx context.Context, id OutboxID, name string, size int64) error {
 	if name == "" || size < 0 {
 		return fmt.Errorf("set outbox %d file: %w: want a name and a size of 0 or more", id, ErrInvalid)
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE outbox SET file_name = ?, file_size = ? WHERE id = ?`, name, size, id)
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE outbox SET file_name = ?, file_size = ? WHERE id = ?`, name, size, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("set outbox %d file: %w", id, err)
 	}
 	return nil
 }
 
-// OutboxFiles returns how many files the group with folder committed to the
+// Files returns how many files the group with folder committed to the
 // outbox since since, and their bytes.
-func (db *DB) OutboxFiles(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
-	return outboxFiles(ctx, db.read, folder, since)
+func (q *OutboxQuery) Files(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
+	return outboxFiles(ctx, q.db.read, folder, since)
 }
 
-// OutboxFiles is DB.OutboxFiles inside the transaction.
-func (tx *Tx) OutboxFiles(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
-	return outboxFiles(ctx, tx.tx, folder, since)
+// Files is OutboxQuery.Files inside the transaction.
+func (q *OutboxTx) Files(ctx context.Context, folder Folder, since time.Time) (files int, bytes int64, err error) {
+	return outboxFiles(ctx, q.tx.stx, folder, since)
 }
 
 func outboxFiles(ctx context.Context, q querier, folder Folder, since time.Time) (int, int64, error) {
@@ -236,13 +236,13 @@ func outboxFiles(ctx context.Context, q querier, folder Folder, since time.Time)
 	return files, bytes, nil
 }
 
-// RecentFailures returns up to limit rows that failed at or after since,
+// Outbox.RecentFailures returns up to limit rows that failed at or after since,
 // newest first. A limit of 0 or less means no limit.
-func (db *DB) RecentFailures(ctx context.Context, since time.Time, limit int) ([]OutboxItem, error) {
+func (q *OutboxQuery) RecentFailures(ctx context.Context, since time.Time, limit int) ([]OutboxItem, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox
 		WHERE state = 'failed' AND failed_at >= ? ORDER BY failed_at DESC, id DESC LIMIT ?`, toMS(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent outbox failures: %w", err)
@@ -254,10 +254,10 @@ func (db *DB) RecentFailures(ctx context.Context, since time.Time, limit int) ([
 	return out, nil
 }
 
-// IsOwnMessage reports whether externalID in chat is a message bridged sent
+// IsOwn reports whether externalID in chat is a message bridged sent
 // (an id the outbox chose, or the id a channel reported for it).
-func (db *DB) IsOwnMessage(ctx context.Context, chat ChatID, externalID string) (bool, error) {
-	own, err := isOwnMessage(ctx, db.read, chat, externalID)
+func (q *OutboxQuery) IsOwn(ctx context.Context, chat ChatID, externalID string) (bool, error) {
+	own, err := isOwnMessage(ctx, q.db.read, chat, externalID)
 	if err != nil {
 		return false, fmt.Errorf("check own message %s in %s: %w", externalID, chat, err)
 	}

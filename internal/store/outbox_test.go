@@ -11,7 +11,7 @@ import (
 func TestOutboxExternalIDStable(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "hello", Origin: OriginReply, Group: "family"})
+	it, err := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "1@g.us", Text: "hello", Origin: OriginReply, Group: "family"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,10 +22,10 @@ func TestOutboxExternalIDStable(t *testing.T) {
 		t.Errorf("enqueued %+v; want pending with an id, created %s", it, t0)
 	}
 	for i := range 3 {
-		if err := db.MarkAttempt(ctx, it.ID, "not connected"); err != nil {
+		if err := db.Outbox.MarkAttempt(ctx, it.ID, "not connected"); err != nil {
 			t.Fatal(err)
 		}
-		got, err := db.GetOutbox(ctx, it.ID)
+		got, err := db.Outbox.Get(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,11 +33,11 @@ func TestOutboxExternalIDStable(t *testing.T) {
 			t.Errorf("after attempt %d: %+v; want same ExternalID %s, attempts %d, pending", i+1, got, it.ExternalID, i+1)
 		}
 	}
-	pending, _ := db.PendingOutbox(ctx, 0)
+	pending, _ := db.Outbox.Pending(ctx, 0)
 	if len(pending) != 1 || pending[0].ExternalID != it.ExternalID {
 		t.Errorf("PendingOutbox = %+v; want the row with its original ExternalID", pending)
 	}
-	other, _ := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "second", Origin: OriginTool})
+	other, _ := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "1@g.us", Text: "second", Origin: OriginTool})
 	if other.ExternalID == it.ExternalID {
 		t.Errorf("two rows share ExternalID %s", it.ExternalID)
 	}
@@ -48,42 +48,42 @@ func TestOutboxLifecycle(t *testing.T) {
 	db := openTest(t)
 	var ids []OutboxID
 	for _, text := range []string{"one", "two", "three"} {
-		it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: text, Origin: OriginNotice})
+		it, err := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "local:main", Text: text, Origin: OriginNotice})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, it.ID)
 	}
-	pending, _ := db.PendingOutbox(ctx, 2)
+	pending, _ := db.Outbox.Pending(ctx, 2)
 	if len(pending) != 2 || pending[0].Text != "one" || pending[1].Text != "two" {
 		t.Fatalf("PendingOutbox(2) = %+v; want one, two", pending)
 	}
 
 	sentAt := t0.Add(time.Second)
-	if err := db.MarkSent(ctx, ids[0], "SERVER-ID", sentAt); err != nil {
+	if err := db.Outbox.MarkSent(ctx, ids[0], "SERVER-ID", sentAt); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MarkFailed(ctx, ids[1], "chat not found"); err != nil {
+	if err := db.Outbox.MarkFailed(ctx, ids[1], "chat not found"); err != nil {
 		t.Fatal(err)
 	}
 	// Sent wins over a late failure.
-	if err := db.MarkFailed(ctx, ids[0], "late"); err != nil {
+	if err := db.Outbox.MarkFailed(ctx, ids[0], "late"); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := db.GetOutbox(ctx, ids[0])
+	first, _ := db.Outbox.Get(ctx, ids[0])
 	if first.State != OutboxSent || first.SentID != "SERVER-ID" || first.SentAt == nil || !first.SentAt.Equal(sentAt) || first.FailedAt != nil {
 		t.Errorf("sent row %+v; want sent at %s as SERVER-ID", first, sentAt)
 	}
-	pending, _ = db.PendingOutbox(ctx, 0)
+	pending, _ = db.Outbox.Pending(ctx, 0)
 	if len(pending) != 1 || pending[0].Text != "three" {
 		t.Errorf("PendingOutbox after send and failure = %+v; want only three", pending)
 	}
 
-	fails, _ := db.RecentFailures(ctx, t0.Add(-time.Hour), 10)
+	fails, _ := db.Outbox.RecentFailures(ctx, t0.Add(-time.Hour), 10)
 	if len(fails) != 1 || fails[0].ID != ids[1] || fails[0].LastError != "chat not found" || fails[0].Attempts != 1 {
 		t.Errorf("RecentFailures = %+v; want row two, chat not found, 1 attempt", fails)
 	}
-	if fails, _ := db.RecentFailures(ctx, t0.Add(time.Minute), 10); len(fails) != 0 {
+	if fails, _ := db.Outbox.RecentFailures(ctx, t0.Add(time.Minute), 10); len(fails) != 0 {
 		t.Errorf("RecentFailures since later = %d rows; want 0", len(fails))
 	}
 
@@ -91,24 +91,24 @@ func TestOutboxLifecycle(t *testing.T) {
 		id   string
 		want bool
 	}{{first.ExternalID, true}, {"SERVER-ID", true}, {"SOMEONE-ELSE", false}, {"", false}} {
-		if got, err := db.IsOwnMessage(ctx, "local:main", tt.id); err != nil || got != tt.want {
+		if got, err := db.Outbox.IsOwn(ctx, "local:main", tt.id); err != nil || got != tt.want {
 			t.Errorf("IsOwnMessage(%q) = %v, %v; want %v", tt.id, got, err, tt.want)
 		}
 	}
-	if got, _ := db.IsOwnMessage(ctx, "local:other", first.ExternalID); got {
+	if got, _ := db.Outbox.IsOwn(ctx, "local:other", first.ExternalID); got {
 		t.Errorf("IsOwnMessage in another chat = true; want false")
 	}
 
 	for name, err := range map[string]error{
-		"MarkSent":    db.MarkSent(ctx, 999, "", t0),
-		"MarkAttempt": db.MarkAttempt(ctx, 999, "x"),
-		"MarkFailed":  db.MarkFailed(ctx, 999, "x"),
+		"MarkSent":    db.Outbox.MarkSent(ctx, 999, "", t0),
+		"MarkAttempt": db.Outbox.MarkAttempt(ctx, 999, "x"),
+		"MarkFailed":  db.Outbox.MarkFailed(ctx, 999, "x"),
 	} {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s(unknown) = %v; want ErrNotFound", name, err)
 		}
 	}
-	if _, err := db.GetOutbox(ctx, 999); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Outbox.Get(ctx, 999); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetOutbox(unknown) = %v; want ErrNotFound", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestEnqueueOutboxRefusesBadInput(t *testing.T) {
 		{Chat: "c", Text: "  ", Origin: OriginReply},
 		{Chat: "c", Text: "x", Origin: "carrier-pigeon"},
 	} {
-		if _, err := db.EnqueueOutbox(ctx, it); !errors.Is(err, ErrInvalid) {
+		if _, err := db.Outbox.Enqueue(ctx, it); !errors.Is(err, ErrInvalid) {
 			t.Errorf("EnqueueOutbox(%+v) = %v; want ErrInvalid", it, err)
 		}
 	}
@@ -136,13 +136,13 @@ func TestReplyTransaction(t *testing.T) {
 	db := openTest(t)
 	commit := func(text string, fail error) error {
 		return db.Tx(ctx, func(tx *Tx) error {
-			if _, err := tx.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Group: "main", Text: text, Origin: OriginReply}); err != nil {
+			if _, err := tx.Outbox.Enqueue(ctx, OutboxItem{Chat: "local:main", Group: "main", Text: text, Origin: OriginReply}); err != nil {
 				return err
 			}
-			if err := tx.SetSession(ctx, Session{Folder: "main", SessionID: "s-" + text, LastUUID: "u-" + text}); err != nil {
+			if err := tx.Sessions.Set(ctx, Session{Folder: "main", SessionID: "s-" + text, LastUUID: "u-" + text}); err != nil {
 				return err
 			}
-			if err := tx.AddUsage(ctx, Usage{Folder: "main", SessionID: "s-" + text, CostUSD: 0.25, InputTokens: 10, OutputTokens: 5}); err != nil {
+			if err := tx.Usage.Add(ctx, Usage{Folder: "main", SessionID: "s-" + text, CostUSD: 0.25, InputTokens: 10, OutputTokens: 5}); err != nil {
 				return err
 			}
 			return fail
@@ -154,17 +154,17 @@ func TestReplyTransaction(t *testing.T) {
 	if err := commit("two", errors.New("crash")); err == nil {
 		t.Fatal("failing transaction returned nil")
 	}
-	s, _ := db.GetSession(ctx, "main")
+	s, _ := db.Sessions.Get(ctx, "main")
 	if s.SessionID != "s-one" || s.LastUUID != "u-one" {
 		t.Errorf("session %+v; want s-one/u-one", s)
 	}
 	if n := count(t, db, "outbox", ""); n != 1 {
 		t.Errorf("%d outbox rows; want 1", n)
 	}
-	if cost, _ := db.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 0.25 {
+	if cost, _ := db.Usage.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 0.25 {
 		t.Errorf("CostSince = %v; want 0.25", cost)
 	}
-	if cost, _ := db.ReportedCostSince(ctx, t0.Add(time.Hour)); cost != 0 {
+	if cost, _ := db.Usage.ReportedCostSince(ctx, t0.Add(time.Hour)); cost != 0 {
 		t.Errorf("CostSince(later) = %v; want 0", cost)
 	}
 }
@@ -172,43 +172,43 @@ func TestReplyTransaction(t *testing.T) {
 func TestSessionsAndCursors(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
-	if s, err := db.GetSession(ctx, "main"); err != nil || s.SessionID != "" || s.Folder != "main" {
+	if s, err := db.Sessions.Get(ctx, "main"); err != nil || s.SessionID != "" || s.Folder != "main" {
 		t.Errorf("GetSession with none = %+v, %v; want empty", s, err)
 	}
-	if err := db.SetSession(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u1"}); err != nil {
+	if err := db.Sessions.Set(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetSession(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u2"}); err != nil {
+	if err := db.Sessions.Set(ctx, Session{Folder: "main", SessionID: "abc", LastUUID: "u2"}); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := db.GetSession(ctx, "main"); s.LastUUID != "u2" {
+	if s, _ := db.Sessions.Get(ctx, "main"); s.LastUUID != "u2" {
 		t.Errorf("LastUUID %q; want u2", s.LastUUID)
 	}
-	if err := db.ClearSession(ctx, "main"); err != nil {
+	if err := db.Sessions.Clear(ctx, "main"); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := db.GetSession(ctx, "main"); s.SessionID != "" {
+	if s, _ := db.Sessions.Get(ctx, "main"); s.SessionID != "" {
 		t.Errorf("after ClearSession: %+v; want no session", s)
 	}
 
-	if c, err := db.GetCursor(ctx, "main"); err != nil || c != 0 {
+	if c, err := db.Sessions.Cursor(ctx, "main"); err != nil || c != 0 {
 		t.Errorf("GetCursor with none = %d, %v; want 0", c, err)
 	}
 	for _, id := range []MessageID{10, 4} { // forward, then rolled back
-		if err := db.SetCursor(ctx, "main", id); err != nil {
+		if err := db.Sessions.SetCursor(ctx, "main", id); err != nil {
 			t.Fatal(err)
 		}
-		if c, _ := db.GetCursor(ctx, "main"); c != id {
+		if c, _ := db.Sessions.Cursor(ctx, "main"); c != id {
 			t.Errorf("GetCursor = %d; want %d", c, id)
 		}
 	}
-	if err := db.SetCursor(ctx, "main", -1); !errors.Is(err, ErrInvalid) {
+	if err := db.Sessions.SetCursor(ctx, "main", -1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SetCursor(-1) = %v; want ErrInvalid", err)
 	}
 }
 
 // A row keeps the name and size of the file it carries (set at enqueue or
-// in the committing transaction), and OutboxFiles counts one group's files
+// in the committing transaction), and Outbox.Files counts one group's files
 // and their bytes since a time.
 func TestOutboxFiles(t *testing.T) {
 	ctx := context.Background()
@@ -217,7 +217,7 @@ func TestOutboxFiles(t *testing.T) {
 	db.now = func() time.Time { return now }
 	enqueue := func(folder Folder, name string, size int64) OutboxItem {
 		t.Helper()
-		it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, Group: folder, FileName: name, FileSize: size})
+		it, err := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, Group: folder, FileName: name, FileSize: size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,10 +228,10 @@ func TestOutboxFiles(t *testing.T) {
 	enqueue("work", "b.pdf", 1000)
 	now = t0.Add(30 * time.Minute)
 	it := enqueue("family", "", 0)
-	if err := db.Tx(ctx, func(tx *Tx) error { return tx.SetOutboxFile(ctx, it.ID, "c.png", 50) }); err != nil {
+	if err := db.Tx(ctx, func(tx *Tx) error { return tx.Outbox.SetFile(ctx, it.ID, "c.png", 50) }); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.GetOutbox(ctx, it.ID); err != nil || got.FileName != "c.png" || got.FileSize != 50 {
+	if got, err := db.Outbox.Get(ctx, it.ID); err != nil || got.FileName != "c.png" || got.FileSize != 50 {
 		t.Errorf("row after SetOutboxFile: %q %d (%v); want c.png, 50", got.FileName, got.FileSize, err)
 	}
 	for _, c := range []struct {
@@ -239,12 +239,12 @@ func TestOutboxFiles(t *testing.T) {
 		files int
 		bytes int64
 	}{{t0, 2, 150}, {t0.Add(time.Minute), 1, 50}, {t0.Add(time.Hour), 0, 0}} {
-		files, bytes, err := db.OutboxFiles(ctx, "family", c.since)
+		files, bytes, err := db.Outbox.Files(ctx, "family", c.since)
 		if err != nil || files != c.files || bytes != c.bytes {
 			t.Errorf("OutboxFiles(family, %s) = %d, %d, %v; want %d, %d", c.since.Format(time.TimeOnly), files, bytes, err, c.files, c.bytes)
 		}
 	}
-	if _, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, FileName: "d", FileSize: -1}); !errors.Is(err, ErrInvalid) {
+	if _, err := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "1@g.us", Text: "x", Origin: OriginTool, FileName: "d", FileSize: -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a negative file size: %v; want ErrInvalid", err)
 	}
 }

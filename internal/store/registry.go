@@ -12,7 +12,7 @@ import (
 // group up for every inbound message, a run for every start, and both
 // change rarely. It is read-mostly: a read takes the current snapshot, and
 // a committed transaction that registered, changed or removed a group
-// (Tx.AddGroup, Tx.UpdateGroup, Tx.RemoveGroup, through any path: the
+// (GroupTx.Add, GroupTx.Update, GroupTx.Remove, through any path: the
 // control API, an agent's request, the CLI on a stopped daemon) drops it,
 // so the next read loads the table again. A load that raced a change is
 // used once and not kept (gen tells), so a stale snapshot never outlives
@@ -21,13 +21,13 @@ type registry struct {
 	mu   sync.Mutex
 	gen  uint64 // counts invalidations
 	snap *groupSnap
-	// lookups counts GetGroupByChat and GetGroupByFolder calls.
+	// lookups counts Groups.ByChat and Groups.ByFolder calls.
 	lookups atomic.Uint64
 }
 
 // groupSnap is one read of registered_groups.
 type groupSnap struct {
-	list     []Group // oldest first, as ListGroups returns them
+	list     []Group // oldest first, as Groups.List returns them
 	byChat   map[ChatID]int
 	byFolder map[Folder]int
 	main     int // index of the main group; -1: none
@@ -54,20 +54,20 @@ func (r *registry) invalidate() {
 	r.mu.Unlock()
 }
 
-// GroupsVersion counts the committed changes of registered groups since
+// Version counts the committed changes of registered groups since
 // the database was opened: a group looked up under one version is still
 // the registered one while the version is the same.
-func (db *DB) GroupsVersion() uint64 {
-	r := &db.registry
+func (q *GroupQuery) Version() uint64 {
+	r := &q.db.registry
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.gen
 }
 
-// GroupLookups counts the lookups of one group (GetGroupByChat,
-// GetGroupByFolder) since the database was opened: the message path makes
+// Lookups counts the lookups of one group (Groups.ByChat,
+// Groups.ByFolder) since the database was opened: the message path makes
 // one per inbound message, which tests hold it to.
-func (db *DB) GroupLookups() uint64 { return db.registry.lookups.Load() }
+func (q *GroupQuery) Lookups() uint64 { return q.db.registry.lookups.Load() }
 
 // groups returns the current snapshot, loading it when there is none. A
 // done ctx fails it as it would fail a query: callers see the same errors
@@ -107,11 +107,11 @@ func (g Group) clone() Group {
 	return g
 }
 
-// GetGroupByChat returns the group registered for chat, or ErrNotFound. It
+// ByChat returns the group registered for chat, or ErrNotFound. It
 // reads the in-memory registry (loading it once after a change).
-func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
-	db.registry.lookups.Add(1)
-	s, err := db.groups(ctx)
+func (q *GroupQuery) ByChat(ctx context.Context, chat ChatID) (Group, error) {
+	q.db.registry.lookups.Add(1)
+	s, err := q.db.groups(ctx)
 	if err != nil {
 		return Group{}, fmt.Errorf("get group for chat %s: %w", chat, err)
 	}
@@ -122,11 +122,11 @@ func (db *DB) GetGroupByChat(ctx context.Context, chat ChatID) (Group, error) {
 	return s.list[i].clone(), nil
 }
 
-// GetGroupByFolder returns the group with folder, or ErrNotFound. It reads
+// ByFolder returns the group with folder, or ErrNotFound. It reads
 // the in-memory registry (loading it once after a change).
-func (db *DB) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error) {
-	db.registry.lookups.Add(1)
-	s, err := db.groups(ctx)
+func (q *GroupQuery) ByFolder(ctx context.Context, folder Folder) (Group, error) {
+	q.db.registry.lookups.Add(1)
+	s, err := q.db.groups(ctx)
 	if err != nil {
 		return Group{}, fmt.Errorf("get group %s: %w", folder, err)
 	}
@@ -137,10 +137,10 @@ func (db *DB) GetGroupByFolder(ctx context.Context, folder Folder) (Group, error
 	return s.list[i].clone(), nil
 }
 
-// MainGroup returns the main group, or ErrNotFound when none is set. It
+// Main returns the main group, or ErrNotFound when none is set. It
 // reads the in-memory registry.
-func (db *DB) MainGroup(ctx context.Context) (Group, error) {
-	s, err := db.groups(ctx)
+func (q *GroupQuery) Main(ctx context.Context) (Group, error) {
+	s, err := q.db.groups(ctx)
 	if err != nil {
 		return Group{}, fmt.Errorf("get main group: %w", err)
 	}
@@ -150,10 +150,10 @@ func (db *DB) MainGroup(ctx context.Context) (Group, error) {
 	return s.list[s.main].clone(), nil
 }
 
-// ListGroups returns every registered group, oldest first, from the
+// List returns every registered group, oldest first, from the
 // in-memory registry.
-func (db *DB) ListGroups(ctx context.Context) ([]Group, error) {
-	s, err := db.groups(ctx)
+func (q *GroupQuery) List(ctx context.Context) ([]Group, error) {
+	s, err := q.db.groups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}

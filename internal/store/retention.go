@@ -46,7 +46,7 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 	var p Pruned
 	cut := toMS(before)
 	err := db.Tx(ctx, func(tx *Tx) error {
-		q := tx.tx
+		q := tx.stx
 		res, err := q.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
 			SELECT m.id FROM registered_groups g
 			JOIN cursors c ON c.folder = g.folder
@@ -161,9 +161,9 @@ type DailyUsage struct {
 	NumTurns     int
 }
 
-// UsageByDay lists the folded daily usage, by day then group.
-func (db *DB) UsageByDay(ctx context.Context) ([]DailyUsage, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT folder, day, turns, cost_usd, input_tokens, output_tokens, duration_ms, num_turns
+// ByDay lists the folded daily usage, by day then group.
+func (q *UsageQuery) ByDay(ctx context.Context) ([]DailyUsage, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT folder, day, turns, cost_usd, input_tokens, output_tokens, duration_ms, num_turns
 		FROM usage_daily ORDER BY day, folder`)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)

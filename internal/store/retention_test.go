@@ -32,13 +32,13 @@ func TestPrune(t *testing.T) {
 		{Chat: "local:fam", Name: "fam", Folder: "fam"},    // no cursor yet
 		{Chat: "local:gone", Name: "gone", Folder: "gone"}, // removed below
 	} {
-		if _, err := db.AddGroup(ctx, g); err != nil {
+		if _, err := db.Groups.Add(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}
 	msg := func(chat ChatID, at time.Time) MessageID {
 		t.Helper()
-		id, _, err := db.InsertMessage(ctx, Message{Chat: chat, ExternalID: fmt.Sprint(at.UnixNano(), chat), Sender: "a", Text: "hi", SentAt: at})
+		id, _, err := db.Messages.Insert(ctx, Message{Chat: chat, ExternalID: fmt.Sprint(at.UnixNano(), chat), Sender: "a", Text: "hi", SentAt: at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,41 +50,41 @@ func TestPrune(t *testing.T) {
 	}
 	recent := msg("local:main", t0.Add(-time.Hour))
 	// The cursor is at the 6th old message: the 7th is still pending.
-	if err := db.SetCursor(ctx, "main", mainIDs[5]); err != nil {
+	if err := db.Sessions.SetCursor(ctx, "main", mainIDs[5]); err != nil {
 		t.Fatal(err)
 	}
 	msg("local:fam", old)
 	msg("local:gone", old)
-	if err := db.SetCursor(ctx, "gone", 1000); err != nil {
+	if err := db.Sessions.SetCursor(ctx, "gone", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RemoveGroup(ctx, "gone"); err != nil {
+	if err := db.Groups.Remove(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Outbox: old sent, old failed, old pending, recent sent.
 	var outIDs []OutboxID
 	for range 4 {
-		it, err := db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: "x", Origin: OriginReply})
+		it, err := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "local:main", Text: "x", Origin: OriginReply})
 		if err != nil {
 			t.Fatal(err)
 		}
 		outIDs = append(outIDs, it.ID)
 	}
-	if err := db.MarkSent(ctx, outIDs[0], "s0", old); err != nil {
+	if err := db.Outbox.MarkSent(ctx, outIDs[0], "s0", old); err != nil {
 		t.Fatal(err)
 	}
 	db.now = func() time.Time { return old }
-	if err := db.MarkFailed(ctx, outIDs[1], "gave up"); err != nil {
+	if err := db.Outbox.MarkFailed(ctx, outIDs[1], "gave up"); err != nil {
 		t.Fatal(err)
 	}
 	db.now = func() time.Time { return t0 }
-	if err := db.MarkSent(ctx, outIDs[3], "s3", t0); err != nil {
+	if err := db.Outbox.MarkSent(ctx, outIDs[3], "s3", t0); err != nil {
 		t.Fatal(err)
 	}
 
 	// Task runs: two old finished ones, an old running one, a recent one.
-	task, err := db.CreateTask(ctx, Task{Folder: "main", Chat: "local:main", Prompt: "p", Kind: "cron", Value: "v"})
+	task, err := db.Tasks.Create(ctx, Task{Folder: "main", Chat: "local:main", Prompt: "p", Kind: "cron", Value: "v"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestPrune(t *testing.T) {
 		{Folder: "fam", CostUSD: 1, InputTokens: 1, OutputTokens: 1, NumTurns: 1, At: day1},
 		{Folder: "main", CostUSD: 2, At: t0},
 	} {
-		if err := db.AddUsage(ctx, u); err != nil {
+		if err := db.Usage.Add(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestPrune(t *testing.T) {
 		t.Error("the recent task run was pruned")
 	}
 
-	days, err := db.UsageByDay(ctx)
+	days, err := db.Usage.ByDay(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,17 +168,17 @@ func TestPrune(t *testing.T) {
 	if fmt.Sprint(days) != fmt.Sprint(want) {
 		t.Errorf("usage by day = %+v; want %+v", days, want)
 	}
-	if cost, _ := db.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 2 {
+	if cost, _ := db.Usage.ReportedCostSince(ctx, t0.Add(-time.Hour)); cost != 2 {
 		t.Errorf("cost of the recent turn = %v; want 2 (recent usage is kept raw)", cost)
 	}
 	// Folding again adds to the day rather than replacing it.
-	if err := db.AddUsage(ctx, Usage{Folder: "fam", CostUSD: 2, InputTokens: 1, At: day1.Add(10 * time.Minute)}); err != nil {
+	if err := db.Usage.Add(ctx, Usage{Folder: "fam", CostUSD: 2, InputTokens: 1, At: day1.Add(10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Prune(ctx, cut, 10); err != nil {
 		t.Fatal(err)
 	}
-	days, _ = db.UsageByDay(ctx)
+	days, _ = db.Usage.ByDay(ctx)
 	if days[0].Turns != 2 || days[0].CostUSD != 3 || days[0].InputTokens != 2 {
 		t.Errorf("fam's day after a second fold = %+v; want 2 turns, $3, 2 input tokens", days[0])
 	}

@@ -19,13 +19,13 @@ type TurnEnd struct {
 	At                time.Time // zero: now
 }
 
-// AddTurnEnd records e.
-func (db *DB) AddTurnEnd(ctx context.Context, e TurnEnd) error {
+// Add records e.
+func (q *TurnQuery) Add(ctx context.Context, e TurnEnd) error {
 	if e.At.IsZero() {
-		e.At = db.now()
+		e.At = q.db.now()
 	}
-	return db.Tx(ctx, func(tx *Tx) error {
-		if _, err := tx.tx.ExecContext(ctx, `INSERT INTO turn_ends (chat, upto, result, reason, attempt, attempts, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	return q.db.Tx(ctx, func(tx *Tx) error {
+		if _, err := tx.stx.ExecContext(ctx, `INSERT INTO turn_ends (chat, upto, result, reason, attempt, attempts, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			e.Chat, e.Upto, e.Result, e.Reason, e.Attempt, e.Attempts, toMS(e.At)); err != nil {
 			return fmt.Errorf("add turn end of %s: %w", e.Chat, err)
 		}
@@ -33,10 +33,10 @@ func (db *DB) AddTurnEnd(ctx context.Context, e TurnEnd) error {
 	})
 }
 
-// TurnEndsFrom returns the ends of chat's turns that took message id or a
+// From returns the ends of chat's turns that took message id or a
 // later one (Upto >= id), oldest first, at most limit.
-func (db *DB) TurnEndsFrom(ctx context.Context, chat ChatID, id MessageID, limit int) ([]TurnEnd, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT chat, upto, result, reason, attempt, attempts, at FROM turn_ends
+func (q *TurnQuery) From(ctx context.Context, chat ChatID, id MessageID, limit int) ([]TurnEnd, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT chat, upto, result, reason, attempt, attempts, at FROM turn_ends
 		WHERE chat = ? AND upto >= ? ORDER BY at, id LIMIT ?`, chat, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("turn ends of %s: %w", chat, err)
@@ -63,25 +63,25 @@ type StoredMessage struct {
 	Channel  string
 }
 
-// GetStoredMessage returns message id, or ErrNotFound.
-func (db *DB) GetStoredMessage(ctx context.Context, id MessageID) (StoredMessage, error) {
-	return db.storedMessage(ctx, `m.id = ?`, id)
+// GetStored returns message id, or ErrNotFound.
+func (q *MessageQuery) GetStored(ctx context.Context, id MessageID) (StoredMessage, error) {
+	return q.stored(ctx, `m.id = ?`, id)
 }
 
-// LastMessageFrom returns the newest message of chat (empty: of any chat)
+// LastFrom returns the newest message of chat (empty: of any chat)
 // not sent by bridged, or ErrNotFound.
-func (db *DB) LastMessageFrom(ctx context.Context, chat ChatID) (StoredMessage, error) {
+func (q *MessageQuery) LastFrom(ctx context.Context, chat ChatID) (StoredMessage, error) {
 	if chat == "" {
-		return db.storedMessage(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE is_bot = 0 AND ? = '')`, chat)
+		return q.stored(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE is_bot = 0 AND ? = '')`, chat)
 	}
-	return db.storedMessage(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE chat = ? AND is_bot = 0)`, chat)
+	return q.stored(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE chat = ? AND is_bot = 0)`, chat)
 }
 
-func (db *DB) storedMessage(ctx context.Context, where string, arg any) (StoredMessage, error) {
+func (q *MessageQuery) stored(ctx context.Context, where string, arg any) (StoredMessage, error) {
 	var sm StoredMessage
 	var sent, stored int64
 	m := &sm.Message
-	err := db.read.QueryRowContext(ctx, `SELECT m.id, m.chat, m.external_id, m.sender, m.sender_name, m.text, m.sent_at,
+	err := q.db.read.QueryRowContext(ctx, `SELECT m.id, m.chat, m.external_id, m.sender, m.sender_name, m.text, m.sent_at,
 		m.from_me, m.is_bot, m.mentioned, m.late, m.not_allowed, m.stored_at, COALESCE(c.channel, '')
 		FROM messages m LEFT JOIN chats c ON c.id = m.chat WHERE `+where, arg).
 		Scan(&m.ID, &m.Chat, &m.ExternalID, &m.Sender, &m.SenderName, &m.Text, &sent, &m.FromMe, &m.IsBot, &m.Mentioned, &m.Late, &m.NotAllowed, &stored, &sm.Channel)
@@ -98,12 +98,12 @@ func (db *DB) storedMessage(ctx context.Context, where string, arg any) (StoredM
 	return sm, nil
 }
 
-// NextMessageAfter returns the id and stored time of the first message of
+// NextAfter returns the id and stored time of the first message of
 // chat after id that bridged did not send and that is not late, 0 if none:
 // the end of the span a message's answer is looked for in.
-func (db *DB) NextMessageAfter(ctx context.Context, chat ChatID, id MessageID) (MessageID, time.Time, error) {
+func (q *MessageQuery) NextAfter(ctx context.Context, chat ChatID, id MessageID) (MessageID, time.Time, error) {
 	var next, stored, sent int64
-	err := db.read.QueryRowContext(ctx, `SELECT id, stored_at, sent_at FROM messages WHERE chat = ? AND id > ? AND is_bot = 0 AND late = 0 ORDER BY id LIMIT 1`, chat, id).
+	err := q.db.read.QueryRowContext(ctx, `SELECT id, stored_at, sent_at FROM messages WHERE chat = ? AND id > ? AND is_bot = 0 AND late = 0 ORDER BY id LIMIT 1`, chat, id).
 		Scan(&next, &stored, &sent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, time.Time{}, nil
@@ -117,15 +117,15 @@ func (db *DB) NextMessageAfter(ctx context.Context, chat ChatID, id MessageID) (
 	return MessageID(next), fromMS(stored), nil
 }
 
-// OutboxBetween returns the outbox rows to chat, or from folder's agent to
+// Between returns the outbox rows to chat, or from folder's agent to
 // any chat, created in [from, to) (to zero: no end), oldest first, at most
 // limit.
-func (db *DB) OutboxBetween(ctx context.Context, chat ChatID, folder Folder, from, to time.Time, limit int) ([]OutboxItem, error) {
+func (q *OutboxQuery) Between(ctx context.Context, chat ChatID, folder Folder, from, to time.Time, limit int) ([]OutboxItem, error) {
 	end := int64(1<<63 - 1)
 	if !to.IsZero() {
 		end = toMS(to)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE (chat = ? OR (folder = ? AND folder != '')) AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?`,
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE (chat = ? OR (folder = ? AND folder != '')) AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?`,
 		chat, folder, toMS(from), end, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox of %s: %w", chat, err)
@@ -142,15 +142,15 @@ func (db *DB) OutboxBetween(ctx context.Context, chat ChatID, folder Folder, fro
 	return out, rows.Err()
 }
 
-// APIUsageBetween sums folder's usage ledger rows in [from, to] (to zero: no
+// APIBetween sums folder's usage ledger rows in [from, to] (to zero: no
 // end): how many requests, their cost, and the first and last one's time.
-func (db *DB) APIUsageBetween(ctx context.Context, folder Folder, from, to time.Time) (requests int, cost float64, first, last time.Time, err error) {
+func (q *UsageQuery) APIBetween(ctx context.Context, folder Folder, from, to time.Time) (requests int, cost float64, first, last time.Time, err error) {
 	end := int64(1<<63 - 1)
 	if !to.IsZero() {
 		end = toMS(to)
 	}
 	var lo, hi sql.NullInt64
-	err = db.read.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(cost_usd), 0), MIN(at), MAX(at) FROM api_usage WHERE folder = ? AND at >= ? AND at <= ?`,
+	err = q.db.read.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(cost_usd), 0), MIN(at), MAX(at) FROM api_usage WHERE folder = ? AND at >= ? AND at <= ?`,
 		folder, toMS(from), end).Scan(&requests, &cost, &lo, &hi)
 	if err != nil {
 		return 0, 0, first, last, fmt.Errorf("usage of %s: %w", folder, err)

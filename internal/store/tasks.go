@@ -13,7 +13,7 @@ import (
 
 // Task is a scheduled prompt for a group's agent.
 type Task struct {
-	ID          TaskID // "task-…", chosen by CreateTask
+	ID          TaskID // "task-…", chosen by Tasks.Create
 	Folder      Folder
 	Chat        ChatID // where the output goes
 	Prompt      string
@@ -36,7 +36,7 @@ type Task struct {
 	// prompt another group set runs only while that group may direct it
 	// (rules.TaskMayRun).
 	PromptBy Folder
-	// RunInFlight is set by ClaimDue only: the task's earlier run is still
+	// RunInFlight is set by Tasks.ClaimDue only: the task's earlier run is still
 	// queued or running (its 'running' row in the run log is open).
 	RunInFlight bool
 }
@@ -110,19 +110,19 @@ func (t *Task) check() error {
 	return nil
 }
 
-// CreateTask stores t with a new id and returns it as stored. ContextMode
+// Create stores t with a new id and returns it as stored. ContextMode
 // defaults to isolated and Status to active. The schedule value is not
 // parsed here: callers check it with the schedule package and compute NextRun.
-func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
+func (q *TaskTx) Create(ctx context.Context, t Task) (Task, error) {
 	if err := t.check(); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)
 	}
-	t.CreatedAt = fromMS(toMS(tx.now()))
+	t.CreatedAt = fromMS(toMS(q.tx.now()))
 	for attempt := 0; ; attempt++ {
 		t.ID = newTaskID()
 		var taken bool
 		// A cancelled task's runs keep its id.
-		if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?) OR EXISTS (SELECT 1 FROM task_runs WHERE task_id = ?)`,
+		if err := q.tx.stx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?) OR EXISTS (SELECT 1 FROM task_runs WHERE task_id = ?)`,
 			t.ID, t.ID).Scan(&taken); err != nil {
 			return Task{}, fmt.Errorf("create task: %w", err)
 		}
@@ -133,33 +133,33 @@ func (tx *Tx) CreateTask(ctx context.Context, t Task) (Task, error) {
 			return Task{}, fmt.Errorf("create task: no free id after %d attempts", attempt+1)
 		}
 	}
-	if err := tx.insertTask(ctx, t); err != nil {
+	if err := q.insert(ctx, t); err != nil {
 		return Task{}, fmt.Errorf("create task: %w", err)
 	}
 	return t, nil
 }
 
-// insertTask writes t, id and all, as a new row.
-func (tx *Tx) insertTask(ctx context.Context, t Task) error {
-	_, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+// insert writes t, id and all, as a new row.
+func (q *TaskTx) insert(ctx context.Context, t Task) error {
+	_, err := q.tx.stx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Folder, t.Chat, t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status,
 		nullMS(t.NextRun), nullMS(t.LastRun), t.LastResult, toMS(t.CreatedAt), t.Failures, boolInt(t.PausedByFailures), t.PromptBy)
 	return err
 }
 
-// CreateTask stores a new task (see Tx.CreateTask).
-func (db *DB) CreateTask(ctx context.Context, t Task) (Task, error) {
-	return txValue(ctx, db, func(tx *Tx) (Task, error) { return tx.CreateTask(ctx, t) })
+// Create stores a new task (see TaskTx.Create).
+func (q *TaskQuery) Create(ctx context.Context, t Task) (Task, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (Task, error) { return tx.Tasks.Create(ctx, t) })
 }
 
-// GetTask returns the task id, or ErrNotFound.
-func (db *DB) GetTask(ctx context.Context, id TaskID) (Task, error) {
-	return getTask(ctx, db.read, id)
+// Get returns the task id, or ErrNotFound.
+func (q *TaskQuery) Get(ctx context.Context, id TaskID) (Task, error) {
+	return getTask(ctx, q.db.read, id)
 }
 
-// GetTask returns the task id, or ErrNotFound.
-func (tx *Tx) GetTask(ctx context.Context, id TaskID) (Task, error) {
-	return getTask(ctx, tx.tx, id)
+// Get returns the task id, or ErrNotFound.
+func (q *TaskTx) Get(ctx context.Context, id TaskID) (Task, error) {
+	return getTask(ctx, q.tx.stx, id)
 }
 
 func getTask(ctx context.Context, q querier, id TaskID) (Task, error) {
@@ -173,10 +173,10 @@ func getTask(ctx context.Context, q querier, id TaskID) (Task, error) {
 	return t, nil
 }
 
-// ListTasks returns folder's tasks (every task when folder is empty), oldest
+// List returns folder's tasks (every task when folder is empty), oldest
 // first.
-func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE ? = '' OR folder = ? ORDER BY created_at, id`, folder, folder)
+func (q *TaskQuery) List(ctx context.Context, folder Folder) ([]Task, error) {
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE ? = '' OR folder = ? ORDER BY created_at, id`, folder, folder)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -187,15 +187,15 @@ func (db *DB) ListTasks(ctx context.Context, folder Folder) ([]Task, error) {
 	return out, nil
 }
 
-// UpdateTask replaces the prompt, schedule (kind, value), context mode,
+// Update replaces the prompt, schedule (kind, value), context mode,
 // status, next run, failure count, PausedByFailures (kept only while
 // paused) and PromptBy of the task t.ID. To change one field atomically, read and write
 // inside DB.Tx. ErrNotFound if the task does not exist.
-func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
+func (q *TaskTx) Update(ctx context.Context, t Task) error {
 	if err := t.check(); err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ?,
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE tasks SET prompt = ?, kind = ?, value = ?, context_mode = ?, status = ?, next_run = ?,
 		failures = ?, paused_by_failures = ?, prompt_by = ? WHERE id = ?`,
 		t.Prompt, t.Kind, t.Value, t.ContextMode, t.Status, nullMS(t.NextRun), max(t.Failures, 0), boolInt(t.PausedByFailures && t.Status == TaskPaused),
 		t.PromptBy, t.ID)
@@ -205,32 +205,32 @@ func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
 	return nil
 }
 
-// UpdateTask replaces a task's settings (see Tx.UpdateTask).
-func (db *DB) UpdateTask(ctx context.Context, t Task) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.UpdateTask(ctx, t) })
+// Update replaces a task's settings (see TaskTx.Update).
+func (q *TaskQuery) Update(ctx context.Context, t Task) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Tasks.Update(ctx, t) })
 }
 
-// SetTaskStatus sets the task's status. ErrNotFound if it does not exist.
-func (tx *Tx) SetTaskStatus(ctx context.Context, id TaskID, status TaskStatus) error {
+// SetStatus sets the task's status. ErrNotFound if it does not exist.
+func (q *TaskTx) SetStatus(ctx context.Context, id TaskID, status TaskStatus) error {
 	if !status.valid() {
 		return fmt.Errorf("set status of task %s: %w: unknown task status %q", id, ErrInvalid, status)
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = ? WHERE id = ?`, status, id)
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE tasks SET status = ? WHERE id = ?`, status, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("set status of task %s: %w", id, err)
 	}
 	return nil
 }
 
-// SetTaskStatus sets a task's status (see Tx.SetTaskStatus).
-func (db *DB) SetTaskStatus(ctx context.Context, id TaskID, status TaskStatus) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.SetTaskStatus(ctx, id, status) })
+// SetStatus sets a task's status (see TaskTx.SetStatus).
+func (q *TaskQuery) SetStatus(ctx context.Context, id TaskID, status TaskStatus) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Tasks.SetStatus(ctx, id, status) })
 }
 
-// PauseTask pauses the task; a non-empty reason becomes its last result, so
+// Pause pauses the task; a non-empty reason becomes its last result, so
 // a person sees why. ErrNotFound if it does not exist.
-func (tx *Tx) PauseTask(ctx context.Context, id TaskID, reason string) error {
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused',
+func (q *TaskTx) Pause(ctx context.Context, id TaskID, reason string) error {
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE tasks SET status = 'paused',
 		last_result = CASE WHEN ? != '' THEN ? ELSE last_result END WHERE id = ?`, reason, reason, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("pause task %s: %w", id, err)
@@ -238,57 +238,57 @@ func (tx *Tx) PauseTask(ctx context.Context, id TaskID, reason string) error {
 	return nil
 }
 
-// PauseTask pauses a task (see Tx.PauseTask).
-func (db *DB) PauseTask(ctx context.Context, id TaskID, reason string) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.PauseTask(ctx, id, reason) })
+// Pause pauses a task (see TaskTx.Pause).
+func (q *TaskQuery) Pause(ctx context.Context, id TaskID, reason string) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Tasks.Pause(ctx, id, reason) })
 }
 
 // runCancelled is the error of a run in flight when its task was cancelled.
 const runCancelled = "cancelled: the task was cancelled during the run"
 
-// DeleteTask cancels a task: it is deleted and its run log kept (pruned
+// Delete cancels a task: it is deleted and its run log kept (pruned
 // with the retention, as every finished run). A run in flight becomes an
 // error run saying it was cancelled, from its start; when it finishes, its
-// FinishTaskRun reports ErrNotFound and records nothing. ErrNotFound if the
+// Tasks.FinishRun reports ErrNotFound and records nothing. ErrNotFound if the
 // task does not exist.
-func (tx *Tx) DeleteTask(ctx context.Context, id TaskID) error {
-	res, err := tx.tx.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id)
+func (q *TaskTx) Delete(ctx context.Context, id TaskID) error {
+	res, err := q.tx.stx.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("delete task %s: %w", id, err)
 	}
-	if _, err := tx.tx.ExecContext(ctx, `UPDATE task_runs SET status = 'error', error = ?,
-		duration_ms = MAX(? - started_at, 0) WHERE task_id = ? AND status = 'running'`, runCancelled, toMS(tx.now()), id); err != nil {
+	if _, err := q.tx.stx.ExecContext(ctx, `UPDATE task_runs SET status = 'error', error = ?,
+		duration_ms = MAX(? - started_at, 0) WHERE task_id = ? AND status = 'running'`, runCancelled, toMS(q.tx.now()), id); err != nil {
 		return fmt.Errorf("delete task %s: %w", id, err)
 	}
 	return nil
 }
 
-// DeleteTask cancels a task (see Tx.DeleteTask).
-func (db *DB) DeleteTask(ctx context.Context, id TaskID) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.DeleteTask(ctx, id) })
+// Delete cancels a task (see TaskTx.Delete).
+func (q *TaskQuery) Delete(ctx context.Context, id TaskID) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Tasks.Delete(ctx, id) })
 }
 
-// CountLiveTasks returns how many of folder's tasks are not done: active,
+// CountLive returns how many of folder's tasks are not done: active,
 // running or paused (the ones a per-group cap counts).
-func (tx *Tx) CountLiveTasks(ctx context.Context, folder Folder) (int, error) {
+func (q *TaskTx) CountLive(ctx context.Context, folder Folder) (int, error) {
 	var n int
-	if err := tx.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE folder = ? AND status != 'done'`, folder).Scan(&n); err != nil {
+	if err := q.tx.stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE folder = ? AND status != 'done'`, folder).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count tasks of %s: %w", folder, err)
 	}
 	return n, nil
 }
 
-// NextDue returns the earliest next run of the active tasks, nil if none
+// Tasks.NextDue returns the earliest next run of the active tasks, nil if none
 // has one.
-func (db *DB) NextDue(ctx context.Context) (*time.Time, error) {
+func (q *TaskQuery) NextDue(ctx context.Context) (*time.Time, error) {
 	var next sql.NullInt64
-	if err := db.read.QueryRowContext(ctx, `SELECT MIN(next_run) FROM tasks WHERE status = 'active' AND next_run IS NOT NULL`).Scan(&next); err != nil {
+	if err := q.db.read.QueryRowContext(ctx, `SELECT MIN(next_run) FROM tasks WHERE status = 'active' AND next_run IS NOT NULL`).Scan(&next); err != nil {
 		return nil, fmt.Errorf("next due task: %w", err)
 	}
 	return fromNullMS(next), nil
 }
 
-// Claim is what ClaimDue's decide function says about one due task.
+// Claim is what Tasks.ClaimDue's decide function says about one due task.
 type Claim struct {
 	// Next is the task's following run; nil means none (always for once
 	// tasks): the task becomes running.
@@ -306,25 +306,25 @@ type Claim struct {
 // runInterrupted is the error of a run a stopped daemon left in flight.
 const runInterrupted = "interrupted: bridged stopped during the run"
 
-// ClaimDue claims every active task whose next run is at or before now,
+// Tasks.ClaimDue claims every active task whose next run is at or before now,
 // earliest first, in one IMMEDIATE transaction, so that no task is claimed
 // twice, not even by another process. For each due task (as stored, NextRun
 // being the run now due) decide says what happens: the task's next run
 // becomes Claim.Next (nil: none, and the task becomes running), or the task
 // is paused with the reason Claim.Pause. Each claimed run is recorded at once
-// in the run log as a 'running' row, which FinishTaskRun completes, so a run
+// in the run log as a 'running' row, which Tasks.FinishRun completes, so a run
 // a stopped daemon left in flight is found at the next start
-// (FailInterrupted); a task whose earlier run is still in flight keeps that
+// (Tasks.FailInterrupted); a task whose earlier run is still in flight keeps that
 // one row. Each due task is handed to decide with RunInFlight set when its
 // earlier run is still queued or running, so the caller can skip the slot
 // (Claim.Skip) rather than queue the task twice. The tasks to run are
 // returned with their new NextRun and Status; paused and skipped ones are
 // not.
-func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Claim) ([]Task, error) {
+func (q *TaskQuery) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Claim) ([]Task, error) {
 	var claimed []Task
-	err := db.Tx(ctx, func(tx *Tx) error {
+	err := q.db.Tx(ctx, func(tx *Tx) error {
 		claimed = nil
-		rows, err := tx.tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
+		rows, err := tx.stx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
 			WHERE status = 'active' AND next_run IS NOT NULL AND next_run <= ? ORDER BY next_run, id`, toMS(now))
 		if err != nil {
 			return fmt.Errorf("claim due tasks: %w", err)
@@ -334,19 +334,19 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 			return fmt.Errorf("claim due tasks: %w", err)
 		}
 		for _, t := range due {
-			if err := tx.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM task_runs WHERE task_id = ? AND status = 'running')`,
+			if err := tx.stx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM task_runs WHERE task_id = ? AND status = 'running')`,
 				t.ID).Scan(&t.RunInFlight); err != nil {
 				return fmt.Errorf("claim task %s: %w", t.ID, err)
 			}
 			c := decide(t)
 			if c.Pause != "" {
-				if err := tx.PauseTask(ctx, t.ID, c.Pause); err != nil {
+				if err := tx.Tasks.Pause(ctx, t.ID, c.Pause); err != nil {
 					return fmt.Errorf("claim due tasks: %w", err)
 				}
 				continue
 			}
 			if c.Skip != "" && c.Next != nil {
-				if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET next_run = ? WHERE id = ?`, toMS(*c.Next), t.ID); err != nil {
+				if _, err := tx.stx.ExecContext(ctx, `UPDATE tasks SET next_run = ? WHERE id = ?`, toMS(*c.Next), t.ID); err != nil {
 					return fmt.Errorf("skip task %s: %w", t.ID, err)
 				}
 				continue
@@ -358,11 +358,11 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 				t.NextRun = nil
 				t.Status = TaskRunning
 			}
-			if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET next_run = ?, status = ? WHERE id = ?`,
+			if _, err := tx.stx.ExecContext(ctx, `UPDATE tasks SET next_run = ?, status = ? WHERE id = ?`,
 				nullMS(t.NextRun), t.Status, t.ID); err != nil {
 				return fmt.Errorf("claim task %s: %w", t.ID, err)
 			}
-			if _, err := tx.tx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status)
+			if _, err := tx.stx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status)
 				VALUES (?, ?, 0, 'running') ON CONFLICT (task_id) WHERE status = 'running' DO NOTHING`,
 				t.ID, toMS(tx.now())); err != nil {
 				return fmt.Errorf("claim task %s: %w", t.ID, err)
@@ -377,7 +377,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 	return claimed, nil
 }
 
-// FinishTaskRun records a run in the task's log and sets its last run
+// FinishRun records a run in the task's log and sets its last run
 // (r.StartedAt) and last result (the result, or "error: " and the error). The
 // task's run in flight (the 'running' row its claim made) becomes this run;
 // without one, a row is added. A running task (no next run) becomes done.
@@ -385,19 +385,19 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, decide func(Task) Cla
 // (unless r.NotCounted), and pauses the task, PausedByFailures, when the
 // count reaches r.PauseAfter (> 0) and the task is still active.
 // ErrNotFound if the task was deleted meanwhile; nothing is recorded then.
-func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
+func (q *TaskTx) FinishRun(ctx context.Context, r TaskRun) error {
 	if r.Status != RunOK && r.Status != RunError {
 		return fmt.Errorf("finish run of task %s: %w: run status must be ok or error, not %q", r.TaskID, ErrInvalid, r.Status)
 	}
 	if r.StartedAt.IsZero() {
-		r.StartedAt = tx.now()
+		r.StartedAt = q.tx.now()
 	}
 	last := r.Result
 	if r.Status == RunError {
 		last = "error: " + r.Error
 	}
 	counted := r.Status == RunError && !r.NotCounted
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET last_run = ?, last_result = ?,
+	res, err := q.tx.stx.ExecContext(ctx, `UPDATE tasks SET last_run = ?, last_result = ?,
 		status = CASE WHEN status = 'running' THEN 'done' ELSE status END,
 		failures = CASE WHEN ? THEN 0 WHEN ? THEN failures + 1 ELSE failures END WHERE id = ?`,
 		toMS(r.StartedAt), last, boolInt(r.Status == RunOK), boolInt(counted), r.TaskID)
@@ -405,12 +405,12 @@ func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
 	}
 	if counted && r.PauseAfter > 0 {
-		if _, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_by_failures = 1
+		if _, err := q.tx.stx.ExecContext(ctx, `UPDATE tasks SET status = 'paused', paused_by_failures = 1
 			WHERE id = ? AND status = 'active' AND failures >= ?`, r.TaskID, r.PauseAfter); err != nil {
 			return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
 		}
 	}
-	res, err = tx.tx.ExecContext(ctx, `UPDATE task_runs SET started_at = ?, duration_ms = ?, status = ?, result = ?, error = ?, cost_usd = ?
+	res, err = q.tx.stx.ExecContext(ctx, `UPDATE task_runs SET started_at = ?, duration_ms = ?, status = ?, result = ?, error = ?, cost_usd = ?
 		WHERE task_id = ? AND status = 'running'`,
 		toMS(r.StartedAt), r.Duration.Milliseconds(), r.Status, r.Result, r.Error, r.CostUSD, r.TaskID)
 	if err != nil {
@@ -421,19 +421,19 @@ func (tx *Tx) FinishTaskRun(ctx context.Context, r TaskRun) error {
 	} else if n > 0 {
 		return nil
 	}
-	if _, err := tx.tx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status, result, error, cost_usd)
+	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status, result, error, cost_usd)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.TaskID, toMS(r.StartedAt), r.Duration.Milliseconds(), r.Status, r.Result, r.Error, r.CostUSD); err != nil {
 		return fmt.Errorf("finish run of task %s: %w", r.TaskID, err)
 	}
 	return nil
 }
 
-// FinishTaskRun records a finished run (see Tx.FinishTaskRun).
-func (db *DB) FinishTaskRun(ctx context.Context, r TaskRun) error {
-	return db.Tx(ctx, func(tx *Tx) error { return tx.FinishTaskRun(ctx, r) })
+// FinishRun records a finished run (see TaskTx.FinishRun).
+func (q *TaskQuery) FinishRun(ctx context.Context, r TaskRun) error {
+	return q.db.Tx(ctx, func(tx *Tx) error { return tx.Tasks.FinishRun(ctx, r) })
 }
 
-// FailInterrupted closes the runs a stopped daemon left in flight: every
+// Tasks.FailInterrupted closes the runs a stopped daemon left in flight: every
 // 'running' row of the run log (a claimed run of any task, recurring or once)
 // becomes an error run "interrupted: bridged stopped during the run", keeping
 // its start, and every running once task becomes done (a claimed run never
@@ -443,11 +443,11 @@ func (db *DB) FinishTaskRun(ctx context.Context, r TaskRun) error {
 // the same transaction, so the chat hears about it exactly once. Call it
 // once at start, before the scheduler claims anything. It returns the tasks
 // it closed runs of.
-func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]Task, error) {
-	return txValue(ctx, db, func(tx *Tx) ([]Task, error) {
+func (q *TaskQuery) FailInterrupted(ctx context.Context, notice func(Task) string) ([]Task, error) {
+	return txValue(ctx, q.db, func(tx *Tx) ([]Task, error) {
 		// A running once task without a 'running' row was claimed by a
 		// bridged from before the run log showed claims.
-		rows, err := tx.tx.QueryContext(ctx, `SELECT task_id, started_at FROM task_runs WHERE status = 'running'
+		rows, err := tx.stx.QueryContext(ctx, `SELECT task_id, started_at FROM task_runs WHERE status = 'running'
 			UNION ALL
 			SELECT id, NULL FROM tasks t WHERE status = 'running'
 				AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id AND r.status = 'running')
@@ -465,7 +465,7 @@ func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]
 		}
 		out := make([]Task, 0, len(runs))
 		for _, o := range runs {
-			t, err := tx.GetTask(ctx, o.id)
+			t, err := tx.Tasks.Get(ctx, o.id)
 			if err != nil {
 				return nil, fmt.Errorf("fail interrupted tasks: %w", err)
 			}
@@ -473,12 +473,12 @@ func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]
 			if o.started.Valid {
 				started = fromMS(o.started.Int64)
 			}
-			if err := tx.FinishTaskRun(ctx, TaskRun{TaskID: t.ID, StartedAt: started, Status: RunError, Error: runInterrupted, NotCounted: true}); err != nil {
+			if err := tx.Tasks.FinishRun(ctx, TaskRun{TaskID: t.ID, StartedAt: started, Status: RunError, Error: runInterrupted, NotCounted: true}); err != nil {
 				return nil, err
 			}
 			if notice != nil && t.Chat != "" {
 				if text := notice(t); strings.TrimSpace(text) != "" {
-					if _, err := tx.EnqueueOutbox(ctx, OutboxItem{Chat: t.Chat, Group: t.Folder, Text: text, Origin: OriginNotice}); err != nil {
+					if _, err := tx.Outbox.Enqueue(ctx, OutboxItem{Chat: t.Chat, Group: t.Folder, Text: text, Origin: OriginNotice}); err != nil {
 						return nil, fmt.Errorf("fail interrupted task %s: %w", t.ID, err)
 					}
 				}
@@ -489,13 +489,13 @@ func (db *DB) FailInterrupted(ctx context.Context, notice func(Task) string) ([]
 	})
 }
 
-// ListTaskRuns returns up to limit runs of the task, newest first. A limit
+// Runs returns up to limit runs of the task, newest first. A limit
 // of 0 or less means no limit.
-func (db *DB) ListTaskRuns(ctx context.Context, id TaskID, limit int) ([]TaskRun, error) {
+func (q *TaskQuery) Runs(ctx context.Context, id TaskID, limit int) ([]TaskRun, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, task_id, started_at, duration_ms, status, result, error, cost_usd
+	rows, err := q.db.read.QueryContext(ctx, `SELECT id, task_id, started_at, duration_ms, status, result, error, cost_usd
 		FROM task_runs WHERE task_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list runs of task %s: %w", id, err)

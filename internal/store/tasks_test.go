@@ -15,7 +15,7 @@ func ptr(t time.Time) *time.Time { return &t }
 
 func newTask(t *testing.T, db *DB, kind TaskKind, next *time.Time) Task {
 	t.Helper()
-	task, err := db.CreateTask(context.Background(), Task{
+	task, err := db.Tasks.Create(context.Background(), Task{
 		Folder: "main", Chat: "local:main", Prompt: "water the plants", Kind: kind, Value: "v", NextRun: next,
 	})
 	if err != nil {
@@ -31,7 +31,7 @@ func TestCreateTask(t *testing.T) {
 	if len(task.ID) < len("task-")+8 || task.ID[:5] != "task-" {
 		t.Errorf("task id %q; want task-<random>", task.ID)
 	}
-	got, err := db.GetTask(ctx, task.ID)
+	got, err := db.Tasks.Get(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func TestCreateTask(t *testing.T) {
 		{Folder: "main", Chat: "c", Prompt: "p", Kind: TaskOnce, Value: "v", ContextMode: "shared"},
 	}
 	for _, b := range bad {
-		if _, err := db.CreateTask(ctx, b); err == nil {
+		if _, err := db.Tasks.Create(ctx, b); err == nil {
 			t.Errorf("CreateTask(%+v) = nil; want an error", b)
 		}
 	}
-	if all, _ := db.ListTasks(ctx, ""); len(all) != 2 {
+	if all, _ := db.Tasks.List(ctx, ""); len(all) != 2 {
 		t.Errorf("ListTasks = %d tasks; want 2", len(all))
 	}
 }
@@ -97,7 +97,7 @@ func TestClaimDueConcurrent(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					results[i], errs[i] = db.ClaimDue(ctx, t0, next)
+					results[i], errs[i] = db.Tasks.ClaimDue(ctx, t0, next)
 				}()
 			}
 			close(start)
@@ -119,7 +119,7 @@ func TestClaimDueConcurrent(t *testing.T) {
 					t.Errorf("task %s claimed %d times; want once", id, n)
 				}
 			}
-			if again, _ := a.ClaimDue(ctx, t0, next); len(again) != 0 {
+			if again, _ := a.Tasks.ClaimDue(ctx, t0, next); len(again) != 0 {
 				t.Errorf("third ClaimDue claimed %d tasks; want 0", len(again))
 			}
 		})
@@ -133,15 +133,15 @@ func TestClaimDueAndFinish(t *testing.T) {
 	every := newTask(t, db, TaskInterval, ptr(t0))
 	later := newTask(t, db, TaskCron, ptr(t0.Add(2*time.Hour)))
 	paused := newTask(t, db, TaskCron, ptr(t0.Add(-time.Hour)))
-	if err := db.PauseTask(ctx, paused.ID, "group removed"); err != nil {
+	if err := db.Tasks.Pause(ctx, paused.ID, "group removed"); err != nil {
 		t.Fatal(err)
 	}
 
-	if n, _ := db.NextDue(ctx); n == nil || !n.Equal(t0.Add(-time.Minute)) {
+	if n, _ := db.Tasks.NextDue(ctx); n == nil || !n.Equal(t0.Add(-time.Minute)) {
 		t.Errorf("NextDue = %v; want %s (paused tasks ignored)", n, t0.Add(-time.Minute))
 	}
 	var sawDue []time.Time
-	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
+	claimed, err := db.Tasks.ClaimDue(ctx, t0, func(task Task) Claim {
 		sawDue = append(sawDue, *task.NextRun)
 		if task.Kind == TaskOnce {
 			return Claim{}
@@ -163,7 +163,7 @@ func TestClaimDueAndFinish(t *testing.T) {
 	if claimed[1].Status != TaskActive || !claimed[1].NextRun.Equal(t0.Add(time.Hour)) {
 		t.Errorf("claimed interval task %+v; want active, next run %s", claimed[1], t0.Add(time.Hour))
 	}
-	if n, _ := db.NextDue(ctx); n == nil || !n.Equal(t0.Add(time.Hour)) {
+	if n, _ := db.Tasks.NextDue(ctx); n == nil || !n.Equal(t0.Add(time.Hour)) {
 		t.Errorf("NextDue after claim = %v; want %s", n, t0.Add(time.Hour))
 	}
 
@@ -171,30 +171,30 @@ func TestClaimDueAndFinish(t *testing.T) {
 		{TaskID: once.ID, StartedAt: t0, Duration: 1500 * time.Millisecond, Status: RunOK, Result: "watered", CostUSD: 0.1},
 		{TaskID: every.ID, StartedAt: t0, Duration: time.Second, Status: RunError, Error: "container crashed"},
 	} {
-		if err := db.FinishTaskRun(ctx, r); err != nil {
+		if err := db.Tasks.FinishRun(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, _ := db.GetTask(ctx, once.ID)
+	got, _ := db.Tasks.Get(ctx, once.ID)
 	if got.Status != TaskDone || got.LastResult != "watered" || got.LastRun == nil || !got.LastRun.Equal(t0) {
 		t.Errorf("once task after run %+v; want done, watered, last run %s", got, t0)
 	}
-	got, _ = db.GetTask(ctx, every.ID)
+	got, _ = db.Tasks.Get(ctx, every.ID)
 	if got.Status != TaskActive || got.LastResult != "error: container crashed" {
 		t.Errorf("interval task after failed run %+v; want still active, error result", got)
 	}
-	runs, _ := db.ListTaskRuns(ctx, once.ID, 10)
+	runs, _ := db.Tasks.Runs(ctx, once.ID, 10)
 	want := TaskRun{ID: runs[0].ID, TaskID: once.ID, StartedAt: t0, Duration: 1500 * time.Millisecond, Status: RunOK, Result: "watered", CostUSD: 0.1}
 	if len(runs) != 1 || runs[0] != want {
 		t.Errorf("ListTaskRuns = %+v; want [%+v]", runs, want)
 	}
-	if got, _ := db.GetTask(ctx, later.ID); got.Status != TaskActive || got.LastRun != nil {
+	if got, _ := db.Tasks.Get(ctx, later.ID); got.Status != TaskActive || got.LastRun != nil {
 		t.Errorf("task not yet due was touched: %+v", got)
 	}
-	if got, _ := db.GetTask(ctx, paused.ID); got.Status != TaskPaused || got.LastResult != "group removed" {
+	if got, _ := db.Tasks.Get(ctx, paused.ID); got.Status != TaskPaused || got.LastResult != "group removed" {
 		t.Errorf("paused task %+v; want paused with its reason", got)
 	}
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: once.ID, Status: "meh"}); !errors.Is(err, ErrInvalid) {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: once.ID, Status: "meh"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("FinishTaskRun with status meh = %v; want ErrInvalid", err)
 	}
 }
@@ -206,20 +206,20 @@ func TestDeleteTaskKeepsItsRuns(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	task := newTask(t, db, TaskCron, ptr(t0))
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Duration: time.Second, Status: RunOK, Result: "fine"}); err != nil {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Duration: time.Second, Status: RunOK, Result: "fine"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.write.ExecContext(ctx, `INSERT INTO task_runs (task_id, started_at, duration_ms, status) VALUES (?, ?, 0, 'running')`,
 		task.ID, toMS(t0.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteTask(ctx, task.ID); err != nil {
+	if err := db.Tasks.Delete(ctx, task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.GetTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Tasks.Get(ctx, task.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetTask after delete = %v; want ErrNotFound", err)
 	}
-	runs, err := db.ListTaskRuns(ctx, task.ID, 0)
+	runs, err := db.Tasks.Runs(ctx, task.ID, 0)
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("runs after cancel: %+v, %v; want both kept", runs, err)
 	}
@@ -230,17 +230,17 @@ func TestDeleteTaskKeepsItsRuns(t *testing.T) {
 		t.Errorf("the finished run became %+v; want it as it was", r)
 	}
 	// A run that ends after the task was cancelled records nothing.
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); !errors.Is(err, ErrNotFound) {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: task.ID, StartedAt: t0, Status: RunOK}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("FinishTaskRun of a deleted task = %v; want ErrNotFound", err)
 	}
 	if n := count(t, db, "task_runs", ""); n != 2 {
 		t.Errorf("%d runs after the late end; want 2", n)
 	}
-	if err := db.DeleteTask(ctx, task.ID); !errors.Is(err, ErrNotFound) {
+	if err := db.Tasks.Delete(ctx, task.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second DeleteTask = %v; want ErrNotFound", err)
 	}
 	// Nothing is left in flight for the next start to close.
-	if closed, err := db.FailInterrupted(ctx, nil); err != nil || len(closed) != 0 {
+	if closed, err := db.Tasks.FailInterrupted(ctx, nil); err != nil || len(closed) != 0 {
 		t.Errorf("FailInterrupted after the cancel: %v, %v; want nothing to close", closed, err)
 	}
 }
@@ -250,39 +250,39 @@ func TestUpdateTaskAndStatus(t *testing.T) {
 	db := openTest(t)
 	task := newTask(t, db, TaskCron, ptr(t0))
 	task.Prompt, task.Kind, task.Value, task.NextRun = "new prompt", TaskInterval, "2h", ptr(t0.Add(2*time.Hour))
-	if err := db.UpdateTask(ctx, task); err != nil {
+	if err := db.Tasks.Update(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := db.GetTask(ctx, task.ID)
+	got, _ := db.Tasks.Get(ctx, task.ID)
 	if got.Prompt != "new prompt" || got.Kind != TaskInterval || got.Value != "2h" || !got.NextRun.Equal(t0.Add(2*time.Hour)) {
 		t.Errorf("updated task %+v", got)
 	}
-	if err := db.SetTaskStatus(ctx, task.ID, TaskPaused); err != nil {
+	if err := db.Tasks.SetStatus(ctx, task.ID, TaskPaused); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.GetTask(ctx, task.ID); got.Status != TaskPaused {
+	if got, _ := db.Tasks.Get(ctx, task.ID); got.Status != TaskPaused {
 		t.Errorf("status %s; want paused", got.Status)
 	}
-	if err := db.SetTaskStatus(ctx, task.ID, "sleeping"); !errors.Is(err, ErrInvalid) {
+	if err := db.Tasks.SetStatus(ctx, task.ID, "sleeping"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SetTaskStatus(sleeping) = %v; want ErrInvalid", err)
 	}
-	if err := db.SetTaskStatus(ctx, "task-none", TaskActive); !errors.Is(err, ErrNotFound) {
+	if err := db.Tasks.SetStatus(ctx, "task-none", TaskActive); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetTaskStatus(unknown) = %v; want ErrNotFound", err)
 	}
-	if err := db.PauseTask(ctx, "task-none", "x"); !errors.Is(err, ErrNotFound) {
+	if err := db.Tasks.Pause(ctx, "task-none", "x"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("PauseTask(unknown) = %v; want ErrNotFound", err)
 	}
 	task.ID = "task-none"
-	if err := db.UpdateTask(ctx, task); !errors.Is(err, ErrNotFound) {
+	if err := db.Tasks.Update(ctx, task); !errors.Is(err, ErrNotFound) {
 		t.Errorf("UpdateTask(unknown) = %v; want ErrNotFound", err)
 	}
 
-	other, err := db.CreateTask(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: TaskOnce, Value: "v"})
+	other, err := db.Tasks.Create(ctx, Task{Folder: "family", Chat: "1@g.us", Prompt: "p", Kind: TaskOnce, Value: "v"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for folder, want := range map[Folder]int{"": 2, "main": 1, "family": 1, "nobody": 0} {
-		ts, err := db.ListTasks(ctx, folder)
+		ts, err := db.Tasks.List(ctx, folder)
 		if err != nil || len(ts) != want {
 			t.Errorf("ListTasks(%q) = %d tasks, %v; want %d", folder, len(ts), err, want)
 		}
@@ -296,28 +296,28 @@ func TestFailInterrupted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bridged.db")
 	db := openAt(t, path)
 	task := newTask(t, db, TaskOnce, ptr(t0))
-	if claimed, _ := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{} }); len(claimed) != 1 {
+	if claimed, _ := db.Tasks.ClaimDue(ctx, t0, func(Task) Claim { return Claim{} }); len(claimed) != 1 {
 		t.Fatalf("claimed %d; want 1", len(claimed))
 	}
 	db.Close() // the daemon dies mid-run
 
 	db = openAt(t, path)
-	closed, err := db.FailInterrupted(ctx, nil)
+	closed, err := db.Tasks.FailInterrupted(ctx, nil)
 	if err != nil || len(closed) != 1 {
 		t.Fatalf("FailInterrupted = %v, %v; want 1 task", closed, err)
 	}
-	got, _ := db.GetTask(ctx, task.ID)
+	got, _ := db.Tasks.Get(ctx, task.ID)
 	if got.Status != TaskDone || got.LastResult != "error: interrupted: bridged stopped during the run" {
 		t.Errorf("interrupted task %+v; want done with the interruption as last result", got)
 	}
-	runs, _ := db.ListTaskRuns(ctx, task.ID, 0)
+	runs, _ := db.Tasks.Runs(ctx, task.ID, 0)
 	if len(runs) != 1 || runs[0].Status != RunError {
 		t.Errorf("runs %+v; want one error run", runs)
 	}
-	if claimed, _ := db.ClaimDue(ctx, t0.Add(time.Hour), func(Task) Claim { return Claim{} }); len(claimed) != 0 {
+	if claimed, _ := db.Tasks.ClaimDue(ctx, t0.Add(time.Hour), func(Task) Claim { return Claim{} }); len(claimed) != 0 {
 		t.Errorf("ClaimDue after restart claimed %d; want 0", len(claimed))
 	}
-	if closed, _ := db.FailInterrupted(ctx, nil); len(closed) != 0 {
+	if closed, _ := db.Tasks.FailInterrupted(ctx, nil); len(closed) != 0 {
 		t.Errorf("second FailInterrupted closed %v; want none", closed)
 	}
 }
@@ -326,17 +326,17 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	addGroup(t, db, "local:main", "main")
-	if err := db.UpsertChat(ctx, Chat{ID: "2@g.us"}); err != nil {
+	if err := db.Chats.Upsert(ctx, Chat{ID: "2@g.us"}); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: "x", Origin: OriginReply})
-	_, _ = db.EnqueueOutbox(ctx, OutboxItem{Chat: "local:main", Text: "y", Origin: OriginReply})
-	if err := db.MarkFailed(ctx, a.ID, "gone"); err != nil {
+	a, _ := db.Outbox.Enqueue(ctx, OutboxItem{Chat: "local:main", Text: "x", Origin: OriginReply})
+	_, _ = db.Outbox.Enqueue(ctx, OutboxItem{Chat: "local:main", Text: "y", Origin: OriginReply})
+	if err := db.Outbox.MarkFailed(ctx, a.ID, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	newTask(t, db, TaskCron, nil)
 	p := newTask(t, db, TaskCron, nil)
-	if err := db.PauseTask(ctx, p.ID, ""); err != nil {
+	if err := db.Tasks.Pause(ctx, p.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := db.Stats(ctx)
@@ -357,36 +357,36 @@ func TestRecurringRunClaimedVisibly(t *testing.T) {
 	db := openTest(t)
 	every := newTask(t, db, TaskInterval, ptr(t0))
 	hourly := func(task Task) Claim { return Claim{Next: ptr(task.NextRun.Add(time.Hour))} }
-	if claimed, err := db.ClaimDue(ctx, t0, hourly); err != nil || len(claimed) != 1 {
+	if claimed, err := db.Tasks.ClaimDue(ctx, t0, hourly); err != nil || len(claimed) != 1 {
 		t.Fatalf("ClaimDue = %v, %v; want the interval task", claimed, err)
 	}
-	runs, _ := db.ListTaskRuns(ctx, every.ID, 0)
+	runs, _ := db.Tasks.Runs(ctx, every.ID, 0)
 	if len(runs) != 1 || runs[0].Status != RunRunning || !runs[0].StartedAt.Equal(t0) {
 		t.Fatalf("runs after the claim %+v; want one running row started %s", runs, t0)
 	}
 	// The next slot comes while the run is still going.
-	if claimed, err := db.ClaimDue(ctx, t0.Add(time.Hour), hourly); err != nil || len(claimed) != 1 {
+	if claimed, err := db.Tasks.ClaimDue(ctx, t0.Add(time.Hour), hourly); err != nil || len(claimed) != 1 {
 		t.Fatalf("second ClaimDue = %v, %v; want the interval task", claimed, err)
 	}
 	if n := count(t, db, "task_runs", "task_id = ?", every.ID); n != 1 {
 		t.Errorf("%d run rows after a claim during the run; want 1", n)
 	}
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Second), Duration: time.Minute, Status: RunOK, Result: "done it"}); err != nil {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Second), Duration: time.Minute, Status: RunOK, Result: "done it"}); err != nil {
 		t.Fatal(err)
 	}
-	runs, _ = db.ListTaskRuns(ctx, every.ID, 0)
+	runs, _ = db.Tasks.Runs(ctx, every.ID, 0)
 	want := TaskRun{ID: runs[0].ID, TaskID: every.ID, StartedAt: t0.Add(time.Second), Duration: time.Minute, Status: RunOK, Result: "done it"}
 	if len(runs) != 1 || runs[0] != want {
 		t.Errorf("runs after the run %+v; want [%+v]", runs, want)
 	}
 	// A run with no claim row (the second claim's, merged) gets its own row.
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Hour), Status: RunOK, Result: "again"}); err != nil {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: every.ID, StartedAt: t0.Add(time.Hour), Status: RunOK, Result: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, db, "task_runs", "task_id = ?", every.ID); n != 2 {
 		t.Errorf("%d run rows; want 2", n)
 	}
-	if got, _ := db.GetTask(ctx, every.ID); got.Status != TaskActive {
+	if got, _ := db.Tasks.Get(ctx, every.ID); got.Status != TaskActive {
 		t.Errorf("interval task %+v; want still active", got)
 	}
 }
@@ -396,11 +396,11 @@ func TestClaimDuePauses(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	task := newTask(t, db, TaskCron, ptr(t0))
-	claimed, err := db.ClaimDue(ctx, t0, func(Task) Claim { return Claim{Pause: "group main was removed; task paused"} })
+	claimed, err := db.Tasks.ClaimDue(ctx, t0, func(Task) Claim { return Claim{Pause: "group main was removed; task paused"} })
 	if err != nil || len(claimed) != 0 {
 		t.Fatalf("ClaimDue = %v, %v; want nothing to run", claimed, err)
 	}
-	got, _ := db.GetTask(ctx, task.ID)
+	got, _ := db.Tasks.Get(ctx, task.ID)
 	if got.Status != TaskPaused || got.LastResult != "group main was removed; task paused" || !got.NextRun.Equal(t0) {
 		t.Errorf("task %+v; want paused with the reason, next run unchanged", got)
 	}
@@ -418,10 +418,10 @@ func TestFailInterruptedRecurring(t *testing.T) {
 	cron := newTask(t, db, TaskCron, ptr(t0))
 	once := newTask(t, db, TaskOnce, ptr(t0))
 	failing := newTask(t, db, TaskInterval, ptr(t0))
-	if err := db.FinishTaskRun(ctx, TaskRun{TaskID: failing.ID, StartedAt: t0.Add(-time.Hour), Status: RunError, Error: "crashed"}); err != nil {
+	if err := db.Tasks.FinishRun(ctx, TaskRun{TaskID: failing.ID, StartedAt: t0.Add(-time.Hour), Status: RunError, Error: "crashed"}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := db.ClaimDue(ctx, t0, func(task Task) Claim {
+	claimed, err := db.Tasks.ClaimDue(ctx, t0, func(task Task) Claim {
 		if task.Kind == TaskOnce {
 			return Claim{}
 		}
@@ -442,7 +442,7 @@ func TestFailInterruptedRecurring(t *testing.T) {
 		}
 		return "Scheduled task " + string(task.ID) + " failed: interrupted"
 	}
-	closed, err := db.FailInterrupted(ctx, notice)
+	closed, err := db.Tasks.FailInterrupted(ctx, notice)
 	if err != nil || len(closed) != 3 {
 		t.Fatalf("FailInterrupted = %v, %v; want 3 tasks", closed, err)
 	}
@@ -450,22 +450,22 @@ func TestFailInterruptedRecurring(t *testing.T) {
 		t.Errorf("notice asked about %v; want the 3 tasks", asked)
 	}
 	for _, task := range []Task{cron, once, failing} {
-		runs, _ := db.ListTaskRuns(ctx, task.ID, 1)
+		runs, _ := db.Tasks.Runs(ctx, task.ID, 1)
 		if len(runs) != 1 || runs[0].Status != RunError || runs[0].Error != "interrupted: bridged stopped during the run" || !runs[0].StartedAt.Equal(t0) {
 			t.Errorf("%s %s: latest run %+v; want an interrupted error run started at the claim, %s", task.Kind, task.ID, runs, t0)
 		}
-		got, _ := db.GetTask(ctx, task.ID)
+		got, _ := db.Tasks.Get(ctx, task.ID)
 		if got.LastResult != "error: interrupted: bridged stopped during the run" || got.LastRun == nil || !got.LastRun.Equal(t0) {
 			t.Errorf("%s task %+v; want the interruption as last result", task.Kind, got)
 		}
 	}
-	if got, _ := db.GetTask(ctx, cron.ID); got.Status != TaskActive || !got.NextRun.Equal(t0.Add(time.Hour)) {
+	if got, _ := db.Tasks.Get(ctx, cron.ID); got.Status != TaskActive || !got.NextRun.Equal(t0.Add(time.Hour)) {
 		t.Errorf("cron task %+v; want active with its next run", got)
 	}
-	if got, _ := db.GetTask(ctx, once.ID); got.Status != TaskDone {
+	if got, _ := db.Tasks.Get(ctx, once.ID); got.Status != TaskDone {
 		t.Errorf("once task %+v; want done", got)
 	}
-	notices, _ := db.PendingOutbox(ctx, 0)
+	notices, _ := db.Outbox.Pending(ctx, 0)
 	if len(notices) != 2 {
 		t.Fatalf("outbox %+v; want one notice for the cron task and one for the once task", notices)
 	}
@@ -478,7 +478,7 @@ func TestFailInterruptedRecurring(t *testing.T) {
 		t.Errorf("%d running rows left", n)
 	}
 	// A second start finds nothing: no second notice.
-	if again, _ := db.FailInterrupted(ctx, notice); len(again) != 0 {
+	if again, _ := db.Tasks.FailInterrupted(ctx, notice); len(again) != 0 {
 		t.Errorf("second FailInterrupted closed %v; want none", again)
 	}
 	if n := count(t, db, "outbox", ""); n != 2 {

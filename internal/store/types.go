@@ -76,7 +76,7 @@ const (
 	TaskActive TaskStatus = "active"
 	TaskPaused TaskStatus = "paused"
 	// TaskRunning is a claimed task that has no next run (a once task in
-	// flight); FinishTaskRun makes it TaskDone.
+	// flight); Tasks.FinishRun makes it TaskDone.
 	TaskRunning TaskStatus = "running"
 	TaskDone    TaskStatus = "done"
 )
@@ -109,7 +109,7 @@ type RunStatus string
 const (
 	RunOK    RunStatus = "ok"
 	RunError RunStatus = "error"
-	// RunRunning is a claimed run not finished yet (see ClaimDue).
+	// RunRunning is a claimed run not finished yet (see Tasks.ClaimDue).
 	RunRunning RunStatus = "running"
 )
 

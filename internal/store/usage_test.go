@@ -17,13 +17,13 @@ func TestAPIUsageLedger(t *testing.T) {
 	day := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	add := func(folder Folder, at time.Time, usd float64) {
 		t.Helper()
-		if err := db.AddAPIUsage(ctx, APIUsage{Folder: folder, At: at, Model: "claude-opus-4-1", InputTokens: 1, CostUSD: usd}); err != nil {
+		if err := db.Usage.AddAPI(ctx, APIUsage{Folder: folder, At: at, Model: "claude-opus-4-1", InputTokens: 1, CostUSD: usd}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cost := func(folder Folder) float64 {
 		t.Helper()
-		c, err := db.GroupCostSince(ctx, folder, day)
+		c, err := db.Usage.GroupCostSince(ctx, folder, day)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,14 +40,14 @@ func TestAPIUsageLedger(t *testing.T) {
 	if c := cost("fam"); c != 0.75 {
 		t.Errorf("cost today after more rows %v; want 0.75", c)
 	}
-	if c, _ := db.GroupCostSince(ctx, "fam", day.Add(-24*time.Hour)); c != 103.75 {
+	if c, _ := db.Usage.GroupCostSince(ctx, "fam", day.Add(-24*time.Hour)); c != 103.75 {
 		t.Errorf("cost since yesterday %v; want 103.75", c)
 	}
-	if c, _ := db.CostSince(ctx, day); c != 7.75 {
+	if c, _ := db.Usage.CostSince(ctx, day); c != 7.75 {
 		t.Errorf("every group's cost today %v; want 7.75", c)
 	}
 	for _, bad := range []float64{-1000, math.NaN(), math.Inf(1)} {
-		if err := db.AddAPIUsage(ctx, APIUsage{Folder: "fam", At: day.Add(3 * time.Hour), CostUSD: bad}); !errors.Is(err, ErrInvalid) {
+		if err := db.Usage.AddAPI(ctx, APIUsage{Folder: "fam", At: day.Add(3 * time.Hour), CostUSD: bad}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("cost %v: %v; want ErrInvalid", bad, err)
 		}
 	}
@@ -68,18 +68,18 @@ func TestAPIUsagePruned(t *testing.T) {
 		{Folder: "fam", At: old.Add(time.Hour), OutputTokens: 5, CostUSD: 2},
 		{Folder: "fam", At: now, CostUSD: 0.5},
 	} {
-		if err := db.AddAPIUsage(ctx, u); err != nil {
+		if err := db.Usage.AddAPI(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if c, _ := db.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 3.5 {
+	if c, _ := db.Usage.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 3.5 {
 		t.Fatalf("cost %v; want 3.5", c)
 	}
 	n, err := db.Prune(ctx, now.Add(-24*time.Hour), 100)
 	if err != nil || n.Usage != 2 {
 		t.Fatalf("pruned %+v, %v; want 2 usage rows", n, err)
 	}
-	if c, _ := db.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 0.5 {
+	if c, _ := db.Usage.GroupCostSince(ctx, "fam", old.Add(-time.Hour)); c != 0.5 {
 		t.Errorf("cost after pruning %v; want 0.5 (the cached total forgot the pruned rows)", c)
 	}
 	var requests, in, out int64

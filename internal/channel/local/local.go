@@ -7,7 +7,7 @@
 // Inbound stores it and wakes the router) that returns the stored id, so Post answers with that id and
 // never reads back what it just posted. An outbound message is "delivered" by storing it in
 // the messages table (IsBot, FromMe, the outbox's id as external id, the
-// assistant's name as sender); the outbox's MarkSent then finds the row under
+// assistant's name as sender); the outbox's Outbox.MarkSent then finds the row under
 // the same (chat, external id) and does not store it again. Every stored
 // message wakes the long-poll waiters after its row is committed.
 //
@@ -315,7 +315,7 @@ func (c *Channel) Send(ctx context.Context, m channel.Outgoing) (string, error) 
 			text = strings.TrimRight(text, "\n") + "\n" + FileLine(a)
 		}
 	}
-	stored, _, err := c.db.InsertMessage(ctx, store.Message{
+	stored, _, err := c.db.Messages.Insert(ctx, store.Message{
 		Chat:       store.ChatID(m.Chat),
 		ExternalID: id,
 		Sender:     c.assistant,
@@ -374,7 +374,7 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 	if strings.TrimSpace(text) == "" && len(media) == 0 {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
 	}
-	if _, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
+	if _, err := c.db.Groups.ByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 	} else if err != nil {
 		return nil, fmt.Errorf("post to %s: %w", chat, err)
@@ -408,7 +408,7 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}
 		if id == 0 {
-			if g, err := c.db.GetGroupByChat(ctx, store.ChatID(chat)); err == nil {
+			if g, err := c.db.Groups.ByChat(ctx, store.ChatID(chat)); err == nil {
 				if owner || g.Others != store.OthersDrop {
 					// Taken out before storage (an approval answer, a
 					// /remote-control command or its refusal).

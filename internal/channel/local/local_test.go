@@ -23,7 +23,7 @@ func openStore(t *testing.T) *store.DB {
 
 func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder) {
 	t.Helper()
-	if _, err := db.AddGroup(context.Background(), store.Group{Chat: chat, Folder: folder, Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+	if _, err := db.Groups.Add(context.Background(), store.Group{Chat: chat, Folder: folder, Trigger: "@Andy", RequiresTrigger: true}); err != nil {
 		t.Fatalf("AddGroup: %v", err)
 	}
 }
@@ -31,7 +31,7 @@ func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder
 // storeInbound is what the ingest's Inbound does with a message: store it.
 func storeInbound(db *store.DB) Inbound {
 	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
-		id, _, err := db.InsertMessage(ctx, store.Message{
+		id, _, err := db.Messages.Insert(ctx, store.Message{
 			Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID, Sender: m.Sender,
 			SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt,
 		})
@@ -66,7 +66,7 @@ func TestPostStoresAndWakes(t *testing.T) {
 	if !closed(w) {
 		t.Error("Wait channel still open after Post stored a message")
 	}
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestPostRejects(t *testing.T) {
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
 		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
 		{"unregistered before the commit", func(ctx context.Context, _ channel.Message) (store.MessageID, error) {
-			return 0, db.RemoveGroup(ctx, "gone")
+			return 0, db.Groups.Remove(ctx, "gone")
 		}, "local:gone", "hi", ErrNotRegistered},
 	}
 	for _, tt := range tests {
@@ -136,7 +136,7 @@ func TestPostRejects(t *testing.T) {
 			}
 		})
 	}
-	if msgs, _ := db.MessagesAfter(ctx, "local:main", 0, 0); len(msgs) != 0 {
+	if msgs, _ := db.Messages.After(ctx, "local:main", 0, 0); len(msgs) != 0 {
 		t.Errorf("got %d stored messages after rejected posts; want 0", len(msgs))
 	}
 }
@@ -150,7 +150,7 @@ func TestSendThroughOutbox(t *testing.T) {
 	register(t, db, "local:main", "main")
 	c := New(db, "Andy", storeInbound(db), zerolog.Nop())
 
-	it, err := db.EnqueueOutbox(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "the answer", Origin: store.OriginReply})
+	it, err := db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: "local:main", Group: "main", Text: "the answer", Origin: store.OriginReply})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,21 +165,21 @@ func TestSendThroughOutbox(t *testing.T) {
 	if !closed(w) {
 		t.Fatal("Wait channel still open after Send")
 	}
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 1 || msgs[0].Text != "the answer" || !msgs[0].IsBot || msgs[0].Sender != "Andy" {
 		t.Fatalf("after Send got %+v; want one bot message %q from Andy", msgs, "the answer")
 	}
-	if err := db.MarkSent(ctx, it.ID, sent, time.Now()); err != nil {
+	if err := db.Outbox.MarkSent(ctx, it.ID, sent, time.Now()); err != nil {
 		t.Fatalf("MarkSent: %v", err)
 	}
-	// A retry after a crash between Send and MarkSent sends the same id again.
+	// A retry after a crash between Send and Outbox.MarkSent sends the same id again.
 	if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: it.Text, ID: it.ExternalID}); err != nil {
 		t.Fatalf("second Send: %v", err)
 	}
-	msgs, err = db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err = db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestSendWithFile(t *testing.T) {
 	if _, err := c.Send(ctx, channel.Outgoing{Chat: "local:main", Text: "the chart\n", ID: "3EB0AB", Attachment: a}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSendWithFileKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := filepath.Join(dir, "local", "main~3EB0AB", "chart.png")
-	msgs, err := db.MessagesAfter(ctx, "local:main", 0, 0)
+	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,12 +364,12 @@ func TestPostAsAnotherSender(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	register(t, db, "local:fam", "fam")
-	fam, err := db.GetGroupByFolder(ctx, "fam")
+	fam, err := db.Groups.ByFolder(ctx, "fam")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fam.Others = store.OthersDrop
-	if err := db.UpdateGroup(ctx, fam); err != nil {
+	if err := db.Groups.Update(ctx, fam); err != nil {
 		t.Fatal(err)
 	}
 	var got []channel.Message
@@ -447,7 +447,7 @@ func TestSendWithFileCapped(t *testing.T) {
 		if _, err := c.Send(ctx, channel.Outgoing{Chat: chat, Text: "file " + id, ID: id, Attachment: a}); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
-		msgs, err := db.MessagesAfter(ctx, store.ChatID(chat), 0, 0)
+		msgs, err := db.Messages.After(ctx, store.ChatID(chat), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,16 +32,16 @@ func (s ingestSink) Inbound(ctx context.Context, m channel.Message) (bridgedstor
 }
 
 func (s ingestSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
-	return s.db.UpsertChat(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup, LastActivity: time.Now()})
+	return s.db.Chats.Upsert(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup, LastActivity: time.Now()})
 }
 
 func (s ingestSink) IsRegistered(ctx context.Context, chat string) bool {
-	_, err := s.db.GetGroupByChat(ctx, bridgedstore.ChatID(chat))
+	_, err := s.db.Groups.ByChat(ctx, bridgedstore.ChatID(chat))
 	return err == nil
 }
 
 func (s ingestSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
-	ok, _ := s.db.IsOwnMessage(ctx, bridgedstore.ChatID(chat), id)
+	ok, _ := s.db.Outbox.IsOwn(ctx, bridgedstore.ChatID(chat), id)
 	return ok
 }
 
@@ -50,7 +50,7 @@ func (s ingestSink) IsOwnMessage(ctx context.Context, chat, id string) bool {
 type outboxPoster struct{ db *bridgedstore.DB }
 
 func (p outboxPoster) SendMessage(ctx context.Context, chat, text string, origin bridgedstore.Origin, folder string) (bridgedstore.OutboxItem, error) {
-	return p.db.EnqueueOutbox(ctx, bridgedstore.OutboxItem{Chat: bridgedstore.ChatID(chat), Text: text, Origin: origin, Group: bridgedstore.Folder(folder)})
+	return p.db.Outbox.Enqueue(ctx, bridgedstore.OutboxItem{Chat: bridgedstore.ChatID(chat), Text: text, Origin: origin, Group: bridgedstore.Folder(folder)})
 }
 
 // An approval answer end to end inside the daemon: a whatsmeow event goes
@@ -144,7 +144,7 @@ func TestApprovalAnswersThroughTheChannel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			db := storetest.Open(t)
-			if _, err := db.AddGroup(ctx, bridgedstore.Group{Chat: bridgedstore.ChatID(familyChat.String()), Name: "Family", Folder: "main", IsMain: true, RequiresTrigger: false}); err != nil {
+			if _, err := db.Groups.Add(ctx, bridgedstore.Group{Chat: bridgedstore.ChatID(familyChat.String()), Name: "Family", Folder: "main", IsMain: true, RequiresTrigger: false}); err != nil {
 				t.Fatal(err)
 			}
 			ap := approvals.New(db, outboxPoster{db}, time.Hour, zerolog.Nop())
@@ -155,31 +155,31 @@ func TestApprovalAnswersThroughTheChannel(t *testing.T) {
 			// The open request, posted and sent with requestSent; and one
 			// denied before.
 			open := bridgedstore.Approval{ID: openID, Folder: "family", RequestID: "r1", Tool: "Bash", Subject: "rm -rf build", Rule: "Bash(rm -rf build)"}
-			item, err := db.EnqueueOutbox(ctx, bridgedstore.OutboxItem{Chat: bridgedstore.ChatID(familyChat.String()),
+			item, err := db.Outbox.Enqueue(ctx, bridgedstore.OutboxItem{Chat: bridgedstore.ChatID(familyChat.String()),
 				Text: approvals.RequestText(open, time.Hour), Origin: bridgedstore.OriginNotice})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := db.MarkSent(ctx, item.ID, requestSent, time.Now()); err != nil {
+			if err := db.Outbox.MarkSent(ctx, item.ID, requestSent, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			err = db.Tx(ctx, func(tx *bridgedstore.Tx) error {
-				if _, err := tx.AddApproval(ctx, open); err != nil {
+				if _, err := tx.Approvals.Add(ctx, open); err != nil {
 					return err
 				}
-				if err := tx.SetApprovalOutbox(ctx, openID, item.ID); err != nil {
+				if err := tx.Approvals.SetOutbox(ctx, openID, item.ID); err != nil {
 					return err
 				}
-				if _, err := tx.AddApproval(ctx, bridgedstore.Approval{ID: settledID, Folder: "family", RequestID: "r0", Tool: "Bash", Subject: "ls", Rule: "Bash(ls)"}); err != nil {
+				if _, err := tx.Approvals.Add(ctx, bridgedstore.Approval{ID: settledID, Folder: "family", RequestID: "r0", Tool: "Bash", Subject: "ls", Rule: "Bash(ls)"}); err != nil {
 					return err
 				}
-				_, err := tx.DecideApproval(ctx, settledID, false, false, "cli")
+				_, err := tx.Approvals.Decide(ctx, settledID, false, false, "cli")
 				return err
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, err := db.PendingOutbox(ctx, 0)
+			before, err := db.Outbox.Pending(ctx, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,21 +192,21 @@ func TestApprovalAnswersThroughTheChannel(t *testing.T) {
 				}
 			}
 
-			a, err := db.GetApproval(ctx, openID)
+			a, err := db.Approvals.Get(ctx, openID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if a.State != tt.state || a.DecidedBy != tt.by || a.Always {
 				t.Errorf("request %s: %s by %q (always %v); want %s by %q", openID, a.State, a.DecidedBy, a.Always, tt.state, tt.by)
 			}
-			s, err := db.GetApproval(ctx, settledID)
+			s, err := db.Approvals.Get(ctx, settledID)
 			if err != nil || s.State != bridgedstore.ApprovalDenied || s.DecidedBy != "cli" {
 				t.Errorf("settled request %s: %+v, %v; want still denied by cli", settledID, s, err)
 			}
-			if rules, err := db.ListApprovalRules(ctx); err != nil || len(rules) != 0 {
+			if rules, err := db.Approvals.Rules(ctx); err != nil || len(rules) != 0 {
 				t.Errorf("standing rules %+v, %v; want none", rules, err)
 			}
-			msgs, err := db.MessagesAfter(ctx, bridgedstore.ChatID(familyChat.String()), 0, 100)
+			msgs, err := db.Messages.After(ctx, bridgedstore.ChatID(familyChat.String()), 0, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +220,7 @@ func TestApprovalAnswersThroughTheChannel(t *testing.T) {
 			if strings.Join(got, "|") != strings.Join(tt.stored, "|") {
 				t.Errorf("stored messages %q; want %q", got, tt.stored)
 			}
-			after, err := db.PendingOutbox(ctx, 0)
+			after, err := db.Outbox.Pending(ctx, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

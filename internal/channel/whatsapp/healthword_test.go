@@ -96,7 +96,7 @@ func TestHealthWordAndOneAlert(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				db := storetest.Open(t)
-				if _, err := db.AddGroup(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
+				if _, err := db.Groups.Add(ctx, store.Group{Chat: "local:main", Folder: "main", IsMain: true}); err != nil {
 					t.Fatal(err)
 				}
 				tc, uf := newUpkeepClient(t)

@@ -18,17 +18,17 @@ import (
 type dbSink struct{ db *bridgedstore.DB }
 
 func (s dbSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
-	id, _, err := s.db.InsertMessage(ctx, bridgedstore.Message{Chat: bridgedstore.ChatID(m.Chat), ExternalID: m.ExternalID,
+	id, _, err := s.db.Messages.Insert(ctx, bridgedstore.Message{Chat: bridgedstore.ChatID(m.Chat), ExternalID: m.ExternalID,
 		Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned})
 	return id, err
 }
 
 func (s dbSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
-	return s.db.UpsertChat(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup})
+	return s.db.Chats.Upsert(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup})
 }
 
 func (s dbSink) IsRegistered(ctx context.Context, chat string) bool {
-	_, err := s.db.GetGroupByChat(ctx, bridgedstore.ChatID(chat))
+	_, err := s.db.Groups.ByChat(ctx, bridgedstore.ChatID(chat))
 	return !errors.Is(err, bridgedstore.ErrNotFound)
 }
 
@@ -54,7 +54,7 @@ func newStoreClient(t *testing.T, chat types.JID) (*testClient, *bridgedstore.DB
 	t.Helper()
 	ctx := context.Background()
 	db := storetest.Open(t)
-	if _, err := db.AddGroup(ctx, bridgedstore.Group{Chat: bridgedstore.ChatID(chat.String()), Name: "Alice", Folder: "alice"}); err != nil {
+	if _, err := db.Groups.Add(ctx, bridgedstore.Group{Chat: bridgedstore.ChatID(chat.String()), Name: "Alice", Folder: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTestClient(t, nil)
@@ -89,7 +89,7 @@ func TestRegisteredDirectChatAcrossTheLIDSwitch(t *testing.T) {
 				}
 			}
 			ctx := context.Background()
-			msgs, err := db.MessagesAfter(ctx, bridgedstore.ChatID(registered.String()), 0, 0)
+			msgs, err := db.Messages.After(ctx, bridgedstore.ChatID(registered.String()), 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestRegisteredDirectChatAcrossTheLIDSwitch(t *testing.T) {
 			if registered == aliceLID {
 				other = alicePN
 			}
-			if stray, _ := db.MessagesAfter(ctx, bridgedstore.ChatID(other.String()), 0, 0); len(stray) != 0 {
+			if stray, _ := db.Messages.After(ctx, bridgedstore.ChatID(other.String()), 0, 0); len(stray) != 0 {
 				t.Errorf("stored %d messages under %s; want none outside the registered chat", len(stray), other)
 			}
 			if _, err := tc.Send(ctx, channel.Outgoing{Chat: registered.String(), Text: "hello", ID: NewMessageID()}); err != nil {

@@ -52,7 +52,7 @@ func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstor
 	err := s.db.Tx(ctx, func(tx *bridgedstore.Tx) error {
 		var inserted bool
 		var err error
-		id, inserted, err = tx.InsertMessage(ctx, bridgedstore.Message{Chat: bridgedstore.ChatID(m.Chat), ExternalID: m.ExternalID,
+		id, inserted, err = tx.Messages.Insert(ctx, bridgedstore.Message{Chat: bridgedstore.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, Text: m.Text, SentAt: m.SentAt, Mentioned: m.Mentioned})
 		if err != nil || !inserted || m.Media == nil {
 			return err
@@ -60,7 +60,7 @@ func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstor
 		row = &bridgedstore.Media{MessageID: id, Chat: bridgedstore.ChatID(m.Chat), Source: m.Media.Source, Ref: m.Media.Ref,
 			Label: m.Media.Label, Name: m.Media.Name, MIME: m.Media.MIME, Size: m.Media.Size, Voice: m.Media.Voice,
 			Seconds: m.Media.Seconds, Head: m.Media.Head, Tail: m.Media.Tail}
-		return tx.InsertMedia(ctx, *row)
+		return tx.Media.Insert(ctx, *row)
 	})
 	if err == nil && row != nil {
 		s.queue.Add(*row)
@@ -77,7 +77,7 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 		{Chat: bridgedstore.ChatID(familyChat.String()), Name: "Family", Folder: "family", Trigger: "@Andy"},
 		{Chat: bridgedstore.ChatID(otherChat.String()), Name: "Other", Folder: "other", Trigger: "@Andy"},
 	} {
-		if _, err := db.AddGroup(ctx, g); err != nil {
+		if _, err := db.Groups.Add(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +123,7 @@ func (e *mediaEnv) settle(t *testing.T, chat types.JID, ext string) string {
 
 func (e *mediaEnv) text(t *testing.T, chat types.JID, ext string) string {
 	t.Helper()
-	msgs, err := e.db.MessagesAfter(context.Background(), bridgedstore.ChatID(chat.String()), 0, 0)
+	msgs, err := e.db.Messages.After(context.Background(), bridgedstore.ChatID(chat.String()), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,17 +230,17 @@ func TestSlowDownloadDoesNotHoldInbound(t *testing.T) {
 	}
 	ctx := context.Background()
 	fam := bridgedstore.ChatID(familyChat.String())
-	if msgs, _, _ := e.db.PendingMessages(ctx, fam, 0, 0); len(msgs) != 0 {
+	if msgs, _, _ := e.db.Messages.Pending(ctx, fam, 0, 0); len(msgs) != 0 {
 		t.Fatalf("pending in the downloading chat = %+v; want none until the image is saved", msgs)
 	}
-	if msgs, _, _ := e.db.PendingMessages(ctx, bridgedstore.ChatID(otherChat.String()), 0, 0); len(msgs) != 1 {
+	if msgs, _, _ := e.db.Messages.Pending(ctx, bridgedstore.ChatID(otherChat.String()), 0, 0); len(msgs) != 1 {
 		t.Fatalf("pending in the other chat = %+v; want its message", msgs)
 	}
 	close(release)
 	if got := e.settle(t, familyChat, "SLOW1"); got != "[image: inbox/2026-11-22-SLOW1.jpg]" {
 		t.Fatalf("text = %q", got)
 	}
-	if msgs, _, _ := e.db.PendingMessages(ctx, fam, 0, 0); len(msgs) != 2 {
+	if msgs, _, _ := e.db.Messages.Pending(ctx, fam, 0, 0); len(msgs) != 2 {
 		t.Fatalf("pending after the download = %+v; want the image and the later message", msgs)
 	}
 }

@@ -15,17 +15,17 @@ func TestOpenHomeKeepsTheStoreWhereTheDaemonDoes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "store", "bridged.db")); err != nil {
 		t.Fatalf("store file: %v", err)
 	}
-	if _, err := db.AddGroup(context.Background(), store.Group{Chat: "local:main", Folder: "main", Name: "main", IsMain: true}); err != nil {
+	if _, err := db.Groups.Add(context.Background(), store.Group{Chat: "local:main", Folder: "main", Name: "main", IsMain: true}); err != nil {
 		t.Fatalf("a fresh store takes a group: %v", err)
 	}
 }
 
 func TestOpenGivesEachTestItsOwnStore(t *testing.T) {
 	a, b := Open(t), Open(t)
-	if _, err := a.AddGroup(context.Background(), store.Group{Chat: "local:main", Folder: "main", Name: "main", IsMain: true}); err != nil {
+	if _, err := a.Groups.Add(context.Background(), store.Group{Chat: "local:main", Folder: "main", Name: "main", IsMain: true}); err != nil {
 		t.Fatal(err)
 	}
-	if gs, err := b.ListGroups(context.Background()); err != nil || len(gs) != 0 {
+	if gs, err := b.Groups.List(context.Background()); err != nil || len(gs) != 0 {
 		t.Fatalf("the second store's groups: %v, %v; want none", gs, err)
 	}
 }
