@@ -634,7 +634,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return host.Run(gctx) })
 	g.Go(func() error {
-		return (&retention.Pruner{DB: db, Files: hm.Spool(), Outbox: db.Outbox, Sessions: db.Sessions, Keep: cfg.Retention, Log: log,
+		return (&retention.Pruner{DB: db, Outbox: db.Outbox, Sessions: db.Sessions, Files: hm.Spool(), Keep: cfg.Retention, Log: log,
 			Trees: hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
 	})
 	g.Go(func() error { return al.Run(gctx) })
