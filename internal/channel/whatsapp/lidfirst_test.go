@@ -60,7 +60,7 @@ func newStoreClient(t *testing.T, chat types.JID) (*testClient, *bridgedstore.DB
 	tc := newTestClient(t, nil)
 	tc.Client.wa = lidFake{tc.wa}
 	tc.sink = dbSink{db}
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	return tc, db
 }
 

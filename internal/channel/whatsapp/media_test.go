@@ -92,7 +92,7 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 	}
 	tc := newTestClient(t, nil)
 	tc.rec.registered[otherChat.String()] = true
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	e := &mediaEnv{testClient: tc, db: db, home: hm, settled: make(chan bridgedstore.ChatID, 16)}
 	queue := mediapool.NewQueue()
 	e.pool, err = mediapool.New(mediapool.Config{MaxBytes: maxBytes, RetryDelays: []time.Duration{time.Millisecond}}, mediapool.Deps{
@@ -399,7 +399,7 @@ func TestPlantedLinkAtMediaNameIsNotFollowed(t *testing.T) {
 // reconnects.
 func TestFetchWaitsForTheConnection(t *testing.T) {
 	tc := newTestClient(t, nil)
-	tc.setState(channel.StateReconnecting, "")
+	tc.conn.setState(channel.StateReconnecting, "")
 	tc.wa.download = writeDownload([]byte("data"))
 	f, err := os.CreateTemp(t.TempDir(), "dl")
 	if err != nil {
@@ -415,7 +415,7 @@ func TestFetchWaitsForTheConnection(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- tc.Fetch(context.Background(), m, f, 1024) }()
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	select {
 	case err := <-done:
 		if err != nil {
