@@ -9,6 +9,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
@@ -93,17 +94,18 @@ func (c *history) handleSync(ctx context.Context, sink Sink, e *events.HistorySy
 // starts a turn.
 type backlogSink struct{ Sink }
 
-func (s backlogSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
+func (s backlogSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
 	m.Backlog = true
-	return s.Sink.Inbound(ctx, m)
+	return s.Sink.Inbound(ctx, seen, m)
 }
 
-// wanted reports whether m's conversation is a registered chat.
+// wanted reports whether m's conversation is a registered chat. When the
+// registry cannot tell, it says yes: storing each message decides again.
 func (c *history) wanted(ctx context.Context, sink Sink, m *events.Message) bool {
 	chat, ok := c.in.chatOf(ctx, &m.Info)
 	if !ok {
 		return false
 	}
-	chat = c.in.registeredForm(ctx, sink, &m.Info, chat)
-	return sink.IsRegistered(ctx, chat.String())
+	_, seen, err := c.in.registeredForm(ctx, sink, &m.Info, chat)
+	return err != nil || seen.Registered
 }

@@ -12,6 +12,7 @@ import (
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
@@ -23,21 +24,22 @@ const ChannelName = "whatsapp"
 // over the router and the store. Every method gets the context of the event
 // being handled, so a closed client cancels what it started.
 type Sink interface {
+	// Lookup looks chat up in the registry: the one lookup of a message's
+	// group on its way in. Only a registered chat's message is built, and
+	// Inbound takes what Lookup found instead of looking again. An error
+	// withholds the acknowledgement, so WhatsApp redelivers the message.
+	Lookup(ctx context.Context, chat string) (ingest.Changed, error)
 	// Inbound stores one message of a registered chat together with its
 	// chat's metadata (the one chat write for that message) and returns the
-	// message's id after the commit; a reaction comes here too, with
-	// Reaction set and no text. An error withholds the acknowledgement,
-	// so WhatsApp redelivers the message.
-	Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error)
+	// message's id after the commit; seen is the chat as Lookup found it. A
+	// reaction comes here too, with Reaction set and no text. An error
+	// withholds the acknowledgement, so WhatsApp redelivers the message.
+	Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error)
 	// ChatSeen records a chat's metadata (name "" when unknown) when no
 	// message is stored through Inbound: a message in a chat that is not
 	// registered or that is no prompt (a revoke, a poll vote), a group joined or
 	// renamed, every group at a group sync.
 	ChatSeen(ctx context.Context, chat, name string, isGroup bool) error
-	// IsRegistered reports whether chat is a registered group: only those
-	// get their text and media stored. When it cannot tell, it says yes:
-	// Inbound decides again when the message is inserted.
-	IsRegistered(ctx context.Context, chat string) bool
 	// IsOwnMessage reports whether id in chat is a message the outbox sent.
 	IsOwnMessage(ctx context.Context, chat, id string) bool
 }
@@ -76,43 +78,24 @@ type GroupInfo struct {
 }
 
 // Client is the WhatsApp channel: a thin composition of owned parts, each
-// with its own state and lock, wired here and nowhere else. The client
+// with its own state and lock, wired in newClient and nowhere else. It
 // implements channel.Channel, dispatches whatsmeow's events to the part
 // that owns them (events.go) and runs the worker that serves a new
-// connection. The parts:
-//
-//   - conn (connection.go): the connection state, reconnection and the
-//     web version;
-//   - in (inbound.go, owner.go): messages received, converted and handed
-//     to the sink;
-//   - ids (lid.go): a person's phone-number and LID forms, the bot's own;
-//   - out (send.go): text and files sent, the ids recently sent;
-//   - pres (presence.go): typing indicators and the account's presence;
-//   - groups (groups.go, admins.go): the joined groups and their admins;
-//   - hist (historysync.go, backlog.go): history sync, downloaded and
-//     stored as backlog;
-//   - restrict (restrict.go, health.go): WhatsApp's restrictions and the
-//     kept conditions;
-//   - app (appstate.go): app-state collections out of sync, healed;
-//   - phone (liveness.go): when the phone was last seen, and its ping.
-//
-// Every part embeds the one *core: whatsmeow, the sink, the options, the
-// logger, the clock, the device store's key-value table and the client's
-// lifetime.
+// connection. Every part embeds the one *core.
 type Client struct {
 	*core
 	ds *deviceStore // nil in tests
 
-	conn     *connection
-	in       *inbound
-	ids      *identities
-	out      *sender
-	pres     *presence
-	groups   *groupSync
-	hist     *history
-	restrict *restrictions
-	app      *appState
-	phone    *liveness
+	conn     *connection   // state, reconnection, the web version
+	in       *inbound      // messages received, converted, handed to the sink
+	ids      *identities   // a person's phone-number and LID forms, the bot's own
+	out      *sender       // text and files sent, the ids recently sent
+	pres     *presence     // typing indicators and the account's presence
+	groups   *groupSync    // the joined groups and their admins
+	hist     *history      // history sync, stored as backlog
+	restrict *restrictions // WhatsApp's restrictions, the kept conditions
+	app      *appState     // app-state collections out of sync, healed
+	phone    *liveness     // when the phone was last seen, and its ping
 
 	connected chan struct{} // worker: send presence and sync groups
 }

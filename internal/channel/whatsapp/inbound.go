@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 )
 
 // inbound owns what is received: a message is put in its chat's stable
@@ -45,13 +46,18 @@ func (c *inbound) handle(ctx context.Context, sink Sink, evt *events.Message) bo
 	if !ok {
 		return true
 	}
-	chat = c.registeredForm(ctx, sink, info, chat)
+	chat, seen, err := c.registeredForm(ctx, sink, info, chat)
+	if err != nil {
+		c.log.Error().Err(err).Str("chat", chat.String()).Str("message_id", info.ID).
+			Msg("cannot look up the chat of a WhatsApp message; not acknowledging, WhatsApp will redeliver")
+		return false
+	}
 	isGroup := chat.Server == types.GroupServer
 	name := ""
 	if !isGroup && !info.IsFromMe {
 		name = info.PushName
 	}
-	if !sink.IsRegistered(ctx, chat.String()) {
+	if !seen.Registered {
 		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
 	msg, ok := c.convert(ctx, sink, evt, chat)
@@ -59,7 +65,7 @@ func (c *inbound) handle(ctx context.Context, sink Sink, evt *events.Message) bo
 		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
 	log := c.log.With().Str("chat", msg.Chat).Str("message_id", msg.ExternalID).Logger()
-	id, err := sink.Inbound(ctx, msg)
+	id, err := sink.Inbound(ctx, seen, msg)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot store WhatsApp message; not acknowledging, WhatsApp will redeliver")
 		return false
@@ -255,15 +261,21 @@ func replaceMention(text, user, name string) string {
 	}
 }
 
-// registeredForm returns the form of a direct chat that is registered: chat
-// itself (its stable form) unless only its LID is registered.
-func (c *inbound) registeredForm(ctx context.Context, sink Sink, info *types.MessageInfo, chat types.JID) types.JID {
-	if chat.Server != types.DefaultUserServer || sink.IsRegistered(ctx, chat.String()) {
-		return chat
+// registeredForm looks the chat of a message up, once: it returns chat
+// itself (its stable form) as the sink's Lookup found it, unless chat is a
+// direct chat that is not registered but its LID is (a second lookup, only
+// then).
+func (c *inbound) registeredForm(ctx context.Context, sink Sink, info *types.MessageInfo, chat types.JID) (types.JID, ingest.Changed, error) {
+	seen, err := sink.Lookup(ctx, chat.String())
+	if err != nil || seen.Registered || chat.Server != types.DefaultUserServer {
+		return chat, seen, err
 	}
 	lid := c.ids.lidOf(ctx, info, chat)
-	if !lid.IsEmpty() && sink.IsRegistered(ctx, lid.String()) {
-		return lid
+	if lid.IsEmpty() {
+		return chat, seen, nil
 	}
-	return chat
+	if byLID, err := sink.Lookup(ctx, lid.String()); err != nil || byLID.Registered {
+		return lid, byLID, err
+	}
+	return chat, seen, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	mediapool "github.com/bridged-app/bridged/internal/media"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
@@ -43,8 +44,8 @@ type storeSink struct {
 	queue *mediapool.Queue
 }
 
-func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
-	if _, err := s.recorder.Inbound(ctx, m); err != nil {
+func (s *storeSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
+	if _, err := s.recorder.Inbound(ctx, seen, m); err != nil {
 		return 0, err
 	}
 	var row *bridgedstore.Media

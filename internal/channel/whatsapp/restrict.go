@@ -73,7 +73,12 @@ func (c *restrictions) noteSuspension(ctx context.Context, sink Sink, e *events.
 	chat := e.JID.ToNonAD()
 	key := condSuspend + chat.String()
 	log := c.log.With().Str("chat", chat.String()).Logger()
-	if !sink.IsRegistered(ctx, chat.String()) {
+	seen, err := sink.Lookup(ctx, chat.String())
+	if err != nil {
+		log.Error().Err(err).Msg("cannot look up a group WhatsApp suspended or restored; not acknowledging, WhatsApp will redeliver")
+		return false
+	}
+	if !seen.Registered {
 		log.Info().Bool("suspended", e.Suspended).Msg("WhatsApp changed the suspension of a group that is not registered")
 		return true
 	}
@@ -90,7 +95,7 @@ func (c *restrictions) noteSuspension(ctx context.Context, sink Sink, e *events.
 		Chat: chat.String(), IsGroup: true, ExternalID: "bridged-suspension-" + strconv.FormatInt(at.UnixNano(), 36),
 		Sender: types.ServerJID.String(), SenderName: "WhatsApp", Text: text, SentAt: at,
 	}
-	if _, err := sink.Inbound(ctx, msg); err != nil {
+	if _, err := sink.Inbound(ctx, seen, msg); err != nil {
 		log.Error().Err(err).Msg("cannot store the suspension notice; not acknowledging, WhatsApp will redeliver")
 		return false
 	}
@@ -161,7 +166,12 @@ func banUntil(e *events.TemporaryBan, now time.Time) string {
 func (c *restrictions) syncSuspension(ctx context.Context, sink Sink, g GroupInfo) {
 	key := condSuspend + g.ID
 	_, kept := c.cond.get(key, c.now())
-	if kept == g.Suspended || !sink.IsRegistered(ctx, g.ID) {
+	if kept == g.Suspended {
+		return
+	}
+	// When the registry cannot tell, the group counts as registered: a
+	// condition too many is told, none is missed.
+	if seen, err := sink.Lookup(ctx, g.ID); err == nil && !seen.Registered {
 		return
 	}
 	if !g.Suspended {
