@@ -21,9 +21,11 @@ type inbound struct {
 	*core
 	ids    *identities
 	groups *groupSync // a sender's admin status
-	sent   *recentIDs // the sender's: an echo of one is the bot's
+	sent   *recentIDs // what the sender sent: an echo of one is the bot's
 }
 
+// chatSeen records chat's metadata through sink; false withholds the
+// acknowledgement.
 func (c *inbound) chatSeen(ctx context.Context, sink Sink, chat types.JID, name string, isGroup bool) bool {
 	if err := sink.ChatSeen(ctx, chat.String(), name, isGroup); err != nil {
 		c.log.Error().Err(err).Str("chat", chat.String()).Msg("cannot record chat; WhatsApp will redeliver")
