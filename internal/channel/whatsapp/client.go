@@ -88,7 +88,6 @@ type Client struct {
 
 	conn     *connection   // state, reconnection, the web version
 	in       *inbound      // messages received, converted, handed to the sink
-	ids      *identities   // a person's phone-number and LID forms, the bot's own
 	out      *sender       // text and files sent, the ids recently sent
 	pres     *presence     // typing indicators and the account's presence
 	groups   *groupSync    // the joined groups and their admins
@@ -160,11 +159,10 @@ func newClient(opts Options, wa waClient, ver *versioner) *Client {
 		core:      co,
 		conn:      conn,
 		in:        in,
-		ids:       ids,
 		out:       &sender{core: co, conn: conn, restrict: restrict, sent: sent},
 		pres:      newPresence(co, conn),
 		groups:    groups,
-		hist:      &history{core: co, conn: conn, in: in, ids: ids, wake: make(chan struct{}, 1)},
+		hist:      &history{core: co, conn: conn, in: in, wake: make(chan struct{}, 1)},
 		restrict:  restrict,
 		app:       newAppState(co),
 		phone:     &liveness{core: co},

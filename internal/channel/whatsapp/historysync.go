@@ -65,7 +65,6 @@ type history struct {
 	*core
 	conn *connection
 	in   *inbound
-	ids  *identities
 	wake chan struct{} // a history sync was queued, or a connection began
 }
 
