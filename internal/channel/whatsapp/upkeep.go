@@ -93,7 +93,7 @@ func writeTime(ctx context.Context, kv kvStore, key string, t time.Time) error {
 	return kv.setKV(ctx, key, t.UTC().Format(time.RFC3339))
 }
 
-// upkeepClient is the part of *whatsmeow.Client the upkeep uses besides
+// upkeepClient is the part of *whatsmeow.Client appState and liveness use besides
 // waClient's.
 type upkeepClient interface {
 	// FetchAppState fetches a collection; fullSync drops the local copy
