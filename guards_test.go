@@ -224,3 +224,47 @@ func TestMethodCounts(t *testing.T) {
 		}
 	}
 }
+
+// packageMaxMethods bounds every type of a package that is built of owned
+// parts: none of them gathers everything again.
+var packageMaxMethods = map[string]int{
+	"internal/channel/whatsapp": 20, // the Client composes its parts (client.go)
+}
+
+// Each type of a package in packageMaxMethods has at most its bound of
+// methods.
+func TestPackageMethodCounts(t *testing.T) {
+	_, files := parseSources(t)
+	got := map[string]map[string]int{} // package → type → methods
+	for _, sf := range files {
+		if _, ok := packageMaxMethods[sf.dir]; !ok {
+			continue
+		}
+		for _, d := range sf.file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				if got[sf.dir] == nil {
+					got[sf.dir] = map[string]int{}
+				}
+				got[sf.dir][id.Name]++
+			}
+		}
+	}
+	for dir, limit := range packageMaxMethods {
+		if len(got[dir]) == 0 {
+			t.Errorf("%s has no methods: is it still there?", dir)
+		}
+		for typ, n := range got[dir] {
+			if n > limit {
+				t.Errorf("%s.%s has %d methods, over the package's bound of %d: split it into parts that own their state", dir, typ, n, limit)
+			}
+		}
+	}
+}

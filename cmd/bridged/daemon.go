@@ -288,9 +288,9 @@ func (l liveStatus) Live() control.Live {
 	return live
 }
 
-// waSink is what WhatsApp delivers to: messages to the ingest (which
-// writes their chat in the same commit and wakes the router), chat metadata
-// and lookups to the store. Every call runs under the context of the event
+// waSink is what WhatsApp delivers to: a message's group lookup and the
+// message to the ingest (which writes its chat in the same commit and
+// wakes the router), chat metadata and the outbox's ids to the store. Every call runs under the context of the event
 // it serves.
 type waSink struct {
 	in *ingest.Ingest
@@ -299,19 +299,16 @@ type waSink struct {
 
 var _ whatsapp.Sink = waSink{}
 
-func (s waSink) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
-	return s.in.Inbound(ctx, m)
+func (s waSink) Lookup(ctx context.Context, chat string) (ingest.Changed, error) {
+	return s.in.Lookup(ctx, chat)
+}
+
+func (s waSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (store.MessageID, error) {
+	return s.in.InboundSeen(ctx, seen, m)
 }
 
 func (s waSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
 	return s.db.Chats.Upsert(ctx, store.Chat{ID: store.ChatID(chat), Name: name, Channel: whatsapp.ChannelName, IsGroup: isGroup, LastActivity: time.Now()})
-}
-
-// IsRegistered says yes on a database error: the store decides again when
-// the message is inserted, and an error there withholds the ack.
-func (s waSink) IsRegistered(ctx context.Context, chat string) bool {
-	_, err := s.db.Groups.ByChat(ctx, store.ChatID(chat))
-	return !errors.Is(err, store.ErrNotFound)
 }
 
 var _ whatsapp.ContactHistory = waSink{}

@@ -91,3 +91,35 @@ func TestInboundReactionIsNotAPrompt(t *testing.T) {
 		t.Fatalf("reaction stored as a message: %+v", n)
 	}
 }
+
+// A channel that looks a chat up before it builds the message (Lookup)
+// stores it with what it found (InboundSeen): one lookup in all, and that
+// one's group is judged for the allow list. A seen of another chat is not
+// trusted: the message's own chat is looked up.
+func TestInboundSeenLooksUpOnce(t *testing.T) {
+	in, db := newIngest(t, nil)
+	ctx := context.Background()
+	m := channel.Message{Chat: "local:main", ExternalID: "s1", Sender: "local:bob", Text: "@Andy hello", SentAt: time.Now()}
+	before := db.Groups.Lookups()
+	seen, err := in.Lookup(ctx, m.Chat)
+	if err != nil || !seen.Known || !seen.Registered || seen.Group.Folder != "main" {
+		t.Fatalf("Lookup = %+v, %v; want main, registered", seen, err)
+	}
+	if id, err := in.InboundSeen(ctx, seen, m); err != nil || id == 0 {
+		t.Fatalf("InboundSeen = %d, %v; want stored", id, err)
+	}
+	if got := db.Groups.Lookups() - before; got != 1 {
+		t.Errorf("%d group lookups; want 1", got)
+	}
+
+	other := seen
+	other.Group.Chat = "local:other"
+	m.ExternalID = "s2"
+	before = db.Groups.Lookups()
+	if id, err := in.InboundSeen(ctx, other, m); err != nil || id == 0 {
+		t.Fatalf("InboundSeen with another chat's group = %d, %v; want stored", id, err)
+	}
+	if got := db.Groups.Lookups() - before; got != 1 {
+		t.Errorf("with another chat's group: %d group lookups; want 1 (its own)", got)
+	}
+}

@@ -4,8 +4,10 @@
 // when a chat's media settled, and the router takes it at construction and
 // reads from it which chats changed, each with its group as the ingest
 // looked it up for the chat's newest message (Changed): a message's group
-// is looked up once, here, for its allow list, and the message loop uses
-// that while the registry is unchanged. Nothing is wired after
+// is looked up once, here, for its allow list (through Lookup, before the
+// message is built, for a channel that builds only registered chats'
+// messages), and the message loop uses that while the registry is
+// unchanged. Nothing is wired after
 // construction.
 package ingest
 
@@ -102,6 +104,28 @@ type Changed struct {
 // (only its metadata is recorded). A new message of a registered chat wakes
 // the message loop at once. A non-nil error means nothing was stored.
 func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	return in.InboundSeen(ctx, Changed{}, m)
+}
+
+// Lookup looks chat's group up for a message on its way in: the one lookup
+// of the message's group, for a channel that must know whether the chat is
+// registered before it builds the message (WhatsApp builds text only for
+// registered chats). InboundSeen then takes what it found.
+func (in *Ingest) Lookup(ctx context.Context, chat string) (Changed, error) {
+	seen := Changed{Known: true, Version: in.cfg.DB.Groups.Version()}
+	g, err := in.cfg.DB.Groups.ByChat(ctx, store.ChatID(chat))
+	switch {
+	case err == nil:
+		seen.Group, seen.Registered = g, true
+	case !errors.Is(err, store.ErrNotFound):
+		return Changed{}, fmt.Errorf("look up chat %s: %w", chat, err)
+	}
+	return seen, nil
+}
+
+// InboundSeen is Inbound for a message whose chat Lookup found as seen;
+// a seen not Known (the zero Changed) is looked up here.
+func (in *Ingest) InboundSeen(ctx context.Context, seen Changed, m channel.Message) (store.MessageID, error) {
 	if strings.TrimSpace(m.Chat) == "" {
 		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
 	}
@@ -132,13 +156,11 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 			m.Text = m.Media.Text("[" + m.Media.Label + ": not downloaded]")
 		}
 	}
-	seen := Changed{Known: true, Version: in.cfg.DB.Groups.Version()}
-	g, err := in.cfg.DB.Groups.ByChat(ctx, chat)
-	switch {
-	case err == nil:
-		seen.Group, seen.Registered = g, true
-	case !errors.Is(err, store.ErrNotFound):
-		return 0, fmt.Errorf("store inbound message: %w", err)
+	if !seen.Known || seen.Registered && seen.Group.Chat != chat {
+		var err error
+		if seen, err = in.Lookup(ctx, m.Chat); err != nil {
+			return 0, fmt.Errorf("store inbound message: %w", err)
+		}
 	}
 	notAllowed, dropped := allowed(seen, m)
 	text, withMedia := m.Text, m.Media
@@ -147,7 +169,7 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 	}
 	var id store.MessageID
 	var inserted bool
-	err = in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
+	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
 		var err error
 		id, inserted, err = tx.Messages.InsertIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,

@@ -27,17 +27,16 @@ type ingestSink struct {
 	db *bridgedstore.DB
 }
 
-func (s ingestSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
-	return s.in.Inbound(ctx, m)
+func (s ingestSink) Lookup(ctx context.Context, chat string) (ingest.Changed, error) {
+	return s.in.Lookup(ctx, chat)
+}
+
+func (s ingestSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
+	return s.in.InboundSeen(ctx, seen, m)
 }
 
 func (s ingestSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) error {
 	return s.db.Chats.Upsert(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup, LastActivity: time.Now()})
-}
-
-func (s ingestSink) IsRegistered(ctx context.Context, chat string) bool {
-	_, err := s.db.Groups.ByChat(ctx, bridgedstore.ChatID(chat))
-	return err == nil
 }
 
 func (s ingestSink) IsOwnMessage(ctx context.Context, chat, id string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow"
@@ -31,31 +32,54 @@ const (
 	appStateFetchTimeout = 2 * time.Minute
 )
 
+// appState owns the app-state collections out of sync: which, since when,
+// and the heal running for each.
+type appState struct {
+	*core
+
+	mu      sync.Mutex
+	broken  map[appstate.WAPatchName]brokenState // collections out of sync, until each syncs again
+	healing map[appstate.WAPatchName]bool        // a re-fetch is running
+}
+
+// brokenState is an app-state collection out of sync: why, and since when.
+type brokenState struct {
+	why   string
+	since time.Time
+}
+
+func newAppState(co *core) *appState {
+	return &appState{
+		core:    co,
+		broken:  make(map[appstate.WAPatchName]brokenState),
+		healing: make(map[appstate.WAPatchName]bool),
+	}
+}
+
 func recoveryKey(name appstate.WAPatchName) string { return "appstate_recovery/" + string(name) }
 
-// handleAppStateEvent handles events.AppStateSyncError and
+// handleEvent handles events.AppStateSyncError and
 // events.AppStateSyncComplete. whatsmeow dispatches the error while it
 // holds its app-state lock, so the healing runs on its own goroutine.
-func (c *Client) handleAppStateEvent(evt any) {
-	u := c.upkeep
+func (c *appState) handleEvent(evt any) {
 	switch e := evt.(type) {
 	case *events.AppStateSyncError:
 		why := "unknown error"
 		if e.Error != nil {
 			why = e.Error.Error()
 		}
-		u.mu.Lock()
-		b, was := u.broken[e.Name]
+		c.mu.Lock()
+		b, was := c.broken[e.Name]
 		if !was {
 			b.since = c.now()
 		}
 		b.why = why
-		u.broken[e.Name] = b
-		busy := u.healing[e.Name]
+		c.broken[e.Name] = b
+		busy := c.healing[e.Name]
 		if !busy {
-			u.healing[e.Name] = true
+			c.healing[e.Name] = true
 		}
-		u.mu.Unlock()
+		c.mu.Unlock()
 		c.log.Warn().Str("collection", string(e.Name)).Bool("full_sync", e.FullSync).Str("error", why).
 			Msg("WhatsApp app state out of sync; healing it")
 		if busy {
@@ -63,17 +87,17 @@ func (c *Client) handleAppStateEvent(evt any) {
 		}
 		c.background(func() {
 			defer func() {
-				u.mu.Lock()
-				delete(u.healing, e.Name)
-				u.mu.Unlock()
+				c.mu.Lock()
+				delete(c.healing, e.Name)
+				c.mu.Unlock()
 			}()
-			c.healAppState(c.base, e.Name, e.FullSync)
+			c.heal(c.base, e.Name, e.FullSync)
 		})
 	case *events.AppStateSyncComplete:
-		u.mu.Lock()
-		_, was := u.broken[e.Name]
-		delete(u.broken, e.Name)
-		u.mu.Unlock()
+		c.mu.Lock()
+		_, was := c.broken[e.Name]
+		delete(c.broken, e.Name)
+		c.mu.Unlock()
 		if was {
 			c.log.Info().Str("collection", string(e.Name)).Uint64("version", e.Version).Bool("recovery", e.Recovery).
 				Msg("WhatsApp app state back in sync")
@@ -81,10 +105,10 @@ func (c *Client) handleAppStateEvent(evt any) {
 	}
 }
 
-// healAppState re-fetches name in full unless the failure came from a full
+// heal re-fetches name in full unless the failure came from a full
 // sync already, then asks the phone for a copy if the collection is still
 // broken.
-func (c *Client) healAppState(ctx context.Context, name appstate.WAPatchName, wasFull bool) {
+func (c *appState) heal(ctx context.Context, name appstate.WAPatchName, wasFull bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error().Any("panic", r).Str("collection", string(name)).Msg("app state healing panicked")
@@ -92,33 +116,33 @@ func (c *Client) healAppState(ctx context.Context, name appstate.WAPatchName, wa
 	}()
 	if !wasFull {
 		fctx, cancel := context.WithTimeout(ctx, appStateFetchTimeout)
-		err := c.upkeepWA().FetchAppState(fctx, name, true, false)
+		err := upkeepOf(c.wa).FetchAppState(fctx, name, true, false)
 		cancel()
-		if err == nil && !c.appStateBroken(name) {
+		if err == nil && !c.isBroken(name) {
 			return
 		}
 		if err != nil {
 			c.log.Warn().Err(err).Str("collection", string(name)).Msg("full re-fetch of WhatsApp app state failed")
 		}
 	}
-	if ctx.Err() != nil || !c.appStateBroken(name) {
+	if ctx.Err() != nil || !c.isBroken(name) {
 		return
 	}
-	c.requestAppStateRecovery(ctx, name)
+	c.requestRecovery(ctx, name)
 }
 
-func (c *Client) appStateBroken(name appstate.WAPatchName) bool {
-	c.upkeep.mu.Lock()
-	defer c.upkeep.mu.Unlock()
-	_, ok := c.upkeep.broken[name]
+func (c *appState) isBroken(name appstate.WAPatchName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.broken[name]
 	return ok
 }
 
-// requestAppStateRecovery asks the phone for a copy of name unless it was
+// requestRecovery asks the phone for a copy of name unless it was
 // asked less than AppStateRecoveryInterval ago.
-func (c *Client) requestAppStateRecovery(ctx context.Context, name appstate.WAPatchName) {
+func (c *appState) requestRecovery(ctx context.Context, name appstate.WAPatchName) {
 	log := c.log.With().Str("collection", string(name)).Logger()
-	last, err := readTime(ctx, c.upkeep.kv, recoveryKey(name))
+	last, err := readTime(ctx, c.kv, recoveryKey(name))
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot read when app state recovery was last asked; asking now")
 	}
@@ -127,30 +151,29 @@ func (c *Client) requestAppStateRecovery(ctx context.Context, name appstate.WAPa
 		log.Info().Time("asked_at", last).Msg("app state recovery asked of the phone recently; waiting")
 		return
 	}
-	if _, err := c.upkeepWA().SendPeerMessage(ctx, whatsmeow.BuildAppStateRecoveryRequest(name)); err != nil {
+	if _, err := upkeepOf(c.wa).SendPeerMessage(ctx, whatsmeow.BuildAppStateRecoveryRequest(name)); err != nil {
 		log.Warn().Err(err).Msg("cannot ask the phone for an app state recovery")
 		return
 	}
-	if err := writeTime(ctx, c.upkeep.kv, recoveryKey(name), now); err != nil {
+	if err := writeTime(ctx, c.kv, recoveryKey(name), now); err != nil {
 		log.Warn().Err(err).Msg("cannot record the app state recovery request")
 	}
 	log.Info().Msg("asked the phone for a copy of the app state")
 }
 
-// appStateCondition is the app-state condition of Status; ok is false
+// condition is the app-state condition of Status; ok is false
 // when every collection is in sync.
-func (c *Client) appStateCondition() (cond channel.Condition, ok bool) {
-	u := c.upkeep
-	u.mu.Lock()
+func (c *appState) condition() (cond channel.Condition, ok bool) {
+	c.mu.Lock()
 	var names []string
 	var since time.Time
-	for n, b := range u.broken {
+	for n, b := range c.broken {
 		names = append(names, string(n))
 		if since.IsZero() || b.since.Before(since) {
 			since = b.since
 		}
 	}
-	u.mu.Unlock()
+	c.mu.Unlock()
 	if len(names) == 0 {
 		return channel.Condition{}, false
 	}

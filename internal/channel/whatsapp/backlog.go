@@ -9,6 +9,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
@@ -38,10 +39,10 @@ type historyClient interface {
 
 var _ historyClient = realClient{}
 
-// handleHistorySync stores the recent messages of registered chats from a
+// handleSync stores the recent messages of registered chats from a
 // history-sync blob. whatsmeow never delivers a blob twice, so a message
 // that cannot be stored is logged and the rest are still taken.
-func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.HistorySync) bool {
+func (c *history) handleSync(ctx context.Context, sink Sink, e *events.HistorySync) bool {
 	hc, ok := c.wa.(historyClient)
 	if !ok || e.Data == nil {
 		return true
@@ -62,7 +63,7 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 			}
 			msgs = append(msgs, evt)
 		}
-		if len(msgs) == 0 || !c.historyWanted(ctx, sink, msgs[0]) {
+		if len(msgs) == 0 || !c.wanted(ctx, sink, msgs[0]) {
 			continue
 		}
 		if chats >= HistorySyncMaxChats || stored+failed >= HistorySyncMaxMessages {
@@ -76,7 +77,7 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 			msgs = msgs[len(msgs)-keep:]
 		}
 		for _, m := range msgs {
-			if !c.handleMessage(ctx, sink, m) {
+			if !c.in.handle(ctx, sink, m) {
 				failed++
 				continue
 			}
@@ -93,17 +94,18 @@ func (c *Client) handleHistorySync(ctx context.Context, sink Sink, e *events.His
 // starts a turn.
 type backlogSink struct{ Sink }
 
-func (s backlogSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
+func (s backlogSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
 	m.Backlog = true
-	return s.Sink.Inbound(ctx, m)
+	return s.Sink.Inbound(ctx, seen, m)
 }
 
-// historyWanted reports whether m's conversation is a registered chat.
-func (c *Client) historyWanted(ctx context.Context, sink Sink, m *events.Message) bool {
-	chat, ok := c.chatOf(ctx, &m.Info)
+// wanted reports whether m's conversation is a registered chat. When the
+// registry cannot tell, it says yes: storing each message decides again.
+func (c *history) wanted(ctx context.Context, sink Sink, m *events.Message) bool {
+	chat, ok := c.in.chatOf(ctx, &m.Info)
 	if !ok {
 		return false
 	}
-	chat = c.registeredForm(ctx, sink, &m.Info, chat)
-	return sink.IsRegistered(ctx, chat.String())
+	_, seen, err := c.in.registeredForm(ctx, sink, &m.Info, chat)
+	return err != nil || seen.Registered
 }

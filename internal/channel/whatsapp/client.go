@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/whatsmeow"
-	"go.mau.fi/whatsmeow/types"
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 )
 
@@ -25,21 +24,22 @@ const ChannelName = "whatsapp"
 // over the router and the store. Every method gets the context of the event
 // being handled, so a closed client cancels what it started.
 type Sink interface {
+	// Lookup looks chat up in the registry: the one lookup of a message's
+	// group on its way in. Only a registered chat's message is built, and
+	// Inbound takes what Lookup found instead of looking again. An error
+	// withholds the acknowledgement, so WhatsApp redelivers the message.
+	Lookup(ctx context.Context, chat string) (ingest.Changed, error)
 	// Inbound stores one message of a registered chat together with its
 	// chat's metadata (the one chat write for that message) and returns the
-	// message's id after the commit; a reaction comes here too, with
-	// Reaction set and no text. An error withholds the acknowledgement,
-	// so WhatsApp redelivers the message.
-	Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error)
+	// message's id after the commit; seen is the chat as Lookup found it. A
+	// reaction comes here too, with Reaction set and no text. An error
+	// withholds the acknowledgement, so WhatsApp redelivers the message.
+	Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error)
 	// ChatSeen records a chat's metadata (name "" when unknown) when no
 	// message is stored through Inbound: a message in a chat that is not
 	// registered or that is no prompt (a revoke, a poll vote), a group joined or
 	// renamed, every group at a group sync.
 	ChatSeen(ctx context.Context, chat, name string, isGroup bool) error
-	// IsRegistered reports whether chat is a registered group: only those
-	// get their text and media stored. When it cannot tell, it says yes:
-	// Inbound decides again when the message is inserted.
-	IsRegistered(ctx context.Context, chat string) bool
 	// IsOwnMessage reports whether id in chat is a message the outbox sent.
 	IsOwnMessage(ctx context.Context, chat, id string) bool
 }
@@ -77,52 +77,26 @@ type GroupInfo struct {
 	Suspended bool // WhatsApp suspended the group
 }
 
-// Client is the WhatsApp channel.
+// Client is the WhatsApp channel: a thin composition of owned parts, each
+// with its own state and lock, wired in newClient and nowhere else. It
+// implements channel.Channel, dispatches whatsmeow's events to the part
+// that owns them (events.go) and runs the worker that serves a new
+// connection. Every part embeds the one *core.
 type Client struct {
-	opts Options
-	log  zerolog.Logger
-	wa   waClient
-	ds   *deviceStore // nil in tests
-	ver  *versioner
+	*core
+	ds *deviceStore // nil in tests
 
-	// base is cancelled by Close; it bounds typing loops and event handling.
-	base       context.Context
-	cancelBase context.CancelFunc
-	wg         sync.WaitGroup // every goroutine the client starts, through spawn
-	lifeMu     sync.Mutex     // orders spawn's wg.Add before Close's wg.Wait
-	closed     bool           // guarded by lifeMu: Close has begun, spawn starts nothing
+	conn     *connection   // state, reconnection, the web version
+	in       *inbound      // messages received, converted, handed to the sink
+	out      *sender       // text and files sent, the ids recently sent
+	pres     *presence     // typing indicators and the account's presence
+	groups   *groupSync    // the joined groups and their admins
+	hist     *history      // history sync, stored as backlog
+	restrict *restrictions // WhatsApp's restrictions, the kept conditions
+	app      *appState     // app-state collections out of sync, healed
+	phone    *liveness     // when the phone was last seen, and its ping
 
-	mu          sync.Mutex
-	sink        Sink // Options.Sink; never changes
-	status      channel.Status
-	changed     chan struct{} // closed and replaced on every status change
-	started     bool
-	attempts    int // failed connection attempts since the last success
-	job         job // the supervisor's next job
-	outdatedTry bool
-
-	typingMu   sync.Mutex               // guards the two maps below, never held across a call out
-	typing     map[string]*typingLoop   // a chat's running typing loop
-	typingTurn map[string]chan struct{} // a chat's one-slot turn: one SetTyping per chat at a time
-	working    map[string]bool          // chats whose agent works (typing on): the account is available
-
-	presenceMu   sync.Mutex     // held across a presence send: one at a time, the last one current
-	presenceSent types.Presence // what WhatsApp has from this connection; "" none yet
-
-	wake      chan struct{} // supervisor: job changed
 	connected chan struct{} // worker: send presence and sync groups
-	presence  chan struct{} // worker: send presence (the push name came, or working changed)
-	// historyWake: a history sync was queued, or a connection began
-	historyWake chan struct{}
-	closeOnce   sync.Once
-
-	sent *recentIDs
-	now  func() time.Time
-
-	admins adminCache // the groups' admins (admins.go)
-
-	cond   *conditions // restrictions and flapping (health.go)
-	upkeep *upkeep     // app state and phone liveness (upkeep.go)
 }
 
 var _ channel.Channel = (*Client)(nil)
@@ -164,40 +138,38 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 
 	c := newClient(opts, realClient{wc}, ver)
 	c.ds = ds
-	c.loadConditions(ctx)
-	c.upkeep.kv = ds
+	c.kv = ds
+	c.restrict.load(ctx)
 	wc.AddEventHandlerWithSuccessStatus(c.handleEvent)
 	return c, nil
 }
 
-// newClient builds a client around wa. opts must be validated.
+// newClient builds a client around wa and wires its parts. opts must be
+// validated.
 func newClient(opts Options, wa waClient, ver *versioner) *Client {
-	base, cancel := context.WithCancel(context.Background())
+	co := newCore(opts, wa)
+	cond := newConditions()
+	conn := newConnection(co, ver, cond)
+	ids := &identities{core: co}
+	restrict := &restrictions{core: co, cond: cond}
+	groups := &groupSync{core: co, conn: conn, ids: ids, restrict: restrict}
+	sent := newRecentIDs(4096)
+	in := &inbound{core: co, ids: ids, groups: groups, sent: sent}
 	c := &Client{
-		opts:        opts,
-		log:         opts.Log.With().Str("component", "whatsapp").Logger(),
-		sink:        opts.Sink,
-		wa:          wa,
-		ver:         ver,
-		base:        base,
-		cancelBase:  cancel,
-		changed:     make(chan struct{}),
-		typing:      make(map[string]*typingLoop),
-		typingTurn:  make(map[string]chan struct{}),
-		working:     make(map[string]bool),
-		wake:        make(chan struct{}, 1),
-		connected:   make(chan struct{}, 1),
-		presence:    make(chan struct{}, 1),
-		historyWake: make(chan struct{}, 1),
-		sent:        newRecentIDs(4096),
-		now:         time.Now,
-		cond:        newConditions(),
-		upkeep:      newUpkeep(),
+		core:      co,
+		conn:      conn,
+		in:        in,
+		out:       &sender{core: co, conn: conn, restrict: restrict, sent: sent},
+		pres:      newPresence(co, conn),
+		groups:    groups,
+		hist:      &history{core: co, conn: conn, in: in, wake: make(chan struct{}, 1)},
+		restrict:  restrict,
+		app:       newAppState(co),
+		phone:     &liveness{core: co},
+		connected: make(chan struct{}, 1),
 	}
-	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
-	if !wa.Paired() {
-		c.setState(channel.StateNotPaired, detailNotPaired)
-	}
+	conn.fresh = []chan struct{}{c.connected, c.hist.wake}
+	conn.init()
 	return c
 }
 
@@ -223,10 +195,14 @@ func Owns(chat string) bool {
 // it, its health and the conditions in force (a restriction, flapping, the
 // app state out of sync, the phone offline). It does not block.
 func (c *Client) Status() channel.Status {
-	c.mu.Lock()
-	st := c.status
-	c.mu.Unlock()
-	return c.withHealth(st, c.now())
+	now := c.now()
+	conds := c.restrict.cond.list(now)
+	for _, cond := range []func() (channel.Condition, bool){c.app.condition, c.phone.condition} {
+		if cd, ok := cond(); ok {
+			conds = append(conds, cd)
+		}
+	}
+	return withHealth(c.conn.current(), conds)
 }
 
 // StateMetricName is the gauge StateMetric reports.
@@ -270,76 +246,64 @@ func stateCode(s channel.ConnState) int {
 // until ctx ends or Close is called.
 func (c *Client) Connect(ctx context.Context) error {
 	if !c.wa.Paired() {
-		c.setState(channel.StateNotPaired, detailNotPaired)
+		c.conn.setState(channel.StateNotPaired, detailNotPaired)
 		return nil
 	}
 	c.start(ctx)
-	for {
-		c.mu.Lock()
-		st, changed := c.status.State, c.changed
-		c.mu.Unlock()
-		if st == channel.StateConnected || needsOwner(st) {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return c.conn.settled(ctx)
 }
 
-// needsOwner reports states that only the owner can end.
-func needsOwner(s channel.ConnState) bool {
-	switch s {
-	case channel.StateNotPaired, channel.StateLoggedOut, channel.StateReplaced, channel.StateBanned, channel.StateOutdated:
-		return true
-	}
-	return false
-}
-
-// start launches the supervisor and the worker once.
+// start launches the supervisor, the worker and the history loop once.
 func (c *Client) start(ctx context.Context) {
-	c.mu.Lock()
-	if c.started || c.base.Err() != nil {
-		c.mu.Unlock()
+	if !c.conn.begin() {
 		return
 	}
-	c.started = true
-	c.mu.Unlock()
-
 	runCtx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.base, cancel)
-	c.setState(channel.StateConnecting, "")
-	c.schedule(jobStart, 0)
+	c.conn.setState(channel.StateConnecting, "")
+	c.conn.schedule(jobStart, 0)
 	if !c.spawn(func() {
 		defer stop()
 		defer cancel()
-		c.supervise(runCtx)
+		c.conn.supervise(runCtx)
 	}) {
 		stop()
 		cancel()
 		return
 	}
 	c.spawn(func() { c.work(runCtx) })
-	c.spawn(func() { c.historyLoop(runCtx) })
+	c.spawn(func() { c.hist.loop(runCtx) })
 }
 
-// spawn runs fn on its own goroutine, which Close waits for, and reports
-// whether it did: once Close has begun it starts nothing. Every goroutine
-// of the client starts here, so no wg.Add can race Close's wg.Wait.
-func (c *Client) spawn(fn func()) bool {
-	c.lifeMu.Lock()
-	defer c.lifeMu.Unlock()
-	if c.closed {
-		return false
+// work sends presence and refreshes group names after each connection and
+// once a day, and pings a phone long offline, outside the event handler.
+func (c *Client) work(ctx context.Context) {
+	daily := time.NewTimer(groupSyncInterval)
+	defer daily.Stop()
+	phone := time.NewTicker(phoneCheckInterval)
+	defer phone.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-phone.C:
+			if c.conn.state() == channel.StateConnected {
+				c.phone.maybePing()
+			}
+		case <-c.pres.wake:
+			c.pres.sync(ctx)
+		case <-c.connected:
+			c.pres.reset()
+			c.pres.sync(ctx)
+			c.groups.sync(ctx)
+			daily.Reset(groupSyncInterval)
+		case <-daily.C:
+			if c.conn.state() == channel.StateConnected {
+				c.groups.sync(ctx)
+			}
+			daily.Reset(groupSyncInterval)
+		}
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		fn()
-	}()
-	return true
 }
 
 // Close disconnects, stops every background goroutine and closes the device
@@ -347,11 +311,7 @@ func (c *Client) spawn(fn func()) bool {
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
-		c.lifeMu.Lock()
-		c.closed = true
-		c.lifeMu.Unlock()
-		c.cancelBase()
-		c.wg.Wait()
+		c.stop()
 		c.wa.Disconnect()
 		if c.ds != nil {
 			if cerr := c.ds.Close(); cerr != nil {
@@ -362,31 +322,38 @@ func (c *Client) Close() error {
 	return err
 }
 
-// setState records a new status, logging it once with what to do.
-func (c *Client) setState(state channel.ConnState, detail string) {
-	c.mu.Lock()
-	if c.status.State == state && c.status.Detail == detail {
-		c.mu.Unlock()
-		return
-	}
-	c.status = channel.Status{State: state, Detail: detail, Since: c.now()}
-	close(c.changed)
-	c.changed = make(chan struct{})
-	c.mu.Unlock()
-
-	ev := c.log.Info()
-	switch {
-	case state == channel.StateReconnecting || state == channel.StateDisconnected || state == channel.StateNotPaired:
-		ev = c.log.Warn()
-	case needsOwner(state):
-		ev = c.log.Error()
-	}
-	if state == channel.StateNotPaired {
-		ev.Str("state", string(state)).Msg("WhatsApp is not paired; run `bridged login` to pair (local chats keep working)")
-		return
-	}
-	ev.Str("state", string(state)).Str("detail", detail).Msg("whatsapp connection state changed")
+// Send delivers m, split into parts of at most MaxMessageRunes, and returns
+// the WhatsApp id of the first part (MessageID(m.ID)). Each part's id is
+// derived from m.ID, so a retry after a timeout resends the same ids and
+// WhatsApp shows each message once; parts already acknowledged in this
+// process are not sent again. Errors wrapping channel.ErrPermanent (unknown
+// chat, not paired, logged out, refused by WhatsApp) must not be retried.
+//
+// A message with an Attachment is uploaded and sent as an image, audio or
+// document message under MessageID(m.ID), the first text part as its caption
+// (audio takes none: all its text follows it as parts 1, 2, …).
+func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	return c.out.send(ctx, m)
 }
+
+// SetTyping shows "composing" in chat while on (repeated so it does not
+// fade while the agent works) and "paused" when turned off. Best effort:
+// see presence.set.
+func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
+	return c.pres.set(ctx, chat, on)
+}
+
+// Groups lists the groups the account is a member of, sorted by name, and
+// notes each one's admins. It asks WhatsApp, so it needs a connection.
+func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) { return c.groups.list(ctx) }
+
+// RefreshGroups fetches the joined groups and records each one's name
+// through the sink's ChatSeen. It returns how many groups were recorded. It
+// runs on every connection, daily, and on request (list_groups refresh).
+func (c *Client) RefreshGroups(ctx context.Context) (int, error) { return c.groups.refresh(ctx) }
+
+// PhoneLastSeen is when the phone was last seen online, zero when unknown.
+func (c *Client) PhoneLastSeen() time.Time { return c.phone.lastSeen() }
 
 // errNotConnected is returned by calls that need a live connection.
 var errNotConnected = errors.New("whatsapp is not connected")

@@ -12,6 +12,10 @@
 // runs with synchronous acks and its decrypted-event buffer, and the event
 // handler reports success only after Sink.Inbound returned (the message is
 // committed), so a crash before the commit makes WhatsApp redeliver. Each
+// message's chat is looked up once, through Sink.Lookup, before anything of
+// the message is built, and Sink.Inbound takes what Lookup found (the ingest
+// looks no more; a direct chat not registered by its number is looked up
+// a second time by its LID). Each
 // message writes its chat once: a message of a registered chat goes to
 // Sink.Inbound, which stores it and its chat's metadata in one commit (a
 // reaction goes there too, as a message with Reaction set that is never a
@@ -62,4 +66,15 @@
 // downloaded by bridged, bounded, and stored as backlog that never starts
 // a turn. Pairing (login.go, passkey.go) handles
 // WhatsApp's passkey step and bounds connecting and pairing by 30 s each.
+//
+// Structure: Client is a thin composition (client.go) that implements
+// channel.Channel and dispatches whatsmeow's events (events.go) to parts
+// that each own their state and lock: connection (connection.go), inbound
+// (inbound.go, owner.go), identities (lid.go), sender (send.go), presence
+// (presence.go), groupSync (groups.go, admins.go), history (historysync.go,
+// backlog.go), restrictions (restrict.go, health.go), appState
+// (appstate.go) and liveness (liveness.go). Each embeds one core (core.go):
+// whatsmeow, the sink, the options, the clock, bridged_kv and the client's
+// lifetime. No type of the package has more than 20 methods
+// (TestPackageMethodCounts at the repository's root).
 package whatsapp

@@ -18,6 +18,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/testlog"
 )
@@ -253,7 +254,7 @@ func newRecorder() *recorder {
 	}
 }
 
-func (r *recorder) Inbound(_ context.Context, m channel.Message) (bridgedstore.MessageID, error) {
+func (r *recorder) Inbound(_ context.Context, _ ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.panics {
@@ -285,10 +286,10 @@ func chatRow(chat, name string, isGroup bool) string {
 	return chat + "|" + name + "|" + g
 }
 
-func (r *recorder) IsRegistered(_ context.Context, chat string) bool {
+func (r *recorder) Lookup(_ context.Context, chat string) (ingest.Changed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.registered[chat]
+	return ingest.Changed{Known: true, Registered: r.registered[chat]}, nil
 }
 
 func (r *recorder) IsOwnMessage(_ context.Context, chat, id string) bool {

@@ -4,14 +4,31 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"go.mau.fi/whatsmeow/types"
 )
 
-// Groups lists the groups the account is a member of, sorted by name, and
+// groupSync owns the joined groups: their names, recorded through the
+// sink at each connection and daily, their suspension as WhatsApp lists it,
+// and their admins (admins.go).
+type groupSync struct {
+	*core
+	conn     *connection
+	ids      *identities
+	restrict *restrictions
+
+	mu     sync.Mutex
+	admins map[types.JID]map[types.JID]bool // group → admins, in every known form
+	failed map[types.JID]time.Time          // group → when reading its metadata last failed
+}
+
+// list lists the groups the account is a member of, sorted by name, and
 // notes each one's admins. It asks WhatsApp, so it needs a connection.
-func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
-	if st := c.Status().State; st != channel.StateConnected {
+func (c *groupSync) list(ctx context.Context) ([]GroupInfo, error) {
+	if st := c.conn.state(); st != channel.StateConnected {
 		return nil, fmt.Errorf("list whatsapp groups: %w (state %s)", errNotConnected, st)
 	}
 	joined, err := c.wa.GetJoinedGroups(ctx)
@@ -35,12 +52,12 @@ func (c *Client) Groups(ctx context.Context) ([]GroupInfo, error) {
 	return out, nil
 }
 
-// RefreshGroups fetches the joined groups and records each one's name
-// through the sink's ChatSeen. It returns how many groups were recorded. It
-// runs on every connection, daily, and on request (list_groups refresh).
-func (c *Client) RefreshGroups(ctx context.Context) (int, error) {
+// refresh fetches the joined groups and records each one's name through
+// the sink's ChatSeen, and corrects their suspension. It returns how many
+// groups were recorded.
+func (c *groupSync) refresh(ctx context.Context) (int, error) {
 	sink := c.sink
-	groups, err := c.Groups(ctx)
+	groups, err := c.list(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -48,7 +65,25 @@ func (c *Client) RefreshGroups(ctx context.Context) (int, error) {
 		if err := sink.ChatSeen(ctx, g.ID, g.Name, true); err != nil {
 			return i, fmt.Errorf("record group %s: %w", g.ID, err)
 		}
-		c.syncSuspension(ctx, sink, g)
+		c.restrict.syncSuspension(ctx, sink, g)
 	}
 	return len(groups), nil
+}
+
+// sync refreshes the groups, bounded by groupSyncTimeout, and logs the
+// outcome.
+func (c *groupSync) sync(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error().Any("panic", r).Msg("group name sync panicked")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, groupSyncTimeout)
+	defer cancel()
+	n, err := c.refresh(ctx)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cannot sync group names")
+		return
+	}
+	c.log.Info().Int("groups", n).Msg("synced group names")
 }

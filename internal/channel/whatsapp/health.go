@@ -136,10 +136,10 @@ var healthRank = []channel.Health{
 	channel.HealthRestricted, channel.HealthPhoneOffline, channel.HealthAppStateSync, channel.HealthFlapping,
 }
 
-// withHealth fills st's Health and Conditions at now: the kept ones and
-// flapping (conditions), the app state and the phone (upkeep).
-func (c *Client) withHealth(st channel.Status, now time.Time) channel.Status {
-	st.Conditions = append(c.cond.list(now), c.upkeepConditions()...)
+// withHealth fills st's Health and Conditions: conds are the conditions
+// in force (the kept ones and flapping, the app state and the phone).
+func withHealth(st channel.Status, conds []channel.Condition) channel.Status {
+	st.Conditions = conds
 	sort.Slice(st.Conditions, func(i, j int) bool { return st.Conditions[i].Key < st.Conditions[j].Key })
 	switch st.State {
 	case channel.StateConnected:
@@ -177,50 +177,42 @@ func hasHealth(cs []channel.Condition, h channel.Health) bool {
 	return false
 }
 
-// noteTransition records a drop when a live connection is lost.
-func (c *Client) noteTransition(from, to channel.ConnState) {
-	if from == channel.StateConnected && to != channel.StateConnected {
-		c.cond.noteDrop(c.now())
-	}
+// restrictions owns what WhatsApp limits besides the connection: the
+// reachout timelock, suspended groups (restrict.go), and the conditions
+// kept across restarts in the device store's bridged_kv.
+type restrictions struct {
+	*core
+	cond *conditions
 }
 
-// keepCondition sets cond and writes it to the device store, so a restart
+// keep sets cond and writes it to the device store, so a restart
 // keeps it. A write failure is logged: the condition still holds until the
 // daemon stops.
-func (c *Client) keepCondition(ctx context.Context, cond channel.Condition) {
+func (c *restrictions) keep(ctx context.Context, cond channel.Condition) {
 	if !c.cond.set(cond) {
-		return
-	}
-	if c.ds == nil {
 		return
 	}
 	b, err := json.Marshal(cond)
 	if err == nil {
-		err = c.ds.setKV(ctx, kvCondition+cond.Key, string(b))
+		err = c.kv.setKV(ctx, kvCondition+cond.Key, string(b))
 	}
 	if err != nil {
 		c.log.Error().Err(err).Str("condition", cond.Key).Msg("cannot keep WhatsApp condition; a restart forgets it")
 	}
 }
 
-// dropCondition clears key and removes it from the device store.
-func (c *Client) dropCondition(ctx context.Context, key string) {
+// drop clears key and removes it from the device store.
+func (c *restrictions) drop(ctx context.Context, key string) {
 	c.cond.clear(key)
-	if c.ds == nil {
-		return
-	}
-	if err := c.ds.deleteKV(ctx, kvCondition+key); err != nil {
+	if err := c.kv.deleteKV(ctx, kvCondition+key); err != nil {
 		c.log.Error().Err(err).Str("condition", key).Msg("cannot forget WhatsApp condition; a restart shows it until it ends")
 	}
 }
 
-// loadConditions reads the kept conditions from the device store; ended
+// load reads the kept conditions from the device store; ended
 // ones are removed.
-func (c *Client) loadConditions(ctx context.Context) {
-	if c.ds == nil {
-		return
-	}
-	kv, err := c.ds.listKV(ctx, kvCondition)
+func (c *restrictions) load(ctx context.Context) {
+	kv, err := c.kv.listKV(ctx, kvCondition)
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot read kept WhatsApp conditions")
 		return
@@ -230,11 +222,11 @@ func (c *Client) loadConditions(ctx context.Context) {
 		var cond channel.Condition
 		if err := json.Unmarshal([]byte(v), &cond); err != nil || cond.Key == "" {
 			c.log.Warn().Str("key", key).Msg("unreadable kept WhatsApp condition; dropped")
-			_ = c.ds.deleteKV(ctx, key)
+			_ = c.kv.deleteKV(ctx, key)
 			continue
 		}
 		if !cond.Until.IsZero() && !now.Before(cond.Until) {
-			_ = c.ds.deleteKV(ctx, key)
+			_ = c.kv.deleteKV(ctx, key)
 			continue
 		}
 		c.cond.set(cond)

@@ -28,7 +28,7 @@ func TestHealthPerState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.TrimPrefix(fmt.Sprintf("%T", tt.evt), "*events."), func(t *testing.T) {
 			tc := newTestClient(t, nil)
-			tc.setState(channel.StateConnecting, "")
+			tc.conn.setState(channel.StateConnecting, "")
 			tc.handleEvent(tt.evt)
 			st := tc.Status()
 			if st.State != tt.state || st.Health != tt.health {
@@ -48,7 +48,7 @@ func TestFlapping(t *testing.T) {
 	now := restrictNow
 	tc := newTestClient(t, nil)
 	tc.now = func() time.Time { return now }
-	tc.setState(channel.StateConnecting, "")
+	tc.conn.setState(channel.StateConnecting, "")
 	cycle := func(after time.Duration) {
 		now = now.Add(after)
 		tc.handleEvent(&events.Connected{})

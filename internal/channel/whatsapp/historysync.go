@@ -58,6 +58,16 @@ type historyDownloader interface {
 
 var _ historyDownloader = realClient{}
 
+// history owns history sync: the notifications kept in bridged_kv until
+// their blobs are downloaded, and what of a blob is stored as backlog
+// (backlog.go).
+type history struct {
+	*core
+	conn *connection
+	in   *inbound
+	wake chan struct{} // a history sync was queued, or a connection began
+}
+
 // pendingHistory is a notification waiting for its download, as kept in
 // bridged_kv.
 type pendingHistory struct {
@@ -75,17 +85,17 @@ func historyNotification(evt *events.Message) *waE2E.HistorySyncNotification {
 	return evt.Message.GetProtocolMessage().GetHistorySyncNotification()
 }
 
-// queueHistory keeps notif (of message id) for the worker. It reports
+// queue keeps notif (of message id) for the worker. It reports
 // false when it could not be kept: the message is then not acknowledged
 // and WhatsApp delivers it again.
-func (c *Client) queueHistory(ctx context.Context, id string, notif *waE2E.HistorySyncNotification) bool {
+func (c *history) queue(ctx context.Context, id string, notif *waE2E.HistorySyncNotification) bool {
 	log := c.log.With().Str("message_id", id).Str("type", notif.GetSyncType().String()).Uint32("chunk", notif.GetChunkOrder()).Logger()
 	b, err := proto.Marshal(notif)
 	if err == nil {
 		var v []byte
 		v, err = json.Marshal(pendingHistory{At: c.now().UTC(), Notif: base64.StdEncoding.EncodeToString(b)})
 		if err == nil {
-			err = c.upkeep.kv.setKV(ctx, kvHistory+id, string(v))
+			err = c.kv.setKV(ctx, kvHistory+id, string(v))
 		}
 	}
 	if err != nil {
@@ -93,27 +103,27 @@ func (c *Client) queueHistory(ctx context.Context, id string, notif *waE2E.Histo
 		return false
 	}
 	log.Info().Uint64("bytes", notif.GetFileLength()).Msg("history sync announced; downloading it")
-	signal(c.historyWake)
+	signal(c.wake)
 	return true
 }
 
-// historyLoop downloads the pending history blobs whenever one is queued
+// loop downloads the pending history blobs whenever one is queued
 // and after each connection, until ctx ends.
-func (c *Client) historyLoop(ctx context.Context) {
+func (c *history) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.historyWake:
+		case <-c.wake:
 		}
-		if c.Status().State == channel.StateConnected {
+		if c.conn.state() == channel.StateConnected {
 			c.downloadPending(ctx)
 		}
 	}
 }
 
 // downloadPending works through the pending notifications, oldest first.
-func (c *Client) downloadPending(ctx context.Context) {
+func (c *history) downloadPending(ctx context.Context) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error().Any("panic", r).Msg("history sync download panicked")
@@ -123,7 +133,7 @@ func (c *Client) downloadPending(ctx context.Context) {
 	if !ok {
 		return
 	}
-	kv := c.upkeep.kv
+	kv := c.kv
 	all, err := kv.listKV(ctx, kvHistory)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the pending history syncs")
@@ -145,7 +155,7 @@ func (c *Client) downloadPending(ctx context.Context) {
 	}
 	slices.SortFunc(items, func(a, b item) int { return a.p.At.Compare(b.p.At) })
 	for _, it := range items {
-		if ctx.Err() != nil || c.Status().State != channel.StateConnected {
+		if ctx.Err() != nil || c.conn.state() != channel.StateConnected {
 			return
 		}
 		c.downloadOne(ctx, dl, it.key, it.p)
@@ -153,8 +163,8 @@ func (c *Client) downloadPending(ctx context.Context) {
 }
 
 // downloadOne downloads, stores and forgets one pending notification.
-func (c *Client) downloadOne(ctx context.Context, dl historyDownloader, key string, p pendingHistory) {
-	kv := c.upkeep.kv
+func (c *history) downloadOne(ctx context.Context, dl historyDownloader, key string, p pendingHistory) {
+	kv := c.kv
 	log := c.log.With().Str("message_id", strings.TrimPrefix(key, kvHistory)).Logger()
 	raw, err := base64.StdEncoding.DecodeString(p.Notif)
 	var notif waE2E.HistorySyncNotification
@@ -191,7 +201,7 @@ func (c *Client) downloadOne(ctx context.Context, dl historyDownloader, key stri
 		}
 		return
 	}
-	c.handleHistorySync(ctx, c.sink, &events.HistorySync{Data: data, Notification: &notif})
+	c.handleSync(ctx, c.sink, &events.HistorySync{Data: data, Notification: &notif})
 	if err := kv.deleteKV(ctx, key); err != nil {
 		log.Warn().Err(err).Msg("cannot forget a downloaded history sync; it is downloaded again (its messages are stored once)")
 	}

@@ -93,7 +93,7 @@ func newHistoryClient(t *testing.T) (*testClient, *downloadFake) {
 
 func pendingHistories(t *testing.T, tc *testClient) map[string]string {
 	t.Helper()
-	all, err := tc.upkeep.kv.listKV(context.Background(), kvHistory)
+	all, err := tc.kv.listKV(context.Background(), kvHistory)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestHistorySyncDownloadedByBridged(t *testing.T) {
 	if p := pendingHistories(t, tc); len(p) != 1 {
 		t.Fatalf("pending history syncs: %v; want the notification kept", p)
 	}
-	tc.downloadPending(ctx)
+	tc.hist.downloadPending(ctx)
 	got := tc.rec.stored()
 	if len(got) != 1 || got[0].ExternalID != "H1" || !got[0].Backlog || !got[0].SentAt.Equal(old.Truncate(time.Second)) {
 		t.Fatalf("stored %+v; want H1 with its own time, marked as backlog", got)
@@ -137,7 +137,7 @@ func TestHistorySyncDownloadedByBridged(t *testing.T) {
 // redelivers it).
 func TestHistorySyncNotificationNotKeptIsNotAcknowledged(t *testing.T) {
 	tc, _ := newHistoryClient(t)
-	tc.upkeep.kv = &failingKV{}
+	tc.kv = &failingKV{}
 	if tc.handleEvent(historyNotice("N1", 4096)) {
 		t.Fatal("a notification that could not be kept was acknowledged")
 	}
@@ -170,7 +170,7 @@ func TestHistorySyncDownloadBounds(t *testing.T) {
 			f.errs = tt.errs
 			tc.handleEvent(historyNotice("N1", tt.size))
 			for range tt.runs {
-				tc.downloadPending(context.Background())
+				tc.hist.downloadPending(context.Background())
 			}
 			if n, _ := f.counts(); n != tt.downloads {
 				t.Errorf("downloads: %d; want %d", n, tt.downloads)
@@ -230,7 +230,7 @@ func TestHistorySyncWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tc, f := newHistoryClient(t)
 		f.blob = &waHistorySync.HistorySync{SyncType: waHistorySync.HistorySync_RECENT.Enum()}
-		tc.spawn(func() { tc.historyLoop(tc.base) })
+		tc.spawn(func() { tc.hist.loop(tc.base) })
 		tc.handleEvent(historyNotice("N1", 4096))
 		synctest.Wait()
 		if n, _ := f.counts(); n != 1 {

@@ -11,61 +11,22 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 )
 
-// handleEvent is registered with whatsmeow's success-status handlers:
-// returning false withholds the acknowledgement of the message or
-// notification, so WhatsApp delivers it again later.
-func (c *Client) handleEvent(evt any) (ok bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			// whatsmeow would treat a panic as handled and ack the message.
-			c.log.Error().Any("panic", r).Type("event", evt).Msg("whatsapp event handler panicked; not acknowledging")
-			ok = false
-		}
-	}()
-	ctx := c.base
-	sink := c.sink
-	c.handleLivenessEvent(evt)
-	switch e := evt.(type) {
-	case *events.Message:
-		if n := historyNotification(e); n != nil {
-			return c.queueHistory(ctx, e.Info.ID, n)
-		}
-		return c.handleMessage(ctx, sink, e)
-	case *events.AppStateSyncError, *events.AppStateSyncComplete:
-		c.handleAppStateEvent(evt)
-	case *events.HistorySync:
-		return c.handleHistorySync(ctx, sink, e)
-	case *events.UndecryptableMessage:
-		c.log.Warn().Str("chat", e.Info.Chat.String()).Str("message_id", e.Info.ID).
-			Bool("unavailable", e.IsUnavailable).Msg("cannot decrypt a WhatsApp message; asked the phone to resend it")
-	case *events.JoinedGroup:
-		c.setAdmins(ctx, &e.GroupInfo)
-		return c.chatSeen(ctx, sink, e.JID, e.Name, true)
-	case *events.GroupInfo:
-		c.noteAdminChanges(ctx, e)
-		if !c.noteSuspension(ctx, sink, e) {
-			return false
-		}
-		if e.Name != nil {
-			return c.chatSeen(ctx, sink, e.JID, e.Name.Name, true)
-		}
-	case *events.NotifyAccountReachoutTimelock:
-		c.handleReachout(ctx, e)
-	case *events.PushNameSetting:
-		signal(c.presence)
-	case *events.StreamError:
-		c.log.Warn().Str("code", e.Code).Msg("whatsapp stream error")
-	case *events.OfflineSyncCompleted:
-		c.log.Info().Int("events", e.Count).Msg("caught up with messages missed while offline")
-	default:
-		c.handleConnEvent(evt)
-	}
-	return true
+// inbound owns what is received: a message is put in its chat's stable
+// form, converted for a registered chat, and handed to the sink (or only
+// its chat recorded).
+type inbound struct {
+	*core
+	ids    *identities
+	groups *groupSync // a sender's admin status
+	sent   *recentIDs // what the sender sent: an echo of one is the bot's
 }
 
-func (c *Client) chatSeen(ctx context.Context, sink Sink, chat types.JID, name string, isGroup bool) bool {
+// chatSeen records chat's metadata through sink; false withholds the
+// acknowledgement.
+func (c *inbound) chatSeen(ctx context.Context, sink Sink, chat types.JID, name string, isGroup bool) bool {
 	if err := sink.ChatSeen(ctx, chat.String(), name, isGroup); err != nil {
 		c.log.Error().Err(err).Str("chat", chat.String()).Msg("cannot record chat; WhatsApp will redeliver")
 		return false
@@ -73,12 +34,12 @@ func (c *Client) chatSeen(ctx context.Context, sink Sink, chat types.JID, name s
 	return true
 }
 
-// handleMessage stores a message of a registered chat through the sink's
+// handle stores a message of a registered chat through the sink's
 // Inbound, which records its chat in the same commit; for any other message
 // only the chat is recorded, through ChatSeen. Either way the chat is
 // written once per message. It returns true once everything was committed
 // (or there was nothing to store).
-func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Message) bool {
+func (c *inbound) handle(ctx context.Context, sink Sink, evt *events.Message) bool {
 	info := &evt.Info
 	if isHousekeeping(evt.Message) {
 		return true // key shares, history-sync notices, revokes: not chat activity
@@ -87,13 +48,18 @@ func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Messa
 	if !ok {
 		return true
 	}
-	chat = c.registeredForm(ctx, sink, info, chat)
+	chat, seen, err := c.registeredForm(ctx, sink, info, chat)
+	if err != nil {
+		c.log.Error().Err(err).Str("chat", chat.String()).Str("message_id", info.ID).
+			Msg("cannot look up the chat of a WhatsApp message; not acknowledging, WhatsApp will redeliver")
+		return false
+	}
 	isGroup := chat.Server == types.GroupServer
 	name := ""
 	if !isGroup && !info.IsFromMe {
 		name = info.PushName
 	}
-	if !sink.IsRegistered(ctx, chat.String()) {
+	if !seen.Registered {
 		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
 	msg, ok := c.convert(ctx, sink, evt, chat)
@@ -101,7 +67,7 @@ func (c *Client) handleMessage(ctx context.Context, sink Sink, evt *events.Messa
 		return c.chatSeen(ctx, sink, chat, name, isGroup)
 	}
 	log := c.log.With().Str("chat", msg.Chat).Str("message_id", msg.ExternalID).Logger()
-	id, err := sink.Inbound(ctx, msg)
+	id, err := sink.Inbound(ctx, seen, msg)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot store WhatsApp message; not acknowledging, WhatsApp will redeliver")
 		return false
@@ -136,7 +102,7 @@ func isHousekeeping(m *waE2E.Message) bool {
 // reference to its media, which the media worker fetches once the message
 // is stored; a reaction becomes a message with Reaction set (owner.go). ok
 // is false when the message is neither a prompt nor a reaction.
-func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, chat types.JID) (channel.Message, bool) {
+func (c *inbound) convert(ctx context.Context, sink Sink, evt *events.Message, chat types.JID) (channel.Message, bool) {
 	info := &evt.Info
 	if r := evt.Message.GetReactionMessage(); r != nil {
 		return c.reaction(ctx, evt, chat, r), true
@@ -190,7 +156,7 @@ func (c *Client) convert(ctx context.Context, sink Sink, evt *events.Message, ch
 
 // chatOf is the chat a message belongs to, in its stable form. ok is false
 // for chats bridged ignores (status updates, newsletters, bots).
-func (c *Client) chatOf(ctx context.Context, info *types.MessageInfo) (types.JID, bool) {
+func (c *inbound) chatOf(ctx context.Context, info *types.MessageInfo) (types.JID, bool) {
 	chat := info.Chat.ToNonAD()
 	switch chat.Server {
 	case types.GroupServer:
@@ -200,50 +166,28 @@ func (c *Client) chatOf(ctx context.Context, info *types.MessageInfo) (types.JID
 			return types.EmptyJID, false
 		}
 		// A broadcast-list message shows up in the direct chat with its sender.
-		return c.stableUser(ctx, info.Sender, info.SenderAlt), true
+		return c.ids.stableUser(ctx, info.Sender, info.SenderAlt), true
 	case types.DefaultUserServer:
 		return chat, true
 	case types.HiddenUserServer:
 		switch {
 		case !info.IsFromMe && info.Sender.ToNonAD() == chat:
-			return c.stableUser(ctx, chat, info.SenderAlt), true
+			return c.ids.stableUser(ctx, chat, info.SenderAlt), true
 		case info.IsFromMe:
-			return c.stableUser(ctx, chat, info.RecipientAlt), true
+			return c.ids.stableUser(ctx, chat, info.RecipientAlt), true
 		}
-		return c.stableUser(ctx, chat, types.EmptyJID), true
+		return c.ids.stableUser(ctx, chat, types.EmptyJID), true
 	}
 	return types.EmptyJID, false
 }
 
 // senderOf is the message's sender in its stable form: the account's
 // number for the owner's own messages.
-func (c *Client) senderOf(ctx context.Context, info *types.MessageInfo, fromMe bool, ownPN types.JID) types.JID {
+func (c *inbound) senderOf(ctx context.Context, info *types.MessageInfo, fromMe bool, ownPN types.JID) types.JID {
 	if fromMe && !ownPN.IsEmpty() {
 		return ownPN
 	}
-	return c.stableUser(ctx, info.Sender, info.SenderAlt)
-}
-
-// stableUser returns the phone-number form of a user seen as id (and maybe
-// alt), resolving LIDs through whatsmeow's LID map; the LID when no phone
-// number is known.
-func (c *Client) stableUser(ctx context.Context, id, alt types.JID) types.JID {
-	id = id.ToNonAD()
-	if id.Server != types.HiddenUserServer {
-		return id
-	}
-	if !alt.IsEmpty() && alt.Server == types.DefaultUserServer {
-		return alt.ToNonAD()
-	}
-	pn, err := c.wa.PNForLID(ctx, id)
-	if err != nil {
-		c.log.Warn().Err(err).Str("lid", id.String()).Msg("cannot resolve LID; keeping it")
-		return id
-	}
-	if pn.IsEmpty() {
-		return id
-	}
-	return pn.ToNonAD()
+	return c.ids.stableUser(ctx, info.Sender, info.SenderAlt)
 }
 
 // isOwn reports whether jid is the account itself, as a number or a LID.
@@ -256,7 +200,7 @@ func isOwn(jid, ownPN, ownLID types.JID) bool {
 // rewriteMentions makes WhatsApp's "@<number>" mentions readable: the bot's
 // own number or LID becomes "@<assistant name>" (and sets mentioned), other
 // people their name or phone number.
-func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string, ownPN, ownLID types.JID) (string, bool) {
+func (c *inbound) rewriteMentions(ctx context.Context, text string, jids []string, ownPN, ownLID types.JID) (string, bool) {
 	mentioned := false
 	for _, raw := range jids {
 		jid, err := types.ParseJID(raw)
@@ -264,11 +208,11 @@ func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string
 			continue
 		}
 		var name string
-		if c.isBot(ctx, jid, ownPN, ownLID) {
+		if c.ids.isBot(ctx, jid, ownPN, ownLID) {
 			mentioned = true
 			name = c.opts.AssistantName
 		} else {
-			name = c.displayName(ctx, jid)
+			name = c.ids.displayName(ctx, jid)
 		}
 		if name != "" && name != jid.User {
 			text = replaceMention(text, jid.User, name)
@@ -277,29 +221,17 @@ func (c *Client) rewriteMentions(ctx context.Context, text string, jids []string
 	return text, mentioned
 }
 
-// displayName is how a user is named for the agent: their contact or push
-// name, else their phone number, else their LID.
-func (c *Client) displayName(ctx context.Context, jid types.JID) string {
-	stable := c.stableUser(ctx, jid, types.EmptyJID)
-	for _, j := range []types.JID{stable, jid.ToNonAD()} {
-		if name := c.wa.ContactName(ctx, j); name != "" {
-			return name
-		}
-	}
-	return stable.User
-}
-
 // quote renders the message a reply refers to, or "".
-func (c *Client) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID types.JID) string {
+func (c *inbound) quote(ctx context.Context, ci *waE2E.ContextInfo, ownPN, ownLID types.JID) string {
 	if ci.GetQuotedMessage() == nil && ci.GetStanzaID() == "" {
 		return ""
 	}
 	who := "a message"
 	if p, err := types.ParseJID(ci.GetParticipant()); err == nil && p.User != "" {
-		if c.isBot(ctx, p, ownPN, ownLID) {
+		if c.ids.isBot(ctx, p, ownPN, ownLID) {
 			who = c.opts.AssistantName
 		} else {
-			who = c.displayName(ctx, p)
+			who = c.ids.displayName(ctx, p)
 		}
 	}
 	s := snippet(ci.GetQuotedMessage())
@@ -329,4 +261,23 @@ func replaceMention(text, user, name string) string {
 		}
 		text = text[end:]
 	}
+}
+
+// registeredForm looks the chat of a message up, once: it returns chat
+// itself (its stable form) as the sink's Lookup found it, unless chat is a
+// direct chat that is not registered but its LID is (a second lookup, only
+// then).
+func (c *inbound) registeredForm(ctx context.Context, sink Sink, info *types.MessageInfo, chat types.JID) (types.JID, ingest.Changed, error) {
+	seen, err := sink.Lookup(ctx, chat.String())
+	if err != nil || seen.Registered || chat.Server != types.DefaultUserServer {
+		return chat, seen, err
+	}
+	lid := c.ids.lidOf(ctx, info, chat)
+	if lid.IsEmpty() {
+		return chat, seen, nil
+	}
+	if byLID, err := sink.Lookup(ctx, lid.String()); err != nil || byLID.Registered {
+		return lid, byLID, err
+	}
+	return chat, seen, nil
 }

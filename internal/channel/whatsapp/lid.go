@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.mau.fi/whatsmeow/types"
 )
@@ -27,6 +28,14 @@ type lidClient interface {
 
 var _ lidClient = realClient{}
 
+// identities knows a person by every form: the phone number whatsmeow's
+// LID map gives a LID and the other way round, a user's display name, and
+// whether an id is the account itself. It keeps no state: every lookup
+// asks whatsmeow's store.
+type identities struct {
+	*core
+}
+
 func (r realClient) LIDForPN(ctx context.Context, pn types.JID) (types.JID, error) {
 	if r.Store == nil || r.Store.LIDs == nil {
 		return types.EmptyJID, nil // not paired: no LID map
@@ -38,22 +47,9 @@ func (r realClient) LIDForPN(ctx context.Context, pn types.JID) (types.JID, erro
 	return lid, nil
 }
 
-// registeredForm returns the form of a direct chat that is registered: chat
-// itself (its stable form) unless only its LID is registered.
-func (c *Client) registeredForm(ctx context.Context, sink Sink, info *types.MessageInfo, chat types.JID) types.JID {
-	if chat.Server != types.DefaultUserServer || sink.IsRegistered(ctx, chat.String()) {
-		return chat
-	}
-	lid := c.lidOf(ctx, info, chat)
-	if !lid.IsEmpty() && sink.IsRegistered(ctx, lid.String()) {
-		return lid
-	}
-	return chat
-}
-
 // lidOf is the LID of the direct chat pn, from the message's own addressing
 // or else whatsmeow's LID map; empty when unknown.
-func (c *Client) lidOf(ctx context.Context, info *types.MessageInfo, pn types.JID) types.JID {
+func (c *identities) lidOf(ctx context.Context, info *types.MessageInfo, pn types.JID) types.JID {
 	for _, j := range []types.JID{info.Chat, info.Sender, info.SenderAlt, info.RecipientAlt} {
 		if j.Server == types.HiddenUserServer {
 			if j = j.ToNonAD(); j != c.ownLID() {
@@ -73,14 +69,14 @@ func (c *Client) lidOf(ctx context.Context, info *types.MessageInfo, pn types.JI
 	return lid.ToNonAD()
 }
 
-func (c *Client) ownLID() types.JID {
+func (c *identities) ownLID() types.JID {
 	_, lid := c.wa.OwnIDs()
 	return lid
 }
 
 // isBot reports whether jid is the account itself, by number or LID, also
 // when only whatsmeow's LID map links a LID to the account's number.
-func (c *Client) isBot(ctx context.Context, jid, ownPN, ownLID types.JID) bool {
+func (c *identities) isBot(ctx context.Context, jid, ownPN, ownLID types.JID) bool {
 	if isOwn(jid, ownPN, ownLID) {
 		return true
 	}
@@ -89,4 +85,78 @@ func (c *Client) isBot(ctx context.Context, jid, ownPN, ownLID types.JID) bool {
 	}
 	pn, err := c.wa.PNForLID(ctx, jid.ToNonAD())
 	return err == nil && !pn.IsEmpty() && isOwn(pn, ownPN, ownLID)
+}
+
+// stableUser returns the phone-number form of a user seen as id (and maybe
+// alt), resolving LIDs through whatsmeow's LID map; the LID when no phone
+// number is known.
+func (c *identities) stableUser(ctx context.Context, id, alt types.JID) types.JID {
+	id = id.ToNonAD()
+	if id.Server != types.HiddenUserServer {
+		return id
+	}
+	if !alt.IsEmpty() && alt.Server == types.DefaultUserServer {
+		return alt.ToNonAD()
+	}
+	pn, err := c.wa.PNForLID(ctx, id)
+	if err != nil {
+		c.log.Warn().Err(err).Str("lid", id.String()).Msg("cannot resolve LID; keeping it")
+		return id
+	}
+	if pn.IsEmpty() {
+		return id
+	}
+	return pn.ToNonAD()
+}
+
+// displayName is how a user is named for the agent: their contact or push
+// name, else their phone number, else their LID.
+func (c *identities) displayName(ctx context.Context, jid types.JID) string {
+	stable := c.stableUser(ctx, jid, types.EmptyJID)
+	for _, j := range []types.JID{stable, jid.ToNonAD()} {
+		if name := c.wa.ContactName(ctx, j); name != "" {
+			return name
+		}
+	}
+	return stable.User
+}
+
+// forms are every known form of a user given as ids (phone number and LID,
+// without device parts, in the order given): a form none of ids has is
+// completed through whatsmeow's LID map.
+func (c *identities) forms(ctx context.Context, ids ...types.JID) []types.JID {
+	var out []types.JID
+	var pn, lid types.JID
+	add := func(j types.JID) {
+		if j.IsEmpty() || j.User == "" {
+			return
+		}
+		j = j.ToNonAD()
+		if slices.Contains(out, j) {
+			return
+		}
+		out = append(out, j)
+		switch {
+		case j.Server == types.HiddenUserServer && lid.IsEmpty():
+			lid = j
+		case j.Server == types.DefaultUserServer && pn.IsEmpty():
+			pn = j
+		}
+	}
+	for _, j := range ids {
+		add(j)
+	}
+	switch {
+	case pn.IsEmpty() && !lid.IsEmpty():
+		if p, err := c.wa.PNForLID(ctx, lid); err == nil {
+			add(p)
+		}
+	case lid.IsEmpty() && !pn.IsEmpty():
+		if lc, ok := c.wa.(lidClient); ok {
+			if l, err := lc.LIDForPN(ctx, pn); err == nil {
+				add(l)
+			}
+		}
+	}
+	return out
 }

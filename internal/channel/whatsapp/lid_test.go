@@ -121,7 +121,7 @@ func TestMentions(t *testing.T) {
 
 func TestLIDGroupKeepsChatForReply(t *testing.T) {
 	tc := newTestClient(t, nil)
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	info := groupInfo("R1", aliceLID)
 	info.AddressingMode = types.AddressingModeLID
 	info.SenderAlt = alicePN

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
@@ -17,7 +18,7 @@ import (
 // dbSink is a Sink over bridged's real store, as the router's is.
 type dbSink struct{ db *bridgedstore.DB }
 
-func (s dbSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
+func (s dbSink) Inbound(ctx context.Context, _ ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
 	id, _, err := s.db.Messages.Insert(ctx, bridgedstore.Message{Chat: bridgedstore.ChatID(m.Chat), ExternalID: m.ExternalID,
 		Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned})
 	return id, err
@@ -27,9 +28,12 @@ func (s dbSink) ChatSeen(ctx context.Context, chat, name string, isGroup bool) e
 	return s.db.Chats.Upsert(ctx, bridgedstore.Chat{ID: bridgedstore.ChatID(chat), Name: name, IsGroup: isGroup})
 }
 
-func (s dbSink) IsRegistered(ctx context.Context, chat string) bool {
+func (s dbSink) Lookup(ctx context.Context, chat string) (ingest.Changed, error) {
 	_, err := s.db.Groups.ByChat(ctx, bridgedstore.ChatID(chat))
-	return !errors.Is(err, bridgedstore.ErrNotFound)
+	if err != nil && !errors.Is(err, bridgedstore.ErrNotFound) {
+		return ingest.Changed{}, err
+	}
+	return ingest.Changed{Known: true, Registered: err == nil}, nil
 }
 
 func (s dbSink) IsOwnMessage(context.Context, string, string) bool { return false }
@@ -60,7 +64,7 @@ func newStoreClient(t *testing.T, chat types.JID) (*testClient, *bridgedstore.DB
 	tc := newTestClient(t, nil)
 	tc.Client.wa = lidFake{tc.wa}
 	tc.sink = dbSink{db}
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	return tc, db
 }
 

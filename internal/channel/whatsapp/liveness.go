@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow"
@@ -38,59 +39,69 @@ const (
 	phoneCheckInterval = time.Hour
 )
 
-// handleLivenessEvent notes the phone's sightings and pings it after the
+// liveness owns when the phone was last seen and last pinged, as read from
+// and kept in bridged_kv.
+type liveness struct {
+	*core
+
+	mu         sync.Mutex
+	phoneSeen  time.Time // zero: never seen (or unknown)
+	phoneSaved time.Time // phoneSeen as last written to kv
+	pingAt     time.Time // last liveness ping
+	loaded     bool      // phoneSeen and pingAt read from kv
+}
+
+// handleEvent notes the phone's sightings and pings it after the
 // offline backlog.
-func (c *Client) handleLivenessEvent(evt any) {
+func (c *liveness) handleEvent(evt any) {
 	switch e := evt.(type) {
 	case *events.Receipt:
 		if e.IsFromMe && e.Sender.Device == 0 {
-			c.phoneSeen(e.Timestamp)
+			c.seen(e.Timestamp)
 		}
 	case *events.MediaRetry:
-		c.phoneSeen(e.Timestamp)
+		c.seen(e.Timestamp)
 	case *events.Message:
 		if e.Info.IsFromMe && e.Info.Sender.Device == 0 && e.SourceWebMsg == nil {
-			c.phoneSeen(e.Info.Timestamp)
+			c.seen(e.Info.Timestamp)
 		}
 	case *events.Connected:
-		c.loadLiveness(c.base)
-		c.startPhoneClock()
+		c.load(c.base)
+		c.startClock()
 	case *events.OfflineSyncCompleted:
-		c.maybePingPhone()
+		c.maybePing()
 	}
 }
 
-// loadLiveness reads the last sighting and ping once.
-func (c *Client) loadLiveness(ctx context.Context) {
-	u := c.upkeep
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.loaded {
+// load reads the last sighting and ping once.
+func (c *liveness) load(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loaded {
 		return
 	}
-	seen, err := readTime(ctx, u.kv, kvPhoneSeen)
+	seen, err := readTime(ctx, c.kv, kvPhoneSeen)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot read when the phone was last seen")
 	}
-	pinged, err := readTime(ctx, u.kv, kvPhonePinged)
+	pinged, err := readTime(ctx, c.kv, kvPhonePinged)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot read when the phone was last pinged")
 	}
-	u.phoneSeen = later(u.phoneSeen, seen)
-	u.phoneSaved = seen
-	u.pingAt = later(u.pingAt, pinged)
-	u.loaded = true
+	c.phoneSeen = later(c.phoneSeen, seen)
+	c.phoneSaved = seen
+	c.pingAt = later(c.pingAt, pinged)
+	c.loaded = true
 }
 
-// startPhoneClock counts a phone never seen as seen now, so that an old
+// startClock counts a phone never seen as seen now, so that an old
 // pairing without a record starts its count at the first connection.
-func (c *Client) startPhoneClock() {
-	u := c.upkeep
-	u.mu.Lock()
-	unknown := u.phoneSeen.IsZero()
-	u.mu.Unlock()
+func (c *liveness) startClock() {
+	c.mu.Lock()
+	unknown := c.phoneSeen.IsZero()
+	c.mu.Unlock()
 	if unknown {
-		c.phoneSeen(c.now())
+		c.seen(c.now())
 	}
 }
 
@@ -101,80 +112,78 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// phoneSeen records that the phone was online at ts.
-func (c *Client) phoneSeen(ts time.Time) {
+// seen records that the phone was online at ts.
+func (c *liveness) seen(ts time.Time) {
 	if ts.IsZero() {
 		ts = c.now()
 	}
-	c.loadLiveness(c.base)
-	u := c.upkeep
-	u.mu.Lock()
-	if !ts.After(u.phoneSeen) {
-		u.mu.Unlock()
+	c.load(c.base)
+	c.mu.Lock()
+	if !ts.After(c.phoneSeen) {
+		c.mu.Unlock()
 		return
 	}
-	wasOffline := !u.phoneSeen.IsZero() && c.now().Sub(u.phoneSeen) >= PhoneWarnAfter
-	u.phoneSeen = ts
-	save := ts.Sub(u.phoneSaved) >= phoneSeenPrecision
+	wasOffline := !c.phoneSeen.IsZero() && c.now().Sub(c.phoneSeen) >= PhoneWarnAfter
+	c.phoneSeen = ts
+	save := ts.Sub(c.phoneSaved) >= phoneSeenPrecision
 	if save {
-		u.phoneSaved = ts
+		c.phoneSaved = ts
 	}
-	u.mu.Unlock()
+	c.mu.Unlock()
 	if wasOffline {
 		c.log.Info().Time("seen_at", ts).Msg("the phone is online again")
 	}
 	if save {
-		if err := writeTime(c.base, u.kv, kvPhoneSeen, ts); err != nil {
+		if err := writeTime(c.base, c.kv, kvPhoneSeen, ts); err != nil {
 			c.log.Warn().Err(err).Msg("cannot record when the phone was last seen")
 		}
 	}
 }
 
-// PhoneLastSeen is when the phone was last seen online, zero when unknown.
-func (c *Client) PhoneLastSeen() time.Time {
-	c.upkeep.mu.Lock()
-	defer c.upkeep.mu.Unlock()
-	return c.upkeep.phoneSeen
+// lastSeen is when the phone was last seen online, zero when unknown.
+func (c *liveness) lastSeen() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phoneSeen
 }
 
-// phoneOffline reports how long the phone has not been seen, 0 when it was
+// offline reports how long the phone has not been seen, 0 when it was
 // never seen.
-func (c *Client) phoneOffline() time.Duration {
-	seen := c.PhoneLastSeen()
+func (c *liveness) offline() time.Duration {
+	seen := c.lastSeen()
 	if seen.IsZero() {
 		return 0
 	}
 	return max(0, c.now().Sub(seen))
 }
 
-// maybePingPhone pings the phone when it has not been seen for
+// maybePing pings the phone when it has not been seen for
 // PhonePingAfter and was not pinged in the last PhonePingInterval. The
 // ping runs on its own goroutine.
-func (c *Client) maybePingPhone() {
-	u := c.upkeep
+func (c *liveness) maybePing() {
 	now := c.now()
-	u.mu.Lock()
-	due := !u.phoneSeen.IsZero() && now.Sub(u.phoneSeen) >= PhonePingAfter &&
-		(u.pingAt.IsZero() || now.Sub(u.pingAt) >= PhonePingInterval)
+	c.mu.Lock()
+	due := !c.phoneSeen.IsZero() && now.Sub(c.phoneSeen) >= PhonePingAfter &&
+		(c.pingAt.IsZero() || now.Sub(c.pingAt) >= PhonePingInterval)
 	if due {
-		u.pingAt = now // claimed: one ping at a time, one a day
+		c.pingAt = now // claimed: one ping at a time, one a day
 	}
-	u.mu.Unlock()
+	c.mu.Unlock()
 	if !due {
 		return
 	}
-	c.background(func() { c.pingPhone(c.base, now) })
+	c.background(func() { c.ping(c.base, now) })
 }
 
-// pingPhone sends the account's own devices an app-state key request for
+// ping sends the account's own devices an app-state key request for
 // the newest key, which the phone answers when its WhatsApp runs.
-func (c *Client) pingPhone(ctx context.Context, now time.Time) {
+func (c *liveness) ping(ctx context.Context, now time.Time) {
 	pn, _ := c.wa.OwnIDs()
 	if pn.IsEmpty() {
 		return
 	}
 	keyIDs := []*waE2E.AppStateSyncKeyId{}
-	if id, err := c.upkeepWA().LatestAppStateKeyID(ctx); err != nil {
+	if id, err := upkeepOf(c.wa).LatestAppStateKeyID(ctx); err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the newest app state key; pinging the phone without it")
 	} else if id != nil {
 		keyIDs = append(keyIDs, &waE2E.AppStateSyncKeyId{KeyID: id})
@@ -187,17 +196,17 @@ func (c *Client) pingPhone(ctx context.Context, now time.Time) {
 		c.log.Warn().Err(err).Msg("cannot ping the phone")
 		return
 	}
-	if err := writeTime(ctx, c.upkeep.kv, kvPhonePinged, now); err != nil {
+	if err := writeTime(ctx, c.kv, kvPhonePinged, now); err != nil {
 		c.log.Warn().Err(err).Msg("cannot record the phone ping")
 	}
-	c.log.Info().Time("phone_last_seen", c.PhoneLastSeen()).Msg("pinged the phone: it has not been seen for over 10 days")
+	c.log.Info().Time("phone_last_seen", c.lastSeen()).Msg("pinged the phone: it has not been seen for over 10 days")
 }
 
-// phoneCondition is the phone-offline condition of Status; ok is false
+// condition is the phone-offline condition of Status; ok is false
 // while the phone was seen in the last PhoneWarnAfter.
-func (c *Client) phoneCondition() (cond channel.Condition, ok bool) {
-	seen := c.PhoneLastSeen()
-	off := c.phoneOffline()
+func (c *liveness) condition() (cond channel.Condition, ok bool) {
+	seen := c.lastSeen()
+	off := c.offline()
 	if off < PhoneWarnAfter {
 		return channel.Condition{}, false
 	}

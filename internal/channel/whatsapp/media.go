@@ -97,27 +97,10 @@ func (c *Client) Fetch(ctx context.Context, m store.Media, dst *os.File, limit i
 	if err := proto.Unmarshal(ref.Proto, msg.(proto.Message)); err != nil {
 		return fmt.Errorf("bad media reference: %w", err)
 	}
-	if err := c.waitConnected(ctx); err != nil {
+	if err := c.conn.waitConnected(ctx); err != nil {
 		return err
 	}
 	return c.wa.DownloadToFile(ctx, msg, &cappedFile{f: dst, limit: limit + encOverhead})
-}
-
-// waitConnected returns once the client is connected, or ctx's error.
-func (c *Client) waitConnected(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		state, changed := c.status.State, c.changed
-		c.mu.Unlock()
-		if state == channel.StateConnected {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("%w (%s)", errNotConnected, state)
-		}
-	}
 }
 
 // cappedFile is a whatsmeow.File that refuses to grow past limit, so a

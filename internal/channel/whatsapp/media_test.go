@@ -18,6 +18,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	mediapool "github.com/bridged-app/bridged/internal/media"
 	bridgedstore "github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
@@ -43,8 +44,8 @@ type storeSink struct {
 	queue *mediapool.Queue
 }
 
-func (s *storeSink) Inbound(ctx context.Context, m channel.Message) (bridgedstore.MessageID, error) {
-	if _, err := s.recorder.Inbound(ctx, m); err != nil {
+func (s *storeSink) Inbound(ctx context.Context, seen ingest.Changed, m channel.Message) (bridgedstore.MessageID, error) {
+	if _, err := s.recorder.Inbound(ctx, seen, m); err != nil {
 		return 0, err
 	}
 	var row *bridgedstore.Media
@@ -92,7 +93,7 @@ func newMediaEnv(t *testing.T, maxBytes int64) *mediaEnv {
 	}
 	tc := newTestClient(t, nil)
 	tc.rec.registered[otherChat.String()] = true
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	e := &mediaEnv{testClient: tc, db: db, home: hm, settled: make(chan bridgedstore.ChatID, 16)}
 	queue := mediapool.NewQueue()
 	e.pool, err = mediapool.New(mediapool.Config{MaxBytes: maxBytes, RetryDelays: []time.Duration{time.Millisecond}}, mediapool.Deps{
@@ -399,7 +400,7 @@ func TestPlantedLinkAtMediaNameIsNotFollowed(t *testing.T) {
 // reconnects.
 func TestFetchWaitsForTheConnection(t *testing.T) {
 	tc := newTestClient(t, nil)
-	tc.setState(channel.StateReconnecting, "")
+	tc.conn.setState(channel.StateReconnecting, "")
 	tc.wa.download = writeDownload([]byte("data"))
 	f, err := os.CreateTemp(t.TempDir(), "dl")
 	if err != nil {
@@ -415,7 +416,7 @@ func TestFetchWaitsForTheConnection(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- tc.Fetch(context.Background(), m, f, 1024) }()
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	select {
 	case err := <-done:
 		if err != nil {

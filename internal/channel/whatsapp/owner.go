@@ -23,12 +23,12 @@ import (
 
 // fromOwner reports whether the message with info was sent by the account
 // itself.
-func (c *Client) fromOwner(ctx context.Context, info *types.MessageInfo, ownPN, ownLID types.JID) bool {
+func (c *inbound) fromOwner(ctx context.Context, info *types.MessageInfo, ownPN, ownLID types.JID) bool {
 	if ownPN.IsEmpty() && ownLID.IsEmpty() {
 		return info.IsFromMe // not logged in: only whatsmeow can tell
 	}
 	for _, j := range []types.JID{info.Sender, info.SenderAlt} {
-		if !j.IsEmpty() && c.isBot(ctx, j, ownPN, ownLID) {
+		if !j.IsEmpty() && c.ids.isBot(ctx, j, ownPN, ownLID) {
 			return true
 		}
 	}
@@ -43,7 +43,7 @@ func quotedID(ci *waE2E.ContextInfo) string {
 // reaction builds the channel message for a reaction in a registered chat:
 // no text, the reacted message's id and the emoji ("" when the reaction is
 // removed).
-func (c *Client) reaction(ctx context.Context, evt *events.Message, chat types.JID, r *waE2E.ReactionMessage) channel.Message {
+func (c *inbound) reaction(ctx context.Context, evt *events.Message, chat types.JID, r *waE2E.ReactionMessage) channel.Message {
 	info := &evt.Info
 	ownPN, ownLID := c.wa.OwnIDs()
 	msg := channel.Message{
@@ -60,7 +60,7 @@ func (c *Client) reaction(ctx context.Context, evt *events.Message, chat types.J
 
 // setSender fills in who sent msg: its stable id, its other ids, its name
 // and whether it is an admin of the group.
-func (c *Client) setSender(ctx context.Context, msg *channel.Message, info *types.MessageInfo, ownPN types.JID) {
+func (c *inbound) setSender(ctx context.Context, msg *channel.Message, info *types.MessageInfo, ownPN types.JID) {
 	sender := c.senderOf(ctx, info, msg.FromMe, ownPN)
 	msg.Sender = sender.String()
 	msg.SenderName = info.PushName
@@ -70,13 +70,13 @@ func (c *Client) setSender(ctx context.Context, msg *channel.Message, info *type
 	if msg.FromMe {
 		return
 	}
-	forms := c.forms(ctx, sender, info.Sender, info.SenderAlt)
+	forms := c.ids.forms(ctx, sender, info.Sender, info.SenderAlt)
 	for _, f := range forms {
 		if f != sender {
 			msg.SenderAlt = append(msg.SenderAlt, f.String())
 		}
 	}
 	if msg.IsGroup {
-		msg.SenderAdmin = c.isAdmin(ctx, info.Chat.ToNonAD(), forms)
+		msg.SenderAdmin = c.groups.isAdmin(ctx, info.Chat.ToNonAD(), forms)
 	}
 }

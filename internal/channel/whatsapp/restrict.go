@@ -30,19 +30,19 @@ type ContactHistory interface {
 // the account may not start conversations with new contacts. It is kept
 // across restarts; its end (IsActive false, or the end time passing)
 // lifts it.
-func (c *Client) handleReachout(ctx context.Context, e *events.NotifyAccountReachoutTimelock) {
+func (c *restrictions) handleReachout(ctx context.Context, e *events.NotifyAccountReachoutTimelock) {
 	now := c.now()
 	until := e.TimeEnforcementEnds.Time
 	if !e.IsActive || (!until.IsZero() && !until.After(now)) {
 		if _, ok := c.cond.get(condTimelock, now); ok {
 			c.log.Info().Str("enforcement", e.EnforcementType).Msg("WhatsApp lifted the restriction on messaging new contacts")
 		}
-		c.dropCondition(ctx, condTimelock)
+		c.drop(ctx, condTimelock)
 		return
 	}
 	c.log.Error().Str("enforcement", e.EnforcementType).Time("until", until).
 		Msg("WhatsApp restricts this account from messaging new contacts; messages to chats that never wrote are refused")
-	c.keepCondition(ctx, channel.Condition{
+	c.keep(ctx, channel.Condition{
 		Key: condTimelock, Health: channel.HealthRestricted, Since: now, Until: until,
 		Text: timelockText(e.EnforcementType, until),
 	})
@@ -66,14 +66,19 @@ func timelockText(enforcement string, until time.Time) string {
 // group's agent is told through a stored message (context for its next
 // turn), and the owner through the condition's alert. It reports false
 // when the agent's message could not be stored (WhatsApp redelivers).
-func (c *Client) noteSuspension(ctx context.Context, sink Sink, e *events.GroupInfo) bool {
+func (c *restrictions) noteSuspension(ctx context.Context, sink Sink, e *events.GroupInfo) bool {
 	if !e.Suspended && !e.Unsuspended {
 		return true
 	}
 	chat := e.JID.ToNonAD()
 	key := condSuspend + chat.String()
 	log := c.log.With().Str("chat", chat.String()).Logger()
-	if !sink.IsRegistered(ctx, chat.String()) {
+	seen, err := sink.Lookup(ctx, chat.String())
+	if err != nil {
+		log.Error().Err(err).Msg("cannot look up a group WhatsApp suspended or restored; not acknowledging, WhatsApp will redeliver")
+		return false
+	}
+	if !seen.Registered {
 		log.Info().Bool("suspended", e.Suspended).Msg("WhatsApp changed the suspension of a group that is not registered")
 		return true
 	}
@@ -90,25 +95,25 @@ func (c *Client) noteSuspension(ctx context.Context, sink Sink, e *events.GroupI
 		Chat: chat.String(), IsGroup: true, ExternalID: "bridged-suspension-" + strconv.FormatInt(at.UnixNano(), 36),
 		Sender: types.ServerJID.String(), SenderName: "WhatsApp", Text: text, SentAt: at,
 	}
-	if _, err := sink.Inbound(ctx, msg); err != nil {
+	if _, err := sink.Inbound(ctx, seen, msg); err != nil {
 		log.Error().Err(err).Msg("cannot store the suspension notice; not acknowledging, WhatsApp will redeliver")
 		return false
 	}
 	if e.Unsuspended {
 		log.Info().Msg("WhatsApp lifted a group's suspension")
-		c.dropCondition(ctx, key)
+		c.drop(ctx, key)
 		return true
 	}
 	log.Error().Msg("WhatsApp suspended a group; messages to it are refused")
-	c.keepCondition(ctx, suspensionCondition(chat.String(), at))
+	c.keep(ctx, suspensionCondition(chat.String(), at))
 	return true
 }
 
-// refuseRestricted refuses a send that WhatsApp's restrictions forbid: to
+// refuse refuses a send that WhatsApp's restrictions forbid: to
 // a suspended group, or, under a reachout timelock, to a direct chat that
 // never wrote to this account. The error wraps channel.ErrPermanent and
 // says why.
-func (c *Client) refuseRestricted(ctx context.Context, chat string, to types.JID) error {
+func (c *restrictions) refuse(ctx context.Context, chat string, to types.JID) error {
 	now := c.now()
 	if to.Server == types.GroupServer {
 		if _, ok := c.cond.get(condSuspend+to.String(), now); ok {
@@ -131,7 +136,7 @@ func (c *Client) refuseRestricted(ctx context.Context, chat string, to types.JID
 
 // hasHistory asks the sink whether a direct chat wrote before, under its
 // phone number and its LID. A sink that cannot tell lets it through.
-func (c *Client) hasHistory(ctx context.Context, to types.JID) bool {
+func (c *restrictions) hasHistory(ctx context.Context, to types.JID) bool {
 	h, ok := c.sink.(ContactHistory)
 	if !ok {
 		return true
@@ -158,19 +163,24 @@ func banUntil(e *events.TemporaryBan, now time.Time) string {
 // syncSuspension corrects a registered group's suspension from the group
 // list (a notification missed while offline): the condition is set or
 // cleared to match what WhatsApp says now.
-func (c *Client) syncSuspension(ctx context.Context, sink Sink, g GroupInfo) {
+func (c *restrictions) syncSuspension(ctx context.Context, sink Sink, g GroupInfo) {
 	key := condSuspend + g.ID
 	_, kept := c.cond.get(key, c.now())
-	if kept == g.Suspended || !sink.IsRegistered(ctx, g.ID) {
+	if kept == g.Suspended {
+		return
+	}
+	// When the registry cannot tell, the group counts as registered: a
+	// condition too many is told, none is missed.
+	if seen, err := sink.Lookup(ctx, g.ID); err == nil && !seen.Registered {
 		return
 	}
 	if !g.Suspended {
 		c.log.Info().Str("chat", g.ID).Msg("WhatsApp no longer lists the group as suspended")
-		c.dropCondition(ctx, key)
+		c.drop(ctx, key)
 		return
 	}
 	c.log.Error().Str("chat", g.ID).Msg("WhatsApp lists a group as suspended; messages to it are refused")
-	c.keepCondition(ctx, suspensionCondition(g.ID, c.now()))
+	c.keep(ctx, suspensionCondition(g.ID, c.now()))
 }
 
 func suspensionCondition(chat string, since time.Time) channel.Condition {
@@ -201,7 +211,7 @@ func isReachoutRefusal(err error) bool {
 // sendError classifies a failed send to to; a reachout refusal of a
 // direct chat also starts the timelock (kept, shown in status, told to the
 // owner once), unless one is in force already, and says so.
-func (c *Client) sendError(ctx context.Context, to types.JID, err error) error {
+func (c *restrictions) sendError(ctx context.Context, to types.JID, err error) error {
 	if !isReachoutRefusal(err) || to.Server == types.GroupServer {
 		return classifySendError(err)
 	}
@@ -210,7 +220,7 @@ func (c *Client) sendError(ctx context.Context, to types.JID, err error) error {
 		until := now.Add(reachoutAssumed)
 		c.log.Error().Str("chat", to.String()).Time("until", until).
 			Msg("WhatsApp refused a message to a new contact (463): this account may not message new contacts; messages to chats that never wrote are refused")
-		c.keepCondition(ctx, channel.Condition{
+		c.keep(ctx, channel.Condition{
 			Key: condTimelock, Health: channel.HealthRestricted, Since: now, Until: until,
 			Text: timelockText("refused a message with error 463; bridged assumes 24 hours", until),
 		})

@@ -54,8 +54,8 @@ func reopenedClient(t *testing.T, path string, now time.Time) *testClient {
 	}
 	tc := restrictedClient(t)
 	tc.now = func() time.Time { return now }
-	tc.ds = ds
-	tc.loadConditions(ctx)
+	tc.kv = ds
+	tc.restrict.load(ctx)
 	return tc
 }
 

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"go.mau.fi/whatsmeow"
@@ -27,13 +26,6 @@ import (
 // behind "Read more" and a reply cut into readable parts is easier to follow,
 // so longer text is split at paragraph, then sentence, then word boundaries.
 const MaxMessageRunes = 2000
-
-// Typing indicator timing: WhatsApp clears "composing" after about 25
-// seconds, so it is repeated while the agent works, up to typingMax.
-const (
-	typingRefresh = 10 * time.Second
-	typingMax     = 30 * time.Minute
-)
 
 // NewMessageID returns a fresh message id in WhatsApp web's format ("3EB0"
 // and 16 upper-case hex digits).
@@ -80,26 +72,26 @@ func isWAID(id string) bool {
 	return true
 }
 
-// Send delivers m, split into parts of at most MaxMessageRunes, and returns
-// the WhatsApp id of the first part (MessageID(m.ID)). Each part's id is
-// derived from m.ID, so a retry after a timeout resends the same ids and
-// WhatsApp shows each message once; parts already acknowledged in this
-// process are not sent again. Errors wrapping channel.ErrPermanent (unknown
-// chat, not paired, logged out, refused by WhatsApp) must not be retried.
-//
-// A message with an Attachment is uploaded and sent as an image, audio or
-// document message under MessageID(m.ID), the first text part as its caption
-// (audio takes none: all its text follows it as parts 1, 2, …).
-func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+// sender owns what is sent: text split into parts and files uploaded,
+// each under an id derived from the outbox's, and the ids recently sent.
+type sender struct {
+	*core
+	conn     *connection
+	restrict *restrictions
+	sent     *recentIDs // shared with inbound, which recognises their echoes
+}
+
+// send is Client.Send.
+func (c *sender) send(ctx context.Context, m channel.Outgoing) (string, error) {
 	to, err := parseChat(m.Chat)
 	if err != nil {
 		return "", err
 	}
-	switch st := c.Status().State; st {
+	switch st := c.conn.state(); st {
 	case channel.StateNotPaired, channel.StateLoggedOut:
 		return "", fmt.Errorf("send to %s: whatsapp is %s (run `bridged login`): %w", m.Chat, st, channel.ErrPermanent)
 	}
-	if err := c.refuseRestricted(ctx, m.Chat, to); err != nil {
+	if err := c.restrict.refuse(ctx, m.Chat, to); err != nil {
 		return "", err
 	}
 	text := strings.TrimSpace(m.Text)
@@ -133,7 +125,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, err)
 			}
 			if _, err := c.wa.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{ID: first}); err != nil {
-				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, c.sendError(ctx, to, err))
+				return "", fmt.Errorf("send %s to %s: %w", a.Name, m.Chat, c.restrict.sendError(ctx, to, err))
 			}
 			c.sent.add(first)
 		}
@@ -148,7 +140,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		_, err := c.wa.SendMessage(ctx, to, &waE2E.Message{Conversation: proto.String(withPrefix(part, prefix))},
 			whatsmeow.SendRequestExtra{ID: pid})
 		if err != nil {
-			return "", fmt.Errorf("send part %d/%d to %s: %w", n+i+1, total, m.Chat, c.sendError(ctx, to, err))
+			return "", fmt.Errorf("send part %d/%d to %s: %w", n+i+1, total, m.Chat, c.restrict.sendError(ctx, to, err))
 		}
 		c.sent.add(pid)
 	}
@@ -169,7 +161,7 @@ func withPrefix(part, prefix string) string {
 // an image or a document with caption, or audio (a voice note when it is
 // Ogg Opus, which is what WhatsApp records). A file that is gone is a
 // permanent failure.
-func (c *Client) mediaMessage(ctx context.Context, a channel.Attachment, caption string) (*waE2E.Message, error) {
+func (c *sender) mediaMessage(ctx context.Context, a channel.Attachment, caption string) (*waE2E.Message, error) {
 	data, err := os.ReadFile(a.Path)
 	if err != nil {
 		return nil, permanentError{fmt.Errorf("read the file: %w", err)}
@@ -360,110 +352,6 @@ func splitSentences(s string) []string {
 		}
 	}
 	return append(out, s[start:])
-}
-
-// SetTyping shows "composing" in chat while on (repeated so it does not
-// fade while the agent works) and "paused" when turned off. Best effort:
-// nothing is sent while WhatsApp is not connected. Changes for one chat
-// take turns, so no loop is left behind and a late "composing" cannot
-// overtake a "paused"; a change waits for its turn no longer than ctx, and
-// a slow network in one chat never holds up another's. While any chat's
-// indicator is on the account is available, else unavailable (see
-// Options.AlwaysOnline): sent before "composing", after "paused".
-func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
-	to, err := parseChat(chat)
-	if err != nil {
-		return err
-	}
-	c.setWorking(chat, on)
-	turn := c.typingTurnOf(chat)
-	select {
-	case turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-turn }()
-	c.stopTyping(chat)
-	if c.Status().State != channel.StateConnected || c.base.Err() != nil {
-		return nil
-	}
-	if !on {
-		if err := c.wa.SendChatPresence(ctx, to, types.ChatPresencePaused, types.ChatPresenceMediaText); err != nil {
-			return fmt.Errorf("send paused to %s: %w", chat, err)
-		}
-		c.syncPresence(ctx)
-		return nil
-	}
-	// Available first: WhatsApp relays "composing" only from an available
-	// client.
-	c.syncPresence(ctx)
-	if err := c.wa.SendChatPresence(ctx, to, types.ChatPresenceComposing, types.ChatPresenceMediaText); err != nil {
-		return fmt.Errorf("send composing to %s: %w", chat, err)
-	}
-	loopCtx, cancel := context.WithTimeout(c.base, typingMax)
-	t := &typingLoop{cancel: cancel, done: make(chan struct{})}
-	started := c.spawn(func() {
-		defer close(t.done)
-		defer cancel()
-		c.keepTyping(loopCtx, to)
-	})
-	if !started { // the client is closing
-		cancel()
-		return nil
-	}
-	c.typingMu.Lock()
-	c.typing[chat] = t
-	c.typingMu.Unlock()
-	return nil
-}
-
-type typingLoop struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// typingTurnOf returns chat's turn: a one-slot channel a SetTyping fills
-// while it changes chat's indicator.
-func (c *Client) typingTurnOf(chat string) chan struct{} {
-	c.typingMu.Lock()
-	defer c.typingMu.Unlock()
-	turn := c.typingTurn[chat]
-	if turn == nil {
-		turn = make(chan struct{}, 1)
-		c.typingTurn[chat] = turn
-	}
-	return turn
-}
-
-// stopTyping ends chat's typing loop and waits for it, so a later "paused"
-// cannot be overtaken by a late "composing". The caller holds chat's turn.
-func (c *Client) stopTyping(chat string) {
-	c.typingMu.Lock()
-	t := c.typing[chat]
-	delete(c.typing, chat)
-	c.typingMu.Unlock()
-	if t != nil {
-		t.cancel()
-		<-t.done
-	}
-}
-
-func (c *Client) keepTyping(ctx context.Context, to types.JID) {
-	tick := time.NewTicker(typingRefresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if c.Status().State != channel.StateConnected {
-				continue
-			}
-			if err := c.wa.SendChatPresence(ctx, to, types.ChatPresenceComposing, types.ChatPresenceMediaText); err != nil && ctx.Err() == nil {
-				c.log.Debug().Err(err).Str("chat", to.String()).Msg("cannot refresh typing indicator")
-			}
-		}
-	}
 }
 
 // recentIDs remembers the last n ids sent by this process, to skip parts

@@ -18,7 +18,7 @@ import (
 func connectedClient(t *testing.T, edit func(*Options)) *testClient {
 	t.Helper()
 	tc := newTestClient(t, edit)
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	return tc
 }
 
@@ -188,7 +188,7 @@ func TestSendPermanentFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := newTestClient(t, nil)
-			tc.setState(tt.state, "")
+			tc.conn.setState(tt.state, "")
 			if tt.sendErr != nil {
 				tc.wa.sendErrs = []error{tt.sendErr}
 			}
@@ -280,7 +280,7 @@ func chatPresences(log []string) []string {
 
 func TestTypingWhileDisconnectedSendsNothing(t *testing.T) {
 	tc := newTestClient(t, nil)
-	tc.setState(channel.StateReconnecting, detailReconnecting)
+	tc.conn.setState(channel.StateReconnecting, detailReconnecting)
 	if err := tc.SetTyping(context.Background(), familyChat.String(), true); err != nil {
 		t.Fatalf("SetTyping: %v", err)
 	}

@@ -304,7 +304,7 @@ func TestStaleEventsDoNotOverrideOwnerStates(t *testing.T) {
 func TestEachStateLoggedOnce(t *testing.T) {
 	tc := newTestClient(t, nil)
 	for range 3 {
-		tc.applyTransition(transition{state: channel.StateLoggedOut, detail: "run `bridged login`"})
+		tc.conn.applyTransition(transition{state: channel.StateLoggedOut, detail: "run `bridged login`"})
 	}
 	if got := strings.Count(tc.logs.String(), `"state":"logged-out"`); got != 1 {
 		t.Errorf("logged-out logged %d times; want once", got)

@@ -100,9 +100,9 @@ func TestTypingStartedWhileClosingLeavesNoLoop(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("SetTyping did not return after Close")
 	}
-	tc.typingMu.Lock()
-	loop := tc.typing[familyChat.String()]
-	tc.typingMu.Unlock()
+	tc.pres.mu.Lock()
+	loop := tc.pres.typing[familyChat.String()]
+	tc.pres.mu.Unlock()
 	if loop != nil {
 		t.Error("a typing loop was started after Close returned; Close must wait for every goroutine the client starts")
 	}

@@ -12,8 +12,6 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/appstate"
 	"go.mau.fi/whatsmeow/proto/waE2E"
-
-	"github.com/bridged-app/bridged/internal/channel"
 )
 
 // kvStore is the small key-value table bridged keeps in whatsmeow's store
@@ -77,35 +75,6 @@ func (m *memKV) listKV(_ context.Context, prefix string) (map[string]string, err
 	return out, nil
 }
 
-// upkeep is what the client tracks about the account's health while it is
-// connected: app-state collections out of sync (appstate.go) and when the
-// phone was last seen (liveness.go).
-type upkeep struct {
-	kv kvStore
-
-	mu         sync.Mutex
-	broken     map[appstate.WAPatchName]brokenState // collections out of sync, until each syncs again
-	healing    map[appstate.WAPatchName]bool        // a re-fetch is running
-	phoneSeen  time.Time                            // zero: never seen (or unknown)
-	phoneSaved time.Time                            // phoneSeen as last written to kv
-	pingAt     time.Time                            // last liveness ping
-	loaded     bool                                 // phoneSeen and pingAt read from kv
-}
-
-// brokenState is an app-state collection out of sync: why, and since when.
-type brokenState struct {
-	why   string
-	since time.Time
-}
-
-func newUpkeep() *upkeep {
-	return &upkeep{
-		kv:      &memKV{},
-		broken:  make(map[appstate.WAPatchName]brokenState),
-		healing: make(map[appstate.WAPatchName]bool),
-	}
-}
-
 // readTime reads a time stored as RFC 3339 under key; zero when unset or
 // unreadable.
 func readTime(ctx context.Context, kv kvStore, key string) (time.Time, error) {
@@ -124,31 +93,7 @@ func writeTime(ctx context.Context, kv kvStore, key string, t time.Time) error {
 	return kv.setKV(ctx, key, t.UTC().Format(time.RFC3339))
 }
 
-// upkeepConditions are the account's conditions while the connection
-// itself may be fine: the app state out of sync, the phone not seen for
-// PhoneWarnAfter. Each shows in Status's health and is told to the owner
-// once (through the alerts' conditions, like a restriction).
-func (c *Client) upkeepConditions() []channel.Condition {
-	var out []channel.Condition
-	if cond, ok := c.appStateCondition(); ok {
-		out = append(out, cond)
-	}
-	if cond, ok := c.phoneCondition(); ok {
-		out = append(out, cond)
-	}
-	return out
-}
-
-// background runs fn on its own goroutine, which Close waits for; nothing
-// starts once the client is closed.
-func (c *Client) background(fn func()) {
-	if c.base.Err() != nil {
-		return
-	}
-	c.spawn(fn)
-}
-
-// upkeepClient is the part of *whatsmeow.Client the upkeep uses besides
+// upkeepClient is the part of *whatsmeow.Client appState and liveness use besides
 // waClient's.
 type upkeepClient interface {
 	// FetchAppState fetches a collection; fullSync drops the local copy
@@ -185,8 +130,9 @@ func (noUpkeep) SendPeerMessage(context.Context, *waE2E.Message) (whatsmeow.Send
 
 func (noUpkeep) LatestAppStateKeyID(context.Context) ([]byte, error) { return nil, nil }
 
-func (c *Client) upkeepWA() upkeepClient {
-	if u, ok := c.wa.(upkeepClient); ok {
+// upkeepOf is wa's app-state calls, or noUpkeep's answers.
+func upkeepOf(wa waClient) upkeepClient {
+	if u, ok := wa.(upkeepClient); ok {
 		return u
 	}
 	return noUpkeep{}

@@ -71,7 +71,7 @@ func newUpkeepClient(t *testing.T) (*testClient, *upkeepFake) {
 	tc := newTestClient(t, nil)
 	uf := &upkeepFake{fakeWA: tc.wa, tc: tc}
 	tc.Client.wa = uf
-	tc.setState(channel.StateConnected, "")
+	tc.conn.setState(channel.StateConnected, "")
 	return tc, uf
 }
 
@@ -261,11 +261,11 @@ func TestPhoneLastSeenKeptAcrossRestarts(t *testing.T) {
 	kv := &memKV{}
 	seenAt := time.Now().Add(-13 * 24 * time.Hour).Truncate(time.Second)
 	tc, _ := newUpkeepClient(t)
-	tc.upkeep.kv = kv
+	tc.kv = kv
 	tc.handleEvent(&events.Receipt{MessageSource: types.MessageSource{Chat: alicePN, Sender: botPN, IsFromMe: true}, Timestamp: seenAt})
 
 	again, _ := newUpkeepClient(t)
-	again.upkeep.kv = kv
+	again.kv = kv
 	again.handleEvent(&events.Connected{})
 	if got := again.PhoneLastSeen(); !got.Equal(seenAt) {
 		t.Fatalf("after a restart the phone was last seen %v; want %v", got, seenAt)
@@ -309,7 +309,7 @@ func TestUpkeepTimesKeptInTheDeviceStore(t *testing.T) {
 func TestPhonePingedHourlyWhileConnected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tc, _ := newUpkeepClient(t)
-		tc.phoneSeen(time.Now().Add(-PhonePingAfter))
+		tc.phone.seen(time.Now().Add(-PhonePingAfter))
 		tc.spawn(func() { tc.work(tc.base) })
 		time.Sleep(phoneCheckInterval)
 		synctest.Wait()

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/store"
-	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/bridged-app/bridged/internal/channel"
@@ -66,6 +66,130 @@ type job struct {
 	at   time.Time
 }
 
+// connection owns the connection: its state and what the owner should do
+// about it, and the supervisor that reconnects with a capped backoff (the
+// web version with it).
+type connection struct {
+	*core
+	ver   *versioner
+	cond  *conditions     // a live connection's drop counts towards flapping
+	fresh []chan struct{} // signalled on every new session
+
+	mu          sync.Mutex
+	status      channel.Status
+	changed     chan struct{} // closed and replaced on every status change
+	started     bool
+	attempts    int // failed connection attempts since the last success
+	job         job // the supervisor's next job
+	outdatedTry bool
+
+	wake chan struct{} // supervisor: job changed
+}
+
+func newConnection(co *core, ver *versioner, cond *conditions) *connection {
+	return &connection{core: co, ver: ver, cond: cond, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// init sets the first state: disconnected, or not paired.
+func (c *connection) init() {
+	c.status = channel.Status{State: channel.StateDisconnected, Since: c.now()}
+	if !c.wa.Paired() {
+		c.setState(channel.StateNotPaired, detailNotPaired)
+	}
+}
+
+// begin reports whether the supervisor is to start: once, and not after
+// Close.
+func (c *connection) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.base.Err() != nil {
+		return false
+	}
+	c.started = true
+	return true
+}
+
+// current is the connection's status, without health.
+func (c *connection) current() channel.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// state is the connection state.
+func (c *connection) state() channel.ConnState { return c.current().State }
+
+// settled returns nil once connected or once the state needs the owner, or
+// ctx.Err() when ctx ends first.
+func (c *connection) settled(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		st, changed := c.status.State, c.changed
+		c.mu.Unlock()
+		if st == channel.StateConnected || needsOwner(st) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitConnected returns once the client is connected, or ctx's error.
+func (c *connection) waitConnected(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		state, changed := c.status.State, c.changed
+		c.mu.Unlock()
+		if state == channel.StateConnected {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%s)", errNotConnected, state)
+		}
+	}
+}
+
+// needsOwner reports states that only the owner can end.
+func needsOwner(s channel.ConnState) bool {
+	switch s {
+	case channel.StateNotPaired, channel.StateLoggedOut, channel.StateReplaced, channel.StateBanned, channel.StateOutdated:
+		return true
+	}
+	return false
+}
+
+// setState records a new status, logging it once with what to do.
+func (c *connection) setState(state channel.ConnState, detail string) {
+	c.mu.Lock()
+	if c.status.State == state && c.status.Detail == detail {
+		c.mu.Unlock()
+		return
+	}
+	c.status = channel.Status{State: state, Detail: detail, Since: c.now()}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+
+	ev := c.log.Info()
+	switch {
+	case state == channel.StateReconnecting || state == channel.StateDisconnected || state == channel.StateNotPaired:
+		ev = c.log.Warn()
+	case needsOwner(state):
+		ev = c.log.Error()
+	}
+	if state == channel.StateNotPaired {
+		ev.Str("state", string(state)).Msg("WhatsApp is not paired; run `bridged login` to pair (local chats keep working)")
+		return
+	}
+	ev.Str("state", string(state)).Str("detail", detail).Msg("whatsapp connection state changed")
+}
+
 // transition is what a connection event does to the channel.
 type transition struct {
 	state  channel.ConnState
@@ -121,15 +245,15 @@ func connTransition(evt any, now time.Time) (t transition, ok bool) {
 	return transition{}, false
 }
 
-// handleConnEvent applies a connection event. Events whatsmeow dispatches
+// handleEvent applies a connection event. Events whatsmeow dispatches
 // asynchronously can arrive late, so a stale keepalive or disconnect event
 // never overrides a state only the owner (or a ban's expiry) can end.
-func (c *Client) handleConnEvent(evt any) {
+func (c *connection) handleEvent(evt any) {
 	t, ok := connTransition(evt, c.now())
 	if !ok {
 		return
 	}
-	cur := c.Status()
+	cur := c.current()
 	switch evt.(type) {
 	case *events.Disconnected, *events.ConnectFailure, *events.CATRefreshError:
 		if needsOwner(cur.State) {
@@ -141,12 +265,14 @@ func (c *Client) handleConnEvent(evt any) {
 			return
 		}
 	}
-	c.noteTransition(cur.State, t.state)
+	if cur.State == channel.StateConnected && t.state != channel.StateConnected {
+		c.cond.noteDrop(c.now())
+	}
 	c.applyTransition(t)
 }
 
 // applyTransition records t and schedules its job.
-func (c *Client) applyTransition(t transition) {
+func (c *connection) applyTransition(t transition) {
 	switch t.state {
 	case channel.StateConnected:
 		c.mu.Lock()
@@ -155,8 +281,9 @@ func (c *Client) applyTransition(t transition) {
 		c.mu.Unlock()
 		c.setState(t.state, t.detail)
 		if t.fresh {
-			signal(c.connected)
-			signal(c.historyWake)
+			for _, ch := range c.fresh {
+				signal(ch)
+			}
 		}
 		return
 	case channel.StateOutdated:
@@ -189,7 +316,7 @@ func (c *Client) applyTransition(t transition) {
 }
 
 // schedule replaces the supervisor's next job.
-func (c *Client) schedule(kind jobKind, delay time.Duration) {
+func (c *connection) schedule(kind jobKind, delay time.Duration) {
 	c.mu.Lock()
 	c.job = job{kind: kind, at: c.now().Add(delay)}
 	c.mu.Unlock()
@@ -204,7 +331,7 @@ func signal(ch chan struct{}) {
 }
 
 // supervise runs connection jobs until ctx ends.
-func (c *Client) supervise(ctx context.Context) {
+func (c *connection) supervise(ctx context.Context) {
 	for {
 		c.mu.Lock()
 		next := c.job
@@ -239,7 +366,7 @@ func (c *Client) supervise(ctx context.Context) {
 	}
 }
 
-func (c *Client) runJob(ctx context.Context, kind jobKind) {
+func (c *connection) runJob(ctx context.Context, kind jobKind) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error().Any("panic", r).Msg("whatsapp connection job panicked; retrying")
@@ -259,7 +386,7 @@ func (c *Client) runJob(ctx context.Context, kind jobKind) {
 			return
 		}
 	}
-	if st := c.Status().State; st == channel.StateBanned || st == channel.StateOutdated {
+	if st := c.state(); st == channel.StateBanned || st == channel.StateOutdated {
 		c.setState(channel.StateReconnecting, detailReconnecting)
 	}
 	c.connectOnce(ctx)
@@ -267,7 +394,7 @@ func (c *Client) runJob(ctx context.Context, kind jobKind) {
 
 // connectOnce makes one connection attempt and schedules the next one if it
 // fails.
-func (c *Client) connectOnce(ctx context.Context) {
+func (c *connection) connectOnce(ctx context.Context) {
 	if !c.wa.Paired() {
 		c.setState(channel.StateLoggedOut, "this device is no longer paired: run `bridged login` to pair again, then restart bridged")
 		return
@@ -288,112 +415,8 @@ func (c *Client) connectOnce(ctx context.Context) {
 	attempt := c.attempts
 	c.mu.Unlock()
 	c.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", delay).Msg("cannot connect to WhatsApp")
-	if st := c.Status().State; st == channel.StateConnecting || st == channel.StateConnected {
+	if st := c.state(); st == channel.StateConnecting || st == channel.StateConnected {
 		c.setState(channel.StateReconnecting, detailReconnecting)
 	}
 	c.schedule(jobReconnect, delay)
-}
-
-// work sends presence and refreshes group names after each connection and
-// once a day, and pings a phone long offline, outside the event handler.
-func (c *Client) work(ctx context.Context) {
-	daily := time.NewTimer(groupSyncInterval)
-	defer daily.Stop()
-	phone := time.NewTicker(phoneCheckInterval)
-	defer phone.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-phone.C:
-			if c.Status().State == channel.StateConnected {
-				c.maybePingPhone()
-			}
-		case <-c.presence:
-			c.syncPresence(ctx)
-		case <-c.connected:
-			c.presenceMu.Lock()
-			c.presenceSent = "" // a new connection has none yet
-			c.presenceMu.Unlock()
-			c.syncPresence(ctx)
-			c.syncGroups(ctx)
-			daily.Reset(groupSyncInterval)
-		case <-daily.C:
-			if c.Status().State == channel.StateConnected {
-				c.syncGroups(ctx)
-			}
-			daily.Reset(groupSyncInterval)
-		}
-	}
-}
-
-// wantPresence is the presence the account should have: available while an
-// agent works in one of its chats (WhatsApp relays typing notifications only
-// from available clients) or with AlwaysOnline, else unavailable (while a
-// linked device is available, WhatsApp does not notify the owner's phone).
-func (c *Client) wantPresence() types.Presence {
-	c.typingMu.Lock()
-	working := len(c.working) > 0
-	c.typingMu.Unlock()
-	if working || c.opts.AlwaysOnline {
-		return types.PresenceAvailable
-	}
-	return types.PresenceUnavailable
-}
-
-// syncPresence sends the presence the account should have now unless
-// WhatsApp has it already. Sends take turns, and each decides what it sends
-// once it has its turn, so the last one sent is the current one. Nothing is
-// sent while WhatsApp is not connected (the next connection sends it).
-func (c *Client) syncPresence(ctx context.Context) {
-	c.presenceMu.Lock()
-	defer c.presenceMu.Unlock()
-	want := c.wantPresence()
-	if want == c.presenceSent || c.Status().State != channel.StateConnected {
-		return
-	}
-	err := c.wa.SendPresence(ctx, want)
-	switch {
-	case errors.Is(err, whatsmeow.ErrNoPushName):
-		c.log.Debug().Msg("presence not sent yet: push name not synced")
-	case err != nil:
-		c.log.Warn().Err(err).Str("presence", string(want)).Msg("cannot send presence")
-	default:
-		c.presenceSent = want
-	}
-}
-
-// setWorking records whether an agent works in chat and, when that changes
-// whether the account should be available, has the worker send it (the
-// presence of a connection that comes later). It never blocks on the
-// network.
-func (c *Client) setWorking(chat string, on bool) {
-	c.typingMu.Lock()
-	before := len(c.working) > 0
-	if on {
-		c.working[chat] = true
-	} else {
-		delete(c.working, chat)
-	}
-	after := len(c.working) > 0
-	c.typingMu.Unlock()
-	if before != after {
-		signal(c.presence)
-	}
-}
-
-func (c *Client) syncGroups(ctx context.Context) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error().Any("panic", r).Msg("group name sync panicked")
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, groupSyncTimeout)
-	defer cancel()
-	n, err := c.RefreshGroups(ctx)
-	if err != nil {
-		c.log.Warn().Err(err).Msg("cannot sync group names")
-		return
-	}
-	c.log.Info().Int("groups", n).Msg("synced group names")
 }
