@@ -2,7 +2,6 @@ package credproxy
 
 import (
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/setting"
@@ -23,10 +22,10 @@ var Bounds = struct {
 }
 
 // CheckUpstream says why u cannot be Config.Upstream (nil when it can): it
-// is http(s)://host[:port][/path], without query, fragment or user info.
+// is http(s)://host[:port][/path], without query, fragment or user info, as
+// ParseUpstream (New) takes it.
 func CheckUpstream(u string) error {
-	p, err := url.Parse(u)
-	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" || p.User != nil {
+	if _, err := ParseUpstream(u); err != nil {
 		return errors.New("want http(s)://host[:port][/path], without query or user info")
 	}
 	return nil
