@@ -33,7 +33,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/channel/local"
@@ -46,6 +45,7 @@ import (
 	"github.com/bridged-app/bridged/internal/remotecontrol"
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/rules"
 	bounds "github.com/bridged-app/bridged/internal/setting"
 	"github.com/bridged-app/bridged/internal/transcribe"
 )
@@ -538,26 +538,6 @@ func isFile(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// validName reports whether s is one word of at most 32 letters, digits, -
-// or _, starting with a letter or digit. (A loop, not a regexp: the bounded
-// Unicode classes compile to a program of most of a megabyte the daemon would
-// carry for its whole life.)
-func validName(s string) bool {
-	n := 0
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsNumber(r):
-		case n > 0 && (r == '-' || r == '_'):
-		default:
-			return false
-		}
-		if n++; n > 32 {
-			return false
-		}
-	}
-	return n > 0
-}
-
 // build reads raw (every setting's value by variable) into a Config. It
 // parses each value and routes it to the package that takes it, which
 // says what the value may be (its bounds, internal/setting); an invalid
@@ -575,9 +555,7 @@ func build(raw map[string]string) (*Config, error) {
 		return nil, r.bad("BRIDGED_HOME", err.Error())
 	}
 	c.AssistantName = raw["BRIDGED_ASSISTANT_NAME"]
-	if !validName(c.AssistantName) {
-		r.bad("BRIDGED_ASSISTANT_NAME", "want a single word of letters, digits, - or _ (at most 32)")
-	}
+	r.check("BRIDGED_ASSISTANT_NAME", rules.CheckAssistantName(c.AssistantName))
 	r.bool("BRIDGED_OWN_NUMBER", &c.OwnNumber)
 	r.bool("BRIDGED_REMOTE_CONTROL", &c.RemoteControl)
 	c.RemoteControlCLI = strings.TrimSpace(raw["BRIDGED_REMOTE_CONTROL_CLI"])
