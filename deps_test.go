@@ -66,6 +66,7 @@ var tiers = map[string]tier{
 	"agent-runner/runner":    program,
 	"internal/ipc/ipctest":   program, // test support
 	"internal/testcover":     program, // test support
+	"internal/config":        program, // the wiring's reading half: routes each setting to the package that bounds it
 
 	// test support shared by the packages' tests
 	"internal/testlog":               program,
@@ -77,7 +78,7 @@ var tiers = map[string]tier{
 	"migrations":                leaf,
 	"internal/channel":          leaf, // the Channel interface only
 	"internal/claudecli":        leaf,
-	"internal/config":           leaf,
+	"internal/setting":          leaf, // the shape of a package's bounds on its settings
 	"internal/dirwatch":         leaf, // the directory engine: imports nothing of bridged's own
 	"internal/home":             leaf,
 	"internal/ipc":              leaf,

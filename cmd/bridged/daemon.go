@@ -188,7 +188,7 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 }
 
 // noticePoster commits bridged's own message to a chat's outbox
-// (outboxPoster).
+// (router.Poster).
 type noticePoster interface {
 	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 }
@@ -365,8 +365,9 @@ func (g groupsChanged) ApplySettings(ctx context.Context, folder string) (string
 }
 
 // runDaemon runs the daemon until ctx ends, then drains and returns nil.
-// Everything is built before anything runs; if a part cannot be built, the
-// parts built so far are released and nothing has run.
+// Everything is built before anything runs, in the phases below, each a
+// method of daemon; if a phase fails, what the phases before it opened is
+// released (daemon.release) and nothing has run.
 func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	log.Info().Str("version", buildVersion()).Str("home", cfg.Home).Msg("bridged starting")
 	// The daemon is idle most of its life with a live heap of a few MB: half
@@ -375,9 +376,86 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(50)
 	}
-	// hm is the one door into the agent-writable trees: the router, the
-	// IPC host and the media pool all go through it, and its
-	// incidents show in status.
+	d := &daemon{cfg: cfg, log: log, instance: newInstanceID()}
+	defer d.release()
+	for _, phase := range []func(context.Context) error{
+		d.openHome,      // the home, the store; a second daemon stops here
+		d.openDocker,    // the engine, the agent image, the mount allowlist
+		d.buildIntake,   // the outbox signal, approvals, /remote-control, the ingest
+		d.buildChannels, // local and WhatsApp, and the media pool behind them
+		d.buildServices, // turn ends, owner alerts and budgets, the credential proxy
+		d.buildRuns,     // the router, the scheduler, the IPC host
+		d.listen,        // the control socket and the dashboard
+		d.recover,       // what a previous daemon left
+	} {
+		if err := phase(ctx); err != nil {
+			return err
+		}
+	}
+	return d.serve(ctx)
+}
+
+// daemon is the running daemon's parts. runDaemon builds it phase by phase;
+// each phase fills the fields it names from those of the phases before it.
+type daemon struct {
+	cfg      *config.Config
+	log      zerolog.Logger
+	instance string
+	// closers are released in reverse by release: what each phase opened.
+	closers []func()
+
+	// openHome
+	hm         *home.Home
+	uid, gid   int
+	db         *store.DB
+	floor      home.Floor
+	firstStart bool
+	// openDocker
+	docker *container.Docker
+	allow  *container.Allowlist
+	// buildIntake
+	outSignal  *outbox.Signal
+	poster     router.Poster
+	approver   *approvals.Service
+	remote     *remotecontrol.Service
+	mediaQueue *media.Queue
+	ing        *ingest.Ingest
+	// buildChannels
+	loc       *local.Channel
+	wa        *whatsapp.Client
+	channels  []channel.Channel
+	mediaPool *media.Pool
+	// buildServices
+	turnEnds *turns.Hub
+	al       *alerts.Alerts
+	proxy    *credproxy.Proxy
+	// buildRuns
+	rt    *router.Router
+	sched *scheduler.Scheduler
+	host  *ipchost.Host
+	// listen
+	srv     *control.Server
+	dash    *dashboard.Dashboard
+	serving bool
+}
+
+// onRelease adds f to what release undoes, after what was added later.
+func (d *daemon) onRelease(f func()) { d.closers = append(d.closers, f) }
+
+// release undoes what the phases opened, the last first.
+func (d *daemon) release() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// openHome prepares the home (hm is the one door into the agent-writable
+// trees: the router, the IPC host and the media pool all go through it, and
+// its incidents show in status), opens the store, and stops a second
+// daemon of the same home before it opens the WhatsApp device store or
+// touches the first one's containers.
+func (d *daemon) openHome(ctx context.Context) error {
+	cfg, log := d.cfg, d.log
 	hm, err := home.New(cfg.Home, log)
 	if err != nil {
 		return err
@@ -385,83 +463,91 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err := prepareHome(hm, cfg.AssistantName, log); err != nil {
 		return err
 	}
-	uid, gid := containerUser(cfg, log)
-	firstStart := !exists(cfg.StoreDB())
-	db, err := store.Open(ctx, cfg.StoreDB(), log)
-	if err != nil {
+	d.hm = hm
+	d.uid, d.gid = containerUser(cfg, log)
+	// Below the free-space floor no file is taken in: outgoing files are
+	// not staged, media are not downloaded; the owner's alert says why.
+	d.floor = home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
+	d.firstStart = !exists(cfg.StoreDB())
+	if d.db, err = store.Open(ctx, cfg.StoreDB(), log); err != nil {
 		return err
 	}
-	defer db.Close()
-
-	// A second daemon on the same home stops here, before it opens the
-	// WhatsApp device store or touches the first one's containers.
+	d.onRelease(func() { d.db.Close() })
 	if err := control.CheckNotRunning(cfg.Socket()); err != nil {
 		return err
 	}
-	if err := greetFirstStart(ctx, db, cfg, firstStart, log); err != nil {
-		return err
-	}
+	return greetFirstStart(ctx, d.db, cfg, d.firstStart, log)
+}
 
-	docker, err := container.NewDockerWith(log, container.DockerOptions{CallTimeout: cfg.EngineTimeout})
+// openDocker connects to the Docker engine, checks the agent image is
+// there, and loads the mount allowlist.
+func (d *daemon) openDocker(ctx context.Context) error {
+	cfg := d.cfg
+	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
-	defer docker.Close()
+	d.docker = docker
+	d.onRelease(func() { docker.Close() })
 	if err := checkDocker(ctx, docker, cfg.Image); err != nil {
 		return err
 	}
-
-	var allow *container.Allowlist
 	if cfg.MountAllowlist != "" {
-		if allow, err = container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile); err != nil {
+		allow, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
+		if err != nil {
 			return err
 		}
-		allow = allow.WithMasks(hm.Layout()) // hide .ssh, .env, … inside allowed mounts
+		d.allow = allow.WithMasks(d.hm.Layout()) // hide .ssh, .env, … inside allowed mounts
 	}
+	return nil
+}
 
-	instance := newInstanceID()
-	// Ingest is built first: it stores what the channels receive and wakes
-	// the router, so the channels, the media pool and the router all take
-	// it at construction.
-	mediaQueue := media.NewQueue()
+// buildIntake builds the ingest and what it answers before storage. Ingest
+// is built first: it stores what the channels receive and wakes the
+// router, so the channels, the media pool and the router all take it at
+// construction. Approvals are answered in the main chat before storage:
+// the ingest takes them out; they post through the outbox, whose sender
+// wakes on the signal built here. So is the owner's /remote-control
+// (internal/remotecontrol).
+func (d *daemon) buildIntake(context.Context) error {
+	cfg, log, db := d.cfg, d.log, d.db
+	d.mediaQueue = media.NewQueue()
 	lateWindow := cfg.LateWindow
 	if lateWindow <= 0 {
 		lateWindow = router.DefaultLateWindow
 	}
-	// Approvals are answered in the main chat before storage: the ingest
-	// takes them out; they post through the outbox, whose sender wakes on
-	// the signal built here.
-	outSignal := outbox.NewSignal()
-	poster := outboxPoster{db: db, out: outSignal}
-	approver := approvals.New(db, poster, cfg.ApprovalTimeout, log)
-	// So is the owner's /remote-control (internal/remotecontrol).
+	d.outSignal = outbox.NewSignal()
+	d.poster = router.NewPoster(db, d.outSignal)
+	d.approver = approvals.New(db, d.poster, cfg.ApprovalTimeout, log)
 	remote, err := remotecontrol.New(remotecontrol.Config{
-		Enabled: cfg.RemoteControl, CLI: cfg.RemoteControlCLI, Dir: hm.Layout().RemoteControlDir(), Env: os.Environ(),
-		Groups: db.Groups, Post: poster, Log: log,
+		Enabled: cfg.RemoteControl, CLI: cfg.RemoteControlCLI, Dir: d.hm.Layout().RemoteControlDir(), Env: os.Environ(),
+		Groups: db.Groups, Post: d.poster, Log: log,
 	})
 	if err != nil {
 		return err
 	}
-	defer remote.Close()
-	ing, err := ingest.New(ingest.Config{
-		DB: db, ChannelOf: channelOf, Media: mediaQueue, LateWindow: lateWindow, Now: time.Now,
+	d.remote = remote
+	d.onRelease(remote.Close)
+	d.ing, err = ingest.New(ingest.Config{
+		DB: db, ChannelOf: channelOf, Media: d.mediaQueue, LateWindow: lateWindow, Now: time.Now,
 		Log: log.With().Str("component", "ingest").Logger(),
 		Answers: func(ctx context.Context, m channel.Message) bool {
-			return approver.Answer(ctx, m) || remote.Take(ctx, m)
+			return d.approver.Answer(ctx, m) || remote.Take(ctx, m)
 		},
 	})
-	if err != nil {
-		return err
-	}
-	loc := local.New(db, cfg.AssistantName, ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir(),
-		local.KeepLimits{Files: cfg.LocalFiles, Bytes: cfg.LocalFilesBytes})
-	// Below the free-space floor no file is taken in: outgoing files are
-	// not staged, media are not downloaded; the owner's alert says why.
-	floor := home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
+	return err
+}
 
-	// WhatsApp delivers to the ingest; nothing connects before Run.
+// buildChannels builds the local channel and WhatsApp, which deliver to the
+// ingest (nothing connects before serve), and the pool that fetches the
+// media of inbound messages after the message is stored: it takes them
+// from the ingest's queue and tells the ingest when a chat's media settled.
+func (d *daemon) buildChannels(ctx context.Context) error {
+	cfg, log, db, hm := d.cfg, d.log, d.db, d.hm
+	d.loc = local.New(db, cfg.AssistantName, d.ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir(),
+		local.KeepLimits{Files: cfg.LocalFiles, Bytes: cfg.LocalFilesBytes})
 	wa, err := whatsapp.New(ctx, whatsapp.Options{
-		Sink:          waSink{in: ing, db: db},
+		Sink:          waSink{in: d.ing, db: db},
 		StorePath:     cfg.WhatsAppDB(),
 		AssistantName: cfg.AssistantName,
 		SharedNumber:  !cfg.OwnNumber,
@@ -471,45 +557,53 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
-	defer wa.Close()
-	channels := []channel.Channel{loc, wa}
+	d.wa = wa
+	d.onRelease(func() { wa.Close() })
+	d.channels = []channel.Channel{d.loc, wa}
 
-	// Media of inbound messages are fetched after the message is stored,
-	// by a pool that takes them from the ingest's queue and tells the
-	// ingest when a chat's media settled.
 	var transcriber media.Transcriber
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
-	mediaPool, err := media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: floor}, media.Deps{
-		Store: db, Home: hm, Transcriber: transcriber, Log: log, Queue: mediaQueue, Settled: ing.MediaSettled,
+	d.mediaPool, err = media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: d.floor}, media.Deps{
+		Store: db, Home: hm, Transcriber: transcriber, Log: log, Queue: d.mediaQueue, Settled: d.ing.MediaSettled,
 		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
 	})
-	if err != nil {
-		return err
-	}
+	return err
+}
 
-	turnLog := startTurnRecorder(db, log)
-	defer turnLog.stop()
-	turnEnds := turns.New(time.Now, turnLog.add)
-	// Owner alerts and budgets: built before the router, which consults
-	// them. They post their notices through the outbox's signal and the
-	// ingest, both built before either, so nothing is wired afterwards.
+// buildServices builds what the router consults: the turns hub, whose ends
+// are recorded in the store for `bridged why`; the owner's alerts and
+// budgets, which post their notices through the outbox's signal and the
+// ingest, both built before, so nothing is wired afterwards; and the
+// credential proxy, which is the meter: its responses go to the usage
+// ledger, and a group at its budget is refused there.
+func (d *daemon) buildServices(context.Context) error {
+	cfg, log, db := d.cfg, d.log, d.db
+	rec := turns.NewRecorder(func(ctx context.Context, e turns.End) error {
+		return db.Turns.Add(ctx, store.TurnEnd{Chat: store.ChatID(e.Chat), Upto: store.MessageID(e.Upto), Result: string(e.Result),
+			Reason: e.Reason, Attempt: e.Attempt, Attempts: e.Attempts, At: e.At})
+	}, log)
+	d.onRelease(rec.Stop)
+	d.turnEnds = turns.New(time.Now, rec.Add)
 	al, err := alerts.New(alerts.Config{
-		DB: db, State: filepath.Join(hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
-		Timezone: cfg.Timezone, Channels: channels, Log: log, MinFree: uint64(cfg.MinFree),
-		Poster: notices{outboxPoster: poster, in: ing},
+		DB: db, State: filepath.Join(d.hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
+		Timezone: cfg.Timezone, Channels: d.channels, Log: log, MinFree: uint64(cfg.MinFree),
+		Poster: notices{Poster: d.poster, in: d.ing},
 	})
 	if err != nil {
 		return err
 	}
-	// The proxy is the meter: its responses go to the usage ledger, and a
-	// group at its budget is refused there.
-	proxy, err := newAPIProxy(cfg, hm.Layout(), &meterLedger{db: db, al: al, log: log}, log)
-	if err != nil {
-		return err
-	}
+	d.al = al
+	d.proxy, err = newAPIProxy(cfg, d.hm.Layout(), meterLedger{alerts.NewMeter(al)}, log)
+	return err
+}
 
+// buildRuns builds what runs the agents: the router (with the group queue
+// and the runs it owns), the scheduler that hands it due tasks, and the
+// IPC host that carries out what the agents ask.
+func (d *daemon) buildRuns(context.Context) error {
+	cfg, log, db, approver := d.cfg, d.log, d.db, d.approver
 	rt, err := router.New(router.Config{
 		AssistantName:    cfg.AssistantName,
 		Timezone:         cfg.Timezone,
@@ -523,119 +617,129 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		RetryDelays:      cfg.RetryDelays(),
 		TaskMaxFailures:  cfg.TaskMaxFailures,
 		Image:            cfg.Image,
-		Instance:         instance,
+		Instance:         d.instance,
 		Limits:           container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids, NoFile: cfg.ContainerNoFile},
-		Home:             hm,
-		ContainerUID:     uid,
-		ContainerGID:     gid,
-		Allowlist:        allow,
+		Home:             d.hm,
+		ContainerUID:     d.uid,
+		ContainerGID:     d.gid,
+		Allowlist:        d.allow,
 		Secrets:          cfg.Secrets,
-		APIProxy:         proxyAdapter{proxy},
+		APIProxy:         proxyAdapter{d.proxy},
 		Network:          cfg.ContainerNetwork,
-	}, router.Deps{Store: db, Runtime: docker, Channels: channels, Log: log, Now: time.Now, Turns: turnEnds, Budget: al, Alerts: al, Ingest: ing,
-		OutboxSignal: outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
+	}, router.Deps{Store: db, Runtime: d.docker, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
+		OutboxSignal: d.outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
 		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) }})
 	if err != nil {
 		return err
 	}
-
-	sched := scheduler.New(db, rt, cfg.Timezone, log, time.Now)
-	host, err := ipchost.New(ipchost.Config{
-		Home: cfg.Home, Trees: hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName,
-		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: floor,
+	d.rt = rt
+	d.sched = scheduler.New(db, rt, cfg.Timezone, log, time.Now)
+	d.host, err = ipchost.New(ipchost.Config{
+		Home: cfg.Home, Trees: d.hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName,
+		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: d.floor,
 		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver,
-	}, db, rt, sched, waRefresher{wa}, log)
-	if err != nil {
-		return err
-	}
+	}, db, rt, d.sched, waRefresher{d.wa}, log)
+	return err
+}
+
+// listen binds the control socket and the dashboard: on the control
+// socket, and on BRIDGED_DASHBOARD's loopback address when set (a taken
+// port fails the start). The socket is bound before recover: it is what
+// stops a second daemon of this home (Listen fails on a socket that
+// answers) before that one stops this one's containers. Clients that
+// connect meanwhile wait for serve. If the start fails before serve, the
+// socket is released and its file removed.
+func (d *daemon) listen(context.Context) error {
+	cfg, log, hm := d.cfg, d.log, d.hm
 	uploads := hm.Uploads()
-	admin := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(allow)}
-	var dash *dashboard.Dashboard // built by Listen, below
+	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow)}
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
 		Socket:    cfg.Socket(),
 		Admin:     admin,
-		Local:     loc,
-		Turns:     turnEnds,
-		Holds:     rt,
-		Status:    liveStatus{rt, proxy},
-		Channels:  channels,
-		Groups:    groupsChanged{host, rt},
-		Tasks:     sched,
-		Config:    daemonConfig{cfg, proxy},
-		Approvals: approver,
-		// The dashboard: on the control socket, and on BRIDGED_DASHBOARD's
-		// loopback address when set (a taken port fails the start).
+		Local:     d.loc,
+		Turns:     d.turnEnds,
+		Holds:     d.rt,
+		Status:    liveStatus{d.rt, d.proxy},
+		Channels:  d.channels,
+		Groups:    groupsChanged{d.host, d.rt},
+		Tasks:     d.sched,
+		Config:    daemonConfig{cfg, d.proxy},
+		Approvals: d.approver,
 		Dashboard: func(srv *control.Server) (control.Dashboard, error) {
-			d, err := dashboard.New(dashboard.Options{
+			dash, err := dashboard.New(dashboard.Options{
 				Source:    srv,
 				Admin:     admin,
-				Approvals: dashApprovals{approver},
-				Wait:      loc.Wait,
+				Approvals: dashboard.ServiceApprovals(d.approver),
+				Wait:      d.loc.Wait,
 				Addr:      cfg.Dashboard,
 				PathFile:  filepath.Join(hm.Layout().StoreDir(), "dashboard-path"),
 				Log:       log,
 			})
-			dash = d
-			return d, err
+			d.dash = dash
+			return dash, err
 		},
 		Version:  buildVersion(),
-		Instance: instance,
+		Instance: d.instance,
 		Log:      log,
 	})
 	if err != nil {
 		return err
 	}
-	// The socket is bound before the recovery below: it is what stops a
-	// second daemon of this home (Listen fails on a socket that answers)
-	// before that one stops this one's containers. Clients that connect
-	// meanwhile wait for Run. If the start fails before Run, the socket is
-	// released and its file removed.
-	serving := false
-	defer func() {
-		if !serving {
-			_ = srv.Close()
-			if dash != nil {
-				_ = dash.Close()
-			}
+	d.srv = srv
+	d.onRelease(func() {
+		if d.serving {
+			return // their Run closed them
 		}
-	}()
+		_ = srv.Close()
+		if d.dash != nil {
+			_ = d.dash.Close()
+		}
+	})
+	return nil
+}
 
-	// Nothing runs before what a previous daemon left is dealt with.
-	if err := recoverStart(ctx, docker, hm.Layout().Dir, instance, host, sched, log); err != nil {
+// recover deals with what a previous daemon left (recoverStart), settles
+// the approvals it left open, and returns the heap building everything
+// freed: migrations, the WhatsApp store, the image check and the leftover
+// sweep leave freed heap the runtime would hand back only slowly; the
+// daemon, idle most of its life, should not hold it.
+func (d *daemon) recover(ctx context.Context) error {
+	if err := recoverStart(ctx, d.docker, d.hm.Layout().Dir, d.instance, d.host, d.sched, d.log); err != nil {
 		return err
 	}
-	if err := settleApprovals(ctx, db, approver, poster, log); err != nil {
+	if err := settleApprovals(ctx, d.db, d.approver, d.poster, d.log); err != nil {
 		return err
 	}
-
-	// Building everything (migrations, the WhatsApp store, the image check,
-	// the leftover sweep) leaves freed heap the runtime would hand back only
-	// slowly; the daemon, idle most of its life, should not hold it.
 	debug.FreeOSMemory()
+	return nil
+}
 
+// serve runs every part until ctx ends or one fails, then drains: the
+// control API outlives the router's drain, so a `chat -m` waiting for a
+// turn the drain finishes gets its reply.
+func (d *daemon) serve(ctx context.Context) error {
+	cfg, log := d.cfg, d.log
 	g, gctx := errgroup.WithContext(ctx)
-	serving = true
-	// The control API outlives the router's drain: a `chat -m` waiting for
-	// a turn the drain finishes gets its reply.
+	d.serving = true // from here Run closes the control server and the dashboard
 	srvCtx, srvStop := context.WithCancel(context.WithoutCancel(gctx))
 	defer srvStop()
-	g.Go(func() error { return srv.Run(srvCtx) })
-	g.Go(func() error { return dash.Run(srvCtx) })
+	g.Go(func() error { return d.srv.Run(srvCtx) })
+	g.Go(func() error { return d.dash.Run(srvCtx) })
 	g.Go(func() error {
 		defer srvStop()
-		return rt.Run(gctx)
+		return d.rt.Run(gctx)
 	})
-	g.Go(func() error { return mediaPool.Run(gctx) })
-	g.Go(func() error { return sched.Run(gctx) })
-	g.Go(func() error { return host.Run(gctx) })
+	g.Go(func() error { return d.mediaPool.Run(gctx) })
+	g.Go(func() error { return d.sched.Run(gctx) })
+	g.Go(func() error { return d.host.Run(gctx) })
 	g.Go(func() error {
-		return (&retention.Pruner{DB: db, Outbox: db.Outbox, Sessions: db.Sessions, Files: hm.Spool(), Keep: cfg.Retention, Log: log,
-			Trees: hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
+		return (&retention.Pruner{DB: d.db, Outbox: d.db.Outbox, Sessions: d.db.Sessions, Files: d.hm.Spool(), Keep: cfg.Retention, Log: log,
+			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
 	})
-	g.Go(func() error { return al.Run(gctx) })
-	for _, ch := range channels {
+	g.Go(func() error { return d.al.Run(gctx) })
+	for _, ch := range d.channels {
 		g.Go(func() error {
 			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {
 				return fmt.Errorf("connect %s: %w", ch.Name(), err)
@@ -643,10 +747,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			return nil
 		})
 	}
-	log.Info().Str("instance", instance).Str("socket", cfg.Socket()).Msg("bridged running")
-	sd := newSystemd(cfg, db, rt, wa, log)
+	log.Info().Str("instance", d.instance).Str("socket", cfg.Socket()).Msg("bridged running")
+	sd := newSystemd(cfg, d.db, d.rt, d.wa, log)
 	sd.start(ctx)
-	err = g.Wait()
+	err := g.Wait()
 	sd.stop()
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil

@@ -46,7 +46,7 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // meterFixture is a real store with one group under a budget (never
 // reached) and the daemon's ledger over it.
-func meterFixture(tb testing.TB) (*store.DB, *meterLedger) {
+func meterFixture(tb testing.TB) (*store.DB, meterLedger) {
 	tb.Helper()
 	dir := tb.TempDir()
 	ctx := context.Background()
@@ -59,7 +59,7 @@ func meterFixture(tb testing.TB) (*store.DB, *meterLedger) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return db, &meterLedger{db: db, al: al, log: zerolog.Nop()}
+	return db, meterLedger{alerts.NewMeter(al)}
 }
 
 // The daemon's ledger commits each response and refuses a group at its

@@ -27,15 +27,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/bridged-app/bridged/internal/approvals"
+	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/container"
+	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/dashboard"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ipchost"
+	"github.com/bridged-app/bridged/internal/media"
+	"github.com/bridged-app/bridged/internal/remotecontrol"
+	"github.com/bridged-app/bridged/internal/retention"
+	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/rules"
+	bounds "github.com/bridged-app/bridged/internal/setting"
+	"github.com/bridged-app/bridged/internal/transcribe"
 )
 
 // Secret variable names. They are never written anywhere by bridged.
@@ -159,9 +171,6 @@ type Config struct {
 // users (1000–60000 by default in login.defs) and system users are given
 // from, so no login user ends up owning the agents' workspaces.
 const DefaultContainerID = 61000
-
-// maxID is the largest uid or gid accepted (2^31-1).
-const maxID = 1<<31 - 1
 
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid configuration")
@@ -529,246 +538,196 @@ func isFile(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// validName reports whether s is one word of at most 32 letters, digits, -
-// or _, starting with a letter or digit. (A loop, not a regexp: the bounded
-// Unicode classes compile to a program of most of a megabyte the daemon would
-// carry for its whole life.)
-func validName(s string) bool {
-	n := 0
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsNumber(r):
-		case n > 0 && (r == '-' || r == '_'):
-		default:
-			return false
-		}
-		if n++; n > 32 {
-			return false
-		}
-	}
-	return n > 0
-}
-
+// build reads raw (every setting's value by variable) into a Config. It
+// parses each value and routes it to the package that takes it, which
+// says what the value may be (its bounds, internal/setting); an invalid
+// value is a SettingError naming its variable, the first one in the order
+// of the settings.
 func build(raw map[string]string) (*Config, error) {
 	c := &Config{}
-	bad := func(env, why string) error {
-		return &SettingError{Env: env, Value: raw[env], Why: why}
+	r := &reader{raw: raw}
+	dir := raw["BRIDGED_HOME"]
+	if dir == "" {
+		return nil, r.bad("BRIDGED_HOME", "must not be empty")
 	}
 	var err error
-	home := raw["BRIDGED_HOME"]
-	if home == "" {
-		return nil, bad("BRIDGED_HOME", "must not be empty")
-	}
-	if c.Home, err = filepath.Abs(home); err != nil {
-		return nil, bad("BRIDGED_HOME", err.Error())
+	if c.Home, err = filepath.Abs(dir); err != nil {
+		return nil, r.bad("BRIDGED_HOME", err.Error())
 	}
 	c.AssistantName = raw["BRIDGED_ASSISTANT_NAME"]
-	if !validName(c.AssistantName) {
-		return nil, bad("BRIDGED_ASSISTANT_NAME", "want a single word of letters, digits, - or _ (at most 32)")
-	}
-	if c.OwnNumber, err = strconv.ParseBool(raw["BRIDGED_OWN_NUMBER"]); err != nil {
-		return nil, bad("BRIDGED_OWN_NUMBER", "want true or false")
-	}
-	if c.RemoteControl, err = strconv.ParseBool(raw["BRIDGED_REMOTE_CONTROL"]); err != nil {
-		return nil, bad("BRIDGED_REMOTE_CONTROL", "want true or false")
-	}
-	if c.RemoteControlCLI = strings.TrimSpace(raw["BRIDGED_REMOTE_CONTROL_CLI"]); c.RemoteControlCLI == "" {
-		return nil, bad("BRIDGED_REMOTE_CONTROL_CLI", "want the claude CLI's path or name, such as claude")
-	}
-	if c.AlwaysOnline, err = strconv.ParseBool(raw["BRIDGED_WHATSAPP_ALWAYS_ONLINE"]); err != nil {
-		return nil, bad("BRIDGED_WHATSAPP_ALWAYS_ONLINE", "want true or false")
-	}
+	r.check("BRIDGED_ASSISTANT_NAME", rules.CheckAssistantName(c.AssistantName))
+	r.bool("BRIDGED_OWN_NUMBER", &c.OwnNumber)
+	r.bool("BRIDGED_REMOTE_CONTROL", &c.RemoteControl)
+	c.RemoteControlCLI = strings.TrimSpace(raw["BRIDGED_REMOTE_CONTROL_CLI"])
+	r.check("BRIDGED_REMOTE_CONTROL_CLI", remotecontrol.CheckCLI(c.RemoteControlCLI))
+	r.bool("BRIDGED_WHATSAPP_ALWAYS_ONLINE", &c.AlwaysOnline)
 	if c.Timezone, err = time.LoadLocation(raw["BRIDGED_TIMEZONE"]); err != nil {
-		return nil, bad("BRIDGED_TIMEZONE", "unknown timezone")
+		r.bad("BRIDGED_TIMEZONE", "unknown timezone")
 	}
-	if c.MaxContainers, err = strconv.Atoi(raw["BRIDGED_MAX_CONTAINERS"]); err != nil || c.MaxContainers < 1 || c.MaxContainers > 1000 {
-		return nil, bad("BRIDGED_MAX_CONTAINERS", "want a whole number from 1 to 1000")
-	}
-	if c.IdleTimeout, err = time.ParseDuration(raw["BRIDGED_IDLE_TIMEOUT"]); err != nil || c.IdleTimeout < time.Second {
-		return nil, bad("BRIDGED_IDLE_TIMEOUT", "want a Go duration of at least 1s, such as 30m")
-	}
-	if c.ApprovalTimeout, err = time.ParseDuration(raw["BRIDGED_APPROVAL_TIMEOUT"]); err != nil || c.ApprovalTimeout < time.Second || c.ApprovalTimeout > 24*time.Hour {
-		return nil, bad("BRIDGED_APPROVAL_TIMEOUT", "want a Go duration from 1s to 24h, such as 10m")
-	}
-	minHard := c.IdleTimeout + 30*time.Second
+	number(r, "BRIDGED_MAX_CONTAINERS", &c.MaxContainers, strconv.Atoi, router.Bounds.MaxContainers)
+	number(r, "BRIDGED_IDLE_TIMEOUT", &c.IdleTimeout, time.ParseDuration, router.Bounds.IdleTimeout)
+	number(r, "BRIDGED_APPROVAL_TIMEOUT", &c.ApprovalTimeout, time.ParseDuration, approvals.TimeoutBound)
 	if v := raw["BRIDGED_CONTAINER_TIMEOUT"]; v == "" {
-		c.ContainerTimeout = max(30*time.Minute, minHard)
+		c.ContainerTimeout = router.ContainerTimeoutFor(c.IdleTimeout)
+	} else if c.ContainerTimeout, err = time.ParseDuration(v); err != nil {
+		r.bad("BRIDGED_CONTAINER_TIMEOUT", "want a Go duration such as 30m")
 	} else {
-		if c.ContainerTimeout, err = time.ParseDuration(v); err != nil {
-			return nil, bad("BRIDGED_CONTAINER_TIMEOUT", "want a Go duration such as 30m")
-		}
-		if c.ContainerTimeout < minHard {
-			return nil, bad("BRIDGED_CONTAINER_TIMEOUT", fmt.Sprintf("must be at least the idle timeout + 30s (%s)", minHard))
-		}
+		r.check("BRIDGED_CONTAINER_TIMEOUT", router.CheckContainerTimeout(c.IdleTimeout, c.ContainerTimeout))
 	}
 	c.Image = raw["BRIDGED_IMAGE"]
-	if strings.TrimSpace(c.Image) == "" || strings.ContainsAny(c.Image, " \t\n") {
-		return nil, bad("BRIDGED_IMAGE", "want an image reference such as bridged-agent:latest")
-	}
-	if c.MemoryBytes, err = ParseBytes(raw["BRIDGED_CONTAINER_MEMORY"]); err != nil {
-		return nil, bad("BRIDGED_CONTAINER_MEMORY", "want a size such as 512m or 2g, or 0")
-	}
-	if c.MemoryBytes != 0 && c.MemoryBytes < 64<<20 {
-		return nil, bad("BRIDGED_CONTAINER_MEMORY", "below 64m the agent cannot run")
-	}
-	if c.CPUs, err = strconv.ParseFloat(raw["BRIDGED_CONTAINER_CPUS"], 64); err != nil || c.CPUs < 0 || c.CPUs > 1024 {
-		return nil, bad("BRIDGED_CONTAINER_CPUS", "want a number of CPUs such as 1.5, or 0")
-	}
-	if c.Pids, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_PIDS"], 10, 64); err != nil || c.Pids < 0 || (c.Pids > 0 && c.Pids < 16) {
-		return nil, bad("BRIDGED_CONTAINER_PIDS", "want 0 (no limit) or at least 16")
-	}
+	r.check("BRIDGED_IMAGE", container.CheckImage(c.Image))
+	number(r, "BRIDGED_CONTAINER_MEMORY", &c.MemoryBytes, ParseBytes, container.Bounds.MemoryBytes)
+	number(r, "BRIDGED_CONTAINER_CPUS", &c.CPUs, parseFloat, container.Bounds.CPUs)
+	number(r, "BRIDGED_CONTAINER_PIDS", &c.Pids, parseInt64, container.Bounds.Pids)
 	c.LogLevel = strings.ToLower(raw["BRIDGED_LOG_LEVEL"])
 	switch c.LogLevel {
 	case "trace", "debug", "info", "warn", "error":
 	default:
-		return nil, bad("BRIDGED_LOG_LEVEL", "want debug, info, warn or error")
+		r.bad("BRIDGED_LOG_LEVEL", "want debug, info, warn or error")
 	}
 	c.LogFormat = strings.ToLower(raw["BRIDGED_LOG_FORMAT"])
 	switch c.LogFormat {
 	case "auto", "console", "json":
 	default:
-		return nil, bad("BRIDGED_LOG_FORMAT", "want auto, console or json")
+		r.bad("BRIDGED_LOG_FORMAT", "want auto, console or json")
 	}
 	c.MountAllowlist = raw["BRIDGED_MOUNT_ALLOWLIST"]
 	if c.MountAllowlist != "" {
 		if strings.HasPrefix(c.MountAllowlist, "~/") {
 			h, err := os.UserHomeDir()
 			if err != nil {
-				return nil, bad("BRIDGED_MOUNT_ALLOWLIST", "starts with ~/ but HOME is not set; give an absolute path")
+				return nil, r.bad("BRIDGED_MOUNT_ALLOWLIST", "starts with ~/ but HOME is not set; give an absolute path")
 			}
 			c.MountAllowlist = filepath.Join(h, c.MountAllowlist[2:])
 		}
 		abs, _ := filepath.Abs(c.MountAllowlist)
 		if rel, err := filepath.Rel(c.Home, abs); err == nil && !strings.HasPrefix(rel, "..") {
-			return nil, bad("BRIDGED_MOUNT_ALLOWLIST", "must be outside the home directory, where agents cannot edit it")
+			r.bad("BRIDGED_MOUNT_ALLOWLIST", "must be outside the home directory, where agents cannot edit it")
 		}
 		c.MountAllowlist = abs
 	}
-	if c.PromptCap, err = strconv.Atoi(raw["BRIDGED_PROMPT_CAP"]); err != nil || c.PromptCap < 1 || c.PromptCap > 10000 {
-		return nil, bad("BRIDGED_PROMPT_CAP", "want a whole number from 1 to 10000")
-	}
-	if c.LateWindow, err = time.ParseDuration(raw["BRIDGED_LATE_WINDOW"]); err != nil || c.LateWindow < time.Minute || c.LateWindow > 7*24*time.Hour {
-		return nil, bad("BRIDGED_LATE_WINDOW", "want a Go duration from 1m to 168h")
-	}
-	if c.RetryBase, err = time.ParseDuration(raw["BRIDGED_RETRY_BASE"]); err != nil || c.RetryBase < 10*time.Millisecond || c.RetryBase > time.Hour {
-		return nil, bad("BRIDGED_RETRY_BASE", "want a Go duration from 10ms to 1h")
+	number(r, "BRIDGED_PROMPT_CAP", &c.PromptCap, strconv.Atoi, router.Bounds.PromptCap)
+	number(r, "BRIDGED_LATE_WINDOW", &c.LateWindow, time.ParseDuration, router.Bounds.LateWindow)
+	number(r, "BRIDGED_RETRY_BASE", &c.RetryBase, time.ParseDuration, router.Bounds.RetryBase)
+	if c.Dashboard = strings.TrimSpace(raw["BRIDGED_DASHBOARD"]); c.Dashboard != "" {
+		r.check("BRIDGED_DASHBOARD", dashboard.CheckAddr(c.Dashboard))
 	}
 	// Scheduled tasks' limits.
-	if c.Dashboard = strings.TrimSpace(raw["BRIDGED_DASHBOARD"]); c.Dashboard != "" {
-		if why := checkLoopback(c.Dashboard); why != "" {
-			return nil, bad("BRIDGED_DASHBOARD", why)
-		}
-	}
-	if c.MaxTasks, err = strconv.Atoi(raw["BRIDGED_MAX_TASKS"]); err != nil || c.MaxTasks < 1 || c.MaxTasks > 10000 {
-		return nil, bad("BRIDGED_MAX_TASKS", "want a whole number from 1 to 10000")
-	}
-	if n, err := ParseBytes(raw["BRIDGED_MAX_TASK_PROMPT"]); err != nil || n < 256 || n > MaxTaskPromptLimit {
-		return nil, bad("BRIDGED_MAX_TASK_PROMPT", "want a size from 256 to 64k, such as 16k")
-	} else {
-		c.MaxTaskPrompt = int(n)
-	}
-	if c.TaskMaxFailures, err = strconv.Atoi(raw["BRIDGED_TASK_MAX_FAILURES"]); err != nil || c.TaskMaxFailures < 1 || c.TaskMaxFailures > 1000 {
-		return nil, bad("BRIDGED_TASK_MAX_FAILURES", "want a whole number from 1 to 1000")
-	}
-	if c.EngineTimeout, err = time.ParseDuration(raw["BRIDGED_ENGINE_TIMEOUT"]); err != nil || c.EngineTimeout < 100*time.Millisecond || c.EngineTimeout > time.Hour {
-		return nil, bad("BRIDGED_ENGINE_TIMEOUT", "want a Go duration from 100ms to 1h")
-	}
-	if c.StartTimeout, err = time.ParseDuration(raw["BRIDGED_START_TIMEOUT"]); err != nil || c.StartTimeout < time.Second || c.StartTimeout > time.Hour {
-		return nil, bad("BRIDGED_START_TIMEOUT", "want a Go duration from 1s to 1h")
-	}
+	number(r, "BRIDGED_MAX_TASKS", &c.MaxTasks, strconv.Atoi, ipchost.Bounds.MaxTasks)
+	var prompt int64
+	number(r, "BRIDGED_MAX_TASK_PROMPT", &prompt, ParseBytes, ipchost.Bounds.MaxTaskPrompt)
+	c.MaxTaskPrompt = int(prompt)
+	number(r, "BRIDGED_TASK_MAX_FAILURES", &c.TaskMaxFailures, strconv.Atoi, router.Bounds.TaskMaxFailures)
+	number(r, "BRIDGED_ENGINE_TIMEOUT", &c.EngineTimeout, time.ParseDuration, container.Bounds.EngineTimeout)
+	number(r, "BRIDGED_START_TIMEOUT", &c.StartTimeout, time.ParseDuration, router.Bounds.StartTimeout)
 	c.AnthropicURL = strings.TrimSuffix(raw["BRIDGED_ANTHROPIC_URL"], "/")
-	if u, err := url.Parse(c.AnthropicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, bad("BRIDGED_ANTHROPIC_URL", "want http(s)://host[:port][/path], without query or user info")
-	}
-	switch c.ContainerNetwork = raw["BRIDGED_CONTAINER_NETWORK"]; c.ContainerNetwork {
-	case "bridge", "none":
-	default:
-		return nil, bad("BRIDGED_CONTAINER_NETWORK", "want bridge or none")
-	}
+	r.check("BRIDGED_ANTHROPIC_URL", credproxy.CheckUpstream(c.AnthropicURL))
+	c.ContainerNetwork = raw["BRIDGED_CONTAINER_NETWORK"]
+	r.check("BRIDGED_CONTAINER_NETWORK", container.CheckNetwork(c.ContainerNetwork))
 	// Proxy and container limits.
-	if c.ProxyMaxConns, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_CONNS"]); err != nil || c.ProxyMaxConns < 4 || c.ProxyMaxConns > 10000 {
-		return nil, bad("BRIDGED_PROXY_MAX_CONNS", "want a whole number from 4 to 10000")
-	}
-	if c.ProxyMaxInFlight, err = strconv.Atoi(raw["BRIDGED_PROXY_MAX_INFLIGHT"]); err != nil || c.ProxyMaxInFlight < 1 || c.ProxyMaxInFlight > 10000 {
-		return nil, bad("BRIDGED_PROXY_MAX_INFLIGHT", "want a whole number from 1 to 10000")
-	}
-	if c.ProxyMaxBody, err = ParseBytes(raw["BRIDGED_PROXY_MAX_BODY"]); err != nil || c.ProxyMaxBody < 64<<10 || c.ProxyMaxBody > 1<<30 {
-		return nil, bad("BRIDGED_PROXY_MAX_BODY", "want a size from 64k to 1g, such as 32m")
-	}
-	if c.ProxyReadTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_READ_TIMEOUT"]); err != nil || c.ProxyReadTimeout < time.Second || c.ProxyReadTimeout > time.Hour {
-		return nil, bad("BRIDGED_PROXY_READ_TIMEOUT", "want a Go duration from 1s to 1h")
-	}
-	if c.ProxyIdleTimeout, err = time.ParseDuration(raw["BRIDGED_PROXY_IDLE_TIMEOUT"]); err != nil || c.ProxyIdleTimeout < time.Second || c.ProxyIdleTimeout > time.Hour {
-		return nil, bad("BRIDGED_PROXY_IDLE_TIMEOUT", "want a Go duration from 1s to 1h")
-	}
-	if c.ContainerNoFile, err = strconv.ParseInt(raw["BRIDGED_CONTAINER_NOFILE"], 10, 64); err != nil || c.ContainerNoFile < 256 || c.ContainerNoFile > 1<<20 {
-		return nil, bad("BRIDGED_CONTAINER_NOFILE", "want a whole number from 256 to 1048576")
-	}
+	number(r, "BRIDGED_PROXY_MAX_CONNS", &c.ProxyMaxConns, strconv.Atoi, credproxy.Bounds.MaxConns)
+	number(r, "BRIDGED_PROXY_MAX_INFLIGHT", &c.ProxyMaxInFlight, strconv.Atoi, credproxy.Bounds.MaxInFlight)
+	number(r, "BRIDGED_PROXY_MAX_BODY", &c.ProxyMaxBody, ParseBytes, credproxy.Bounds.MaxBody)
+	number(r, "BRIDGED_PROXY_READ_TIMEOUT", &c.ProxyReadTimeout, time.ParseDuration, credproxy.Bounds.ReadTimeout)
+	number(r, "BRIDGED_PROXY_IDLE_TIMEOUT", &c.ProxyIdleTimeout, time.ParseDuration, credproxy.Bounds.IdleTimeout)
+	number(r, "BRIDGED_CONTAINER_NOFILE", &c.ContainerNoFile, parseInt64, container.Bounds.NoFile)
 	for _, id := range []struct {
 		env string
 		dst *int
 	}{{"BRIDGED_CONTAINER_UID", &c.ContainerUID}, {"BRIDGED_CONTAINER_GID", &c.ContainerGID}} {
-		v := raw[id.env]
-		if v == "" {
+		if raw[id.env] == "" {
 			*id.dst = DefaultContainerID
 			continue
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > maxID {
-			return nil, bad(id.env, "want a whole number from 1 to 2147483647 (never 0: an agent never runs as root)")
+		var n int64
+		if number(r, id.env, &n, parseInt64, container.Bounds.ID) {
+			*id.dst, c.ContainerIDSet = int(n), true
 		}
-		*id.dst, c.ContainerIDSet = int(n), true
 	}
-	if c.Retention, err = ParseRetention(raw["BRIDGED_RETENTION"]); err != nil {
-		return nil, bad("BRIDGED_RETENTION", err.Error())
-	}
+	r.retention("BRIDGED_RETENTION", &c.Retention)
 	if c.TranscribeURL = strings.TrimSuffix(raw["BRIDGED_TRANSCRIBE_URL"], "/"); c.TranscribeURL != "" {
-		if u, err := url.Parse(c.TranscribeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return nil, bad("BRIDGED_TRANSCRIBE_URL", "want http(s)://host[:port][/path], without query or user info (the key goes in BRIDGED_TRANSCRIBE_KEY)")
-		}
+		r.check("BRIDGED_TRANSCRIBE_URL", transcribe.CheckURL(c.TranscribeURL))
 	}
-	if c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"]); c.TranscribeModel == "" {
-		return nil, bad("BRIDGED_TRANSCRIBE_MODEL", "must not be empty")
-	}
-	if c.MaxMediaBytes, err = ParseBytes(raw["BRIDGED_MAX_MEDIA_BYTES"]); err != nil || c.MaxMediaBytes < 1<<10 || c.MaxMediaBytes > 2<<30 {
-		return nil, bad("BRIDGED_MAX_MEDIA_BYTES", "want a size from 1k to 2g, such as 20m")
-	}
-	if c.OutboxFilesPerMinute, err = strconv.Atoi(raw["BRIDGED_OUTBOX_FILES_PER_MINUTE"]); err != nil || c.OutboxFilesPerMinute < 1 || c.OutboxFilesPerMinute > 100000 {
-		return nil, bad("BRIDGED_OUTBOX_FILES_PER_MINUTE", "want a whole number from 1 to 100000")
-	}
-	if c.OutboxBytesPerDay, err = ParseBytes(raw["BRIDGED_OUTBOX_BYTES_PER_DAY"]); err != nil || c.OutboxBytesPerDay < 1<<20 {
-		return nil, bad("BRIDGED_OUTBOX_BYTES_PER_DAY", "want a size of at least 1m, such as 2g")
-	}
-	if c.LocalFiles, err = strconv.Atoi(raw["BRIDGED_LOCAL_FILES"]); err != nil || c.LocalFiles < 1 || c.LocalFiles > 1000000 {
-		return nil, bad("BRIDGED_LOCAL_FILES", "want a whole number from 1 to 1000000")
-	}
-	if c.LocalFilesBytes, err = ParseBytes(raw["BRIDGED_LOCAL_FILES_BYTES"]); err != nil || c.LocalFilesBytes < 1<<20 {
-		return nil, bad("BRIDGED_LOCAL_FILES_BYTES", "want a size of at least 1m, such as 2g")
-	}
-	if c.MinFree, err = ParseBytes(raw["BRIDGED_MIN_FREE"]); err != nil || c.MinFree < 1<<20 {
-		return nil, bad("BRIDGED_MIN_FREE", "want a size of at least 1m, such as 1g")
-	}
-	if c.LogRetention, err = ParseRetention(raw["BRIDGED_LOG_RETENTION"]); err != nil {
-		return nil, bad("BRIDGED_LOG_RETENTION", err.Error())
-	}
-	if c.InboxRetention, err = ParseRetention(raw["BRIDGED_INBOX_RETENTION"]); err != nil {
-		return nil, bad("BRIDGED_INBOX_RETENTION", err.Error())
+	c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"])
+	r.check("BRIDGED_TRANSCRIBE_MODEL", transcribe.CheckModel(c.TranscribeModel))
+	number(r, "BRIDGED_MAX_MEDIA_BYTES", &c.MaxMediaBytes, ParseBytes, media.MaxBytesBound)
+	number(r, "BRIDGED_OUTBOX_FILES_PER_MINUTE", &c.OutboxFilesPerMinute, strconv.Atoi, ipchost.Bounds.FilesPerMinute)
+	number(r, "BRIDGED_OUTBOX_BYTES_PER_DAY", &c.OutboxBytesPerDay, ParseBytes, ipchost.Bounds.BytesPerDay)
+	number(r, "BRIDGED_LOCAL_FILES", &c.LocalFiles, strconv.Atoi, local.Bounds.Files)
+	number(r, "BRIDGED_LOCAL_FILES_BYTES", &c.LocalFilesBytes, ParseBytes, local.Bounds.Bytes)
+	number(r, "BRIDGED_MIN_FREE", &c.MinFree, ParseBytes, home.MinFreeBound)
+	r.retention("BRIDGED_LOG_RETENTION", &c.LogRetention)
+	r.retention("BRIDGED_INBOX_RETENTION", &c.InboxRetention)
+	if r.err != nil {
+		return nil, r.err
 	}
 	return c, nil
 }
 
-// MaxTaskPromptLimit is the largest BRIDGED_MAX_TASK_PROMPT: the IPC
-// boundary's own cap on any text (ipc.MaxTextBytes).
-const MaxTaskPromptLimit = 64 << 10
+// reader keeps the first invalid value build meets.
+type reader struct {
+	raw map[string]string
+	err *SettingError
+}
 
-// MinRetention is the shortest retention: today's usage (cost today, in any
-// timezone) is never folded away.
-const MinRetention = 48 * time.Hour
+// bad records that env's value is invalid, for why, unless a value before
+// it was; it returns the first invalid value.
+func (r *reader) bad(env, why string) error {
+	if r.err == nil {
+		r.err = &SettingError{Env: env, Value: r.raw[env], Why: why}
+	}
+	return r.err
+}
+
+// check records err, a package's verdict on env's value, when not nil.
+func (r *reader) check(env string, err error) {
+	if err != nil {
+		r.bad(env, err.Error())
+	}
+}
+
+// bool reads env as true or false into dst.
+func (r *reader) bool(env string, dst *bool) {
+	v, err := strconv.ParseBool(r.raw[env])
+	if err != nil {
+		r.bad(env, "want true or false")
+		return
+	}
+	*dst = v
+}
+
+// retention reads env as ParseRetention does into dst.
+func (r *reader) retention(env string, dst *time.Duration) {
+	d, err := ParseRetention(r.raw[env])
+	if err != nil {
+		r.bad(env, err.Error())
+		return
+	}
+	*dst = d
+}
+
+// number parses env's value with parse into dst when the package's bound
+// b takes it, and reports whether it did; a value that does not parse, or
+// that b refuses, is invalid for b's reason.
+func number[T bounds.Number](r *reader, env string, dst *T, parse func(string) (T, error), b bounds.Range[T]) bool {
+	v, err := parse(r.raw[env])
+	if err == nil {
+		err = b.Check(v)
+	}
+	if err != nil {
+		r.bad(env, b.Want)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+func parseInt64(s string) (int64, error)   { return strconv.ParseInt(s, 10, 64) }
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // ParseRetention parses BRIDGED_RETENTION: a number of days ("90d"), a Go
-// duration ("720h"), or 0 for keeping everything forever.
+// duration ("720h"), or 0 for keeping everything forever; the retention
+// package says how short it may be (retention.KeepBound).
 func ParseRetention(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	if v == "0" {
@@ -787,11 +746,8 @@ func ParseRetention(v string) (time.Duration, error) {
 			return 0, errors.New("want a number of days such as 90d, a duration such as 720h, or 0 (keep forever)")
 		}
 	}
-	if d == 0 {
-		return 0, nil
-	}
-	if d < MinRetention {
-		return 0, errors.New("want 0 (keep forever) or at least 2d")
+	if err := retention.KeepBound.Check(d); err != nil {
+		return 0, err
 	}
 	return d, nil
 }
@@ -996,20 +952,4 @@ func Variables() []Variable {
 		Variable{Env: EnvAPIKey, Usage: "Claude API key (or the OAuth token below); read by the daemon only", Secret: true},
 		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true},
 		Variable{Env: EnvTranscribeKey, Usage: "bearer token of the transcription endpoint; read by the daemon only", Secret: true})
-}
-
-// checkLoopback explains why addr is not a loopback host:port ("" when it
-// is): the dashboard is never reachable from another machine.
-func checkLoopback(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" {
-		return "want a loopback address and port such as 127.0.0.1:8080"
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return "want a port from 0 to 65535, as in 127.0.0.1:8080"
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return "the dashboard listens on a loopback address only (127.0.0.1 or [::1], e.g. 127.0.0.1:8080): reach it from elsewhere through an SSH tunnel"
-	}
-	return ""
 }

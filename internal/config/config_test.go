@@ -278,19 +278,6 @@ func TestTaskLimits(t *testing.T) {
 	}
 }
 
-func TestAssistantNames(t *testing.T) {
-	for name, want := range map[string]bool{
-		"Andy": true, "Анди": true, "andy_2": true, "a-b": true, "7": true,
-		strings.Repeat("x", 32): true, strings.Repeat("é", 32): true,
-		"": false, "two words": false, "-andy": false, "_andy": false, "@Andy": false,
-		strings.Repeat("x", 33): false, strings.Repeat("é", 33): false, "an\xffdy": false, "an\u200bdy": false,
-	} {
-		if got := validName(name); got != want {
-			t.Errorf("validName(%q) = %v; want %v", name, got, want)
-		}
-	}
-}
-
 // With neither --home nor BRIDGED_HOME the home is the XDG data directory's
 // bridged, the same for every command; without HOME it is an error naming
 // --home, never the working directory.

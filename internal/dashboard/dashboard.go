@@ -110,22 +110,6 @@ type Dashboard struct {
 // ErrNotLoopback refuses a BRIDGED_DASHBOARD that is not a loopback address.
 var ErrNotLoopback = errors.New("the dashboard listens on a loopback address only (such as 127.0.0.1:8080)")
 
-// CheckAddr accepts "" (off) or host:port with host a loopback IP.
-func CheckAddr(addr string) error {
-	if addr == "" {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" {
-		return fmt.Errorf("%w: %q is not host:port", ErrNotLoopback, addr)
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%w: %q is not a loopback IP", ErrNotLoopback, host)
-	}
-	return nil
-}
-
 // New builds the dashboard and, when opts.Addr is set, listens there (an
 // address other than loopback is refused).
 func New(opts Options) (*Dashboard, error) {

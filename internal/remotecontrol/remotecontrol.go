@@ -117,7 +117,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("new remote control: no groups")
 	case cfg.Post == nil:
 		return nil, errors.New("new remote control: no poster")
-	case cfg.Enabled && (cfg.CLI == "" || cfg.Dir == ""):
+	case cfg.Enabled && (CheckCLI(cfg.CLI) != nil || cfg.Dir == ""):
 		return nil, errors.New("new remote control: no CLI or working directory")
 	}
 	if cfg.URLTimeout <= 0 {

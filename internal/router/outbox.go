@@ -8,7 +8,6 @@ import (
 	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/outbox"
-	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -21,9 +20,9 @@ import (
 // host's unit of work for the request that sent the message: it is applied
 // in the transaction that commits the row, right after the insert.
 func (r *Router) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	text = prompt.StripInternal(text)
-	if text == "" {
-		return store.OutboxItem{}, ErrEmpty
+	text, err := sendable(text)
+	if err != nil {
+		return store.OutboxItem{}, err
 	}
 	item := store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}
 

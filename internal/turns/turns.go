@@ -9,8 +9,8 @@
 // restart, ends of turns of the previous daemon are not known.
 //
 // Callbacks without a context: New's now is a clock, and its onEnd a
-// signal that must not block (the daemon queues the end for its turn log
-// and writes it elsewhere, under its own context); neither does work that
+// signal that must not block (a Recorder queues the end for the daemon's
+// turn log and writes it on its own goroutine, under its own context); neither does work that
 // a context would bound. Ended itself takes none for the same reason.
 package turns
 
