@@ -37,10 +37,13 @@ func (m *metricWriter) single(name, typ, help string, v float64) {
 	m.value(name, "", v)
 }
 
+// labelEscape escapes a label value; built once (a Replacer's first use
+// builds its tables: per label, that was most of a scrape with many groups).
+var labelEscape = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
 // label quotes a label value.
 func label(k, v string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return k + `="` + r.Replace(v) + `"`
+	return k + `="` + labelEscape.Replace(v) + `"`
 }
 
 func b2f(b bool) float64 {
