@@ -129,12 +129,36 @@ func seed(path string, s Scale) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)")
+	// No journal, a large cache, and the history's indexes dropped during
+	// the inserts and built again after them (a sorted build, many times
+	// faster than keeping them up row by row).
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(OFF)&_pragma=synchronous(OFF)&_pragma=cache_size(-200000)")
 	if err != nil {
 		return err
 	}
 	defer raw.Close()
 	raw.SetMaxOpenConns(1)
+	var indexes []string
+	rows, err := raw.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL
+		AND tbl_name IN ('messages', 'outbox', 'turn_ends', 'api_usage')`)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			rows.Close()
+			return err
+		}
+		names, indexes = append(names, name), append(indexes, def)
+	}
+	rows.Close()
+	for _, n := range names {
+		if _, err := raw.ExecContext(ctx, `DROP INDEX `+n); err != nil {
+			return err
+		}
+	}
 	tx, err := raw.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -232,7 +256,12 @@ func seed(path string, s Scale) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	_, err = raw.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	for _, def := range indexes {
+		if _, err := raw.ExecContext(ctx, def); err != nil {
+			return err
+		}
+	}
+	_, err = raw.ExecContext(ctx, `PRAGMA journal_mode = WAL`)
 	return err
 }
 
