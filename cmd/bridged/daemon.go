@@ -637,7 +637,7 @@ func (d *daemon) buildRuns(context.Context) error {
 	d.host, err = ipchost.New(ipchost.Config{
 		Home: cfg.Home, Trees: d.hm, Timezone: cfg.Timezone, AssistantName: cfg.AssistantName,
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: d.floor,
-		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver,
+		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver, Live: liveFolders(rt),
 	}, db, rt, d.sched, waRefresher{d.wa}, log)
 	return err
 }

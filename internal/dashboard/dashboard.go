@@ -105,6 +105,7 @@ type Dashboard struct {
 	prefix string
 	ln     net.Listener // the loopback TCP listener, nil when off
 	done   chan struct{}
+	costs  costHours // the cost plots' hours gone by (costcache.go)
 }
 
 // ErrNotLoopback refuses a BRIDGED_DASHBOARD that is not a loopback address.

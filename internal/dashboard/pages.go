@@ -422,7 +422,7 @@ func (d *Dashboard) costPlot(ctx context.Context, folder string) (template.HTML,
 	now := d.opts.Now().In(loc)
 	y, m, dd := now.Date()
 	first := time.Date(y, m, dd-costDays+1, 0, 0, 0, 0, loc)
-	rows, err := d.opts.Admin.DB.Usage.CostByHour(ctx, first)
+	rows, err := d.costByHour(ctx, first)
 	if err != nil {
 		return "", err
 	}

@@ -7,8 +7,9 @@
 // # Workers
 //
 // Each directory has its own worker goroutine while, and only while, it has
-// something to look at: an inotify event on the directory, or a sweep of
-// every directory every Config.Sweep (the safety net for lost events),
+// something to look at: an inotify event on the directory, or a sweep every
+// Config.Sweep (the safety net for lost events: of every directory, or with
+// Config.Hot of the hot ones and a bounded rotation of the others),
 // starts a worker if none runs, or has the running one look again when its
 // pass is done. A worker ends when a pass finds nothing new and no event
 // came meanwhile, so an idle directory costs no goroutine, and at most one
@@ -57,6 +58,7 @@ import (
 	"errors"
 	"io/fs"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,6 +72,9 @@ const (
 	DefaultLanes = 63
 	DefaultQueue = 256
 	DefaultBatch = 256
+	// DefaultRotation is how many idle directories a sweep looks at
+	// besides the hot ones (Config.Hot).
+	DefaultRotation = 16
 )
 
 // Dir is a directory opened for one pass over it and for the jobs the pass
@@ -123,6 +128,17 @@ type Config[D Dir] struct {
 	// Idle, when set, is called when a directory's worker ends for lack of
 	// work, from that worker.
 	Idle func(key string)
+	// Hot, when set, names the keys whose directories each sweep looks
+	// at (the ones in use: for the IPC host, the groups with a live
+	// container); the sweep looks at Rotation of the others besides, in
+	// turn, so an idle directory is still looked at now and then and a
+	// thousand idle directories cost a sweep what a few do. Nil: every
+	// sweep looks at every directory. Hot is called from the sweep's
+	// goroutine, without the engine's lock held.
+	Hot func() []string
+	// Rotation is how many of the directories Hot does not name a sweep
+	// looks at; 0 means DefaultRotation.
+	Rotation int
 
 	// noWatch has the engine find files by the sweep only, without an
 	// inotify instance: the tests of the workers run under a fake clock
@@ -142,6 +158,8 @@ type Engine[D Dir] struct {
 	ctx      context.Context // nil unless running
 	w        *watcher[D]     // nil unless running
 	dirs     map[string]*dir[D]
+	ring     []string           // the keys watched, in the order the sweep's rotation takes them
+	next     int                // the rotation's place in ring
 	stopping map[string]*dir[D] // the last stopped worker of a removed key
 	workers  sync.WaitGroup     // every worker started
 }
@@ -155,8 +173,11 @@ func New[D Dir](cfg Config[D]) (*Engine[D], error) {
 		return nil, errors.New("new directory engine: no Handle")
 	case cfg.Sweep <= 0:
 		return nil, errors.New("new directory engine: the sweep interval is not positive")
-	case cfg.Lanes < 0 || cfg.Queue < 0 || cfg.Batch < 0:
+	case cfg.Lanes < 0 || cfg.Queue < 0 || cfg.Batch < 0 || cfg.Rotation < 0:
 		return nil, errors.New("new directory engine: a negative bound")
+	}
+	if cfg.Rotation == 0 {
+		cfg.Rotation = DefaultRotation
 	}
 	if cfg.Lanes == 0 {
 		cfg.Lanes = DefaultLanes
@@ -276,7 +297,7 @@ func (e *Engine[D]) Start(ctx context.Context) error {
 				e.shutdown(w)
 				return
 			case <-tick:
-				e.Sweep()
+				e.sweepTick()
 			}
 		}
 	}()
@@ -292,6 +313,7 @@ func (e *Engine[D]) shutdown(w *watcher[D]) {
 		e.stop(d)
 	}
 	clear(e.dirs)
+	e.ring, e.next = nil, 0
 	clear(e.stopping)
 	e.mu.Unlock()
 	e.workers.Wait()
@@ -332,6 +354,7 @@ func (e *Engine[D]) Add(key string) {
 	d.prev = e.stopping[key]
 	delete(e.stopping, key)
 	e.dirs[key] = d
+	e.ring = append(e.ring, key)
 	e.signal(d)
 }
 
@@ -347,6 +370,12 @@ func (e *Engine[D]) Remove(key string) {
 		return
 	}
 	delete(e.dirs, key)
+	if i := slices.Index(e.ring, key); i >= 0 {
+		e.ring = slices.Delete(e.ring, i, i+1)
+		if e.next > i {
+			e.next--
+		}
+	}
 	e.stop(d)
 	e.stopping[key] = d
 }
@@ -384,6 +413,34 @@ func (e *Engine[D]) Sweep() {
 	defer e.mu.Unlock()
 	for _, d := range e.dirs {
 		e.signal(d)
+	}
+}
+
+// sweepTick is the periodic sweep: every directory without Config.Hot, else
+// the hot ones and the next Config.Rotation of the rest.
+func (e *Engine[D]) sweepTick() {
+	if e.cfg.Hot == nil {
+		e.Sweep()
+		return
+	}
+	hot := e.cfg.Hot()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := make(map[string]bool, len(hot))
+	for _, k := range hot {
+		if d := e.dirs[k]; d != nil && !seen[k] {
+			seen[k] = true
+			e.signal(d)
+		}
+	}
+	n := min(e.cfg.Rotation, len(e.ring))
+	for i := range n {
+		if k := e.ring[(e.next+i)%len(e.ring)]; !seen[k] {
+			e.signal(e.dirs[k])
+		}
+	}
+	if len(e.ring) > 0 {
+		e.next = (e.next + n) % len(e.ring)
 	}
 }
 

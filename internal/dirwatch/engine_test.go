@@ -686,3 +686,74 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// With Config.Hot, a sweep looks at the hot directories and Rotation of
+// the others, in turn: many idle directories cost a sweep what a few do,
+// and each is still looked at once a round.
+func TestSweepLooksAtHotDirectoriesAndARotation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hot []string
+		var hotMu sync.Mutex
+		r := newRig(t, func(c *Config[*memDir]) {
+			c.Rotation = 4
+			c.Hot = func() []string {
+				hotMu.Lock()
+				defer hotMu.Unlock()
+				return slices.Clone(hot)
+			}
+		}, nil)
+		const n = 20
+		for i := range n {
+			r.fs.add(fmt.Sprintf("d%02d", i))
+			r.e.Add(fmt.Sprintf("d%02d", i))
+		}
+		synctest.Wait()
+		hotMu.Lock()
+		hot = []string{"d13", "gone"}
+		hotMu.Unlock()
+		looked := func() map[string]int {
+			m := map[string]int{}
+			for i := range n {
+				k := fmt.Sprintf("d%02d", i)
+				m[k] = r.idleCount(k) - 1 // the first look was the Add's
+			}
+			return m
+		}
+		// A file in the hot directory is found by the next sweep; one in
+		// an idle directory waits for its turn in the rotation.
+		r.fs.add("d13", "x.json")
+		r.fs.add("d19", "y.json")
+		time.Sleep(sweep)
+		synctest.Wait()
+		if !r.wasHandled("d13", "x.json") {
+			t.Fatal("the sweep did not look at the hot directory")
+		}
+		got := looked()
+		total := 0
+		for _, c := range got {
+			total += c
+		}
+		if total != 5 || got["d13"] != 1 {
+			t.Fatalf("one sweep looked at %d directories (%v); want the hot one and 4 others", total, got)
+		}
+		if r.wasHandled("d19", "y.json") {
+			t.Fatal("an idle directory out of its turn was looked at")
+		}
+		// A round of the rotation (20/4 sweeps) looks at every directory.
+		time.Sleep(4 * sweep)
+		synctest.Wait()
+		if !r.wasHandled("d19", "y.json") {
+			t.Fatal("a round of the rotation did not reach every directory")
+		}
+		for k, c := range looked() {
+			if c < 1 {
+				t.Errorf("%s was not looked at in a round", k)
+			}
+		}
+		// Removing a directory keeps the rotation going over the rest.
+		r.e.Remove("d00")
+		time.Sleep(5 * sweep)
+		synctest.Wait()
+		r.stop()
+	})
+}

@@ -91,8 +91,9 @@
 // decode, answer, or hand a slow request to a side goroutine), and keeps
 // what a request means. Each group has its own worker goroutine, started
 // (never blocked on) by an inotify event on its requests directory or by a
-// sweep every few seconds, so one group's backlog never delays another's
-// requests. The worker runs
+// sweep every few seconds (of the groups with a live container, and a few
+// idle ones in turn: Config.Live), so one group's backlog never delays
+// another's requests. The worker runs
 // only while there is something to look at: it ends when a pass finds the
 // directory empty and no event came meanwhile, so idle groups cost no
 // goroutine, and at most one worker of a group runs at a time. A worker lists at

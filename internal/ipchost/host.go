@@ -115,9 +115,14 @@ type Config struct {
 	Trees         *home.Home
 	Timezone      *time.Location // schedules and answers use it; nil means UTC
 	AssistantName string         // the default trigger of registered groups is "@" + this
-	// Sweep is how often every directory is listed even without an
-	// inotify event; 0 means ipc.DefaultSweep.
+	// Sweep is how often directories are listed even without an inotify
+	// event; 0 means ipc.DefaultSweep.
 	Sweep time.Duration
+	// Live, when set, names the groups with a live container: each sweep
+	// lists their requests directories, and a few of the others' in turn
+	// (dirwatch.Config.Hot), so idle groups cost next to nothing however
+	// many there are. Nil: each sweep lists every group's.
+	Live func() []string
 	// Files caps the files each group stages for sending; zero fields
 	// take the defaults.
 	Files FileLimits
@@ -251,6 +256,7 @@ func New(cfg Config, db *store.DB, m Messenger, tasks Waker, refresh GroupRefres
 			return h.serve(ctx, store.Folder(folder), t, name)
 		},
 		Sweep:    cfg.Sweep,
+		Hot:      cfg.Live,
 		Lanes:    MaxInFlight - 1,
 		Queue:    batchSize,
 		Batch:    batchSize,

@@ -19,7 +19,10 @@
 // A pass runs a minute after the daemon starts and then every hour. It
 // deletes in small batches (Batch rows of each kind per write transaction)
 // with a pause between them, so the router and the outbox sender, which
-// share the one writer connection, never wait long behind it. A retention of
+// share the one writer connection, never wait long behind it. Each batch
+// finds its rows through indexes, so it takes the same few milliseconds
+// however much is left; a pass of many batches (the first after an upgrade
+// or a shorter retention) logs that it started and its progress. A retention of
 // 0 keeps every row (and the files of local chats). The database file does not shrink: SQLite reuses the
 // freed pages, so it stops growing.
 package retention
@@ -40,6 +43,9 @@ const (
 	DefaultEvery = time.Hour
 	DefaultBatch = 500
 	DefaultPause = 200 * time.Millisecond
+	// ProgressEvery is how often a pass that takes many batches logs how
+	// far it got.
+	ProgressEvery = 10 * time.Second
 )
 
 // Store is the database part the pruner uses (store.DB).
@@ -178,14 +184,34 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
 	}
 	before := now.Add(-p.Keep)
+	log := p.Log.With().Str("component", "retention").Logger()
+	var batches int
+	var longest time.Duration
+	started, said := time.Now(), time.Now()
 	for {
+		t0 := time.Now()
 		n, err := p.DB.Prune(ctx, before, p.Batch)
 		if err != nil {
 			return total, err
 		}
+		longest = max(longest, time.Since(t0))
+		batches++
 		total = total.Add(n)
 		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
+			if batches > 1 {
+				log.Info().Int("batches", batches).Int("rows", total.Total()).Dur("took", time.Since(started)).
+					Dur("longest_batch", longest).Msg("pruned a backlog of old rows")
+			}
 			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
+		}
+		// A large prune (the first after an upgrade, or a shorter
+		// retention) says so, then how far it got every ProgressEvery.
+		if batches == 1 {
+			log.Info().Int("batch", p.Batch).Dur("pause", p.Pause).Msg("pruning a backlog of old rows in batches")
+		} else if time.Since(said) >= ProgressEvery {
+			said = time.Now()
+			log.Info().Int("batches", batches).Int("messages", total.Messages).Int("outbox", total.Outbox).
+				Int("task_runs", total.TaskRuns).Int("usage", total.Usage).Dur("longest_batch", longest).Msg("pruning old rows: progress")
 		}
 		t := time.NewTimer(p.Pause)
 		select {

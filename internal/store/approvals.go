@@ -121,12 +121,16 @@ func (q *ApprovalQuery) Get(ctx context.Context, id string) (Approval, error) {
 }
 
 // BySentID returns the approval request whose message in the main
-// chat was sent with the network id sent, or ErrNotFound.
+// chat was sent with the network id sent, or ErrNotFound. Requests are
+// bridged's own notices (origin notice, from no group): the indexes on
+// those find the row.
 func (q *ApprovalQuery) BySentID(ctx context.Context, sent string) (Approval, error) {
 	if sent == "" {
 		return Approval{}, fmt.Errorf("approval by sent id: %w", ErrNotFound)
 	}
-	return getApproval(ctx, q.db.read, `outbox_id != 0 AND outbox_id IN (SELECT id FROM outbox WHERE sent_id = ? OR external_id = ?)`, sent, sent)
+	return getApproval(ctx, q.db.read, `outbox_id != 0 AND outbox_id IN (
+		SELECT id FROM outbox WHERE origin = 'notice' AND folder = '' AND sent_id = ?
+		UNION ALL SELECT id FROM outbox WHERE origin = 'notice' AND folder = '' AND external_id = ?)`, sent, sent)
 }
 
 func getApproval(ctx context.Context, q querier, where string, args ...any) (Approval, error) {

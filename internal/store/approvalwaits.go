@@ -14,7 +14,7 @@ func (q *ApprovalQuery) Asked(ctx context.Context, folder Folder, from, to time.
 	if !to.IsZero() {
 		end = toMS(to)
 	}
-	rows, err := q.db.read.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals INDEXED BY approvals_folder_asked
 		WHERE folder = ? AND asked_at >= ? AND asked_at < ? ORDER BY asked_at, id LIMIT ?`, folder, toMS(from), end, limit)
 	if err != nil {
 		return nil, fmt.Errorf("approvals of %s: %w", folder, err)

@@ -31,7 +31,7 @@ type HourlyCost struct {
 // Usage.CostByHour sums the usage ledger by group and hour since since (the
 // hours a timezone folds into its days).
 func (q *UsageQuery) CostByHour(ctx context.Context, since time.Time) ([]HourlyCost, error) {
-	rows, err := q.db.read.QueryContext(ctx, `SELECT folder, at / 3600000 AS h, SUM(cost_usd) FROM api_usage
+	rows, err := q.db.read.QueryContext(ctx, `SELECT folder, at / 3600000 AS h, SUM(cost_usd) FROM api_usage INDEXED BY api_usage_at
 		WHERE at >= ? GROUP BY folder, h ORDER BY h, folder`, toMS(since))
 	if err != nil {
 		return nil, fmt.Errorf("cost by hour: %w", err)
@@ -66,7 +66,7 @@ type TurnLatency struct {
 func (q *TurnQuery) Latencies(ctx context.Context, chat ChatID, since time.Time, limit int) ([]TurnLatency, error) {
 	rows, err := q.db.read.QueryContext(ctx, `SELECT t.chat, t.at, t.at - m.stored_at,
 		COALESCE((SELECT SUM(MIN(IIF(a.decided_at = 0, t.at, a.decided_at), t.at) - a.asked_at)
-			FROM approvals a JOIN registered_groups g ON g.folder = a.folder
+			FROM approvals a INDEXED BY approvals_folder_asked JOIN registered_groups g ON g.folder = a.folder
 			WHERE g.chat = t.chat AND a.asked_at >= m.stored_at AND a.asked_at < t.at), 0)
 		FROM turn_ends t JOIN messages m ON m.id = t.upto
 		WHERE t.result = 'done' AND m.stored_at > 0 AND t.at >= ? AND (? = '' OR t.chat = ?)
@@ -105,8 +105,17 @@ type HourlyMessages struct {
 // ByHour counts the messages of chat (empty: of every chat) sent
 // since since, by hour, oldest first; hours without messages are left out.
 func (q *MessageQuery) ByHour(ctx context.Context, chat ChatID, since time.Time) ([]HourlyMessages, error) {
-	rows, err := q.db.read.QueryContext(ctx, `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages
-		WHERE sent_at >= ? AND (? = '' OR chat = ?) GROUP BY h ORDER BY h`, toMS(since), chat, chat)
+	// One chat's: its own messages of the span, from the index alone. Every
+	// chat's: each registered group's chat the same way (messages are
+	// stored for registered groups only).
+	query, args := `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages INDEXED BY messages_chat_sent
+		WHERE chat = ? AND sent_at >= ? GROUP BY h ORDER BY h`, []any{chat, toMS(since)}
+	if chat == "" {
+		query, args = `SELECT m.sent_at / 3600000 AS h, SUM(m.is_bot = 0), SUM(m.is_bot = 1)
+			FROM registered_groups g CROSS JOIN messages m INDEXED BY messages_chat_sent ON m.chat = g.chat AND m.sent_at >= ?
+			GROUP BY h ORDER BY h`, []any{toMS(since)}
+	}
+	rows, err := q.db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("messages by hour: %w", err)
 	}

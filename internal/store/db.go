@@ -134,7 +134,7 @@ func open(ctx context.Context, path string, log zerolog.Logger, fsys fs.FS) (*DB
 	db := &DB{log: log.With().Str("component", "store").Logger(), now: time.Now}
 	bindQueries(db)
 
-	db.write, err = sql.Open("sqlite", dsn(abs, true))
+	db.write, err = sql.Open(driverName, dsn(abs, true))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
@@ -151,7 +151,7 @@ func open(ctx context.Context, path string, log zerolog.Logger, fsys fs.FS) (*DB
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
 
-	db.read, err = sql.Open("sqlite", dsn(abs, false))
+	db.read, err = sql.Open(driverName, dsn(abs, false))
 	if err != nil {
 		db.write.Close()
 		return nil, fmt.Errorf("open database %s: %w", abs, err)

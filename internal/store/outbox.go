@@ -268,8 +268,11 @@ func isOwnMessage(ctx context.Context, q querier, chat ChatID, externalID string
 	if externalID == "" {
 		return false, nil
 	}
+	// Both halves are one index lookup: sent_id != '' lets SQLite use the
+	// partial index outbox_chat_sent (without it, the second half reads
+	// every reply the chat ever had).
 	var own bool
 	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE chat = ? AND external_id = ?)
-		OR EXISTS (SELECT 1 FROM outbox WHERE chat = ? AND sent_id = ?)`, chat, externalID, chat, externalID).Scan(&own)
+		OR EXISTS (SELECT 1 FROM outbox WHERE chat = ? AND sent_id = ? AND sent_id != '')`, chat, externalID, chat, externalID).Scan(&own)
 	return own, err
 }

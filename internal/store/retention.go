@@ -47,34 +47,43 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 	cut := toMS(before)
 	err := db.Tx(ctx, func(tx *Tx) error {
 		q := tx.stx
+		// Each batch is found through indexes and reads about the rows it
+		// removes: a chat's oldest messages first (by time), never sorted
+		// as a whole, so a batch costs the same however much is left.
 		res, err := q.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
 			SELECT m.id FROM registered_groups g
-			JOIN cursors c ON c.folder = g.folder
-			JOIN messages m ON m.chat = g.chat AND m.id <= c.message_id
-			WHERE m.sent_at < ? ORDER BY m.id LIMIT ?)`, cut, limit)
+			CROSS JOIN cursors c ON c.folder = g.folder
+			CROSS JOIN messages m INDEXED BY messages_chat_sent ON m.chat = g.chat AND m.sent_at < ?
+			WHERE m.id <= c.message_id LIMIT ?)`, cut, limit)
 		if err != nil {
 			return fmt.Errorf("prune messages: %w", err)
 		}
 		p.Messages = affected(res)
+		// Sent rows, then failed ones, each through its partial index.
 		res, err = q.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE (state = 'sent' AND sent_at < ?) OR (state = 'failed' AND failed_at < ?)
-			ORDER BY id LIMIT ?)`, cut, cut, limit)
+			SELECT id FROM outbox INDEXED BY outbox_sent_at WHERE state = 'sent' AND sent_at < ? ORDER BY sent_at LIMIT ?)`, cut, limit)
 		if err != nil {
 			return fmt.Errorf("prune outbox: %w", err)
 		}
 		p.Outbox = affected(res)
+		res, err = q.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
+			SELECT id FROM outbox INDEXED BY outbox_failed WHERE state = 'failed' AND failed_at < ? ORDER BY failed_at LIMIT ?)`, cut, limit-p.Outbox)
+		if err != nil {
+			return fmt.Errorf("prune outbox: %w", err)
+		}
+		p.Outbox += affected(res)
 		res, err = q.ExecContext(ctx, `DELETE FROM task_runs WHERE id IN (
-			SELECT id FROM task_runs WHERE status != 'running' AND started_at < ? ORDER BY id LIMIT ?)`, cut, limit)
+			SELECT id FROM task_runs WHERE status != 'running' AND started_at < ? ORDER BY started_at LIMIT ?)`, cut, limit)
 		if err != nil {
 			return fmt.Errorf("prune task runs: %w", err)
 		}
 		p.TaskRuns = affected(res)
 		if _, err = q.ExecContext(ctx, `DELETE FROM turn_ends WHERE id IN (
-			SELECT id FROM turn_ends WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
+			SELECT id FROM turn_ends WHERE at < ? ORDER BY at LIMIT ?)`, cut, limit); err != nil {
 			return fmt.Errorf("prune turn ends: %w", err)
 		}
 		if _, err = q.ExecContext(ctx, `DELETE FROM budget_decisions WHERE id IN (
-			SELECT id FROM budget_decisions WHERE at < ? ORDER BY id LIMIT ?)`, cut, limit); err != nil {
+			SELECT id FROM budget_decisions WHERE at < ? ORDER BY at LIMIT ?)`, cut, limit); err != nil {
 			return fmt.Errorf("prune budget decisions: %w", err)
 		}
 
@@ -86,7 +95,7 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 			return fmt.Errorf("prune usage: %w", err)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO temp.prune_usage (id)
-			SELECT id FROM usage WHERE at < ? ORDER BY id LIMIT ?`, cut, limit); err != nil {
+			SELECT id FROM usage WHERE at < ? ORDER BY at LIMIT ?`, cut, limit); err != nil {
 			return fmt.Errorf("prune usage: %w", err)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO usage_daily (folder, day, turns, cost_usd, input_tokens, output_tokens, duration_ms, num_turns)
@@ -112,7 +121,7 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 			return fmt.Errorf("prune API usage: %w", err)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO temp.prune_usage (id)
-			SELECT id FROM api_usage WHERE at < ? ORDER BY id LIMIT ?`, cut, limit); err != nil {
+			SELECT id FROM api_usage INDEXED BY api_usage_at WHERE at < ? ORDER BY at LIMIT ?`, cut, limit); err != nil {
 			return fmt.Errorf("prune API usage: %w", err)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO api_usage_daily (folder, day, requests, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd)

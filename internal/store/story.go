@@ -72,9 +72,9 @@ func (q *MessageQuery) GetStored(ctx context.Context, id MessageID) (StoredMessa
 // not sent by bridged, or ErrNotFound.
 func (q *MessageQuery) LastFrom(ctx context.Context, chat ChatID) (StoredMessage, error) {
 	if chat == "" {
-		return q.stored(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE is_bot = 0 AND ? = '')`, chat)
+		return q.stored(ctx, `m.id = (SELECT id FROM messages WHERE is_bot = 0 AND ? = '' ORDER BY id DESC LIMIT 1)`, chat)
 	}
-	return q.stored(ctx, `m.id = (SELECT MAX(id) FROM messages WHERE chat = ? AND is_bot = 0)`, chat)
+	return q.stored(ctx, `m.id = (SELECT id FROM messages WHERE chat = ? AND is_bot = 0 ORDER BY id DESC LIMIT 1)`, chat)
 }
 
 func (q *MessageQuery) stored(ctx context.Context, where string, arg any) (StoredMessage, error) {
@@ -125,8 +125,11 @@ func (q *OutboxQuery) Between(ctx context.Context, chat ChatID, folder Folder, f
 	if !to.IsZero() {
 		end = toMS(to)
 	}
-	rows, err := q.db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE (chat = ? OR (folder = ? AND folder != '')) AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?`,
-		chat, folder, toMS(from), end, limit)
+	rows, err := q.db.read.QueryContext(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE id IN (
+			SELECT id FROM outbox WHERE chat = ? AND created_at >= ? AND created_at < ?
+			UNION SELECT id FROM outbox WHERE folder = ? AND folder != '' AND created_at >= ? AND created_at < ?)
+		ORDER BY id LIMIT ?`,
+		chat, toMS(from), end, folder, toMS(from), end, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox of %s: %w", chat, err)
 	}
