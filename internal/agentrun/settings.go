@@ -105,11 +105,10 @@ func (x *Runner) Retire(grp *Group, folder store.Folder) Applied {
 // lock must be held.
 func (x *Runner) retire(run *Run, folder store.Folder) Applied {
 	run.stale = true
-	if !run.q.Idle() {
+	if !run.waiting {
 		return AppliesAtTurnEnd
 	}
-	run.q.MarkClosing()
-	x.CloseIdle(string(folder))
+	x.closeRun(run, folder)
 	return AppliedStopped
 }
 

@@ -20,9 +20,9 @@ type GroupStatus struct {
 	Group           string    `json:"group"`
 	Run             RunKind   `json:"run,omitempty"` // "" when no run is active
 	TaskID          string    `json:"task_id,omitempty"`
-	Since           time.Time `json:"since,omitzero"` // start of the active run
-	Idle            bool      `json:"idle,omitempty"`
-	Closing         bool      `json:"closing,omitempty"`
+	Since           time.Time `json:"since,omitzero"`    // start of the active run
+	Idle            bool      `json:"idle,omitempty"`    // its agent waits for input (the run's word)
+	Closing         bool      `json:"closing,omitempty"` // its container is going away, or was asked to
 	PendingMessages bool      `json:"pending_messages,omitempty"`
 	PendingTasks    []string  `json:"pending_tasks,omitempty"`
 	// Retries counts the consecutive failed message runs.
@@ -61,8 +61,8 @@ func (q *Queue[T]) Status() Status {
 		}
 		if g.active() {
 			gs.Since = g.started
-			gs.Idle = g.turnDone()
-			gs.Closing = g.state == Closing
+			gs.Idle = !g.idleSince.IsZero()
+			gs.Closing = g.closing || g.asked
 		}
 		for _, t := range g.tasks {
 			gs.PendingTasks = append(gs.PendingTasks, t.ID)

@@ -24,11 +24,11 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 	if err != nil {
 		return turns.Hold{}, false, err
 	}
-	gs := r.state(g.Folder)
-	gs.Lock()
-	err = gs.Load(ctx, r.db, g.Folder)
-	handed := gs.Handed()
-	gs.Unlock()
+	grp := r.runs.Group(g.Folder)
+	grp.Lock()
+	err = grp.Load(ctx, r.db, g.Folder)
+	handed := grp.Handed()
+	grp.Unlock()
 	if err != nil {
 		return turns.Hold{}, false, err
 	}

@@ -29,7 +29,7 @@ func (r *Router) SendMessage(ctx context.Context, unit store.Unit, chat, text st
 
 	var grp *agentrun.Group
 	if folder != "" && origin == store.OriginTool {
-		grp = r.runState(item.Group)
+		grp = r.runs.Known(item.Group)
 	}
 	stored, err := r.runs.Send(ctx, grp, item, unit)
 	if err != nil {
@@ -76,11 +76,11 @@ func (r *Router) sent(_ context.Context, it store.OutboxItem) {
 // the group's agent is working on another turn.
 func (r *Router) typingOffAfterReply(it store.OutboxItem) {
 	if it.Group != "" {
-		if gs := r.runState(it.Group); gs != nil {
-			gs.Lock()
-			run := gs.Live()
+		if grp := r.runs.Known(it.Group); grp != nil {
+			grp.Lock()
+			run := grp.Live()
 			busy := run != nil && !run.Idle()
-			gs.Unlock()
+			grp.Unlock()
 			if busy {
 				return
 			}

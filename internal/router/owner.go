@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
@@ -63,12 +64,11 @@ func (r *Router) paused(ctx context.Context, g store.Group) bool {
 // g's waiting messages (those after the handed ones, up to upto): held
 // them, or let them through, with the budget and the day's spending as
 // they are now, so a message's story tells the decision as it was made;
-// the same decision on the same messages is recorded once. gs's lock must
+// the same decision on the same messages is recorded once. grp's lock must
 // be held. A failure is logged: it never holds the messages.
-func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupState, upto store.MessageID, paused bool) {
+func (r *Router) budgetDecided(ctx context.Context, g store.Group, grp *agentrun.Group, upto store.MessageID, paused bool) {
 	budget := g.ContainerConfig.BudgetDailyUSD
-	told := budgetTold{upto: upto, paused: paused}
-	if r.budget == nil || budget <= 0 || gs.budgetTold == told {
+	if r.budget == nil || budget <= 0 || (grp.Notes.BudgetUpto == upto && grp.Notes.BudgetPaused == paused) {
 		return
 	}
 	loc := r.cfg.Timezone
@@ -83,21 +83,14 @@ func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupStat
 		if paused {
 			verdict = store.BudgetPaused
 		}
-		err = r.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: gs.Handed(), Upto: upto, Verdict: verdict,
+		err = r.db.RecordBudgetDecision(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: grp.Handed(), Upto: upto, Verdict: verdict,
 			BudgetUSD: budget, SpentUSD: spent, At: now})
 	}
 	if err != nil {
 		r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot record the budget's decision; the message's story will lack it")
 		return
 	}
-	gs.budgetTold = told
-}
-
-// budgetTold is a budget decision on a group's waiting messages up to
-// upto: the router records one per change (the store keeps the same rule).
-type budgetTold struct {
-	upto   store.MessageID
-	paused bool
+	grp.Notes.BudgetUpto, grp.Notes.BudgetPaused = upto, paused
 }
 
 // spent tells the budget of a cost recorded for g's run, with the group's

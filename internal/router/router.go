@@ -19,7 +19,6 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/outbox"
-	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -182,10 +181,9 @@ type Router struct {
 	// pendingReads counts the reads of pending messages from the store.
 	pendingReads atomic.Int64
 
-	// mu guards the maps below. It is held only while they are read or
-	// changed: never across the store, a channel or a group's lock.
+	// mu guards the failures below. It is held only while they are read
+	// or changed: never across the store, a channel or a group's lock.
 	mu       sync.Mutex
-	groups   map[store.Folder]*groupState
 	failures []Failure
 	// retrying holds, per group, the last failed message run the queue
 	// will retry; it shows in Status until the group's next good run.
@@ -198,29 +196,11 @@ type Router struct {
 	beforeMountCheck func(store.Folder)
 }
 
-// groupState is the router's state for one group: the run state (whose
-// lock orders every hand-over of messages to the group's agent and every
-// cursor change, and guards the fields below too) and the prompt's.
-type groupState struct {
-	agentrun.Group
-	// leftOutFrom is the first message of the last prompt whose left-out
-	// older messages the chat was told about: a prompt that starts there
-	// again (a retry) does not repeat the notice.
-	leftOutFrom store.MessageID
-	// lateTold: the chat was told that late messages started no turn
-	// (noteLate); a turn starting re-arms it.
-	lateTold bool
-	// newSessionAt is the owner's last NewSessionCommand acted on.
-	newSessionAt store.MessageID
-	// budgetTold is the budget's last decision recorded (budgetDecided).
-	budgetTold budgetTold
-}
-
-// readPending reads g's messages after gs.Handed() (at most the prompt
-// cap; omitted counts those left out). gs's lock must be held.
-func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
+// readPending reads g's messages after grp's handed cursor (at most the
+// prompt cap; omitted counts those left out). grp's lock must be held.
+func (r *Router) readPending(ctx context.Context, g store.Group, grp *agentrun.Group) ([]store.Message, int, error) {
 	r.pendingReads.Add(1)
-	return r.db.PendingMessages(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
+	return r.db.PendingMessages(ctx, g.Chat, grp.Handed(), r.cfg.PromptCap)
 }
 
 // New builds a router and its group queue. Nothing runs until Run.
@@ -283,7 +263,6 @@ func New(cfg Config, d Deps) (*Router, error) {
 		in:       d.Ingest,
 		home:     cfg.Home,
 		pings:    make(chan chan struct{}),
-		groups:   make(map[store.Folder]*groupState),
 		retrying: make(map[store.Folder]Failure),
 	}
 	if r.in == nil {
@@ -303,12 +282,10 @@ func New(cfg Config, d Deps) (*Router, error) {
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
 	q, err := groupqueue.New(groupqueue.Config{
-		MaxConcurrent:  cfg.MaxContainers,
-		RetryDelays:    cfg.RetryDelays,
-		IdleTimeout:    cfg.IdleTimeout,
-		TaskCloseDelay: cfg.TaskCloseDelay,
+		MaxConcurrent: cfg.MaxContainers,
+		RetryDelays:   cfg.RetryDelays,
 	}, groupqueue.Handlers[store.Task]{
-		RunMessages: r.runMessages,
+		RunMessages: func(ctx context.Context, slot *groupqueue.Run) error { return r.runs.RunMessages(ctx, slot) },
 		RunTask:     r.runTask,
 		CloseIdle:   func(name string) { r.runs.CloseIdle(name) },
 		Outcomes:    r,
@@ -319,7 +296,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 	r.queue = q
 	r.runs = agentrun.New(agentrun.Config{
 		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
-		IdleTimeout: cfg.IdleTimeout, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
+		IdleTimeout: cfg.IdleTimeout, TaskCloseDelay: cfg.TaskCloseDelay, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
 		TaskMaxFailures: cfg.TaskMaxFailures,
 	}, agentrun.Deps{
 		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Queue: q, Owner: runOwner{r}, Turns: d.Turns,
@@ -457,27 +434,6 @@ func (r *Router) Status() Status {
 	return st
 }
 
-// runState is folder's run state, nil when the group has none yet.
-func (r *Router) runState(folder store.Folder) *agentrun.Group {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if gs := r.groups[folder]; gs != nil {
-		return &gs.Group
-	}
-	return nil
-}
-
-func (r *Router) state(folder store.Folder) *groupState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gs := r.groups[folder]
-	if gs == nil {
-		gs = &groupState{}
-		r.groups[folder] = gs
-	}
-	return gs
-}
-
 func (r *Router) addFailure(f Failure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -485,18 +441,6 @@ func (r *Router) addFailure(f Failure) {
 	if n := len(r.failures) - maxFailures; n > 0 {
 		r.failures = slices.Delete(r.failures, 0, n)
 	}
-}
-
-// noteLeftOut tells g's chat, once per prompt start, that left older
-// messages were left out of the prompt whose first message is first.
-// gs's lock must be held.
-func (r *Router) noteLeftOut(g store.Group, gs *groupState, first store.MessageID, left int) {
-	if left <= 0 || first <= gs.leftOutFrom {
-		return
-	}
-	gs.leftOutFrom = first
-	r.log.Info().Str("group", string(g.Folder)).Int("left_out", left).Msg("older messages left out of the prompt; telling the chat")
-	r.notice(g.Chat, g.Folder, prompt.LeftOutNotice(left))
 }
 
 // channelFor returns the first channel that owns chat, nil if none does.

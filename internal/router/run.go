@@ -7,82 +7,9 @@ import (
 
 	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/groupqueue"
-	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
-
-// runMessages is the queue's RunMessages handler: one container for the
-// group's pending messages (agentrun.Runner.Messages), handed over by
-// handover. q is the queue's object for the run; the run keeps it.
-func (r *Router) runMessages(ctx context.Context, q *groupqueue.Run) error {
-	folder := store.Folder(q.Group())
-	gs := r.state(folder)
-	run, g, text, err := r.handover(ctx, folder, gs, q)
-	if run == nil {
-		return err
-	}
-	return r.runs.Messages(ctx, g, &gs.Group, run, text)
-}
-
-// handover takes the group's pending messages for a new container: the
-// batch the message loop handed the run object, or, when there is none or
-// it is out of date (a retry; the cursor or the group changed since), a
-// fresh read, whose trigger and budget are checked here. It returns nil
-// when none would wake the agent (or the group was removed). Until it has
-// run, a pipe into this run hands nothing over (the loop offers its batch
-// instead); when it returns nil the run is marked closing, so later
-// messages start a new run.
-func (r *Router) handover(ctx context.Context, folder store.Folder, gs *groupState, q *groupqueue.Run) (*agentrun.Run, store.Group, string, error) {
-	gs.Lock()
-	defer gs.Unlock()
-	var g store.Group
-	run, text, err := func() (*agentrun.Run, string, error) {
-		if err := gs.Load(ctx, r.db, folder); err != nil {
-			return nil, "", err
-		}
-		b, ok := gs.Take()
-		if !ok || b.Version != r.db.GroupsVersion() {
-			var err error
-			if g, err = r.db.GetGroupByFolder(ctx, folder); err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					r.log.Info().Str("group", string(folder)).Msg("group was removed; its messages are not run")
-					return nil, "", nil
-				}
-				return nil, "", err
-			}
-			msgs, omitted, err := r.readPending(ctx, g, gs)
-			if err != nil {
-				return nil, "", err
-			}
-			msgs = r.newSessions(ctx, g, gs, msgs)
-			if len(msgs) == 0 || !r.triggered(g, msgs) {
-				return nil, "", nil
-			}
-			paused := r.paused(ctx, g)
-			r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
-			if paused {
-				r.log.Info().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
-				return nil, "", nil
-			}
-			b = agentrun.Batch{Group: g, After: gs.Handed(), Msgs: msgs, Omitted: omitted}
-		}
-		g = b.Group
-		msgs := b.Msgs
-		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, b.Omitted, ipc.MaxTextBytes)
-		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+b.Omitted)
-		run := r.runs.BeginMessages(&gs.Group, q, g, msgs[len(msgs)-1].ID)
-		r.log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+b.Omitted).Msg("starting agent for messages")
-		return run, text, nil
-	}()
-	if run == nil {
-		q.MarkClosing()
-	}
-	if err != nil {
-		return nil, g, "", agentrun.NewRunError(folder, err)
-	}
-	return run, g, text, nil
-}
 
 // Outcome is the queue's report of how a run ended (groupqueue.Outcomes):
 // the one way run outcomes reach the router. A failed message run the queue
@@ -153,3 +80,19 @@ func (o runOwner) Spent(ctx context.Context, g store.Group) { o.r.spent(ctx, g) 
 func (o runOwner) Wake() { o.r.out.Wake() }
 
 func (o runOwner) SetTyping(chat store.ChatID, on bool) { o.r.out.SetTyping(string(chat), on) }
+
+// Batch reads folder's pending messages again for a container start the
+// message loop left no batch for (a retry), with the group as it is now.
+func (o runOwner) Batch(ctx context.Context, grp *agentrun.Group, folder store.Folder) (agentrun.Batch, bool, error) {
+	r := o.r
+	version := r.db.GroupsVersion()
+	g, err := r.db.GetGroupByFolder(ctx, folder)
+	if errors.Is(err, store.ErrNotFound) {
+		r.log.Info().Str("group", string(folder)).Msg("group was removed; its messages are not run")
+		return agentrun.Batch{}, false, nil
+	}
+	if err != nil {
+		return agentrun.Batch{}, false, err
+	}
+	return r.wake(ctx, g, version, grp)
+}

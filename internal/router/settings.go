@@ -18,7 +18,7 @@ import (
 func (r *Router) ApplySettings(ctx context.Context, folder store.Folder) (agentrun.Applied, error) {
 	g, err := r.db.GetGroupByFolder(ctx, folder)
 	if errors.Is(err, store.ErrNotFound) {
-		gs := r.runState(folder)
+		gs := r.runs.Known(folder)
 		if gs == nil {
 			return agentrun.AppliesNext, nil
 		}
@@ -29,7 +29,7 @@ func (r *Router) ApplySettings(ctx context.Context, folder store.Folder) (agentr
 	if err != nil {
 		return agentrun.AppliesNext, err
 	}
-	gs := r.runState(folder)
+	gs := r.runs.Known(folder)
 	if gs == nil {
 		return agentrun.AppliesNext, nil
 	}

@@ -40,7 +40,7 @@ func (r *Router) runTask(ctx context.Context, q *groupqueue.Run, ref groupqueue.
 	fail := err
 	if err != nil {
 		r.runs.NotRun(t, started, err)
-	} else if fail = r.runs.Task(ctx, g, &r.state(g.Folder).Group, q, t, prompt.Task(r.cfg.Timezone, r.now(), t)); fail != nil {
+	} else if fail = r.runs.Task(ctx, g, r.runs.Group(g.Folder), q, t, prompt.Task(r.cfg.Timezone, r.now(), t)); fail != nil {
 		err = fmt.Errorf("run task %s: %w", t.ID, fail)
 	}
 	if fail == nil {
