@@ -155,8 +155,10 @@ func (o *owner) Notice(chat store.ChatID, folder store.Folder, text string) {
 	defer o.mu.Unlock()
 	o.notices = append(o.notices, text)
 }
-func (o *owner) Spent(context.Context, store.Group) {}
-func (o *owner) Wake()                              {}
+func (o *owner) Spent(context.Context, store.Group)       {}
+func (o *owner) Paused(context.Context, store.Group) bool { return false }
+func (o *owner) Alert(func(context.Context, Alerts))      {}
+func (o *owner) Wake()                                    {}
 func (o *owner) SetTyping(chat store.ChatID, on bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -79,6 +79,10 @@ type Owner interface {
 	// the owner's rules (the trigger, the budget); ok is false when none
 	// would wake the agent, or the group was removed. grp's lock is held.
 	Batch(ctx context.Context, grp *Group, folder store.Folder) (b Batch, ok bool, err error)
+	// Paused reports whether g's agent is paused by its daily budget.
+	Paused(ctx context.Context, g store.Group) bool
+	// Alert calls tell with the owner's alerts, if there are any.
+	Alert(tell func(context.Context, Alerts))
 }
 
 // Config configures a Runner. The durations must be set (the router fills
@@ -139,6 +143,11 @@ type Runner struct {
 	// the map only.
 	groupsMu sync.Mutex
 	groups   map[store.Folder]*Group
+	// failMu guards the failures Failures shows: a leaf, held for them only.
+	failMu   sync.Mutex
+	failures []Failure
+	retrying map[store.Folder]Failure // per group, the last failed message run the queue retries
+	stopping atomic.Bool
 }
 
 // New returns a Runner.

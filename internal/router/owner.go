@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
@@ -24,31 +23,16 @@ type Budget interface {
 }
 
 // Alerts tells the owner, in the main chat, of a condition once until it
-// clears (internal/alerts implements it). No method blocks for long; each
-// logs its own errors.
+// clears (internal/alerts implements it): the runs' (agentrun.Alerts) and
+// the outbox's. No method blocks for long; each logs its own errors.
 type Alerts interface {
-	// GaveUp: group folder's agent failed attempts times in a row and
-	// gave up until the next message; why is one short line.
-	GaveUp(ctx context.Context, folder store.Folder, attempts int, why string)
-	// APIRefused: the Claude API refused a turn of folder for a reason
-	// waiting cannot heal; label is its kind and status, fix what to do.
-	APIRefused(ctx context.Context, folder store.Folder, label, fix string)
-	// Recovered: folder's agent ran well again.
-	Recovered(ctx context.Context, folder store.Folder)
+	agentrun.Alerts
 	// SendFailed: a message to chat (from group folder, empty for
 	// bridged's own) was given up; why is one short line.
 	SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string)
 	// Sent: a message to chat went out.
 	Sent(ctx context.Context, chat store.ChatID)
-	// TaskPaused: scheduled task t paused itself after t.Failures failed
-	// runs in a row; why is the last failure, one short line. Told once
-	// per pause (t.LastRun tells one from the next).
-	TaskPaused(ctx context.Context, t store.Task, why string)
 }
-
-// ErrBudgetPaused is the error of a task run skipped because its group's
-// daily budget is used up.
-var ErrBudgetPaused = errors.New("skipped: the group's daily budget is used up")
 
 // Rescan looks at every group's pending messages again: after a paused
 // group's budget was raised or lifted, or a new day began. It does not

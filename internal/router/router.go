@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,9 +31,6 @@ const (
 	DefaultShutdownTimeout  = 60 * time.Second
 	DefaultStartTimeout     = 2 * time.Minute
 )
-
-// maxFailures is how many failures Status remembers.
-const maxFailures = 50
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
 // <internal> blocks are removed.
@@ -140,17 +136,9 @@ type ContainerStatus = agentrun.ContainerStatus
 // else (a symlink, file or fifo) was found, moved aside and replaced.
 const KindBoundary = "boundary"
 
-// Failure is a run that failed for good (a message run whose retries ran
-// out, or a task run), a failed message run the queue is retrying (until
-// the group's next good run; its Error starts "attempt n of m failed"), or
-// a boundary incident.
-type Failure struct {
-	Time   time.Time `json:"time"`
-	Group  string    `json:"group"`
-	Kind   string    `json:"kind"` // "messages", "task" or "boundary"
-	TaskID string    `json:"task_id,omitempty"`
-	Error  string    `json:"error"`
-}
+// Failure is a failed run (agentrun.Failure) or a boundary incident
+// (KindBoundary).
+type Failure = agentrun.Failure
 
 // Router moves messages between the channels and the agents: it stores
 // inbound messages, decides which wake an agent, starts containers or pipes
@@ -176,18 +164,9 @@ type Router struct {
 	out   *outbox.Sender
 	pings chan chan struct{} // Ping's round trips through the message loop
 
-	running  atomic.Bool
-	stopping atomic.Bool
+	running atomic.Bool
 	// pendingReads counts the reads of pending messages from the store.
 	pendingReads atomic.Int64
-
-	// mu guards the failures below. It is held only while they are read
-	// or changed: never across the store, a channel or a group's lock.
-	mu       sync.Mutex
-	failures []Failure
-	// retrying holds, per group, the last failed message run the queue
-	// will retry; it shows in Status until the group's next good run.
-	retrying map[store.Folder]Failure
 
 	// onSent, when set (tests), is called after an outbox row is marked sent.
 	onSent func(store.OutboxItem)
@@ -263,7 +242,6 @@ func New(cfg Config, d Deps) (*Router, error) {
 		in:       d.Ingest,
 		home:     cfg.Home,
 		pings:    make(chan chan struct{}),
-		retrying: make(map[store.Folder]Failure),
 	}
 	if r.in == nil {
 		in, err := ingest.New(ingest.Config{
@@ -286,9 +264,11 @@ func New(cfg Config, d Deps) (*Router, error) {
 		RetryDelays:   cfg.RetryDelays,
 	}, groupqueue.Handlers[store.Task]{
 		RunMessages: func(ctx context.Context, slot *groupqueue.Run) error { return r.runs.RunMessages(ctx, slot) },
-		RunTask:     r.runTask,
-		CloseIdle:   func(name string) { r.runs.CloseIdle(name) },
-		Outcomes:    r,
+		RunTask: func(ctx context.Context, slot *groupqueue.Run, t groupqueue.TaskRef[store.Task]) error {
+			return r.runs.RunTask(ctx, slot, slot.Group(), t.Task)
+		},
+		CloseIdle: func(name string) { r.runs.CloseIdle(name) },
+		Outcomes:  groupqueue.Outcomes[store.Task](outcomes{r}),
 	}, d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
@@ -368,7 +348,7 @@ func (r *Router) Run(ctx context.Context) error {
 	r.log.Info().Msg("router running")
 
 	<-ctx.Done()
-	r.stopping.Store(true)
+	r.runs.Stop()
 	busy := 0
 	for _, gs := range r.queue.Status().Groups {
 		if gs.Run != "" && !gs.Idle {
@@ -419,12 +399,7 @@ func (r *Router) Status() Status {
 			}
 		}
 	}
-	r.mu.Lock()
-	st.Failures = slices.Clone(r.failures)
-	for _, f := range slices.Sorted(maps.Keys(r.retrying)) {
-		st.Failures = append(st.Failures, r.retrying[f])
-	}
-	r.mu.Unlock()
+	st.Failures = r.runs.Failures()
 	for _, in := range r.home.Incidents() {
 		st.Failures = append(st.Failures, Failure{Time: in.Time, Group: in.Group, Kind: KindBoundary, Error: in.String()})
 	}
@@ -432,15 +407,6 @@ func (r *Router) Status() Status {
 		st.Failures = []Failure{}
 	}
 	return st
-}
-
-func (r *Router) addFailure(f Failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures = append(r.failures, f)
-	if n := len(r.failures) - maxFailures; n > 0 {
-		r.failures = slices.Delete(r.failures, 0, n)
-	}
 }
 
 // channelFor returns the first channel that owns chat, nil if none does.
