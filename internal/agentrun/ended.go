@@ -191,7 +191,8 @@ func (x *Runner) turnEnded(folder store.Folder, o groupqueue.Outcome[store.Task]
 // (rules.TaskMayRun). A failure is shown in Failures and, when the task's
 // previous run did not fail, in its chat; a failure that paused the task
 // (its TaskMaxFailures-th in a row) is told to the owner once.
-func (x *Runner) RunTask(ctx context.Context, q QueueRun, name string, t store.Task) error {
+func (x *Runner) RunTask(ctx context.Context, q *groupqueue.Run, ref groupqueue.TaskRef[store.Task]) error {
+	name, t := q.Group(), ref.Task
 	started := x.Now()
 	g, err := x.Store.GetGroupByFolder(ctx, store.Folder(name))
 	switch {

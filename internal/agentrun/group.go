@@ -264,9 +264,8 @@ type board struct {
 	live map[store.Folder]ContainerStatus
 }
 
-// Containers lists the live containers by group (Busy is left to the
-// queue, which owns it). It never blocks: runs publish to it as they
-// change, and it takes no group's lock.
+// Containers lists the live containers by group. It never blocks: runs
+// publish to it as they change, and it takes no group's lock.
 func (x *Runner) Containers() []ContainerStatus {
 	b := &x.board
 	b.mu.Lock()
@@ -293,7 +292,7 @@ func (x *Runner) publish(folder store.Folder, run *Run) {
 	}
 	b.live[folder] = ContainerStatus{
 		Group: string(folder), Kind: string(run.Kind), TaskID: string(run.Task), Name: run.name, ID: run.id,
-		Since: run.started, Replied: run.replied,
+		Since: run.started, Replied: run.replied, Busy: !run.waiting,
 	}
 }
 

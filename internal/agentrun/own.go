@@ -52,13 +52,14 @@ func (x *Runner) Hand(grp *Group, b Batch) {
 			x.noteLeftOut(grp, g, b.Msgs[len(b.Msgs)-n].ID, len(b.Msgs)-n+b.Omitted)
 			grp.batch = nil
 			grp.pipe(name, b.Msgs[len(b.Msgs)-1].ID)
+			x.publish(g.Folder, run)
 			log.Debug().Int("messages", len(b.Msgs)).Msg("messages piped into the live container")
 			x.Owner.SetTyping(g.Chat, true)
 			return
 		}
 		log.Error().Err(err).Msg("cannot pipe messages into the container")
 	}
-	grp.batch = &b
+	grp.Offer(b)
 	if run != nil && run.waiting && !run.closing {
 		x.closeRun(run, g.Folder)
 	}
@@ -168,6 +169,7 @@ func (x *Runner) gone(run *Run) {
 func (x *Runner) turnDone(grp *Group, run *Run, folder store.Folder) {
 	run.waiting = true
 	run.results++
+	x.publish(folder, run)
 	wasClosing := run.closing
 	back := run.q.MarkIdle()
 	switch {
@@ -201,4 +203,31 @@ func (x *Runner) arm(grp *Group, run *Run, folder store.Folder, d time.Duration)
 		x.Log.Debug().Str("group", string(folder)).Msg("closing container after idle period")
 		x.closeRun(run, folder)
 	})
+}
+
+// HoldApproval holds the turn in flight of folder's agent open while one
+// of its tool calls waits for the owner's approval (Group.Hold); a group
+// without a live run has nothing to hold, and release then does nothing.
+// It takes the group's lock.
+func (x *Runner) HoldApproval(folder store.Folder) (release func()) {
+	grp := x.Known(folder)
+	if grp == nil {
+		return func() {}
+	}
+	grp.Lock()
+	defer grp.Unlock()
+	release, _ = grp.Hold()
+	return release
+}
+
+// Busy reports whether folder's agent is working on a turn. It takes the
+// group's lock.
+func (x *Runner) Busy(folder store.Folder) bool {
+	grp := x.Known(folder)
+	if grp == nil {
+		return false
+	}
+	grp.Lock()
+	defer grp.Unlock()
+	return grp.run != nil && !grp.run.waiting
 }

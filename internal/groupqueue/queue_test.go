@@ -928,3 +928,28 @@ func TestAskedSlotTakenBackByBusyHolder(t *testing.T) {
 		f.checkLimits(t)
 	})
 }
+
+// Position tells how many groups wait for a slot before a group's next
+// run: its place in line, the end of the line when every slot is taken and
+// it has not asked yet, and nothing when it runs or a slot is free.
+func TestPosition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(1)
+		q, _ := startQueue(t, Config{MaxConcurrent: 1}, f)
+		if _, ok := q.Position("a"); ok {
+			t.Fatal("a free slot: a is queued; want not")
+		}
+		startA(t, q)
+		q.EnqueueMessages("b")
+		q.EnqueueMessages("c")
+		synctest.Wait()
+		for name, want := range map[string]int{"b": 0, "c": 1, "d": 2} {
+			if got, ok := q.Position(name); !ok || got != want {
+				t.Errorf("Position(%s): got (%d, %v); want (%d, true)", name, got, ok, want)
+			}
+		}
+		if _, ok := q.Position("a"); ok {
+			t.Error("the running group a is queued; want not")
+		}
+	})
+}

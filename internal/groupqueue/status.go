@@ -1,6 +1,9 @@
 package groupqueue
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Status is a snapshot of the queue for `bridged status` and metrics.
 type Status struct {
@@ -70,4 +73,20 @@ func (q *Queue[T]) Status() Status {
 		s.Groups = append(s.Groups, gs)
 	}
 	return s
+}
+
+// Position reports how many groups wait for a slot before name's next run:
+// its place in the waiting list or, when it does not wait yet, has no run
+// and every slot is taken, the end of that list. ok is false when its next
+// run need not wait for a slot. Non-blocking.
+func (q *Queue[T]) Position(name string) (ahead int, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.IndexFunc(q.waiting, func(g *group[T]) bool { return g.name == name }); i >= 0 {
+		return i, true
+	}
+	if g := q.groups[name]; q.active >= q.cfg.MaxConcurrent && (g == nil || !g.active()) {
+		return len(q.waiting), true
+	}
+	return 0, false
 }

@@ -27,12 +27,5 @@ var _ ipchost.ApprovalHolder = (*Router)(nil)
 // live run has nothing to hold; release then does nothing. release may be
 // called more than once, from any goroutine. It takes the group's lock.
 func (r *Router) HoldApproval(folder string) (release func()) {
-	grp := r.runs.Known(store.Folder(folder))
-	if grp == nil {
-		return func() {}
-	}
-	grp.Lock()
-	defer grp.Unlock()
-	release, _ = grp.Hold()
-	return release
+	return r.runs.HoldApproval(store.Folder(folder))
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/bridged-app/bridged/internal/store"
 )
 
-func (r *Router) markAllDirty() { r.in.Rescan() }
-
 // loop is the message loop: woken by the ingest (or at start for every group),
 // it hands each changed group's pending messages to its agent.
 func (r *Router) loop(ctx context.Context) {
@@ -33,7 +31,7 @@ func (r *Router) loop(ctx context.Context) {
 					return
 				}
 				r.log.Error().Err(err).Msg("cannot list groups")
-				r.markAllDirty() // try again on the next wake
+				r.in.Rescan() // try again on the next wake
 				continue
 			}
 			for _, g := range groups {

@@ -75,16 +75,8 @@ func (r *Router) sent(_ context.Context, it store.OutboxItem) {
 // typingOffAfterReply hides the typing indicator once a reply is out, unless
 // the group's agent is working on another turn.
 func (r *Router) typingOffAfterReply(it store.OutboxItem) {
-	if it.Group != "" {
-		if grp := r.runs.Known(it.Group); grp != nil {
-			grp.Lock()
-			run := grp.Live()
-			busy := run != nil && !run.Idle()
-			grp.Unlock()
-			if busy {
-				return
-			}
-		}
+	if it.Group != "" && r.runs.Busy(it.Group) {
+		return
 	}
 	r.out.SetTyping(string(it.Chat), false)
 }

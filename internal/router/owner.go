@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"time"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/prompt"
@@ -37,7 +36,7 @@ type Alerts interface {
 // Rescan looks at every group's pending messages again: after a paused
 // group's budget was raised or lifted, or a new day began. It does not
 // block.
-func (r *Router) Rescan() { r.markAllDirty() }
+func (r *Router) Rescan() { r.in.Rescan() }
 
 // paused reports whether g's agent is paused by its budget.
 func (r *Router) paused(ctx context.Context, g store.Group) bool {
@@ -55,12 +54,8 @@ func (r *Router) budgetDecided(ctx context.Context, g store.Group, grp *agentrun
 	if r.budget == nil || budget <= 0 || (grp.Notes.BudgetUpto == upto && grp.Notes.BudgetPaused == paused) {
 		return
 	}
-	loc := r.cfg.Timezone
-	if loc == nil {
-		loc = time.UTC
-	}
 	now := r.now()
-	start, _ := rules.BudgetDay(now, loc)
+	start, _ := rules.BudgetDay(now, r.cfg.Timezone)
 	spent, err := r.db.GroupCostSince(ctx, g.Folder, start)
 	if err == nil {
 		verdict := store.BudgetAdmitted

@@ -101,18 +101,13 @@ type Deps struct {
 	// could not be sent, for the owner.
 	Alerts Alerts
 	// Ingest stores inbound messages and wakes the message loop (the
-	// daemon builds it first, for the channels and the media pool). Nil:
-	// the router builds its own over Store, Channels, Media and
-	// Config.LateWindow.
+	// daemon builds it first, for the channels and the media pool).
+	// Required.
 	Ingest *ingest.Ingest
 	// OutboxSignal, when set, is what the router's outbox sender wakes on,
 	// shared with what else commits rows (the owner's alerts); nil: the
 	// sender's own.
 	OutboxSignal *outbox.Signal
-	// Media, when set and Ingest is nil, fetches the media of inbound
-	// messages after their commit (see ingest.Ingest.MediaSettled); nil: a
-	// message's media is not fetched and its placeholder says so.
-	Media MediaQueue
 	// ContainerGone, when set, is told that a group's container is gone
 	// (the approvals it left waiting are settled); see
 	// agentrun.Runner.ContainerGone.
@@ -147,7 +142,6 @@ type Failure = agentrun.Failure
 type Router struct {
 	cfg      Config
 	db       *store.DB
-	rt       container.Runtime
 	channels []channel.Channel
 	log      zerolog.Logger
 	baseLog  zerolog.Logger // the daemon's, for the parts with a component of their own
@@ -199,6 +193,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		return nil, errors.New("new router: image is empty")
 	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0, cfg.StartTimeout < 0:
 		return nil, errors.New("new router: negative prompt cap or duration")
+	case d.Ingest == nil:
+		return nil, errors.New("new router: no ingest")
 	}
 	if cfg.Timezone == nil {
 		cfg.Timezone = time.UTC
@@ -230,7 +226,6 @@ func New(cfg Config, d Deps) (*Router, error) {
 	r := &Router{
 		cfg:      cfg,
 		db:       d.Store,
-		rt:       d.Runtime,
 		channels: slices.Clone(d.Channels),
 		log:      d.Log.With().Str("component", "router").Logger(),
 		baseLog:  d.Log,
@@ -243,43 +238,13 @@ func New(cfg Config, d Deps) (*Router, error) {
 		home:     cfg.Home,
 		pings:    make(chan chan struct{}),
 	}
-	if r.in == nil {
-		in, err := ingest.New(ingest.Config{
-			DB: d.Store, Media: d.Media, LateWindow: cfg.LateWindow, Now: d.Now, Log: r.log,
-			ChannelOf: func(chat string) string {
-				if c := r.channelFor(chat); c != nil {
-					return c.Name()
-				}
-				return ""
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("new router: %w", err)
-		}
-		r.in = in
-	}
 	r.out = r.newSender(outbox.DefaultBackoff)
-	q, err := groupqueue.New(groupqueue.Config{
-		MaxConcurrent: cfg.MaxContainers,
-		RetryDelays:   cfg.RetryDelays,
-	}, groupqueue.Handlers[store.Task]{
-		RunMessages: func(ctx context.Context, slot *groupqueue.Run) error { return r.runs.RunMessages(ctx, slot) },
-		RunTask: func(ctx context.Context, slot *groupqueue.Run, t groupqueue.TaskRef[store.Task]) error {
-			return r.runs.RunTask(ctx, slot, slot.Group(), t.Task)
-		},
-		CloseIdle: func(name string) { r.runs.CloseIdle(name) },
-		Outcomes:  groupqueue.Outcomes[store.Task](outcomes{r}),
-	}, d.Log)
-	if err != nil {
-		return nil, fmt.Errorf("new router: %w", err)
-	}
-	r.queue = q
 	r.runs = agentrun.New(agentrun.Config{
 		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
 		IdleTimeout: cfg.IdleTimeout, TaskCloseDelay: cfg.TaskCloseDelay, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
 		TaskMaxFailures: cfg.TaskMaxFailures,
 	}, agentrun.Deps{
-		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Queue: q, Owner: runOwner{r}, Turns: d.Turns,
+		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Owner: runOwner{r}, Turns: d.Turns,
 		Log: r.log, Now: d.Now,
 		BeforeMountCheck: func(f store.Folder) {
 			if r.beforeMountCheck != nil {
@@ -304,6 +269,18 @@ func New(cfg Config, d Deps) (*Router, error) {
 			Planted:       r.planted,
 		},
 	})
+	// The queue's handlers are the runs' own: they pipe, start and end
+	// runs, and ask the queue for slots (Deps.Queue) through it.
+	q, err := groupqueue.New(groupqueue.Config{MaxConcurrent: cfg.MaxContainers, RetryDelays: cfg.RetryDelays}, groupqueue.Handlers[store.Task]{
+		RunMessages: func(ctx context.Context, slot *groupqueue.Run) error { return r.runs.RunMessages(ctx, slot) },
+		RunTask:     r.runs.RunTask,
+		CloseIdle:   r.runs.CloseIdle,
+		Outcomes:    r.runs,
+	}, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	r.queue, r.runs.Queue = q, q
 	return r, nil
 }
 
@@ -343,7 +320,7 @@ func (r *Router) Run(ctx context.Context) error {
 	// Every group is looked at in the loop's first pass: marked before the
 	// loop starts, so a message stored before Run is not considered in a
 	// pass of its own first, and then again with every group.
-	r.markAllDirty()
+	r.in.Rescan()
 	goOwned("message loop", func() { r.loop(ctx) })
 	r.log.Info().Msg("router running")
 
@@ -390,16 +367,7 @@ func (r *Router) EnqueueTask(t store.Task) {
 // blocks: it reads the snapshot runs publish as they change, never a group's
 // lock (those are held across store transactions) nor the store.
 func (r *Router) Status() Status {
-	st := Status{Queue: r.queue.Status(), Containers: r.runs.Containers()}
-	for i, c := range st.Containers {
-		// Busy is the queue's: it owns the run's state.
-		for _, g := range st.Queue.Groups {
-			if g.Group == c.Group {
-				st.Containers[i].Busy = g.Run != "" && !g.Idle
-			}
-		}
-	}
-	st.Failures = r.runs.Failures()
+	st := Status{Queue: r.queue.Status(), Containers: r.runs.Containers(), Failures: r.runs.Failures()}
 	for _, in := range r.home.Incidents() {
 		st.Failures = append(st.Failures, Failure{Time: in.Time, Group: in.Group, Kind: KindBoundary, Error: in.String()})
 	}

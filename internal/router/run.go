@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
-	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -43,12 +42,6 @@ func (o runOwner) Batch(ctx context.Context, grp *agentrun.Group, folder store.F
 	}
 	return r.wake(ctx, g, version, grp)
 }
-
-// outcomes hands the queue's reports of how runs ended to the runs'
-// owner (agentrun.Runner.Outcome).
-type outcomes struct{ r *Router }
-
-func (o outcomes) Outcome(name string, oc groupqueue.Outcome[store.Task]) { o.r.runs.Outcome(name, oc) }
 
 // TaskNotRun tells the owner that task t was paused instead of run; why is
 // rules.TaskMayRun's reason. The scheduler calls it for a task it paused

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -56,7 +57,7 @@ func (r *Router) newSessions(ctx context.Context, g store.Group, grp *agentrun.G
 			r.notice(g.Chat, g.Folder, "Could not start a new session; bridged's log says why. Try /new again.")
 			continue
 		}
-		r.notice(g.Chat, g.Folder, newSessionNotice(applied))
+		r.notice(g.Chat, g.Folder, prompt.NewSessionNotice(applied == agentrun.AppliesAtTurnEnd))
 		if len(out) == 0 {
 			// Nothing before the command waits for a turn: whoever waits
 			// on it (`bridged chat`) is answered with the notice.
@@ -64,13 +65,4 @@ func (r *Router) newSessions(ctx context.Context, g store.Group, grp *agentrun.G
 		}
 	}
 	return out
-}
-
-// newSessionNotice tells the chat that its session ended.
-func newSessionNotice(a agentrun.Applied) string {
-	const text = "New session: the next message starts a fresh conversation; files and memory stay."
-	if a == agentrun.AppliesAtTurnEnd {
-		return text + " The turn in progress finishes first."
-	}
-	return text
 }
