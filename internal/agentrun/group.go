@@ -224,10 +224,6 @@ type Run struct {
 	timerGen uint64
 }
 
-// Idle reports whether the run's agent waits for input: it finished a turn
-// and no pipe since started another. The group's lock must be held.
-func (r *Run) Idle() bool { return r.waiting }
-
 // stopTimer stops the run's close timer, if any. The group's lock must be
 // held.
 func (r *Run) stopTimer() {
