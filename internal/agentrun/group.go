@@ -114,10 +114,6 @@ func (g *Group) Load(ctx context.Context, db *store.DB, folder store.Folder) err
 // The lock must be held.
 func (g *Group) Handed() store.MessageID { return g.handed }
 
-// Live is the group's live run, nil when no container runs. The lock must
-// be held.
-func (g *Group) Live() *Run { return g.run }
-
 // pipe records that the messages up to upto were written into the live
 // run's input file file. When the agent waits for input they start a turn
 // at once: the agent is busy again (its idle timer stops, the queue hears

@@ -257,7 +257,7 @@ func (r *rig) live() (handed store.MessageID, waiting, closing bool) {
 	grp := r.x.Group("fam")
 	grp.Lock()
 	defer grp.Unlock()
-	if run := grp.Live(); run != nil {
+	if run := grp.run; run != nil {
 		return grp.Handed(), run.waiting, run.closing
 	}
 	return grp.Handed(), false, false
