@@ -19,13 +19,13 @@ type fakeQueue struct{}
 
 func (q *fakeQueue) EnqueueMessages(string) {}
 
-// fakeQueueRun is a run's queue object that answers Idle as told and
-// records nothing else.
-type fakeQueueRun struct{ idle bool }
+// fakeQueueRun is a run's queue object that records nothing and never
+// wants its slot back.
+type fakeQueueRun struct{}
 
-func (r *fakeQueueRun) MarkIdle()    {}
-func (r *fakeQueueRun) MarkClosing() {}
-func (r *fakeQueueRun) Idle() bool   { return r.idle }
+func (r *fakeQueueRun) MarkIdle() bool { return false }
+func (r *fakeQueueRun) MarkBusy()      {}
+func (r *fakeQueueRun) MarkClosing()   {}
 
 func newRunner(t *testing.T) (*Runner, *store.DB) {
 	t.Helper()
@@ -68,7 +68,7 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 	ctx := context.Background()
 	grp, run := beginFam(t, x, db, 5)
 	grp.Lock()
-	grp.Pipe("in-1.json", 7, false) // the agent is busy: not its turn yet
+	grp.pipe("in-1.json", 7) // the agent is busy: not its turn yet
 	grp.Unlock()
 
 	if _, err := x.Send(ctx, grp, store.OutboxItem{Chat: "local:other", Group: "fam", Text: "elsewhere", Origin: store.OriginTool}, nil); err != nil {
@@ -91,7 +91,8 @@ func TestSendStoresTheTurnsCursor(t *testing.T) {
 	run.broken = errors.New("turn failed")
 	grp.Unlock()
 	grp.Lock()
-	grp.Pipe("in-2.json", 9, true)
+	run.waiting = true
+	grp.pipe("in-2.json", 9)
 	grp.Unlock()
 	if _, err := x.Send(ctx, grp, store.OutboxItem{Chat: "local:fam", Group: "fam", Text: "late", Origin: store.OriginTool}, nil); err != nil {
 		t.Fatal(err)

@@ -1,29 +1,44 @@
-// Package agentrun runs one group's agent container at a time and keeps
-// the run's state on the daemon's side: which messages were handed to the
-// live agent and which are committed (Group), the live container (Run), and
-// each result committed to the store as it comes (usage, session, the reply
-// with the cursor it settles, in one transaction).
+// Package agentrun owns each group's run: which messages were handed to
+// the group's agent and which are committed, the batch kept for its next
+// container start, the live container and its state, and how its runs
+// ended. Each result is committed to the store as it comes (usage, session,
+// the reply with the cursor it settles, in one transaction).
 //
 // # Who owns what
 //
-// The router decides what a run is handed and when: the triggers, the
-// prompt's contents, a new run or a pipe into the live one. The group queue
-// (internal/groupqueue) decides when runs start, retries failed ones and
-// owns whether the agent is busy or idle. For every run the queue makes
-// one run object (groupqueue.Run, seen here as QueueRun) and hands it to
-// the router's handler, which passes it to BeginMessages or Task; the Run
-// keeps it for its life. It is the only way a run reports its state:
-// MarkIdle after each result, MarkClosing when the container goes away,
-// Idle to ask whether the agent waits for input (Run.Idle, which the
-// router asks too). Bound to its run, it does nothing once the run has
-// ended, so a late report never reaches the group's next run. This
-// package owns what happens inside a run, and asks the router only for
-// what Owner names: notices in a chat, the outbox's wake and typing
-// indicator, and the budget's bookkeeping. A message run returns its
-// failure to the queue (a hang wraps groupqueue.ErrHang); how the queue
-// judged it reaches the router through groupqueue.Outcomes, not through
-// this package. Following a container (start and output timeouts, stop,
-// wait, the leftover check) is container.Supervise.
+// A group's run has one owner, its Group (Runner.Group), and one lock.
+// Under it are the cursors, the kept batch, the live run (Run: the
+// container, its settings, whether the agent is busy or waits for input,
+// whether it is closing, its idle timer, the turns in flight, holds) and
+// the owner's notes on the group (Notes). Every hand-over of messages,
+// every cursor change and every change of the run's state happens under
+// it; it is held across store transactions, never across a channel's send.
+// The model is a portal's event loop (mautrix bridgev2): one owner per
+// group, with a lock instead of a goroutine (docs/decisions.md).
+//
+// The router decides what is handed over: the triggers and the prompt's
+// contents. Its message loop hands each batch to the group (Runner.Hand),
+// which pipes it into the live container or keeps it and asks the group
+// queue for a slot (Queue). The queue (internal/groupqueue) only shares
+// the slots: the cap, the fair order and retry timing. Its handlers are
+// this package's: RunMessages and RunTask start a run in the slot granted,
+// CloseIdle is the queue asking for an idle container's slot back, and
+// Outcome hears how the queue judged a run's end (status failures, the
+// chat's notice, the owner's alerts, the turns hub). Each run tells the
+// queue only what it needs to share the cap (QueueRun: the agent waits,
+// is busy again, the container goes away); the run's state stays here.
+// This package asks the router only for what Owner names: notices, the
+// outbox's wake and typing indicator, the budget, the owner's alerts, and
+// a fresh read of the pending messages for a retry (Owner.Batch).
+// Following a container (start and output timeouts, stop, wait, the
+// leftover check) is container.Supervise.
+//
+// A message run's container closes when its agent has waited
+// Config.IdleTimeout since its last result, a task run's
+// Config.TaskCloseDelay after its first; at once when the queue wants the
+// slot back (for a task or messages of the group that could not be piped,
+// another group waiting at the cap, shutdown), when its group's settings
+// changed or a turn failed. A busy agent is never closed as idle.
 //
 // # Cursors
 //
@@ -86,9 +101,8 @@
 // pipe into an idle agent starts a turn and restarts the hard timeout. A
 // container that prints nothing at all within Config.StartTimeout (2 min) of
 // its start is stopped as hung too (the runner reports the session when
-// claude begins the first turn). The
-// idle timeout and the task close delay are the group queue's: when it asks,
-// Runner.CloseIdle writes the close sentinel. A failed turn (a runner error while
+// claude begins the first turn). A close writes the close sentinel: the
+// runner exits once its turn is done. A failed turn (a runner error while
 // the agent works on a turn, a result with is_error, a result that cannot be
 // committed) closes the container at once: it takes no more messages and is
 // never left busy. Each run writes
@@ -99,19 +113,21 @@
 // # Batches
 //
 // The router's message loop reads a group's pending messages after every
-// change of its chat and hands them to the group's run object (Group.Offer)
-// with the group they belong to (Batch). The next container start takes the
-// newest batch (Group.Take) unless the cursor moved or a group changed
-// since it was read, so a run reads neither the messages nor the group
-// again; a retry, which has no batch, reads both.
+// change of its chat and hands them to the group's run object with the
+// group they belong to (Batch, Runner.Hand). One not piped is kept; the
+// next container start takes the newest batch unless the cursor moved or a
+// group changed since it was read, so a run reads neither the messages nor
+// the group again; a retry, which has no batch, asks the owner to read
+// both (Owner.Batch). A prompt that leaves older messages out tells the
+// chat once.
 //
 // # Settings
 //
 // A run records what its container takes from the group's settings
 // (Settings: the tool profile, model, timeout, extra mounts, main flag).
 // When the owner changes one of them, Runner.Apply marks the run stale: it
-// takes no more messages (Run.Stale, which the router asks before every
-// pipe) and its container is closed at once when the agent is idle, or
+// takes no more messages (Run.Stale, asked before every pipe) and its
+// container is closed at once when the agent is idle, or
 // right after the result that ends its turn in flight. The next message
 // starts a container with the new settings. The rest of a group's settings
 // are read live, by the router and the credential proxy, never from the
@@ -124,14 +140,16 @@
 // container's hard timeout starts over each time it fires instead of
 // stopping the container (container.Watch.Held), and releasing it restarts
 // the timeout from then. The idle close needs nothing: a held turn is in
-// flight, so the agent is not idle and the group queue does not close it. A
-// shutdown still stops a held turn after the drain deadline, like any busy
+// flight, so the agent is busy and nothing closes it as idle. A shutdown still stops a held turn after the drain deadline, like any busy
 // one.
 //
 // # Status
 //
-// Each run publishes its container (name, id, kind, replied) to a small
-// board as it changes; Runner.Containers reads it without taking a group's
+// Each run publishes its container (name, id, kind, busy, replied) to a
+// small board as it changes; Runner.Containers reads it without taking a group's
 // lock (those are held across store transactions, which may wait up to the
-// store's busy timeout behind another writer).
+// store's busy timeout behind another writer). Failures lists the runs that
+// failed for good and those the queue retries (until the group's next good
+// run); a failure is told in the chat once, and to the owner for a group
+// other than main.
 package agentrun

@@ -12,10 +12,13 @@ import (
 	"github.com/bridged-app/bridged/internal/store"
 )
 
-// Group is one group's run state: its cursors and its live run. Its lock
-// orders every hand-over of messages to the group's agent (container start,
-// pipe) and every cursor change; the owner embeds it in its own per-group
-// state, which the same lock then guards. The zero Group is ready to use.
+// Group is one group's run, its one owner: its cursors, the batch kept for
+// its next container start, its live run (the container, whether the agent
+// works or waits, whether it is closing, the idle timer, holds) and the
+// owner's notes. One lock guards all of it: it orders every hand-over of
+// messages to the group's agent (container start, pipe), every cursor
+// change and every change of the run's state. Runner.Group returns a
+// group's one Group; the zero Group is ready to use (tests).
 type Group struct {
 	mu        sync.Mutex
 	loaded    bool
@@ -24,6 +27,27 @@ type Group struct {
 	run       *Run            // nil when no container runs
 	batch     *Batch          // handed for the next container start; nil: none
 	sessions  uint64          // how often the owner ended the group's session (Runner.EndSession)
+	// leftOutFrom is the first message of the last prompt whose left-out
+	// older messages the chat was told about: a prompt that starts there
+	// again (a retry) does not repeat the notice.
+	leftOutFrom store.MessageID
+	// Notes is what the owner remembers of the group between its
+	// messages, guarded by the lock like the rest.
+	Notes Notes
+}
+
+// Notes is what the owner (the router) remembers of a group between its
+// messages: kept here so that a group's state has one place and one lock.
+type Notes struct {
+	// LateTold: the chat was told that late messages started no turn; a
+	// turn starting re-arms it.
+	LateTold bool
+	// NewSessionAt is the owner's last /new acted on.
+	NewSessionAt store.MessageID
+	// BudgetUpto and BudgetPaused are the budget's last decision recorded
+	// for the group's waiting messages (the same one is recorded once).
+	BudgetUpto   store.MessageID
+	BudgetPaused bool
 }
 
 // Batch is a group's pending messages as the message loop read them, handed
@@ -90,20 +114,20 @@ func (g *Group) Load(ctx context.Context, db *store.DB, folder store.Folder) err
 // The lock must be held.
 func (g *Group) Handed() store.MessageID { return g.handed }
 
-// Live is the group's live run, nil when no container runs. The lock must
-// be held.
-func (g *Group) Live() *Run { return g.run }
-
-// Pipe records that the messages up to upto were written into the live
-// run's input file file; idle says the agent waits for input, so they start
-// a turn at once (and restart the hard timeout). The lock must be held and
-// the group must have a live run.
-func (g *Group) Pipe(file string, upto store.MessageID, idle bool) {
+// pipe records that the messages up to upto were written into the live
+// run's input file file. When the agent waits for input they start a turn
+// at once: the agent is busy again (its idle timer stops, the queue hears
+// it) and the hard timeout restarts. The lock must be held and the group
+// must have a live run.
+func (g *Group) pipe(file string, upto store.MessageID) {
 	run := g.run
 	run.piped = append(run.piped, pipedFile{name: file, before: g.handed})
 	g.handed = upto
-	if idle {
+	if run.waiting {
 		run.settled = g.handed
+		run.waiting = false
+		run.stopTimer()
+		run.q.MarkBusy()
 		signal(run.kick)
 	}
 }
@@ -134,6 +158,13 @@ func (g *Group) Hold() (release func(), ok bool) {
 
 // Run is one container's run. Its fields are guarded by its group's lock,
 // except q, which is set when the run begins and never changes.
+//
+// Its state: busy from its start and from each pipe into a waiting agent;
+// waiting (the agent finished a turn and waits for input) from each result;
+// closing once it takes no more messages (closed idle, stale at its turn's
+// end, a failed turn, the container stopping or gone). A run is closing for
+// good; a closing agent still finishes its turn (waiting). The group has no
+// run before the container starts and after it is gone.
 type Run struct {
 	Kind groupqueue.RunKind
 	Task store.TaskID
@@ -176,12 +207,28 @@ type Run struct {
 	// the session it resumes: once the owner ends that session
 	// (Runner.EndSession), nothing of the run stores a session any more.
 	sessionGen uint64
+	// waiting: the agent finished a turn and no pipe since started
+	// another. closing: the run takes no more messages and its container
+	// goes away. results counts the turns ended (a task's close delay
+	// starts at its first).
+	waiting, closing bool
+	results          int
+	// timer closes the waiting container after the idle timeout (a
+	// message run) or the close delay (a task run); timerGen tells a timer
+	// that fired after it was stopped.
+	timer    *time.Timer
+	timerGen uint64
 }
 
-// Idle reports whether the run's agent waits for input: it finished a turn
-// and no pipe since started another (the queue's word, through the run's
-// QueueRun). It takes no lock and never blocks.
-func (r *Run) Idle() bool { return r.q.Idle() }
+// stopTimer stops the run's close timer, if any. The group's lock must be
+// held.
+func (r *Run) stopTimer() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	r.timerGen++
+}
 
 // pipedFile is an input file written into a live container, and the cursor
 // from before the messages it carries.
@@ -209,9 +256,8 @@ type board struct {
 	live map[store.Folder]ContainerStatus
 }
 
-// Containers lists the live containers by group (Busy is left to the
-// queue, which owns it). It never blocks: runs publish to it as they
-// change, and it takes no group's lock.
+// Containers lists the live containers by group. It never blocks: runs
+// publish to it as they change, and it takes no group's lock.
 func (x *Runner) Containers() []ContainerStatus {
 	b := &x.board
 	b.mu.Lock()
@@ -238,7 +284,7 @@ func (x *Runner) publish(folder store.Folder, run *Run) {
 	}
 	b.live[folder] = ContainerStatus{
 		Group: string(folder), Kind: string(run.Kind), TaskID: string(run.Task), Name: run.name, ID: run.id,
-		Since: run.started, Replied: run.replied,
+		Since: run.started, Replied: run.replied, Busy: !run.waiting,
 	}
 }
 

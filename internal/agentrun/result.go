@@ -121,8 +121,9 @@ func (t *turn) event(ctx context.Context, ev ipc.Event) {
 	if t.origin == store.OriginReply && (t.o.AgentErr != "" || t.o.CommitErr != nil) && !t.stopping && !t.closed {
 		t.closed = true
 		t.log.Info().Msg("a turn failed; closing the container")
-		t.run.q.MarkClosing()
-		t.x.CloseIdle(string(t.g.Folder))
+		t.grp.Lock()
+		t.x.closeRun(t.run, t.g.Folder)
+		t.grp.Unlock()
 	}
 }
 
@@ -173,7 +174,7 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		// last committed reply and is retried. Between turns nothing was
 		// in flight. A task fails unless it already replied.
 		t.grp.Lock()
-		inTurn := !t.run.q.Idle()
+		inTurn := !t.run.waiting
 		if t.origin != store.OriginReply {
 			inTurn = !t.run.replied
 		}
@@ -233,7 +234,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 
 	t.grp.Lock()
 	if t.run.broken != nil {
-		t.run.q.MarkIdle()
+		t.x.turnDone(t.grp, t.run, t.g.Folder)
 		t.grp.Unlock()
 		t.log.Warn().Bool("had_text", send).Msg("result after a failed turn of this container; dropped, its messages run again")
 		return
@@ -284,21 +285,13 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	t.run.settled = t.grp.handed
 	replied := t.run.replied
 	t.x.publish(t.g.Folder, t.run)
-	// The agent waits for input now: the queue hears it under the group's
-	// lock, so a pipe sees the agent busy or idle exactly as the cursor
-	// does. A container whose group's settings changed during the turn
-	// goes away now instead (Runner.Apply): its next message starts one
-	// with the new settings.
-	stale := t.run.stale
-	if stale {
-		t.run.q.MarkClosing()
-	}
-	t.run.q.MarkIdle()
+	// The agent waits for input now, under the group's lock, so a pipe
+	// sees the agent busy or waiting exactly as the cursor does. A
+	// container whose group's settings changed during the turn goes away
+	// now instead (Runner.Apply): its next message starts one with the new
+	// settings.
+	t.x.turnDone(t.grp, t.run, t.g.Folder)
 	t.grp.Unlock()
-	if stale {
-		t.log.Info().Msg("the turn ended; closing the container for the group's new settings")
-		t.x.CloseIdle(string(t.g.Folder))
-	}
 
 	if err != nil {
 		t.log.Error().Err(err).Bool("had_text", send).Msg("cannot commit the agent's result; the turn failed")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,27 +28,39 @@ const TimeoutMargin = 30 * time.Second
 // shortTimeout bounds the small writes done outside a caller's context.
 const shortTimeout = 30 * time.Second
 
-// Queue is the part of the group queue a run asks for a follow-up run
-// (groupqueue.Queue implements it). No method blocks.
+// Queue is the part of the group queue a group asks for a slot
+// (groupqueue.Queue implements it). No method blocks, and none calls back
+// into this package under the caller's lock.
 type Queue interface {
 	EnqueueMessages(name string)
 }
 
-// QueueRun is the group queue's object for one run, made by the queue when
-// it starts the run (groupqueue.Run implements it): the only way a run
-// tells the queue what its container does. Once the run has ended it does
-// nothing. No method blocks.
+// QueueRun is the group queue's object for the slot one run holds, made by
+// the queue when it grants the slot (groupqueue.Run implements it): what a
+// run tells the queue so the queue can share the cap (which idle container
+// to close when another group needs a slot). The run's state is the
+// group's; these are reports. Once the run has ended it does nothing. No
+// method blocks; each may be called with the group's lock held.
 type QueueRun interface {
-	// MarkIdle records that the agent finished a turn and waits for input.
-	MarkIdle()
-	// MarkClosing records that the container is going away: nothing more
-	// is piped into it.
+	// MarkIdle records that the agent finished a turn and waits for input,
+	// and reports whether the queue wants the slot back now.
+	MarkIdle() bool
+	// MarkBusy records that a pipe started a turn on the waiting agent.
+	MarkBusy()
+	// MarkClosing records that the container is going away.
 	MarkClosing()
-	// Idle reports whether the agent waits for input.
-	Idle() bool
 }
 
-var _ QueueRun = (*groupqueue.Run)(nil)
+// Slot is a message run's QueueRun as the queue hands it to RunMessages.
+type Slot interface {
+	QueueRun
+	// Group is the name (folder) of the run's group.
+	Group() string
+	// Begin records that the run took the group's pending messages.
+	Begin()
+}
+
+var _ Slot = (*groupqueue.Run)(nil)
 
 // Owner is what a run needs of the daemon that started it (the router
 // implements it). No method blocks for long.
@@ -61,6 +74,15 @@ type Owner interface {
 	Wake()
 	// SetTyping shows or hides the typing indicator in chat.
 	SetTyping(chat store.ChatID, on bool)
+	// Batch reads folder's pending messages for a container start that
+	// has no batch from the message loop (a retry) or an outdated one, with
+	// the owner's rules (the trigger, the budget); ok is false when none
+	// would wake the agent, or the group was removed. grp's lock is held.
+	Batch(ctx context.Context, grp *Group, folder store.Folder) (b Batch, ok bool, err error)
+	// Paused reports whether g's agent is paused by its daily budget.
+	Paused(ctx context.Context, g store.Group) bool
+	// Alert calls tell with the owner's alerts, if there are any.
+	Alert(tell func(context.Context, Alerts))
 }
 
 // Config configures a Runner. The durations must be set (the router fills
@@ -69,11 +91,13 @@ type Config struct {
 	AssistantName string
 	Timezone      *time.Location
 	Instance      string
-	// IdleTimeout is the queue's: a group's own container timeout is
-	// raised to at least IdleTimeout + TimeoutMargin. ContainerTimeout
-	// stops a container that printed nothing for that long; StartTimeout
-	// one that printed nothing at all that long after its start.
-	IdleTimeout, ContainerTimeout, StartTimeout time.Duration
+	// IdleTimeout closes a message container this long after its last
+	// result (a group's own container timeout is raised to at least
+	// IdleTimeout + TimeoutMargin); TaskCloseDelay a task container this
+	// long after its first. ContainerTimeout stops a container that printed
+	// nothing for that long; StartTimeout one that printed nothing at all
+	// that long after its start.
+	IdleTimeout, TaskCloseDelay, ContainerTimeout, StartTimeout time.Duration
 	// TaskMaxFailures is how many failed runs in a row pause a task
 	// (store.TaskRun.PauseAfter); 0 never pauses one.
 	TaskMaxFailures int
@@ -115,6 +139,15 @@ type Runner struct {
 	// leftovers: the groups whose containers need not be looked for
 	// before their next start (container.Leftovers).
 	leftovers container.Leftovers
+	// groups holds each group's one Group. Its mutex is a leaf, held for
+	// the map only.
+	groupsMu sync.Mutex
+	groups   map[store.Folder]*Group
+	// failMu guards the failures Failures shows: a leaf, held for them only.
+	failMu   sync.Mutex
+	failures []Failure
+	retrying map[store.Folder]Failure // per group, the last failed message run the queue retries
+	stopping atomic.Bool
 }
 
 // New returns a Runner.
@@ -142,13 +175,16 @@ func (x *Runner) newRun(q QueueRun, g store.Group, kind groupqueue.RunKind, t st
 
 // end makes grp's run gone. The lock must be held.
 func (x *Runner) end(grp *Group, folder store.Folder) {
+	if grp.run != nil {
+		grp.run.stopTimer()
+	}
 	grp.run = nil
 	x.publish(folder, nil)
 }
 
-// CloseIdle is the queue's CloseIdle handler: it writes the close sentinel,
-// and the runner exits once its turn is done. It takes no lock.
-func (x *Runner) CloseIdle(name string) {
+// writeClose writes the close sentinel of group name: the runner exits
+// once its turn is done.
+func (x *Runner) writeClose(name string) {
 	if home.CheckFolder(name) != nil {
 		return
 	}
@@ -237,7 +273,9 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		},
 		Stopping: func() {
 			t.stopping = true
-			run.q.MarkClosing()
+			grp.Lock()
+			x.gone(run)
+			grp.Unlock()
 		},
 		Event: t.event,
 	}))
@@ -285,8 +323,8 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	o := x.Container(ctx, log, g, grp, run, text, sess, store.OriginReply)
 
 	// The container is gone: nothing can be piped into it any more.
-	run.q.MarkClosing()
 	grp.Lock()
+	x.gone(run)
 	fail := o.Failure()
 	// Messages handed over and not committed with a reply: the turns in
 	// flight when the run ended, and turns that ended without a reply.
@@ -298,7 +336,7 @@ func (x *Runner) Messages(ctx context.Context, g store.Group, grp *Group, run *R
 	// agent sent a message of its own, or acted, and then failed before its
 	// answer) is not run again either, but it did fail: the chat is told,
 	// and so is whoever waits for the turn's end.
-	lost := fail != nil && !uncommitted && (o.AgentErr != "" || o.CommitErr != nil || !run.q.Idle())
+	lost := fail != nil && !uncommitted && (o.AgentErr != "" || o.CommitErr != nil || !run.waiting)
 	if fail != nil && !uncommitted {
 		log.Warn().Err(fail).Msg("run ended badly after every turn was committed; nothing to run again")
 		fail = nil

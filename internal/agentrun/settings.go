@@ -1,6 +1,8 @@
 package agentrun
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,11 +107,10 @@ func (x *Runner) Retire(grp *Group, folder store.Folder) Applied {
 // lock must be held.
 func (x *Runner) retire(run *Run, folder store.Folder) Applied {
 	run.stale = true
-	if !run.q.Idle() {
+	if !run.waiting {
 		return AppliesAtTurnEnd
 	}
-	run.q.MarkClosing()
-	x.CloseIdle(string(folder))
+	x.closeRun(run, folder)
 	return AppliedStopped
 }
 
@@ -118,4 +119,34 @@ func (x *Runner) retire(run *Run, folder store.Folder) Applied {
 // wait for the next container. The group's lock must be held.
 func (r *Run) Stale(g store.Group) bool {
 	return r.stale || r.settings != SettingsOf(g)
+}
+
+// ApplySettings brings folder's settings as stored now to its running
+// agent (Apply): a container started with other settings
+// is closed at once when idle, or when its turn in flight ends, and takes
+// no more messages meanwhile. A removed group's container is closed the
+// same way (Retire). It says which; a group with no
+// container gets AppliesNext. It does not wait for the container
+// to go.
+func (x *Runner) ApplySettings(ctx context.Context, folder store.Folder) (Applied, error) {
+	g, err := x.Store.Groups.ByFolder(ctx, folder)
+	if errors.Is(err, store.ErrNotFound) {
+		gs := x.Known(folder)
+		if gs == nil {
+			return AppliesNext, nil
+		}
+		gs.Lock()
+		defer gs.Unlock()
+		return x.Retire(gs, folder), nil
+	}
+	if err != nil {
+		return AppliesNext, err
+	}
+	gs := x.Known(folder)
+	if gs == nil {
+		return AppliesNext, nil
+	}
+	gs.Lock()
+	defer gs.Unlock()
+	return x.Apply(gs, g), nil
 }

@@ -39,8 +39,8 @@ func (x *Runner) Task(ctx context.Context, g store.Group, grp *Group, q QueueRun
 	log.Info().Msg("starting agent for scheduled task")
 
 	o := x.Container(ctx, log, g, grp, run, text, sessp, store.OriginTask)
-	run.q.MarkClosing()
 	grp.Lock()
+	x.gone(run)
 	x.end(grp, g.Folder)
 	grp.Unlock()
 

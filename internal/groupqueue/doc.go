@@ -1,10 +1,15 @@
-// Package groupqueue decides when each group's agent work runs.
+// Package groupqueue shares the container slots among the groups: the
+// cap, the order in which groups get a slot, and the timing of retries. It
+// is a slot scheduler only: a group's run itself (its container, whether
+// the agent is busy or waits, its idle timer, pipes into it) belongs to
+// the slot's holder (internal/agentrun).
 //
-// A run is one call to a caller-supplied handler: RunMessages (one container
-// for the group's pending messages, returning when the container is gone) or
-// RunTask (one container for one scheduled task). The queue never looks at
-// what a run does; it only orders, limits, retries and pre-empts runs. It
-// imports nothing from the store or the container runtime.
+// A run is one call to a caller-supplied handler in the slot granted:
+// RunMessages (one container for the group's pending messages, returning
+// when the container is gone) or RunTask (one container for one scheduled
+// task). The queue never looks at what a run does; it only orders, limits,
+// retries and asks for slots back. It imports nothing from the store or
+// the container runtime.
 //
 // Rules:
 //
@@ -19,22 +24,20 @@
 //     So a task that is due again every time it ends keeps a message waiting
 //     for at most the task run under way. A task whose ID is already queued
 //     or running for the group is not added again.
-//   - A group's container is "idle" between Run.MarkIdle (it finished a
-//     turn) and the next successful TryPipe. An idle container is closed at once
-//     (Handlers.CloseIdle) when a task is queued for its group, when messages
-//     for its group wait that could not be piped, when another group waits for
-//     a slot and the cap is reached (the longest-idle containers first, only
-//     as many as are needed), and when the queue shuts down. A busy container
-//     is never closed by the queue; the rule is applied again when it becomes
-//     idle.
-//   - A message container is closed Config.IdleTimeout after its last result;
-//     a task container Config.TaskCloseDelay after its first result.
-//   - TryPipe hands new messages to a live message run. It refuses task runs
-//     (user messages never reach a task's container), runs that are closing,
-//     and everything during shutdown. The send callback runs while the
-//     group's close decisions are held back, so a message is never written
-//     after the close sentinel. Messages that were not piped are picked up by
-//     a follow-up run when the current run ends.
+//   - A slot's holder reports whether its agent waits for input
+//     (Run.MarkIdle, Run.MarkBusy) and when its container goes away
+//     (Run.MarkClosing). The queue wants an idle slot back when a task is
+//     queued for its group, when messages for its group wait, when another
+//     group waits for a slot and the cap is reached (the longest-idle slots
+//     first, only as many as are needed), and when the queue shuts down: it
+//     says so in MarkIdle's answer, or asks the holder (Handlers.CloseIdle,
+//     on a goroutine of its own), which closes its container only if its
+//     agent still waits. A busy slot is never asked for; the rule is applied
+//     again when it becomes idle.
+//   - Messages enqueued while the group's message run has not yet taken
+//     the group's messages (Run.Begin) need no follow-up: that run reads
+//     them. Messages enqueued later are picked up by a follow-up run when
+//     the current run ends.
 //   - A failed message run (an error or a panic) is retried after each of
 //     Config.RetryDelays in turn (5, 10, 20, 40, 80 s by default); after the
 //     last one the group waits for the next EnqueueMessages, which starts a
@@ -58,25 +61,23 @@
 //     cancels the runs' contexts and returns an error naming the groups
 //     still running.
 //
-// # Run state
+// # Slots
 //
-// The queue is the one owner of a run's state. Each group's run is in one
-// State (NoRun, Busy, Idle, Expired, Piping, Closing), changed only through
-// one transition function, and its retry sequence in one Retry state
-// (NotRetrying, Backoff, Exhausted) with the count of failed runs and of
-// hangs. The owner learns how runs ended through one interface, Outcomes
-// (Succeeded, Retrying with the attempt number, GaveUp, Dropped). Tasks
-// are typed: a Queue[T] hands a TaskRef[T] back to RunTask as it got it.
+// Per group the queue keeps only what sharing the slots needs: the slot it
+// holds (if any) with what its holder last reported, the work waiting for
+// its next slot, and its retry sequence in one Retry state (NotRetrying,
+// Backoff, Exhausted) with the count of failed runs and of hangs. The
+// owner learns how runs ended through one interface, Outcomes (Succeeded,
+// Retrying with the attempt number, GaveUp, Dropped). Tasks are typed: a
+// Queue[T] hands a TaskRef[T] back to RunTask as it got it.
 //
-// Each run has one run object, a *Run, which the queue creates when it
-// starts the run and hands to the handler (RunMessages, RunTask); the
-// handler keeps it for the run's life. It is the only way a run reports
-// its state: Run.MarkIdle after each result, Run.MarkClosing when the
-// container goes away, and Run.Idle to ask whether the agent waits for
-// input. A Run is bound to its run, not to its group: once the run has
-// ended its reports do nothing, so a late one never marks the group's next
-// run idle or closing. New messages go the other way, through TryPipe by
-// group name, into whatever message run is live.
+// Each slot has one object, a *Run, which the queue creates when it grants
+// the slot and hands to the handler (RunMessages, RunTask); the handler
+// keeps it for the run's life. A Run is bound to its run, not to its
+// group: once the run has ended its reports do nothing, so a late one
+// never changes the group's next run.
 //
-// Every method is safe for concurrent use.
+// Every method is safe for concurrent use, and none calls a handler with
+// the queue's lock held: a holder may report, enqueue or ask for a slot
+// with its own lock held (its lock comes before the queue's).
 package groupqueue

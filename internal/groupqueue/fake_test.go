@@ -22,6 +22,9 @@ type fakeCall struct {
 	ctx   context.Context
 	run   *Run       // the run object the queue handed over
 	done  chan error // the test (or CloseIdle) ends the run by sending here
+	// idle: the fake holder's agent waits for input (as it told the queue
+	// through run.MarkIdle); a holder closes only an idle container.
+	idle bool
 }
 
 type event struct {
@@ -52,6 +55,8 @@ type fake struct {
 	auto func(c *fakeCall) error
 	// closePanics makes CloseIdle panic after recording.
 	closePanics bool
+	// closeGate, if set, holds every CloseIdle until it is closed.
+	closeGate chan struct{}
 }
 
 func newFake(max int) *fake {
@@ -68,6 +73,7 @@ func newFake(max int) *fake {
 func (f *fake) handlers() Handlers[string] {
 	return Handlers[string]{
 		RunMessages: func(ctx context.Context, run *Run) error {
+			run.Begin() // takes the group's messages at once
 			return f.run(&fakeCall{group: run.Group(), kind: KindMessages, ctx: ctx, run: run})
 		},
 		RunTask: func(ctx context.Context, run *Run, t TaskRef[string]) error {
@@ -75,19 +81,18 @@ func (f *fake) handlers() Handlers[string] {
 		},
 		CloseIdle: func(group string) {
 			f.mu.Lock()
-			f.recordLocked("close " + group)
-			c := f.current[group]
-			ends, panics := f.closeEnds, f.closePanics
+			panics, gate := f.closePanics, f.closeGate
 			f.mu.Unlock()
+			if gate != nil {
+				<-gate
+			}
 			if panics {
+				f.mu.Lock()
+				f.recordLocked("close " + group)
+				f.mu.Unlock()
 				panic("close failed")
 			}
-			if ends && c != nil {
-				select {
-				case c.done <- nil:
-				default:
-				}
-			}
+			f.close(group, false)
 		},
 		Outcomes: OutcomeFunc(func(group string, o Outcome[string]) {
 			if o.Event != Dropped {
@@ -140,6 +145,67 @@ func (f *fake) run(c *fakeCall) error {
 	case <-c.ctx.Done():
 		return c.ctx.Err()
 	}
+}
+
+// close is the fake holder closing group's container: only an idle one
+// (a holder that became busy since the queue asked ignores the ask, and
+// says so in the events), or any when the holder itself decided (own).
+func (f *fake) close(group string, own bool) {
+	f.mu.Lock()
+	c := f.current[group]
+	switch {
+	case c == nil:
+		f.recordLocked("close " + group + " (no run)")
+		f.mu.Unlock()
+		return
+	case !c.idle && !own:
+		f.recordLocked("close " + group + " (busy: ignored)")
+		f.mu.Unlock()
+		return
+	}
+	f.recordLocked("close " + group)
+	ends := f.closeEnds
+	f.mu.Unlock()
+	c.run.MarkClosing()
+	if ends {
+		select {
+		case c.done <- nil:
+		default:
+		}
+	}
+}
+
+// idle is the fake holder's agent finishing a turn: it tells the queue, and
+// closes its container when the queue wants the slot back.
+func (f *fake) idle(t *testing.T, group string) {
+	t.Helper()
+	f.mu.Lock()
+	c := f.current[group]
+	if c != nil {
+		c.idle = true
+	}
+	f.mu.Unlock()
+	if c == nil {
+		t.Fatalf("idle %s: no run active", group)
+	}
+	if c.run.MarkIdle() {
+		f.close(group, true)
+	}
+}
+
+// busy is the fake holder piping new input into its waiting agent.
+func (f *fake) busy(t *testing.T, group string) {
+	t.Helper()
+	f.mu.Lock()
+	c := f.current[group]
+	if c != nil {
+		c.idle = false
+	}
+	f.mu.Unlock()
+	if c == nil {
+		t.Fatalf("busy %s: no run active", group)
+	}
+	c.run.MarkBusy()
 }
 
 func (f *fake) recordLocked(what string) {

@@ -15,11 +15,7 @@ import (
 )
 
 // Defaults used when the corresponding Config field is zero.
-const (
-	DefaultMaxConcurrent  = 5
-	DefaultIdleTimeout    = 30 * time.Minute
-	DefaultTaskCloseDelay = 10 * time.Second
-)
+const DefaultMaxConcurrent = 5
 
 // DefaultRetryDelays returns the back-off delays of a failed message run,
 // a new slice on every call.
@@ -109,17 +105,17 @@ type Handlers[T any] struct {
 	// object: the run reports through it what its container does. A non-nil
 	// error is a failed run, which is retried unless it wraps ErrNoRetry.
 	// ctx is cancelled only when Shutdown's deadline passes.
-	// Input piped through TryPipe may be written from the moment RunMessages
-	// is called, so RunMessages must not discard input files other than a
-	// stale close sentinel when it starts the container.
+	// It calls run.Begin once it has taken the group's pending messages.
 	RunMessages func(ctx context.Context, run *Run) error
 	// RunTask runs one container for one scheduled task of run.Group() and
 	// returns when the container is gone; run is as for RunMessages. Errors
 	// are logged; the queue does not retry tasks.
 	RunTask func(ctx context.Context, run *Run, t TaskRef[T]) error
-	// CloseIdle asks the group's container to close now (it writes the close
-	// sentinel). It must not block for long. It is called at most once per
-	// run, never while a TryPipe send for the group is in progress.
+	// CloseIdle asks the group holding a slot to give it back: to close its
+	// container now if its agent still waits for input (the holder checks,
+	// under its own lock; a holder that became busy since ignores it). It
+	// is called on a goroutine of its own, never under the caller's locks,
+	// and must not block for long.
 	CloseIdle func(group string)
 	// Outcomes, if set, hears how runs ended: every message run's
 	// success, retry or final failure, and every task dropped (pending when
@@ -135,12 +131,6 @@ type Config struct {
 	// RetryDelays are the waits before each retry of a failed message run.
 	// nil means DefaultRetryDelays; an empty non-nil slice disables retries.
 	RetryDelays []time.Duration
-	// IdleTimeout is how long a message container may sit idle after a
-	// result before it is closed. 0 means DefaultIdleTimeout.
-	IdleTimeout time.Duration
-	// TaskCloseDelay is how long after its first result a task container is
-	// closed. 0 means DefaultTaskCloseDelay.
-	TaskCloseDelay time.Duration
 	// MaxHangs is how many runs of a retry sequence may end in a hang
 	// (ErrHang) before the retries stop. 0 means DefaultMaxHangs.
 	MaxHangs int
@@ -165,48 +155,7 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("retry delay %d must be positive, got %s", i+1, d)
 		}
 	}
-	if c.IdleTimeout < 0 || c.TaskCloseDelay < 0 {
-		return c, fmt.Errorf("idle timeout and task close delay must not be negative")
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.TaskCloseDelay == 0 {
-		c.TaskCloseDelay = DefaultTaskCloseDelay
-	}
 	return c, nil
-}
-
-// State is where a group's run is. Every change goes through group.to,
-// which also does what entering the state implies (timers, idle time).
-type State int
-
-// Run states.
-const (
-	// NoRun: the group has no container.
-	NoRun State = iota
-	// Busy: the container works on a turn (since its start or the last
-	// pipe).
-	Busy
-	// Idle: the container finished a turn and waits for input.
-	Idle
-	// Expired: idle past its close timer; it is closed as soon as no pipe
-	// holds it. A group is only seen in it as the state a pipe started from.
-	Expired
-	// Piping: a TryPipe send is in progress; close decisions wait for it.
-	Piping
-	// Closing: CloseIdle was called, or the container is going away. Ends
-	// with the run.
-	Closing
-)
-
-var stateNames = [...]string{NoRun: "none", Busy: "busy", Idle: "idle", Expired: "expired", Piping: "piping", Closing: "closing"}
-
-func (s State) String() string {
-	if s < 0 || int(s) >= len(stateNames) {
-		return fmt.Sprintf("State(%d)", int(s))
-	}
-	return stateNames[s]
 }
 
 // Retry is where a group's sequence of failed message runs is.
@@ -223,27 +172,26 @@ const (
 	Exhausted
 )
 
-// group is the queue's state for one group. All fields except pipeMu are
-// guarded by Queue.mu.
+// group is the queue's state for one group, guarded by Queue.mu: the
+// slot it holds (if any), what its holder last said of it, and the work
+// that waits for its next slot. What the run does with the slot (its
+// container, whether the agent is busy, its idle timer) is the holder's.
 type group[T any] struct {
 	name string
 
-	// pipeMu serializes TryPipe sends for the group, so piped messages are
-	// written in the order they were offered. Taken before Queue.mu, never
-	// while holding it.
-	pipeMu sync.Mutex
-
-	// The current run; kind is "" and state NoRun when there is none.
-	kind      RunKind
-	task      TaskRef[T]
-	runID     uint64
-	started   time.Time
-	state     State
-	from      State     // the state a pipe in progress, or the closing, started from
-	idleSince time.Time // when the run last became idle
-	results   int       // results the run reported
-	timer     *time.Timer
-	timerGen  uint64
+	// The current run; kind is "" when there is none.
+	kind    RunKind
+	task    TaskRef[T]
+	runID   uint64
+	started time.Time
+	begun   bool // the message run took the group's pending messages (Run.Begin)
+	// What the holder last reported (Run): since when its agent waits for
+	// input (zero: busy), and whether its container is going away. asked:
+	// the queue asked the holder to give the slot back (CloseIdle) and it
+	// has not said since.
+	idleSince time.Time
+	closing   bool
+	asked     bool
 
 	// Pending work.
 	pendingMsgs bool
@@ -260,36 +208,10 @@ type group[T any] struct {
 	retryGen   uint64
 }
 
-// to moves g's run to state s: the one place run states change.
-func (g *group[T]) to(s State) {
-	switch s {
-	case Idle:
-		g.idleSince = time.Now()
-	case Piping:
-		g.from = g.state
-	case Closing:
-		if g.state != Piping { // closing during a pipe: from the pipe's start
-			g.from = g.state
-		}
-		g.stopTimer()
-	case NoRun, Busy, Expired:
-		g.stopTimer()
-	}
-	g.state = s
-}
-
-// idle reports whether g's container waits for input (a pipe in progress
-// holds it busy until it is done).
-func (g *group[T]) idle() bool { return g.state == Idle || g.state == Expired }
-
-// turnDone reports whether g's agent finished its last turn and no pipe
-// since started another: idle, or piping or closing from idle.
-func (g *group[T]) turnDone() bool {
-	switch g.state {
-	case Piping, Closing:
-		return g.from == Idle || g.from == Expired
-	}
-	return g.idle()
+// yieldable reports whether the holder of g's slot said its agent waits for
+// input, and nobody has asked for the slot or seen it go since.
+func (g *group[T]) yieldable() bool {
+	return g.active() && !g.closing && !g.asked && !g.idleSince.IsZero()
 }
 
 // msgsRunnable reports whether g's waiting messages may run now: they
@@ -302,14 +224,6 @@ func (g *group[T]) hasTask(id string) bool {
 		return true
 	}
 	return slices.ContainsFunc(g.tasks, func(t TaskRef[T]) bool { return t.ID == id })
-}
-
-func (g *group[T]) stopTimer() {
-	if g.timer != nil {
-		g.timer.Stop()
-		g.timer = nil
-	}
-	g.timerGen++
 }
 
 func (g *group[T]) stopRetry() {
@@ -462,8 +376,9 @@ func (q *Queue[T]) beginShutdown() {
 
 // EnqueueMessages records that the group has messages to handle. It never
 // blocks on a run: the messages run when the group and a slot are free, or
-// in a follow-up run if a run is active. Repeated calls coalesce into one run.
-// After Shutdown it does nothing (debug log).
+// in a follow-up run if a run is active (a message run that has not taken
+// the group's messages yet, Run.Begin, takes these too). Repeated calls
+// coalesce into one run. After Shutdown it does nothing (debug log).
 func (q *Queue[T]) EnqueueMessages(name string) {
 	q.mu.Lock()
 	if q.shutting {
@@ -472,6 +387,10 @@ func (q *Queue[T]) EnqueueMessages(name string) {
 		return
 	}
 	g := q.groupLocked(name)
+	if g.kind == KindMessages && !g.begun {
+		q.mu.Unlock()
+		return // the run starting now reads them
+	}
 	inSequence := g.retry == Backoff || (g.kind == KindMessages && g.retries > 0)
 	if !inSequence {
 		g.retries, g.hangs, g.retry = 0, 0, NotRetrying
@@ -512,59 +431,6 @@ func (q *Queue[T]) EnqueueTask(name string, t TaskRef[T]) {
 	closes := q.settleLocked()
 	q.mu.Unlock()
 	q.closeIdle(closes)
-}
-
-// TryPipe hands new messages to the group's live message run. If the group
-// is running messages, is not closing and the queue is not shutting down, it
-// calls send (which writes the IPC input file) while close decisions for the
-// group are held back, marks the container busy again and returns true. It
-// returns false without calling send otherwise (the caller then calls
-// EnqueueMessages). If send fails or panics, TryPipe returns false and the
-// error; the group's state is unchanged. TryPipe blocks while send runs and
-// while another TryPipe for the same group runs; send must not call TryPipe
-// for the same group.
-func (q *Queue[T]) TryPipe(name string, send func() error) (bool, error) {
-	q.mu.Lock()
-	g := q.groups[name]
-	if !q.pipeableLocked(g) {
-		q.mu.Unlock()
-		return false, nil
-	}
-	q.mu.Unlock()
-
-	g.pipeMu.Lock()
-	defer g.pipeMu.Unlock()
-
-	q.mu.Lock()
-	if !q.pipeableLocked(g) { // the run may have changed while we waited
-		q.mu.Unlock()
-		return false, nil
-	}
-	runID := g.runID
-	g.to(Piping)
-	q.mu.Unlock()
-
-	err := q.safeSend(send)
-
-	q.mu.Lock()
-	if g.runID == runID && g.state == Piping {
-		if err == nil {
-			g.to(Busy)
-		} else {
-			g.state = g.from // back as it was; its timer runs on
-		}
-	}
-	closes := q.settleLocked()
-	q.mu.Unlock()
-	q.closeIdle(closes)
-	if err != nil {
-		return false, fmt.Errorf("pipe messages to %s: %w", name, err)
-	}
-	return true, nil
-}
-
-func (q *Queue[T]) pipeableLocked(g *group[T]) bool {
-	return g != nil && !q.shutting && g.kind == KindMessages && g.state != Closing
 }
 
 // Active reports whether the group has a run and whether that run is a
@@ -623,15 +489,15 @@ func (q *Queue[T]) settleLocked() []string {
 		if !g.active() {
 			continue
 		}
-		if g.state == Closing {
+		if g.closing || g.asked {
 			closing++
 			continue
 		}
-		if !g.idle() {
+		if !g.yieldable() {
 			continue
 		}
-		if g.state == Expired || q.shutting || len(g.tasks) > 0 || g.msgsRunnable() {
-			g.to(Closing)
+		if q.shutting || len(g.tasks) > 0 || g.msgsRunnable() {
+			g.asked = true
 			closes = append(closes, g.name)
 			closing++
 			continue
@@ -643,7 +509,7 @@ func (q *Queue[T]) settleLocked() []string {
 	if need := len(q.waiting) - closing; need > 0 && q.active >= q.cfg.MaxConcurrent {
 		sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
 		for _, g := range idle[:min(need, len(idle))] {
-			g.to(Closing)
+			g.asked = true
 			closes = append(closes, g.name)
 		}
 	}
@@ -668,8 +534,7 @@ func (q *Queue[T]) startLocked(g *group[T]) {
 	q.nextRunID++
 	g.runID = q.nextRunID
 	g.started = time.Now()
-	g.results = 0
-	g.to(Busy)
+	g.begun, g.idleSince, g.closing, g.asked = false, time.Time{}, false, false
 	q.active++
 	q.wg.Add(1)
 	go q.execute(q.runCtx, g, &Run{group: g.name, kind: g.kind, id: g.runID, q: q}, g.task)
@@ -707,7 +572,7 @@ func (q *Queue[T]) finish(log zerolog.Logger, g *group[T], kind RunKind, runID u
 	duration := time.Since(g.started)
 	g.kind = ""
 	g.task = TaskRef[T]{}
-	g.to(NoRun)
+	g.begun, g.idleSince, g.closing, g.asked = false, time.Time{}, false, false
 	q.active--
 	if q.shutting && q.active == 0 {
 		close(q.drained)
@@ -781,52 +646,28 @@ func (q *Queue[T]) retryDue(g *group[T], gen uint64) {
 	q.closeIdle(closes)
 }
 
-// armTimerLocked (re)starts g's close timer.
-func (q *Queue[T]) armTimerLocked(g *group[T], d time.Duration) {
-	g.stopTimer()
-	gen, runID := g.timerGen, g.runID
-	g.timer = time.AfterFunc(d, func() { q.timerDue(g, gen, runID) })
-}
-
-// timerDue handles the idle timeout of a message run or the close delay of
-// a task run.
-func (q *Queue[T]) timerDue(g *group[T], gen, runID uint64) {
-	q.mu.Lock()
-	if g.timerGen != gen || g.runID != runID || !g.active() {
-		q.mu.Unlock()
-		return
-	}
-	g.timer = nil
-	switch g.state {
-	case Idle:
-		g.state = Expired
-	case Piping:
-		if g.from == Idle {
-			g.from = Expired
-		}
-	}
-	closes := q.settleLocked()
-	q.mu.Unlock()
-	if len(closes) > 0 {
-		q.log.Debug().Str("group", g.name).Msg("closing container after idle period")
-	}
-	q.closeIdle(closes)
-}
-
+// closeIdle asks the holders of names' slots to give them back, each on
+// a goroutine of its own: the caller may hold a group's lock (a holder's
+// report, a hand-over that enqueues), and CloseIdle takes the group's.
 func (q *Queue[T]) closeIdle(names []string) {
 	for _, name := range names {
-		q.log.Debug().Str("group", name).Msg("closing idle container")
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					q.log.Error().Str("group", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("close handler panicked")
-				}
-			}()
-			q.h.CloseIdle(name)
+		q.wg.Add(1)
+		go func() {
+			defer q.wg.Done()
+			q.closeOne(name)
 		}()
 	}
 }
 
+func (q *Queue[T]) closeOne(name string) {
+	q.log.Debug().Str("group", name).Msg("closing idle container")
+	defer func() {
+		if p := recover(); p != nil {
+			q.log.Error().Str("group", name).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("close handler panicked")
+		}
+	}()
+	q.h.CloseIdle(name)
+}
 func (q *Queue[T]) taskDropped(name string, t TaskRef[T]) {
 	q.outcome(name, Outcome[T]{Event: Dropped, Task: t})
 }
@@ -842,16 +683,6 @@ func (q *Queue[T]) outcome(name string, o Outcome[T]) {
 		}
 	}()
 	q.h.Outcomes.Outcome(name, o)
-}
-
-func (q *Queue[T]) safeSend(send func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			q.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("pipe send panicked")
-			err = fmt.Errorf("%w: %v", ErrPanic, p)
-		}
-	}()
-	return send()
 }
 
 func (q *Queue[T]) sortedGroupsLocked() []*group[T] {

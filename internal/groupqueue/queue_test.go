@@ -30,7 +30,6 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"missing handler", Config{}, noClose},
 		{"negative cap", Config{MaxConcurrent: -1}, ok},
 		{"zero retry delay", Config{RetryDelays: []time.Duration{time.Second, 0}}, ok},
-		{"negative idle timeout", Config{IdleTimeout: -time.Second}, ok},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,12 +251,10 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 		wantClose bool
 	}{
 		{"busy container", func(t *testing.T, q *Queue[string], f *fake) {}, false},
-		{"idle container", func(t *testing.T, q *Queue[string], f *fake) { f.runOf(t, "a").MarkIdle() }, true},
+		{"idle container", func(t *testing.T, q *Queue[string], f *fake) { f.idle(t, "a") }, true},
 		{"idle then piped", func(t *testing.T, q *Queue[string], f *fake) {
-			f.runOf(t, "a").MarkIdle()
-			if ok, err := q.TryPipe("a", func() error { return nil }); !ok || err != nil {
-				t.Fatalf("TryPipe: got (%v, %v); want (true, nil)", ok, err)
-			}
+			f.idle(t, "a")
+			f.busy(t, "a")
 		}, false},
 	}
 	for _, tt := range tests {
@@ -279,7 +276,7 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 				}
 				wantEvents(t, f)
 				// The next result makes it idle; with tasks pending it closes at once.
-				f.runOf(t, "a").MarkIdle()
+				f.idle(t, "a")
 				synctest.Wait()
 				wantEvents(t, f, "close a", "run a task t1")
 			})
@@ -287,7 +284,7 @@ func TestQueuedTaskClosesOnlyIdleContainer(t *testing.T) {
 	}
 }
 
-func TestNeverPipeIntoTask(t *testing.T) {
+func TestMessagesWaitForTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5)
 		q, _ := startQueue(t, Config{}, f)
@@ -297,103 +294,15 @@ func TestNeverPipeIntoTask(t *testing.T) {
 		if running, isTask := q.Active("a"); !running || !isTask {
 			t.Fatalf("Active(a): got (%v, %v); want (true, true)", running, isTask)
 		}
-		for _, idle := range []bool{false, true} {
-			if idle {
-				f.runOf(t, "a").MarkIdle()
-			}
-			sent := false
-			ok, err := q.TryPipe("a", func() error { sent = true; return nil })
-			if ok || err != nil || sent {
-				t.Fatalf("TryPipe into a task (idle %v): got (%v, %v), sent %v; want (false, nil), not sent", idle, ok, err, sent)
-			}
-		}
-		// The messages wait for the task; the idle task container is closed for them.
+		// Messages never go into a task's container: a busy one is left to
+		// its turn, and the messages wait for a run of their own.
 		q.EnqueueMessages("a")
 		synctest.Wait()
+		wantEvents(t, f)
+		// Once the task's agent waits, its container is closed for them.
+		f.idle(t, "a")
+		synctest.Wait()
 		wantEvents(t, f, "close a", "run a messages")
-		ok, err := q.TryPipe("a", func() error { return nil })
-		if !ok || err != nil {
-			t.Fatalf("TryPipe into the message run: got (%v, %v); want (true, nil)", ok, err)
-		}
-	})
-}
-
-func TestTryPipe(t *testing.T) {
-	tests := []struct {
-		name     string
-		setup    func(t *testing.T, q *Queue[string], f *fake)
-		sendErr  error
-		wantOK   bool
-		wantErr  bool
-		wantSend bool
-	}{
-		{"no run", func(t *testing.T, q *Queue[string], f *fake) {}, nil, false, false, false},
-		{"busy message run", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q) }, nil, true, false, true},
-		{"idle message run", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q); f.runOf(t, "a").MarkIdle() }, nil, true, false, true},
-		{"run closing on its own", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q); f.runOf(t, "a").MarkClosing() }, nil, false, false, false},
-		{"shutting down", func(t *testing.T, q *Queue[string], f *fake) {
-			startA(t, q)
-			go q.Shutdown(context.Background())
-			synctest.Wait()
-		}, nil, false, false, false},
-		{"send fails", func(t *testing.T, q *Queue[string], f *fake) { startA(t, q) }, errBoom, false, true, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				f := newFake(5)
-				f.closeEnds = false
-				q, _ := startQueue(t, Config{}, f)
-				tt.setup(t, q, f)
-				sent := false
-				ok, err := q.TryPipe("a", func() error { sent = true; return tt.sendErr })
-				if ok != tt.wantOK || (err != nil) != tt.wantErr || sent != tt.wantSend {
-					t.Fatalf("TryPipe: got (%v, %v), sent %v; want (%v, error %v), sent %v", ok, err, sent, tt.wantOK, tt.wantErr, tt.wantSend)
-				}
-				if tt.wantErr && !errors.Is(err, tt.sendErr) {
-					t.Fatalf("TryPipe error: got %v; want it to wrap %v", err, tt.sendErr)
-				}
-			})
-		})
-	}
-}
-
-// Idle follows the agent's turns as the run reports them: busy from the
-// start and from each pipe, idle from each result, and a pipe in progress or
-// a closing counts as where it started. A run that has ended is not idle.
-func TestIdleFollowsTurns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFake(5)
-		f.closeEnds = false
-		q, _ := startQueue(t, Config{}, f)
-		startA(t, q)
-		run := f.runOf(t, "a")
-		if run.Idle() {
-			t.Fatal("a new run is idle; want busy")
-		}
-		run.MarkIdle()
-		if !run.Idle() {
-			t.Fatal("after a result: busy; want idle")
-		}
-		var during bool
-		if ok, _ := q.TryPipe("a", func() error { during = run.Idle(); return nil }); !ok || !during {
-			t.Fatalf("pipe into an idle agent: piped %v, idle during the pipe %v; want true, true", ok, during)
-		}
-		if run.Idle() {
-			t.Fatal("after a pipe: idle; want busy")
-		}
-		run.MarkClosing()
-		if run.Idle() {
-			t.Fatal("closing a busy agent: idle; want busy")
-		}
-		run.MarkIdle() // its turn ends while it closes
-		if !run.Idle() {
-			t.Fatal("a closing agent that finished its turn: busy; want idle")
-		}
-		f.end(t, "a", nil)
-		if run.Idle() {
-			t.Fatal("no run: idle; want not")
-		}
 	})
 }
 
@@ -403,62 +312,6 @@ func startA(t *testing.T, q *Queue[string]) {
 	if running, _ := q.Active("a"); !running {
 		t.Fatal("group a did not start")
 	}
-}
-
-func TestFailedPipeKeepsContainerIdle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFake(5)
-		q, _ := startQueue(t, Config{}, f)
-		startA(t, q)
-		f.take()
-		f.runOf(t, "a").MarkIdle()
-		if ok, _ := q.TryPipe("a", func() error { return errBoom }); ok {
-			t.Fatal("TryPipe with a failing send: got true; want false")
-		}
-		// The caller falls back to EnqueueMessages: the idle container is
-		// closed so a follow-up run picks the messages up at once.
-		q.EnqueueMessages("a")
-		synctest.Wait()
-		wantEvents(t, f, "close a", "run a messages")
-	})
-}
-
-func TestPipeHoldsBackClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFake(5)
-		q, _ := startQueue(t, Config{}, f)
-		startA(t, q)
-		f.take()
-		f.runOf(t, "a").MarkIdle()
-
-		inSend := make(chan struct{})
-		release := make(chan struct{})
-		piped := make(chan bool)
-		go func() {
-			ok, _ := q.TryPipe("a", func() error {
-				close(inSend)
-				<-release
-				return nil
-			})
-			piped <- ok
-		}()
-		<-inSend
-		// A task queued while the message is being written must not close
-		// the container under it.
-		q.EnqueueTask("a", TaskRef[string]{ID: "t1"})
-		synctest.Wait()
-		wantEvents(t, f)
-		close(release)
-		if !<-piped {
-			t.Fatal("TryPipe: got false; want true")
-		}
-		synctest.Wait()
-		// The container is busy with the piped message: still no close.
-		wantEvents(t, f)
-		f.runOf(t, "a").MarkIdle()
-		synctest.Wait()
-		wantEvents(t, f, "close a", "run a task t1")
-	})
 }
 
 func TestFollowUpRun(t *testing.T) {
@@ -476,54 +329,16 @@ func TestFollowUpRun(t *testing.T) {
 
 		// Not piped while idle: the container is closed now rather than
 		// sitting out its idle timeout.
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		q.EnqueueMessages("a")
 		synctest.Wait()
 		wantEvents(t, f, "close a", "run a messages")
 
 		// Messages left pending when the container becomes idle: same.
 		q.EnqueueMessages("a")
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		synctest.Wait()
 		wantEvents(t, f, "close a", "run a messages")
-	})
-}
-
-func TestIdleTimeouts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFake(5)
-		q, _ := startQueue(t, Config{IdleTimeout: 30 * time.Minute, TaskCloseDelay: 10 * time.Second}, f)
-		startA(t, q)
-		f.take()
-
-		f.runOf(t, "a").MarkIdle()
-		advance(10 * time.Minute)
-		if ok, _ := q.TryPipe("a", func() error { return nil }); !ok {
-			t.Fatal("TryPipe: got false; want true")
-		}
-		advance(25 * time.Minute) // busy: no idle timeout runs
-		wantEvents(t, f)
-		f.runOf(t, "a").MarkIdle() // at 35m
-		advance(29 * time.Minute)
-		f.runOf(t, "a").MarkIdle() // a second result restarts the idle period (64m)
-		advance(29 * time.Minute)
-		wantEvents(t, f)
-		advance(time.Minute)
-		wantEvents(t, f, "close a")
-		if got, want := f.timed("close a"), []time.Duration{94 * time.Minute}; !slices.Equal(got, want) {
-			t.Fatalf("close times: got %v; want %v", got, want)
-		}
-
-		// A task container closes TaskCloseDelay after its first result,
-		// later results notwithstanding.
-		q.EnqueueTask("b", TaskRef[string]{ID: "t1"})
-		synctest.Wait()
-		wantEvents(t, f, "run b task t1")
-		f.runOf(t, "b").MarkIdle()
-		advance(5 * time.Second)
-		f.runOf(t, "b").MarkIdle()
-		advance(5 * time.Second)
-		wantEvents(t, f, "close b")
 	})
 }
 
@@ -536,9 +351,9 @@ func TestWaitingGroupClosesLongestIdle(t *testing.T) {
 		synctest.Wait()
 		f.take()
 
-		f.runOf(t, "b").MarkIdle()
+		f.idle(t, "b")
 		advance(time.Second)
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		q.EnqueueMessages("c")
 		synctest.Wait()
 		// One slot is needed: only the container idle the longest closes.
@@ -552,7 +367,7 @@ func TestWaitingGroupClosesLongestIdle(t *testing.T) {
 		q.EnqueueMessages("e")
 		synctest.Wait()
 		wantEvents(t, f)
-		f.runOf(t, "d").MarkIdle()
+		f.idle(t, "d")
 		synctest.Wait()
 		wantEvents(t, f, "close d", "run e messages")
 		f.checkLimits(t)
@@ -772,21 +587,16 @@ func TestPanicsAreRecovered(t *testing.T) {
 			t.Fatalf("panic log lines: got %d; want 2", got)
 		}
 
-		// A panicking send is an error, not a crash.
 		f.mu.Lock()
 		f.auto = nil
 		f.mu.Unlock()
 		startA(t, q)
-		ok, err := q.TryPipe("a", func() error { panic("send") })
-		if ok || !errors.Is(err, ErrPanic) {
-			t.Fatalf("TryPipe with a panicking send: got (%v, %v); want (false, ErrPanic)", ok, err)
-		}
 
 		// A panicking CloseIdle is logged; the queue keeps working.
 		f.mu.Lock()
 		f.closePanics = true
 		f.mu.Unlock()
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		q.EnqueueTask("a", TaskRef[string]{ID: "t2"})
 		synctest.Wait()
 		if !strings.Contains(logs.String(), "close handler panicked") {
@@ -830,7 +640,7 @@ func TestShutdown(t *testing.T) {
 		}
 		synctest.Wait()
 		wantEventsUnordered(t, f, "run a messages", "run b messages", "run c messages")
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // pending behind busy b
 		q.EnqueueMessages("c")                        // follow-up for busy c
 		q.EnqueueMessages("d")                        // takes the last slot
@@ -838,7 +648,7 @@ func TestShutdown(t *testing.T) {
 		q.EnqueueMessages("e") // waits; closes idle a for its slot
 		synctest.Wait()
 		wantEvents(t, f, "run d messages", "close a", "run e messages")
-		f.runOf(t, "e").MarkIdle()
+		f.idle(t, "e")
 		q.EnqueueMessages("g") // waits for a slot; e is closed for it
 		synctest.Wait()
 		wantEvents(t, f, "close e", "run g messages")
@@ -864,12 +674,9 @@ func TestShutdown(t *testing.T) {
 		if !strings.Contains(logs.String(), "messages ignored: queue shutting down") {
 			t.Fatal("log: want a debug line for messages enqueued after shutdown")
 		}
-		if ok, _ := q.TryPipe("b", func() error { return nil }); ok {
-			t.Fatal("TryPipe during shutdown: got true; want false")
-		}
 
 		// Busy b closes when its turn ends; c and d end by themselves.
-		f.runOf(t, "b").MarkIdle()
+		f.idle(t, "b")
 		synctest.Wait()
 		wantEvents(t, f, "close b")
 		f.end(t, "c", errBoom) // no retry during shutdown
@@ -894,7 +701,7 @@ func TestShutdownClosesIdleAndDropsPending(t *testing.T) {
 		synctest.Wait()
 		q.EnqueueMessages("b")
 		synctest.Wait()
-		f.runOf(t, "a").MarkIdle()
+		f.idle(t, "a")
 		q.EnqueueTask("b", TaskRef[string]{ID: "t1"}) // b busy: pending, no close
 		synctest.Wait()
 		wantEvents(t, f, "run a messages", "run b messages")
@@ -904,7 +711,7 @@ func TestShutdownClosesIdleAndDropsPending(t *testing.T) {
 		synctest.Wait()
 		// Pending task reported, idle a closed, busy b left to finish its turn.
 		wantEvents(t, f, "drop b t1", "close a")
-		f.runOf(t, "b").MarkIdle()
+		f.idle(t, "b")
 		synctest.Wait()
 		wantEvents(t, f, "close b")
 		if err := <-res; err != nil {
@@ -962,7 +769,7 @@ func TestRunContextEndDrains(t *testing.T) {
 		default:
 		}
 		q.EnqueueMessages("b")
-		f.runOf(t, "a").MarkIdle() // the turn ends: closed, and Run returns
+		f.idle(t, "a") // the turn ends: closed, and Run returns
 		synctest.Wait()
 		wantEvents(t, f, "close a")
 		if err := <-done; err != nil {
@@ -1018,10 +825,10 @@ func TestConcurrentUse(t *testing.T) {
 					case 3:
 						if r := lastRun[g].Load(); r != nil {
 							r.MarkIdle()
+							r.MarkBusy()
+							r.MarkIdle()
 							r.MarkClosing()
-							_ = r.Idle()
 						}
-						_, _ = q.TryPipe(name, func() error { return nil })
 					case 4:
 						_ = q.Status()
 						_, _ = q.Active(name)
@@ -1055,36 +862,94 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 // A run object speaks for its own run only: the reports of a run that has
-// ended do not touch the group's next run (it stays busy, its idle timer
-// does not start, and it takes pipes).
+// ended do not touch the group's next run (it stays busy and is never the
+// one closed for another group).
 func TestEndedRunCannotChangeNextRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake(5)
-		q, _ := startQueue(t, Config{IdleTimeout: time.Minute}, f)
+		f := newFake(1)
+		q, _ := startQueue(t, Config{MaxConcurrent: 1}, f)
 		startA(t, q)
 		first := f.runOf(t, "a")
 		q.EnqueueMessages("a") // a follow-up run waits for the first
 		f.end(t, "a", nil)
 		wantEvents(t, f, "run a messages", "run a messages")
-		next := f.runOf(t, "a")
+		f.runOf(t, "a")
 
-		first.MarkIdle()
-		if first.Idle() || next.Idle() {
-			t.Fatalf("after the ended run reported idle: ended run idle %v, next run idle %v; want both busy", first.Idle(), next.Idle())
+		if first.MarkIdle() {
+			t.Fatal("the ended run's MarkIdle: got true; want false")
 		}
-		advance(2 * time.Minute)
-		wantEvents(t, f) // no idle timer ran out
+		if st := q.Status().Groups[0]; st.Idle || st.Closing {
+			t.Fatalf("next run after the ended run reported idle: idle %v, closing %v; want busy, not closing", st.Idle, st.Closing)
+		}
+		q.EnqueueMessages("b") // waits for the one slot: busy a is not closed
+		synctest.Wait()
+		wantEvents(t, f)
 		first.MarkClosing()
+		first.MarkBusy()
 		if st := q.Status().Groups[0]; st.Idle || st.Closing {
 			t.Fatalf("next run after the ended run's reports: idle %v, closing %v; want busy, not closing", st.Idle, st.Closing)
 		}
-		if ok, err := q.TryPipe("a", func() error { return nil }); !ok || err != nil {
-			t.Fatalf("TryPipe into the next run: got (%v, %v); want (true, nil)", ok, err)
-		}
 
 		// The next run's own object still reports for it.
-		next.MarkIdle()
-		advance(time.Minute)
-		wantEvents(t, f, "close a")
+		f.idle(t, "a")
+		synctest.Wait()
+		wantEvents(t, f, "close a", "run b messages")
+	})
+}
+
+// The queue asks an idle holder for its slot, but the holder's agent may
+// take new input before the ask reaches it: the holder ignores the ask,
+// the slot counts as busy again, and the next idle container is asked.
+func TestAskedSlotTakenBackByBusyHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(2)
+		q, _ := startQueue(t, Config{MaxConcurrent: 2}, f)
+		q.EnqueueMessages("a")
+		q.EnqueueMessages("b")
+		synctest.Wait()
+		f.take()
+		gate := make(chan struct{})
+		f.mu.Lock()
+		f.closeGate = gate
+		f.mu.Unlock()
+		f.idle(t, "a")
+		q.EnqueueMessages("c") // asks idle a for its slot
+		synctest.Wait()
+		f.busy(t, "a") // input reaches a's agent before the ask does
+		close(gate)
+		synctest.Wait()
+		wantEvents(t, f, "close a (busy: ignored)")
+		if st := q.Status(); !slices.Equal(st.Waiting, []string{"c"}) {
+			t.Fatalf("waiting: got %q; want [c]", st.Waiting)
+		}
+		f.idle(t, "b")
+		synctest.Wait()
+		wantEvents(t, f, "close b", "run c messages")
+		f.checkLimits(t)
+	})
+}
+
+// Position tells how many groups wait for a slot before a group's next
+// run: its place in line, the end of the line when every slot is taken and
+// it has not asked yet, and nothing when it runs or a slot is free.
+func TestPosition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(1)
+		q, _ := startQueue(t, Config{MaxConcurrent: 1}, f)
+		if _, ok := q.Position("a"); ok {
+			t.Fatal("a free slot: a is queued; want not")
+		}
+		startA(t, q)
+		q.EnqueueMessages("b")
+		q.EnqueueMessages("c")
+		synctest.Wait()
+		for name, want := range map[string]int{"b": 0, "c": 1, "d": 2} {
+			if got, ok := q.Position(name); !ok || got != want {
+				t.Errorf("Position(%s): got (%d, %v); want (%d, true)", name, got, ok, want)
+			}
+		}
+		if _, ok := q.Position("a"); ok {
+			t.Error("the running group a is queued; want not")
+		}
 	})
 }

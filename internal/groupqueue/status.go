@@ -1,6 +1,9 @@
 package groupqueue
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Status is a snapshot of the queue for `bridged status` and metrics.
 type Status struct {
@@ -20,9 +23,9 @@ type GroupStatus struct {
 	Group           string    `json:"group"`
 	Run             RunKind   `json:"run,omitempty"` // "" when no run is active
 	TaskID          string    `json:"task_id,omitempty"`
-	Since           time.Time `json:"since,omitzero"` // start of the active run
-	Idle            bool      `json:"idle,omitempty"`
-	Closing         bool      `json:"closing,omitempty"`
+	Since           time.Time `json:"since,omitzero"`    // start of the active run
+	Idle            bool      `json:"idle,omitempty"`    // its agent waits for input (the run's word)
+	Closing         bool      `json:"closing,omitempty"` // its container is going away, or was asked to
 	PendingMessages bool      `json:"pending_messages,omitempty"`
 	PendingTasks    []string  `json:"pending_tasks,omitempty"`
 	// Retries counts the consecutive failed message runs.
@@ -61,8 +64,8 @@ func (q *Queue[T]) Status() Status {
 		}
 		if g.active() {
 			gs.Since = g.started
-			gs.Idle = g.turnDone()
-			gs.Closing = g.state == Closing
+			gs.Idle = !g.idleSince.IsZero()
+			gs.Closing = g.closing || g.asked
 		}
 		for _, t := range g.tasks {
 			gs.PendingTasks = append(gs.PendingTasks, t.ID)
@@ -70,4 +73,20 @@ func (q *Queue[T]) Status() Status {
 		s.Groups = append(s.Groups, gs)
 	}
 	return s
+}
+
+// Position reports how many groups wait for a slot before name's next run:
+// its place in the waiting list or, when it does not wait yet, has no run
+// and every slot is taken, the end of that list. ok is false when its next
+// run need not wait for a slot. Non-blocking.
+func (q *Queue[T]) Position(name string) (ahead int, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.IndexFunc(q.waiting, func(g *group[T]) bool { return g.name == name }); i >= 0 {
+		return i, true
+	}
+	if g := q.groups[name]; q.active >= q.cfg.MaxConcurrent && (g == nil || !g.active()) {
+		return len(q.waiting), true
+	}
+	return 0, false
 }

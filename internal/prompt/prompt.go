@@ -272,3 +272,13 @@ func Clip(s string, n int) string {
 
 // OneLine joins s's words with single spaces.
 func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// NewSessionNotice tells a chat that its session ended (the owner's /new);
+// atTurnEnd: the turn in progress finishes first, in the old session.
+func NewSessionNotice(atTurnEnd bool) string {
+	const text = "New session: the next message starts a fresh conversation; files and memory stay."
+	if atTurnEnd {
+		return text + " The turn in progress finishes first."
+	}
+	return text
+}

@@ -15,7 +15,7 @@ import (
 // turn in flight with the action, so a turn that acted is never run again
 // (agentrun.Runner.Hold).
 func (r *Router) HoldTurn(ctx context.Context, folder string) ipchost.TurnHold {
-	return r.runs.Hold(r.runState(store.Folder(folder)), store.Folder(folder))
+	return r.runs.Hold(r.runs.Known(store.Folder(folder)), store.Folder(folder))
 }
 
 var _ ipchost.ApprovalHolder = (*Router)(nil)
@@ -27,12 +27,5 @@ var _ ipchost.ApprovalHolder = (*Router)(nil)
 // live run has nothing to hold; release then does nothing. release may be
 // called more than once, from any goroutine. It takes the group's lock.
 func (r *Router) HoldApproval(folder string) (release func()) {
-	grp := r.runState(store.Folder(folder))
-	if grp == nil {
-		return func() {}
-	}
-	grp.Lock()
-	defer grp.Unlock()
-	release, _ = grp.Hold()
-	return release
+	return r.runs.HoldApproval(store.Folder(folder))
 }

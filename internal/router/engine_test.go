@@ -67,7 +67,7 @@ func newEngineHarness(t *testing.T, mod func(*Config)) (*harness, *engineRuntime
 	h := newHarness(t, mod)
 	rt := &engineRuntime{fakeRuntime: h.rt}
 	var err error
-	h.r, err = New(h.cfg, Deps{Store: h.db, Runtime: rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t)})
+	h.r, err = New(h.cfg, Deps{Store: h.db, Runtime: rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t), Ingest: newIngest(t, h.db, h.ch, h.cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}

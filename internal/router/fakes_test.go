@@ -21,6 +21,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
@@ -207,12 +208,32 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		mod(&cfg)
 	}
 	h := &harness{t: t, db: db, rt: newFakeRuntime(), ch: channeltest.New("fake"), cfg: cfg, home: dir}
-	h.r, err = New(cfg, Deps{Store: db, Runtime: h.rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t)})
+	h.r, err = New(cfg, Deps{Store: db, Runtime: h.rt, Channels: []channel.Channel{h.ch}, Log: testLogger(t), Ingest: newIngest(t, db, h.ch, cfg)})
 	if err != nil {
 		t.Fatalf("new router: %v", err)
 	}
 	h.r.out = h.r.newSender(5 * time.Millisecond)
 	return h
+}
+
+// newIngest is the ingest the daemon builds before the router, over db
+// and the one channel ch.
+func newIngest(t testing.TB, db *store.DB, ch channel.Channel, cfg Config) *ingest.Ingest {
+	t.Helper()
+	late := cfg.LateWindow
+	if late <= 0 {
+		late = DefaultLateWindow
+	}
+	in, err := ingest.New(ingest.Config{DB: db, LateWindow: late, Log: testLogger(t), ChannelOf: func(chat string) string {
+		if ch.Owns(chat) {
+			return ch.Name()
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // testLogger logs to the test at debug level when -v is given.

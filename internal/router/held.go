@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -24,11 +22,11 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 	if err != nil {
 		return turns.Hold{}, false, err
 	}
-	gs := r.state(g.Folder)
-	gs.Lock()
-	err = gs.Load(ctx, r.db, g.Folder)
-	handed := gs.Handed()
-	gs.Unlock()
+	grp := r.runs.Group(g.Folder)
+	grp.Lock()
+	err = grp.Load(ctx, r.db, g.Folder)
+	handed := grp.Handed()
+	grp.Unlock()
 	if err != nil {
 		return turns.Hold{}, false, err
 	}
@@ -58,24 +56,14 @@ func (r *Router) Held(ctx context.Context, chat string, after int64) (turns.Hold
 		return turns.Hold{Kind: turns.HoldNotTriggered, Reason: reason}, true, nil
 	}
 	if r.paused(ctx, g) {
-		loc := r.cfg.Timezone
-		if loc == nil {
-			loc = time.UTC
-		}
-		_, end := rules.BudgetDay(r.now(), loc)
+		_, end := rules.BudgetDay(r.now(), r.cfg.Timezone)
 		return turns.Hold{Kind: turns.HoldBudgetPaused, Until: end,
 			Reason: fmt.Sprintf("paused by its budget until %s (or until the owner raises it)", end.Format("2006-01-02 15:04 MST"))}, true, nil
 	}
 	// Queued: waiting for a slot, or about to (the message loop has not
 	// enqueued it yet, and every slot is taken by other groups).
-	st := r.queue.Status()
-	i := slices.Index(st.Waiting, string(g.Folder))
-	if i < 0 && st.Running >= st.MaxConcurrent && !slices.ContainsFunc(st.Groups, func(gs groupqueue.GroupStatus) bool {
-		return gs.Group == string(g.Folder) && gs.Run != ""
-	}) {
-		i = len(st.Waiting)
-	}
-	if i >= 0 {
+	if i, ok := r.queue.Position(string(g.Folder)); ok {
+		st := r.queue.Status()
 		return turns.Hold{Kind: turns.HoldQueued, Behind: i,
 			Reason: fmt.Sprintf("queued behind %d: all %d container slots are busy, %d other groups wait before it", st.Running+i, st.MaxConcurrent, i)}, true, nil
 	}

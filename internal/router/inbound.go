@@ -6,17 +6,8 @@ import (
 	"time"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
-	"github.com/bridged-app/bridged/internal/groupqueue"
-	"github.com/bridged-app/bridged/internal/ipc"
-	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
-
-// errNoRun makes a pipe fall back to the queue: the queue's run has not
-// handed messages to a container yet, or has ended.
-var errNoRun = errors.New("no live container to pipe into")
-
-func (r *Router) markAllDirty() { r.in.Rescan() }
 
 // loop is the message loop: woken by the ingest (or at start for every group),
 // it hands each changed group's pending messages to its agent.
@@ -40,7 +31,7 @@ func (r *Router) loop(ctx context.Context) {
 					return
 				}
 				r.log.Error().Err(err).Msg("cannot list groups")
-				r.markAllDirty() // try again on the next wake
+				r.in.Rescan() // try again on the next wake
 				continue
 			}
 			for _, g := range groups {
@@ -71,79 +62,55 @@ func (r *Router) loop(ctx context.Context) {
 	}
 }
 
-// consider hands g's pending messages to its agent if one of them wakes it:
-// piped into a live message container, or else as a batch to the group's
-// run object for its next container start, through the queue. version is
-// the group registry's version g was looked up under. The budget is checked
-// here, once: a batch handed over starts its container without another
-// look.
+// consider hands g's pending messages to its agent if one of them wakes
+// it: to the group's run object (agentrun.Runner.Hand), which pipes them
+// into its live container or keeps them for its next container start and
+// asks the queue for a slot. version is the group registry's version g was
+// looked up under. The budget is checked here, once: a batch handed over
+// starts its container without another look.
 func (r *Router) consider(ctx context.Context, g store.Group, version uint64) {
-	log := r.log.With().Str("group", string(g.Folder)).Logger()
-	gs := r.state(g.Folder)
-	gs.Lock()
-	defer gs.Unlock()
-	if err := gs.Load(ctx, r.db, g.Folder); err != nil {
-		log.Error().Err(err).Msg("cannot read cursor")
+	grp := r.runs.Group(g.Folder)
+	grp.Lock()
+	defer grp.Unlock()
+	if err := grp.Load(ctx, r.db, g.Folder); err != nil {
+		r.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot read cursor")
 		return
 	}
-	msgs, omitted, err := r.readPending(ctx, g, gs)
+	b, ok, err := r.wake(ctx, g, version, grp)
 	if err != nil {
-		log.Error().Err(err).Msg("cannot read pending messages")
+		r.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot read pending messages")
+	}
+	if !ok {
+		grp.Drop()
 		return
 	}
-	msgs = r.newSessions(ctx, g, gs, msgs)
+	r.runs.Hand(grp, b)
+}
+
+// wake reads g's pending messages after grp's handed cursor and returns
+// them as the batch to hand over when they wake its agent: the owner's /new
+// is acted on and left out, the trigger and the late mark are judged (the
+// chat told once of late messages that started nothing), and the budget is
+// asked and its decision recorded. ok is false when nothing is to be handed
+// over. grp's lock must be held.
+func (r *Router) wake(ctx context.Context, g store.Group, version uint64, grp *agentrun.Group) (agentrun.Batch, bool, error) {
+	msgs, omitted, err := r.readPending(ctx, g, grp)
+	if err != nil {
+		return agentrun.Batch{}, false, err
+	}
+	msgs = r.newSessions(ctx, g, grp, msgs)
 	if len(msgs) == 0 || !r.triggered(g, msgs) {
-		gs.Drop()
-		r.noteLate(g, gs, msgs)
-		return
+		r.noteLate(g, grp, msgs)
+		return agentrun.Batch{}, false, nil
 	}
-	gs.lateTold = false
+	grp.Notes.LateTold = false
 	paused := r.paused(ctx, g)
-	r.budgetDecided(ctx, g, gs, msgs[len(msgs)-1].ID, paused)
+	r.budgetDecided(ctx, g, grp, msgs[len(msgs)-1].ID, paused)
 	if paused {
-		gs.Drop()
-		log.Debug().Msg("agent paused by its daily budget; messages wait")
-		return
+		r.log.Debug().Str("group", string(g.Folder)).Msg("agent paused by its daily budget; messages wait")
+		return agentrun.Batch{}, false, nil
 	}
-	batch := agentrun.Batch{Group: g, Version: version, After: gs.Handed(), Msgs: msgs, Omitted: omitted}
-	live := false // piped into a live container, not left to a starting run
-	piped, err := r.queue.TryPipe(string(g.Folder), func() error {
-		run := gs.Live()
-		if run == nil {
-			// The queue's run has not taken its messages yet; it takes
-			// this batch instead (and shows the typing indicator).
-			gs.Offer(batch)
-			return nil
-		}
-		if run.Kind != groupqueue.KindMessages || run.Chat != g.Chat || run.Stale(g) {
-			// A container started with other settings than g's takes no
-			// more messages: they wait for the next one.
-			return errNoRun
-		}
-		text, n := prompt.Fit(r.cfg.Timezone, r.now(), msgs, omitted, ipc.MaxTextBytes)
-		name, err := r.home.WriteInput(string(g.Folder), text)
-		if err != nil {
-			return err
-		}
-		r.noteLeftOut(g, gs, msgs[len(msgs)-n].ID, len(msgs)-n+omitted)
-		gs.Drop()
-		// An idle agent starts a turn for these messages at once.
-		gs.Pipe(name, msgs[len(msgs)-1].ID, run.Idle())
-		live = true
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNoRun) {
-		log.Error().Err(err).Msg("cannot pipe messages into the container")
-	}
-	if piped {
-		if live {
-			log.Debug().Int("messages", len(msgs)).Msg("messages piped into the live container")
-			r.out.SetTyping(string(g.Chat), true)
-		}
-		return
-	}
-	gs.Offer(batch)
-	r.queue.EnqueueMessages(string(g.Folder))
+	return agentrun.Batch{Group: g, Version: version, After: grp.Handed(), Msgs: msgs, Omitted: omitted}, true, nil
 }
 
 // triggered reports whether msgs wake g's agent: always for the main group

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -32,8 +33,8 @@ func (r *Router) wakes(g store.Group, m store.Message) bool {
 // to the agent as context with the next fresh message that wakes it. A
 // backlog arrives one message at a time: the chat is told once until a
 // turn starts again.
-func (r *Router) noteLate(g store.Group, gs *groupState, msgs []store.Message) {
-	if gs.lateTold {
+func (r *Router) noteLate(g store.Group, grp *agentrun.Group, msgs []store.Message) {
+	if grp.Notes.LateTold {
 		return
 	}
 	late := 0
@@ -45,7 +46,7 @@ func (r *Router) noteLate(g store.Group, gs *groupState, msgs []store.Message) {
 	if late == 0 {
 		return
 	}
-	gs.lateTold = true
+	grp.Notes.LateTold = true
 	r.log.Info().Str("group", string(g.Folder)).Int("late", late).Msg("late messages kept as context; they start no turn; telling the chat")
 	r.notice(g.Chat, g.Folder, prompt.LateNotice(r.cfg.LateWindow))
 }

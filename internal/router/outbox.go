@@ -28,7 +28,7 @@ func (r *Router) SendMessage(ctx context.Context, unit store.Unit, chat, text st
 
 	var grp *agentrun.Group
 	if folder != "" && origin == store.OriginTool {
-		grp = r.runState(item.Group)
+		grp = r.runs.Known(item.Group)
 	}
 	stored, err := r.runs.Send(ctx, grp, item, unit)
 	if err != nil {
@@ -74,16 +74,8 @@ func (r *Router) sent(_ context.Context, it store.OutboxItem) {
 // typingOffAfterReply hides the typing indicator once a reply is out, unless
 // the group's agent is working on another turn.
 func (r *Router) typingOffAfterReply(it store.OutboxItem) {
-	if it.Group != "" {
-		if gs := r.runState(it.Group); gs != nil {
-			gs.Lock()
-			run := gs.Live()
-			busy := run != nil && !run.Idle()
-			gs.Unlock()
-			if busy {
-				return
-			}
-		}
+	if it.Group != "" && r.runs.Busy(it.Group) {
+		return
 	}
 	r.out.SetTyping(string(it.Chat), false)
 }

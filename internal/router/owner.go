@@ -2,9 +2,8 @@ package router
 
 import (
 	"context"
-	"errors"
-	"time"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/store"
@@ -23,36 +22,21 @@ type Budget interface {
 }
 
 // Alerts tells the owner, in the main chat, of a condition once until it
-// clears (internal/alerts implements it). No method blocks for long; each
-// logs its own errors.
+// clears (internal/alerts implements it): the runs' (agentrun.Alerts) and
+// the outbox's. No method blocks for long; each logs its own errors.
 type Alerts interface {
-	// GaveUp: group folder's agent failed attempts times in a row and
-	// gave up until the next message; why is one short line.
-	GaveUp(ctx context.Context, folder store.Folder, attempts int, why string)
-	// APIRefused: the Claude API refused a turn of folder for a reason
-	// waiting cannot heal; label is its kind and status, fix what to do.
-	APIRefused(ctx context.Context, folder store.Folder, label, fix string)
-	// Recovered: folder's agent ran well again.
-	Recovered(ctx context.Context, folder store.Folder)
+	agentrun.Alerts
 	// SendFailed: a message to chat (from group folder, empty for
 	// bridged's own) was given up; why is one short line.
 	SendFailed(ctx context.Context, chat store.ChatID, folder store.Folder, why string)
 	// Sent: a message to chat went out.
 	Sent(ctx context.Context, chat store.ChatID)
-	// TaskPaused: scheduled task t paused itself after t.Failures failed
-	// runs in a row; why is the last failure, one short line. Told once
-	// per pause (t.LastRun tells one from the next).
-	TaskPaused(ctx context.Context, t store.Task, why string)
 }
-
-// ErrBudgetPaused is the error of a task run skipped because its group's
-// daily budget is used up.
-var ErrBudgetPaused = errors.New("skipped: the group's daily budget is used up")
 
 // Rescan looks at every group's pending messages again: after a paused
 // group's budget was raised or lifted, or a new day began. It does not
 // block.
-func (r *Router) Rescan() { r.markAllDirty() }
+func (r *Router) Rescan() { r.in.Rescan() }
 
 // paused reports whether g's agent is paused by its budget.
 func (r *Router) paused(ctx context.Context, g store.Group) bool {
@@ -63,41 +47,29 @@ func (r *Router) paused(ctx context.Context, g store.Group) bool {
 // g's waiting messages (those after the handed ones, up to upto): held
 // them, or let them through, with the budget and the day's spending as
 // they are now, so a message's story tells the decision as it was made;
-// the same decision on the same messages is recorded once. gs's lock must
+// the same decision on the same messages is recorded once. grp's lock must
 // be held. A failure is logged: it never holds the messages.
-func (r *Router) budgetDecided(ctx context.Context, g store.Group, gs *groupState, upto store.MessageID, paused bool) {
+func (r *Router) budgetDecided(ctx context.Context, g store.Group, grp *agentrun.Group, upto store.MessageID, paused bool) {
 	budget := g.ContainerConfig.BudgetDailyUSD
-	told := budgetTold{upto: upto, paused: paused}
-	if r.budget == nil || budget <= 0 || gs.budgetTold == told {
+	if r.budget == nil || budget <= 0 || (grp.Notes.BudgetUpto == upto && grp.Notes.BudgetPaused == paused) {
 		return
 	}
-	loc := r.cfg.Timezone
-	if loc == nil {
-		loc = time.UTC
-	}
 	now := r.now()
-	start, _ := rules.BudgetDay(now, loc)
+	start, _ := rules.BudgetDay(now, r.cfg.Timezone)
 	spent, err := r.db.Usage.GroupCostSince(ctx, g.Folder, start)
 	if err == nil {
 		verdict := store.BudgetAdmitted
 		if paused {
 			verdict = store.BudgetPaused
 		}
-		err = r.db.Budget.Record(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: gs.Handed(), Upto: upto, Verdict: verdict,
+		err = r.db.Budget.Record(ctx, store.BudgetDecision{Folder: g.Folder, Chat: g.Chat, After: grp.Handed(), Upto: upto, Verdict: verdict,
 			BudgetUSD: budget, SpentUSD: spent, At: now})
 	}
 	if err != nil {
 		r.log.Warn().Err(err).Str("group", string(g.Folder)).Msg("cannot record the budget's decision; the message's story will lack it")
 		return
 	}
-	gs.budgetTold = told
-}
-
-// budgetTold is a budget decision on a group's waiting messages up to
-// upto: the router records one per change (the store keeps the same rule).
-type budgetTold struct {
-	upto   store.MessageID
-	paused bool
+	grp.Notes.BudgetUpto, grp.Notes.BudgetPaused = upto, paused
 }
 
 // spent tells the budget of a cost recorded for g's run, with the group's

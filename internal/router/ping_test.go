@@ -29,7 +29,7 @@ func TestPingFollowsTheMessageLoop(t *testing.T) {
 	}
 
 	// Wedge the loop: it blocks on main's lock with the next message.
-	gs := h.r.state("main")
+	gs := h.r.runs.Group("main")
 	gs.Lock()
 	locked := true
 	defer func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/outbox"
-	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -33,9 +31,6 @@ const (
 	DefaultShutdownTimeout  = 60 * time.Second
 	DefaultStartTimeout     = 2 * time.Minute
 )
-
-// maxFailures is how many failures Status remembers.
-const maxFailures = 50
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
 // <internal> blocks are removed.
@@ -106,18 +101,13 @@ type Deps struct {
 	// could not be sent, for the owner.
 	Alerts Alerts
 	// Ingest stores inbound messages and wakes the message loop (the
-	// daemon builds it first, for the channels and the media pool). Nil:
-	// the router builds its own over Store, Channels, Media and
-	// Config.LateWindow.
+	// daemon builds it first, for the channels and the media pool).
+	// Required.
 	Ingest *ingest.Ingest
 	// OutboxSignal, when set, is what the router's outbox sender wakes on,
 	// shared with what else commits rows (the owner's alerts); nil: the
 	// sender's own.
 	OutboxSignal *outbox.Signal
-	// Media, when set and Ingest is nil, fetches the media of inbound
-	// messages after their commit (see ingest.Ingest.MediaSettled); nil: a
-	// message's media is not fetched and its placeholder says so.
-	Media MediaQueue
 	// ContainerGone, when set, is told that a group's container is gone
 	// (the approvals it left waiting are settled); see
 	// agentrun.Runner.ContainerGone.
@@ -141,17 +131,9 @@ type ContainerStatus = agentrun.ContainerStatus
 // else (a symlink, file or fifo) was found, moved aside and replaced.
 const KindBoundary = "boundary"
 
-// Failure is a run that failed for good (a message run whose retries ran
-// out, or a task run), a failed message run the queue is retrying (until
-// the group's next good run; its Error starts "attempt n of m failed"), or
-// a boundary incident.
-type Failure struct {
-	Time   time.Time `json:"time"`
-	Group  string    `json:"group"`
-	Kind   string    `json:"kind"` // "messages", "task" or "boundary"
-	TaskID string    `json:"task_id,omitempty"`
-	Error  string    `json:"error"`
-}
+// Failure is a failed run (agentrun.Failure) or a boundary incident
+// (KindBoundary).
+type Failure = agentrun.Failure
 
 // Router moves messages between the channels and the agents: it stores
 // inbound messages, decides which wake an agent, starts containers or pipes
@@ -160,7 +142,6 @@ type Failure struct {
 type Router struct {
 	cfg      Config
 	db       *store.DB
-	rt       container.Runtime
 	channels []channel.Channel
 	log      zerolog.Logger
 	baseLog  zerolog.Logger // the daemon's, for the parts with a component of their own
@@ -177,19 +158,9 @@ type Router struct {
 	out   *outbox.Sender
 	pings chan chan struct{} // Ping's round trips through the message loop
 
-	running  atomic.Bool
-	stopping atomic.Bool
+	running atomic.Bool
 	// pendingReads counts the reads of pending messages from the store.
 	pendingReads atomic.Int64
-
-	// mu guards the maps below. It is held only while they are read or
-	// changed: never across the store, a channel or a group's lock.
-	mu       sync.Mutex
-	groups   map[store.Folder]*groupState
-	failures []Failure
-	// retrying holds, per group, the last failed message run the queue
-	// will retry; it shows in Status until the group's next good run.
-	retrying map[store.Folder]Failure
 
 	// onSent, when set (tests), is called after an outbox row is marked sent.
 	onSent func(store.OutboxItem)
@@ -198,29 +169,11 @@ type Router struct {
 	beforeMountCheck func(store.Folder)
 }
 
-// groupState is the router's state for one group: the run state (whose
-// lock orders every hand-over of messages to the group's agent and every
-// cursor change, and guards the fields below too) and the prompt's.
-type groupState struct {
-	agentrun.Group
-	// leftOutFrom is the first message of the last prompt whose left-out
-	// older messages the chat was told about: a prompt that starts there
-	// again (a retry) does not repeat the notice.
-	leftOutFrom store.MessageID
-	// lateTold: the chat was told that late messages started no turn
-	// (noteLate); a turn starting re-arms it.
-	lateTold bool
-	// newSessionAt is the owner's last NewSessionCommand acted on.
-	newSessionAt store.MessageID
-	// budgetTold is the budget's last decision recorded (budgetDecided).
-	budgetTold budgetTold
-}
-
-// readPending reads g's messages after gs.Handed() (at most the prompt
-// cap; omitted counts those left out). gs's lock must be held.
-func (r *Router) readPending(ctx context.Context, g store.Group, gs *groupState) ([]store.Message, int, error) {
+// readPending reads g's messages after grp's handed cursor (at most the
+// prompt cap; omitted counts those left out). grp's lock must be held.
+func (r *Router) readPending(ctx context.Context, g store.Group, grp *agentrun.Group) ([]store.Message, int, error) {
 	r.pendingReads.Add(1)
-	return r.db.Messages.Pending(ctx, g.Chat, gs.Handed(), r.cfg.PromptCap)
+	return r.db.Messages.Pending(ctx, g.Chat, grp.Handed(), r.cfg.PromptCap)
 }
 
 // New builds a router and its group queue. Nothing runs until Run.
@@ -240,6 +193,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		return nil, errors.New("new router: image is empty")
 	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0, cfg.StartTimeout < 0:
 		return nil, errors.New("new router: negative prompt cap or duration")
+	case d.Ingest == nil:
+		return nil, errors.New("new router: no ingest")
 	}
 	if cfg.Timezone == nil {
 		cfg.Timezone = time.UTC
@@ -271,7 +226,6 @@ func New(cfg Config, d Deps) (*Router, error) {
 	r := &Router{
 		cfg:      cfg,
 		db:       d.Store,
-		rt:       d.Runtime,
 		channels: slices.Clone(d.Channels),
 		log:      d.Log.With().Str("component", "router").Logger(),
 		baseLog:  d.Log,
@@ -283,46 +237,14 @@ func New(cfg Config, d Deps) (*Router, error) {
 		in:       d.Ingest,
 		home:     cfg.Home,
 		pings:    make(chan chan struct{}),
-		groups:   make(map[store.Folder]*groupState),
-		retrying: make(map[store.Folder]Failure),
-	}
-	if r.in == nil {
-		in, err := ingest.New(ingest.Config{
-			DB: d.Store, Media: d.Media, LateWindow: cfg.LateWindow, Now: d.Now, Log: r.log,
-			ChannelOf: func(chat string) string {
-				if c := r.channelFor(chat); c != nil {
-					return c.Name()
-				}
-				return ""
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("new router: %w", err)
-		}
-		r.in = in
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
-	q, err := groupqueue.New(groupqueue.Config{
-		MaxConcurrent:  cfg.MaxContainers,
-		RetryDelays:    cfg.RetryDelays,
-		IdleTimeout:    cfg.IdleTimeout,
-		TaskCloseDelay: cfg.TaskCloseDelay,
-	}, groupqueue.Handlers[store.Task]{
-		RunMessages: r.runMessages,
-		RunTask:     r.runTask,
-		CloseIdle:   func(name string) { r.runs.CloseIdle(name) },
-		Outcomes:    r,
-	}, d.Log)
-	if err != nil {
-		return nil, fmt.Errorf("new router: %w", err)
-	}
-	r.queue = q
 	r.runs = agentrun.New(agentrun.Config{
 		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
-		IdleTimeout: cfg.IdleTimeout, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
+		IdleTimeout: cfg.IdleTimeout, TaskCloseDelay: cfg.TaskCloseDelay, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
 		TaskMaxFailures: cfg.TaskMaxFailures,
 	}, agentrun.Deps{
-		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Queue: q, Owner: runOwner{r}, Turns: d.Turns,
+		Store: d.Store, Runtime: d.Runtime, Home: cfg.Home, Owner: runOwner{r}, Turns: d.Turns,
 		Log: r.log, Now: d.Now,
 		BeforeMountCheck: func(f store.Folder) {
 			if r.beforeMountCheck != nil {
@@ -347,6 +269,18 @@ func New(cfg Config, d Deps) (*Router, error) {
 			Planted:       r.planted,
 		},
 	})
+	// The queue's handlers are the runs' own: they pipe, start and end
+	// runs, and ask the queue for slots (Deps.Queue) through it.
+	q, err := groupqueue.New(groupqueue.Config{MaxConcurrent: cfg.MaxContainers, RetryDelays: cfg.RetryDelays}, groupqueue.Handlers[store.Task]{
+		RunMessages: func(ctx context.Context, slot *groupqueue.Run) error { return r.runs.RunMessages(ctx, slot) },
+		RunTask:     r.runs.RunTask,
+		CloseIdle:   r.runs.CloseIdle,
+		Outcomes:    r.runs,
+	}, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	r.queue, r.runs.Queue = q, q
 	return r, nil
 }
 
@@ -386,12 +320,12 @@ func (r *Router) Run(ctx context.Context) error {
 	// Every group is looked at in the loop's first pass: marked before the
 	// loop starts, so a message stored before Run is not considered in a
 	// pass of its own first, and then again with every group.
-	r.markAllDirty()
+	r.in.Rescan()
 	goOwned("message loop", func() { r.loop(ctx) })
 	r.log.Info().Msg("router running")
 
 	<-ctx.Done()
-	r.stopping.Store(true)
+	r.runs.Stop()
 	busy := 0
 	for _, gs := range r.queue.Status().Groups {
 		if gs.Run != "" && !gs.Idle {
@@ -433,21 +367,7 @@ func (r *Router) EnqueueTask(t store.Task) {
 // blocks: it reads the snapshot runs publish as they change, never a group's
 // lock (those are held across store transactions) nor the store.
 func (r *Router) Status() Status {
-	st := Status{Queue: r.queue.Status(), Containers: r.runs.Containers()}
-	for i, c := range st.Containers {
-		// Busy is the queue's: it owns the run's state.
-		for _, g := range st.Queue.Groups {
-			if g.Group == c.Group {
-				st.Containers[i].Busy = g.Run != "" && !g.Idle
-			}
-		}
-	}
-	r.mu.Lock()
-	st.Failures = slices.Clone(r.failures)
-	for _, f := range slices.Sorted(maps.Keys(r.retrying)) {
-		st.Failures = append(st.Failures, r.retrying[f])
-	}
-	r.mu.Unlock()
+	st := Status{Queue: r.queue.Status(), Containers: r.runs.Containers(), Failures: r.runs.Failures()}
 	for _, in := range r.home.Incidents() {
 		st.Failures = append(st.Failures, Failure{Time: in.Time, Group: in.Group, Kind: KindBoundary, Error: in.String()})
 	}
@@ -455,48 +375,6 @@ func (r *Router) Status() Status {
 		st.Failures = []Failure{}
 	}
 	return st
-}
-
-// runState is folder's run state, nil when the group has none yet.
-func (r *Router) runState(folder store.Folder) *agentrun.Group {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if gs := r.groups[folder]; gs != nil {
-		return &gs.Group
-	}
-	return nil
-}
-
-func (r *Router) state(folder store.Folder) *groupState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gs := r.groups[folder]
-	if gs == nil {
-		gs = &groupState{}
-		r.groups[folder] = gs
-	}
-	return gs
-}
-
-func (r *Router) addFailure(f Failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures = append(r.failures, f)
-	if n := len(r.failures) - maxFailures; n > 0 {
-		r.failures = slices.Delete(r.failures, 0, n)
-	}
-}
-
-// noteLeftOut tells g's chat, once per prompt start, that left older
-// messages were left out of the prompt whose first message is first.
-// gs's lock must be held.
-func (r *Router) noteLeftOut(g store.Group, gs *groupState, first store.MessageID, left int) {
-	if left <= 0 || first <= gs.leftOutFrom {
-		return
-	}
-	gs.leftOutFrom = first
-	r.log.Info().Str("group", string(g.Folder)).Int("left_out", left).Msg("older messages left out of the prompt; telling the chat")
-	r.notice(g.Chat, g.Folder, prompt.LeftOutNotice(left))
 }
 
 // channelFor returns the first channel that owns chat, nil if none does.

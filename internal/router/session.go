@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
+	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -22,10 +23,10 @@ func (r *Router) EndSession(ctx context.Context, folder store.Folder) (agentrun.
 	if _, err := r.db.Groups.ByFolder(ctx, folder); err != nil {
 		return agentrun.AppliesNext, err
 	}
-	gs := r.state(folder)
-	gs.Lock()
-	defer gs.Unlock()
-	return r.runs.EndSession(ctx, &gs.Group, folder)
+	grp := r.runs.Group(folder)
+	grp.Lock()
+	defer grp.Unlock()
+	return r.runs.EndSession(ctx, grp, folder)
 }
 
 // isNewSession reports whether m is the owner's NewSessionCommand. Anyone
@@ -38,25 +39,25 @@ func isNewSession(m store.Message) bool {
 // and returns the rest: a command not acted on yet ends the group's session
 // and the chat is told (and so is a waiter on the command's turn, when no
 // earlier message waits for one); a command is never handed to the agent.
-// gs's lock must be held.
-func (r *Router) newSessions(ctx context.Context, g store.Group, gs *groupState, msgs []store.Message) []store.Message {
+// grp's lock must be held.
+func (r *Router) newSessions(ctx context.Context, g store.Group, grp *agentrun.Group, msgs []store.Message) []store.Message {
 	out := make([]store.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if !isNewSession(m) {
 			out = append(out, m)
 			continue
 		}
-		if m.ID <= gs.newSessionAt {
+		if m.ID <= grp.Notes.NewSessionAt {
 			continue
 		}
-		gs.newSessionAt = m.ID
-		applied, err := r.runs.EndSession(ctx, &gs.Group, g.Folder)
+		grp.Notes.NewSessionAt = m.ID
+		applied, err := r.runs.EndSession(ctx, grp, g.Folder)
 		if err != nil {
 			r.log.Error().Err(err).Str("group", string(g.Folder)).Msg("cannot end the session the owner asked to end")
 			r.notice(g.Chat, g.Folder, "Could not start a new session; bridged's log says why. Try /new again.")
 			continue
 		}
-		r.notice(g.Chat, g.Folder, newSessionNotice(applied))
+		r.notice(g.Chat, g.Folder, prompt.NewSessionNotice(applied == agentrun.AppliesAtTurnEnd))
 		if len(out) == 0 {
 			// Nothing before the command waits for a turn: whoever waits
 			// on it (`bridged chat`) is answered with the notice.
@@ -64,13 +65,4 @@ func (r *Router) newSessions(ctx context.Context, g store.Group, gs *groupState,
 		}
 	}
 	return out
-}
-
-// newSessionNotice tells the chat that its session ended.
-func newSessionNotice(a agentrun.Applied) string {
-	const text = "New session: the next message starts a fresh conversation; files and memory stay."
-	if a == agentrun.AppliesAtTurnEnd {
-		return text + " The turn in progress finishes first."
-	}
-	return text
 }

@@ -55,9 +55,7 @@ func TestStatusAnswersWhileTheStoreIsLocked(t *testing.T) {
 		_, err := h.r.SendMessage(context.Background(), nil, string(mainChat), "while locked", store.OriginTool, "main")
 		sent <- err
 	}()
-	h.r.mu.Lock()
-	gs := h.r.groups["main"]
-	h.r.mu.Unlock()
+	gs := h.r.runs.Known("main")
 	pollUntil(t, func() bool {
 		if gs.TryLock() {
 			gs.Unlock()

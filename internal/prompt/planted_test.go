@@ -1,4 +1,4 @@
-package router
+package prompt
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"github.com/bridged-app/bridged/internal/store"
 )
 
-func TestPlantedText(t *testing.T) {
+func TestPlantedNotice(t *testing.T) {
 	rep := home.QuarantineReport{Failed: []string{"groups/fam/x/.claude: permission denied"}}
 	for i := range 25 {
 		rep.Moved = append(rep.Moved, home.Planted{Path: fmt.Sprintf("groups/fam/p%d/.claude", i), MovedTo: fmt.Sprintf("data/quarantine/fam/T/group/p%d/.claude", i)})
 	}
 	rep.Moved[0].Path = "groups/fam/evil\n- forged line/.claude"
-	got := plantedText(store.Group{Folder: "fam", Tools: store.ToolsReadOnly}, rep)
+	got := PlantedNotice(store.Group{Folder: "fam", Tools: store.ToolsReadOnly}, rep)
 	for _, want := range []string{"Group fam (tools: read-only)", "nothing deleted", "groups/fam/p1/.claude → data/quarantine/fam/T/group/p1/.claude",
 		"… and 5 more", "could not be moved: groups/fam/x/.claude: permission denied", `"groups/fam/evil\n- forged line/.claude"`} {
 		if !strings.Contains(got, want) {
