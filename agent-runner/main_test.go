@@ -27,6 +27,7 @@ import (
 	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/bridged-app/bridged/internal/testlog"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 )
 
 // The tests run agent-runner as a plain process against cmd/fakeclaude, both
@@ -58,9 +59,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The leak check runs before the binaries are removed and the process exits.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 // Credentials held by the host's proxy (apiProxy); they must reach only the
@@ -284,21 +287,6 @@ func waitDir(t testing.TB, deadline time.Duration, dir, what string, cond func()
 	defer cancel()
 	if err := ipctest.WaitFor(ctx, dir, cond); err != nil {
 		t.Fatalf("waiting %s for %s: %v", deadline, what, err)
-	}
-}
-
-// pollUntil checks cond with a short tick until it holds or the deadline
-// passes. Only for conditions with no event to wait on: a process that is
-// not our child (claude, started by the runner) going away shows only in
-// /proc, which raises no file system events.
-func pollUntil(t testing.TB, deadline time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling tick, not a wait for an event
 	}
 }
 
@@ -1007,8 +995,21 @@ func claudeProcesses(dir string) []string {
 func TestTermSignalStopsClaude(t *testing.T) {
 	a := startAgent(t, defaultInput("fake:sleep 60s"), agentOpts{})
 	a.nextOf(ipc.EventSession)
-	if len(claudeProcesses(a.work)) == 0 {
+	pids := claudeProcesses(a.work)
+	if len(pids) == 0 {
 		t.Fatal("no claude process found in the workdir")
+	}
+	// claude is the runner's child, not ours: its pidfd says when it is
+	// gone, opened while it runs so a pid reused later is not mistaken for it.
+	var exits []*ipctest.Exit
+	for _, pid := range pids {
+		n, _ := strconv.Atoi(pid)
+		p, err := ipctest.OpenExit(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		exits = append(exits, p)
 	}
 	start := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -1020,7 +1021,13 @@ func TestTermSignalStopsClaude(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("stopping took %v", d)
 	}
-	pollUntil(t, 5*time.Second, "claude gone", func() bool { return len(claudeProcesses(a.work)) == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, p := range exits {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("claude (pid %s) not gone: %v", pids[i], err)
+		}
+	}
 }
 
 func TestPlaceholderMatchesTheProxy(t *testing.T) {

@@ -539,6 +539,7 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 // group's agent calls a tool: that call is answered within seconds, not
 // after the tool's 30 s timeout.
 func TestE2EBoundaryRequestFlood(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"flood", "calm"} {

@@ -14,6 +14,7 @@ import (
 // (a send_message during the turn too), and a turn bridged gave up on exits
 // non-zero with the reason.
 func TestE2EChatOnceEndsAtTurnEnd(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "5m")
 	// The race detector's runtime waits a second at exit by default: the
 	// command's own time is what is measured.

@@ -58,6 +58,7 @@ var loginURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/[A-Za-z0-9_
 // command waits in the overview and on the approvals page until the page's
 // Approve button lets it run, once, decided by the dashboard.
 func TestE2EDashboardInBrowser(t *testing.T) {
+	parallel(t, timed)
 	chromium := chromiumPath(t)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_DASHBOARD=127.0.0.1:0")

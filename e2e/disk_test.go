@@ -49,6 +49,7 @@ func diskUsage(t *testing.T, dir string) (bytes int64, files int) {
 // The agent is told why every time, and data/outbox grows by less than the
 // per-group cap.
 func TestE2EOutboxFlood(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_OUTBOX_FILES_PER_MINUTE=3", "BRIDGED_OUTBOX_BYTES_PER_DAY=64m"}
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")

@@ -101,6 +101,9 @@ func TestE2EEngineConnectionCutIdle(t *testing.T) {
 // Without the fix (no per-call deadlines) the run hangs on its first
 // Engine API call: no notice ever comes.
 func TestE2EEngineHang(t *testing.T) {
+	// Serial: its 2 s deadline on each Engine API call is against the one
+	// Docker engine, which the parallel tests keep busy starting and
+	// removing containers; beside them a call that should answer did not.
 	e, d, p, w := engineEnv(t, []string{"BRIDGED_ENGINE_TIMEOUT=2s"}, "--idle-timeout", "2s")
 	w.waitGone(t, time.Minute) // idled out: the next message needs a new container
 	p.setHang(true)

@@ -67,6 +67,7 @@ func (u *refusingUpstream) seen() []string {
 // retries, one notice in the chat naming the fix, one alert to the owner;
 // a later message, and a restart, do not run the failed message again.
 func TestE2EAPIKeyRefusedFailsAtOnce(t *testing.T) {
+	parallel(t, timed)
 	up := newRefusingUpstream(t, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
@@ -151,6 +152,7 @@ func (e *env) chatM(group, text string, extra ...string) (stdout, stderr string,
 // prints why and exits with its documented status (3, 4) instead of
 // waiting out --timeout.
 func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
+	parallel(t, timed)
 	// The budget counts what the proxy meters: the fake upstream prices
 	// each call.
 	up := newPricedUpstream(t)
@@ -321,6 +323,7 @@ func TestE2EPipedDaemonSurvivesClosedPipe(t *testing.T) {
 // turn's reply: the control socket answers until the drain ends, and the
 // log says how many turns it drains.
 func TestE2EChatDuringDrainGetsReply(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -365,6 +368,7 @@ func TestE2EChatDuringDrainGetsReply(t *testing.T) {
 // `tasks runs` shows how long the task itself took, not the container's
 // close delay after its result (10 s).
 func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
@@ -425,6 +429,7 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 // A message whose group waits for a container slot is said to be queued at
 // once, and `chat -m` then waits for its turn and prints the reply.
 func TestE2EChatSaysQueued(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--max-containers", "1", "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
@@ -472,6 +477,7 @@ func openPTY(t *testing.T) (ctl, tty *os.File) {
 // Ctrl-D ends the interactive chat on a terminal at once, even while a turn
 // runs (`thinking…`).
 func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")

@@ -13,6 +13,7 @@ import (
 // start timeout plus a retry delay, not after the container timeout times
 // the retries.
 func TestE2EFirstTurnHangReported(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--start-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

@@ -53,7 +53,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// Generous: on a busy machine the test image and the -race daemon take
+	// minutes to build.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -131,14 +133,15 @@ const defaultParallel = 4
 
 var (
 	// slots holds one token per light parallel test running, heavySlots
-	// one per heavy one (see parallel). Both are made by setParallel.
-	slots, heavySlots chan struct{}
+	// one per heavy one and timedSlots one per timed one (see parallel).
+	// All are made by setParallel.
+	slots, heavySlots, timedSlots chan struct{}
 )
 
 // setParallel sizes slots from -parallel when given, else E2E_PARALLEL,
 // else defaultParallel, and lifts go test's own limit: a test waiting for
-// a heavy slot must not hold one of go test's, or a light test could not
-// run in its place.
+// a heavy or timed slot must not hold one of go test's, or a light test
+// could not run in its place.
 func setParallel() error {
 	n := defaultParallel
 	given := false
@@ -156,37 +159,51 @@ func setParallel() error {
 		}
 		n = k
 	}
-	slots, heavySlots = make(chan struct{}, n), make(chan struct{}, 1)
+	slots, heavySlots, timedSlots = make(chan struct{}, n), make(chan struct{}, 1), make(chan struct{}, 1)
 	return flag.Set("test.parallel", "1000")
 }
+
+// weight is the kind of a parallel test, which decides the slots it
+// takes.
+type weight int
 
 // Weights of a parallel test: a light one mostly waits; a heavy one keeps
 // the CPU busy for minutes (restarting -race daemons over and over, or a
 // dozen containers at once), and two of those side by side on a small
 // machine starve each other, and every test beside them, into their
-// timeouts.
+// timeouts. A timed one bounds a delay, a duration, a count over time, a
+// descriptor count or a memory figure: one at a time, so two such tests
+// never crowd each other, and beside the others, whose load its bounds
+// allow for (they hold at a load average of 25 on 2 cores: the bounds
+// are about what the daemon does, a second against minutes, not about
+// how fast the machine is).
 const (
-	light = false
-	heavy = true
+	light weight = iota
+	heavy
+	timed
 )
 
 // parallel runs t beside the other parallel tests, after the serial ones
 // (go test runs every serial test first, one at a time): as many light
 // ones at once as setParallel made slots for and, beside them, one heavy
-// one. The heavy ones do not queue behind the light ones: they are the
-// longest, and one after another they take about as long as all the light
-// ones do. A test is parallel only when it shares nothing with another
-// (its own home, daemon, containers and fake servers; nothing process-wide
-// such as the umask) and checks no delay, duration, count over time,
-// descriptor count or memory figure that a busy machine could push past
-// its bound: those stay serial. The test's own deadlines start once it has its slot.
-func parallel(t *testing.T, isHeavy bool) {
+// one and one timed one. The heavy ones do not queue behind the light
+// ones: they are the longest, and one after another they take about as
+// long as all the light ones do; nor do the timed ones, which one after
+// another took half the package's time when they ran alone. A test is
+// parallel only when it shares nothing with another (its own home,
+// daemon, containers and fake servers; nothing process-wide such as the
+// umask: that one stays serial). The test's own deadlines start once it
+// has its slot.
+func parallel(t *testing.T, w weight) {
 	t.Helper()
 	needDocker(t)
 	t.Parallel()
 	slot := slots
-	if isHeavy {
+	switch w {
+	case heavy:
 		slot = heavySlots
+	case timed:
+		slot = timedSlots
 	}
 	slot <- struct{}{}
 	t.Cleanup(func() { <-slot })

@@ -142,8 +142,9 @@ func testMountRace(t *testing.T, u daemonUser) {
 // is caught after the start: the other agent never lists the secret.
 // It runs per daemon user: the check after start must hold for both.
 func TestE2EMountRaceExtraMount(t *testing.T) {
+	parallel(t, timed)
 	needDocker(t)
-	// Serial: each swap it catches costs the other group a stopped container
+	// Timed, not light: each swap it catches costs the other group a stopped container
 	// and a retry. The retries come quickly (--retry-base 100ms) and a
 	// retry sequence that runs out ends in the chat's failure notice, which
 	// the test takes as that start's answer: how many starts the swap hits

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 )
 
 // The daemon's documented descriptor bound with the default limits
@@ -78,18 +81,18 @@ func (w *fdWatch) max() int {
 	return w.peak
 }
 
-// waitFile waits for path to exist.
+// waitFile waits for path, a file a container writes in a directory bind
+// mounted from the host, to exist.
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %s", path, within)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a file the container writes
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	err := ipctest.WaitFor(ctx, filepath.Dir(path), func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	if err != nil {
+		t.Fatalf("%s did not appear within %s: %v", path, within, err)
 	}
 }
 
@@ -101,6 +104,7 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 // the log holds a handful of refusal lines, not thousands. Containers run
 // with a nofile limit of 4096.
 func TestE2EProxyFlood(t *testing.T) {
+	parallel(t, timed)
 	const n = 3000
 	up := newFakeUpstream(t)
 	e := newEnv(t, "--idle-timeout", "3m")

@@ -84,6 +84,7 @@ func countWatchdog(got <-chan notification, d time.Duration) int {
 // none while the store is wedged (another process holds its write lock),
 // pings again once it is free, and STOPPING=1 on SIGTERM.
 func TestE2ESystemdNotify(t *testing.T) {
+	parallel(t, timed)
 	e := newEnv(t)
 	socket, got := fakeSystemd(t, e)
 	e.extraEnv = append(e.extraEnv, "NOTIFY_SOCKET="+socket, "WATCHDOG_USEC=400000") // ping every 200ms

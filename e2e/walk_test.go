@@ -103,6 +103,7 @@ func makeDeepTree(t *testing.T, dir string, n, uid, gid int) {
 // fresh walk) takes less than a second, and the daemon's peak memory stays
 // where it was.
 func TestE2EOwnershipWalkDeepTree(t *testing.T) {
+	parallel(t, timed)
 	needDocker(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")

@@ -384,6 +384,7 @@ func TestServerDiscoverProbeBeforeInitialize(t *testing.T) {
 	l := ipc.Layout{Root: cfg.IPCDir}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
+	defer outW.Close() // ends the reader below
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

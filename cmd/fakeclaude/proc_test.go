@@ -15,6 +15,7 @@ import (
 	"github.com/bridged-app/bridged/agent-runner/mcpserver"
 	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/bridged-app/bridged/internal/testlog"
+	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the fake (role "claude") and as the bridge MCP
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// The tests fail when a goroutine one of them started outlives them.
+	goleak.VerifyTestMain(m)
 }
 
 var streamArgs = []string{"--output-format", "stream-json", "--verbose", "--input-format", "stream-json"}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // The test binary doubles as a fake claude: with helperScriptEnv set it
@@ -39,7 +41,8 @@ func TestMain(m *testing.M) {
 	if script := os.Getenv(helperScriptEnv); script != "" {
 		os.Exit(runHelper(script, os.Getenv(helperLogEnv)))
 	}
-	os.Exit(m.Run())
+	// The tests fail when a goroutine one of them started outlives them.
+	goleak.VerifyTestMain(m)
 }
 
 type timelineEntry struct {

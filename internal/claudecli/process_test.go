@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -516,8 +515,11 @@ func TestStopEscalates(t *testing.T) {
 				t.Fatalf("WaitInitialized: %v", err)
 			}
 			var sleeper int
+			var sleeperExit *ipctest.Exit
 			if tc.wantSig != 0 {
 				sleeper = waitSleeper(t, f)
+				// Opened while it runs: a pid reused after it is reaped is not it.
+				sleeperExit = openExit(t, sleeper)
 			}
 			done := make(chan error, 1)
 			// Generous waits: each step must be taken because the previous one failed,
@@ -536,7 +538,7 @@ func TestStopEscalates(t *testing.T) {
 				if !ws.Signaled() || ws.Signal() != tc.wantSig {
 					t.Errorf("ended by %v; want %v", ws, tc.wantSig)
 				}
-				if alive(sleeper) {
+				if alive(sleeperExit) {
 					t.Errorf("child %d of the process group survived Stop", sleeper)
 				}
 			}
@@ -568,25 +570,24 @@ func waitSleeper(t *testing.T, f *fakeCLI) int {
 	return pid
 }
 
-// alive reports whether pid is a live (not zombie) process, waiting briefly
-// for a signalled process to go. It polls /proc: pid is the helper's child,
-// not ours, so there is no Wait to block on, and /proc raises no file system
-// events.
-func alive(pid int) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err != nil {
-			return false
-		}
-		// Field 3 is the state; the command may contain spaces, so look after ')'.
-		s := string(stat)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && s[i+2] == 'Z' {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond) // polling /proc for another process to die
+// openExit opens pid for alive: pid is the helper's child, not ours, so
+// there is no Wait to block on; its pidfd is (see ipctest.OpenExit).
+func openExit(t *testing.T, pid int) *ipctest.Exit {
+	t.Helper()
+	p, err := ipctest.OpenExit(pid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return true
+	t.Cleanup(p.Close)
+	return p
+}
+
+// alive reports whether p still runs (a zombie does not) 5 s on, waiting
+// that long for a signalled process to go.
+func alive(p *ipctest.Exit) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return p.Wait(ctx) != nil
 }
 
 func TestEnvIsExactlyWhatIsGiven(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,24 +167,17 @@ func startWith(t *testing.T, live Live, opt func(*Options)) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.done = make(chan error, 1)
 	go func() { h.done <- srv.Run(ctx) }()
+	// Stopped once, by the test or else at its end.
+	var once sync.Once
 	h.stop = func() {
-		cancel()
-		if err := <-h.done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		once.Do(func() {
+			cancel()
+			if err := <-h.done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
-	var once atomic.Bool
-	t.Cleanup(func() {
-		if once.CompareAndSwap(false, true) {
-			h.stop()
-		}
-	})
-	stop := h.stop
-	h.stop = func() {
-		if once.CompareAndSwap(false, true) {
-			stop()
-		}
-	}
+	t.Cleanup(h.stop)
 	h.client = NewClient(h.socket)
 	return h
 }

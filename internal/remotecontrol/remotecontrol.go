@@ -244,13 +244,17 @@ func (s *Service) Take(ctx context.Context, m channel.Message) bool {
 		return true
 	}
 	if cmd == Stop {
+		// A session already told to stop counts as none: its run may have
+		// posted its end and not yet let go of s.sess, and the owner's
+		// second stop must still get an answer.
 		s.mu.Lock()
 		se := s.sess
-		if se != nil {
+		running := se != nil && !se.stopped
+		if running {
 			se.end() // its run posts the end once the CLI is gone
 		}
 		s.mu.Unlock()
-		if se == nil {
+		if !running {
 			s.reply(ctx, m.Chat, replyNone)
 		}
 		return true
