@@ -26,8 +26,7 @@ const maxTestSleeps = 6
 // leakCheckPending names the packages that start goroutines and whose tests
 // do not check for leaked ones yet, each with why. An entry whose package
 // checks, or starts none, fails TestLeakChecked: remove it.
-var leakCheckPending = map[string]string{
-}
+var leakCheckPending = map[string]string{}
 
 // testFiles parses the module's _test.go files (not testdata, not hidden
 // directories), keyed by the package's directory ("" for the root).
