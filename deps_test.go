@@ -93,7 +93,7 @@ var tiers = map[string]tier{
 	"internal/groupqueue":       middle,
 	"internal/ipchost":          middle,
 	"internal/outbox":           middle,
-	"internal/prompt":           middle, // text only; on the store for its message and task types
+	"internal/prompt":           domain, // text only; on the store for its message and task types
 	"internal/alerts":           middle,
 	"internal/approvals":        middle, // approval requests in the main chat, settled once
 	"internal/retention":        middle,

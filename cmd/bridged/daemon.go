@@ -188,7 +188,7 @@ func recoverStart(ctx context.Context, rt container.Runtime, homeDir, instance s
 }
 
 // noticePoster commits bridged's own message to a chat's outbox
-// (router.Poster).
+// (outbox.Poster).
 type noticePoster interface {
 	SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error)
 }
@@ -415,7 +415,7 @@ type daemon struct {
 	allow  *container.Allowlist
 	// buildIntake
 	outSignal  *outbox.Signal
-	poster     router.Poster
+	poster     outbox.Poster
 	approver   *approvals.Service
 	remote     *remotecontrol.Service
 	mediaQueue *media.Queue
@@ -517,7 +517,7 @@ func (d *daemon) buildIntake(context.Context) error {
 		lateWindow = router.DefaultLateWindow
 	}
 	d.outSignal = outbox.NewSignal()
-	d.poster = router.NewPoster(db, d.outSignal)
+	d.poster = outbox.NewPoster(db, d.outSignal)
 	d.approver = approvals.New(db, d.poster, cfg.ApprovalTimeout, log)
 	remote, err := remotecontrol.New(remotecontrol.Config{
 		Enabled: cfg.RemoteControl, CLI: cfg.RemoteControlCLI, Dir: d.hm.Layout().RemoteControlDir(), Env: os.Environ(),

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/bridged-app/bridged/internal/ingest"
-	"github.com/bridged-app/bridged/internal/router"
+	"github.com/bridged-app/bridged/internal/outbox"
 )
 
 // notices posts the owner's alerts (alerts.Poster) without the router: a
@@ -10,7 +10,7 @@ import (
 // sender woken); a rescan goes to the ingest, which wakes the router's
 // message loop. Both are built before the alerts and the router.
 type notices struct {
-	router.Poster
+	outbox.Poster
 	in *ingest.Ingest
 }
 

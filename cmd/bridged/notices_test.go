@@ -25,7 +25,7 @@ func TestNoticesPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := notices{Poster: router.NewPoster(db, outbox.NewSignal()), in: in}
+	n := notices{Poster: outbox.NewPoster(db, outbox.NewSignal()), in: in}
 	it, err := n.SendMessage(ctx, "local:main", "low disk<internal>checked</internal>", store.OriginNotice, "main")
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/container"
@@ -564,15 +565,15 @@ func build(raw map[string]string) (*Config, error) {
 	if c.Timezone, err = time.LoadLocation(raw["BRIDGED_TIMEZONE"]); err != nil {
 		r.bad("BRIDGED_TIMEZONE", "unknown timezone")
 	}
-	number(r, "BRIDGED_MAX_CONTAINERS", &c.MaxContainers, strconv.Atoi, router.Bounds.MaxContainers)
-	number(r, "BRIDGED_IDLE_TIMEOUT", &c.IdleTimeout, time.ParseDuration, router.Bounds.IdleTimeout)
+	number(r, "BRIDGED_MAX_CONTAINERS", &c.MaxContainers, strconv.Atoi, agentrun.Bounds.MaxContainers)
+	number(r, "BRIDGED_IDLE_TIMEOUT", &c.IdleTimeout, time.ParseDuration, agentrun.Bounds.IdleTimeout)
 	number(r, "BRIDGED_APPROVAL_TIMEOUT", &c.ApprovalTimeout, time.ParseDuration, approvals.TimeoutBound)
 	if v := raw["BRIDGED_CONTAINER_TIMEOUT"]; v == "" {
-		c.ContainerTimeout = router.ContainerTimeoutFor(c.IdleTimeout)
+		c.ContainerTimeout = agentrun.ContainerTimeoutFor(c.IdleTimeout)
 	} else if c.ContainerTimeout, err = time.ParseDuration(v); err != nil {
 		r.bad("BRIDGED_CONTAINER_TIMEOUT", "want a Go duration such as 30m")
 	} else {
-		r.check("BRIDGED_CONTAINER_TIMEOUT", router.CheckContainerTimeout(c.IdleTimeout, c.ContainerTimeout))
+		r.check("BRIDGED_CONTAINER_TIMEOUT", agentrun.CheckContainerTimeout(c.IdleTimeout, c.ContainerTimeout))
 	}
 	c.Image = raw["BRIDGED_IMAGE"]
 	r.check("BRIDGED_IMAGE", container.CheckImage(c.Image))
@@ -608,7 +609,7 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	number(r, "BRIDGED_PROMPT_CAP", &c.PromptCap, strconv.Atoi, router.Bounds.PromptCap)
 	number(r, "BRIDGED_LATE_WINDOW", &c.LateWindow, time.ParseDuration, router.Bounds.LateWindow)
-	number(r, "BRIDGED_RETRY_BASE", &c.RetryBase, time.ParseDuration, router.Bounds.RetryBase)
+	number(r, "BRIDGED_RETRY_BASE", &c.RetryBase, time.ParseDuration, agentrun.Bounds.RetryBase)
 	if c.Dashboard = strings.TrimSpace(raw["BRIDGED_DASHBOARD"]); c.Dashboard != "" {
 		r.check("BRIDGED_DASHBOARD", dashboard.CheckAddr(c.Dashboard))
 	}
@@ -617,9 +618,9 @@ func build(raw map[string]string) (*Config, error) {
 	var prompt int64
 	number(r, "BRIDGED_MAX_TASK_PROMPT", &prompt, ParseBytes, ipchost.Bounds.MaxTaskPrompt)
 	c.MaxTaskPrompt = int(prompt)
-	number(r, "BRIDGED_TASK_MAX_FAILURES", &c.TaskMaxFailures, strconv.Atoi, router.Bounds.TaskMaxFailures)
+	number(r, "BRIDGED_TASK_MAX_FAILURES", &c.TaskMaxFailures, strconv.Atoi, agentrun.Bounds.TaskMaxFailures)
 	number(r, "BRIDGED_ENGINE_TIMEOUT", &c.EngineTimeout, time.ParseDuration, container.Bounds.EngineTimeout)
-	number(r, "BRIDGED_START_TIMEOUT", &c.StartTimeout, time.ParseDuration, router.Bounds.StartTimeout)
+	number(r, "BRIDGED_START_TIMEOUT", &c.StartTimeout, time.ParseDuration, agentrun.Bounds.StartTimeout)
 	c.AnthropicURL = strings.TrimSuffix(raw["BRIDGED_ANTHROPIC_URL"], "/")
 	r.check("BRIDGED_ANTHROPIC_URL", credproxy.CheckUpstream(c.AnthropicURL))
 	c.ContainerNetwork = raw["BRIDGED_CONTAINER_NETWORK"]

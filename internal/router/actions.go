@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 
+	"github.com/bridged-app/bridged/internal/agentrun"
 	"github.com/bridged-app/bridged/internal/ipchost"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -28,4 +29,10 @@ var _ ipchost.ApprovalHolder = (*Router)(nil)
 // called more than once, from any goroutine. It takes the group's lock.
 func (r *Router) HoldApproval(folder string) (release func()) {
 	return r.runs.HoldApproval(store.Folder(folder))
+}
+
+// ApplySettings brings folder's settings as stored now to its running
+// agent (agentrun.Runner.ApplySettings); it says how they apply.
+func (r *Router) ApplySettings(ctx context.Context, folder store.Folder) (agentrun.Applied, error) {
+	return r.runs.ApplySettings(ctx, folder)
 }

@@ -20,7 +20,7 @@ import (
 // host's unit of work for the request that sent the message: it is applied
 // in the transaction that commits the row, right after the insert.
 func (r *Router) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	text, err := sendable(text)
+	text, err := outbox.Sendable(text)
 	if err != nil {
 		return store.OutboxItem{}, err
 	}

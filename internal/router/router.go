@@ -24,17 +24,16 @@ import (
 
 // Defaults used when the corresponding Config field is zero.
 const (
-	DefaultPromptCap        = 200
-	DefaultIdleTimeout      = 30 * time.Minute
-	DefaultContainerTimeout = 30 * time.Minute
-	DefaultTaskCloseDelay   = 10 * time.Second
-	DefaultShutdownTimeout  = 60 * time.Second
-	DefaultStartTimeout     = 2 * time.Minute
+	DefaultPromptCap       = 200
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultTaskCloseDelay  = 10 * time.Second
+	DefaultShutdownTimeout = 60 * time.Second
+	DefaultStartTimeout    = 2 * time.Minute
 )
 
 // ErrEmpty is returned by SendMessage when nothing is left to send once the
-// <internal> blocks are removed.
-var ErrEmpty = errors.New("message is empty")
+// <internal> blocks are removed (outbox.ErrEmpty).
+var ErrEmpty = outbox.ErrEmpty
 
 // Config configures a Router.
 type Config struct {
@@ -209,7 +208,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.ContainerTimeout == 0 {
-		cfg.ContainerTimeout = max(DefaultContainerTimeout, cfg.IdleTimeout+agentrun.TimeoutMargin)
+		cfg.ContainerTimeout = agentrun.ContainerTimeoutFor(cfg.IdleTimeout)
 	}
 	if cfg.TaskCloseDelay == 0 {
 		cfg.TaskCloseDelay = DefaultTaskCloseDelay

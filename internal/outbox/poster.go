@@ -1,34 +1,33 @@
-package router
+package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
 // Poster commits bridged's own messages (notices, approval requests, the
-// owner's alerts) to the outbox and wakes the router's sender through the
-// signal it waits on, as SendMessage does for a message that is not an
-// agent's. It needs no Router: the daemon builds it, with the signal, before
+// owner's alerts) to the outbox and wakes the sender through the signal it
+// waits on, as the router's SendMessage does for a message that is not an
+// agent's. It needs no router: the daemon builds it, with the signal, before
 // the parts that post (approvals, alerts, /remote-control) and before the
-// router, which takes the same signal (Deps.OutboxSignal). Make it with
-// NewPoster.
+// router, which takes the same signal. Make it with NewPoster.
 type Poster struct {
 	db  *store.DB
-	out *outbox.Signal
+	out *Signal
 }
 
 // NewPoster returns a Poster committing to db and raising out.
-func NewPoster(db *store.DB, out *outbox.Signal) Poster { return Poster{db: db, out: out} }
+func NewPoster(db *store.DB, out *Signal) Poster { return Poster{db: db, out: out} }
 
-// SendMessage commits text to chat's outbox and wakes the sender. As in
-// Router.SendMessage, <internal>…</internal> blocks are removed first and a
+// SendMessage commits text to chat's outbox and wakes the sender. As in the
+// router's SendMessage, <internal>…</internal> blocks are removed first and a
 // text left empty is ErrEmpty.
 func (p Poster) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	text, err := sendable(text)
+	text, err := Sendable(text)
 	if err != nil {
 		return store.OutboxItem{}, err
 	}
@@ -40,9 +39,13 @@ func (p Poster) SendMessage(ctx context.Context, chat, text string, origin store
 	return it, nil
 }
 
-// sendable is text without its <internal>…</internal> blocks, or ErrEmpty
-// when nothing is left.
-func sendable(text string) (string, error) {
+// ErrEmpty is returned when nothing is left to send once the <internal>
+// blocks are removed.
+var ErrEmpty = errors.New("message is empty")
+
+// Sendable is text without its <internal>…</internal> blocks, or ErrEmpty
+// when nothing is left: what the router and Poster commit of a text.
+func Sendable(text string) (string, error) {
 	if text = prompt.StripInternal(text); text == "" {
 		return "", ErrEmpty
 	}
