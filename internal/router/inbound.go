@@ -10,56 +10,72 @@ import (
 )
 
 // loop is the message loop: woken by the ingest (or at start for every group),
-// it hands each changed group's pending messages to its agent.
+// it hands each changed group's pending messages to its agent. A ping is
+// answered after what the loop was woken for before it (Ping).
 func (r *Router) loop(ctx context.Context) {
 	for {
+		var done chan struct{}
 		select {
 		case <-ctx.Done():
 			return
-		case done := <-r.pings:
-			close(done)
-			continue
+		case done = <-r.pings:
+			select {
+			case <-r.in.Wake():
+			default:
+				close(done)
+				continue
+			}
 		case <-r.in.Wake():
 		}
-		dirty, all := r.in.Take()
-
-		if all {
-			version := r.db.Groups.Version()
-			groups, err := r.db.Groups.List(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				r.log.Error().Err(err).Msg("cannot list groups")
-				r.in.Rescan() // try again on the next wake
-				continue
-			}
-			for _, g := range groups {
-				r.protect("message loop", func() { r.consider(ctx, g, version) })
-			}
-			continue
+		if !r.pass(ctx) {
+			return
 		}
-		for chat, seen := range dirty {
-			// The ingest looked the group up for the chat's newest message;
-			// while the registry has not changed since, that is the group.
-			if !seen.Known || seen.Version != r.db.Groups.Version() {
-				seen.Version = r.db.Groups.Version()
-				g, err := r.db.Groups.ByChat(ctx, chat)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					if ctx.Err() != nil {
-						return
-					}
-					r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
-					continue
-				}
-				seen.Group, seen.Registered = g, err == nil
-			}
-			if !seen.Registered {
-				continue
-			}
-			r.protect("message loop", func() { r.consider(ctx, seen.Group, seen.Version) })
+		if done != nil {
+			close(done)
 		}
 	}
+}
+
+// pass hands each group changed since the last to consider; false when ctx ended.
+func (r *Router) pass(ctx context.Context) bool {
+	dirty, all := r.in.Take()
+	if all {
+		version := r.db.Groups.Version()
+		groups, err := r.db.Groups.List(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			r.log.Error().Err(err).Msg("cannot list groups")
+			r.in.Rescan() // try again on the next wake
+			return true
+		}
+		for _, g := range groups {
+			r.protect("message loop", func() { r.consider(ctx, g, version) })
+		}
+		return true
+	}
+	for chat, seen := range dirty {
+		// The ingest looked the group up for the chat's newest message;
+		// while the registry has not changed since, that is the group.
+		if !seen.Known || seen.Version != r.db.Groups.Version() {
+			seen.Version = r.db.Groups.Version()
+			g, err := r.db.Groups.ByChat(ctx, chat)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				if ctx.Err() != nil {
+					return false
+				}
+				r.log.Error().Err(err).Str("chat", string(chat)).Msg("cannot look up group")
+				continue
+			}
+			seen.Group, seen.Registered = g, err == nil
+		}
+		if !seen.Registered {
+			continue
+		}
+		r.protect("message loop", func() { r.consider(ctx, seen.Group, seen.Version) })
+	}
+	return true
 }
 
 // consider hands g's pending messages to its agent if one of them wakes

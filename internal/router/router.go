@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,30 +196,16 @@ func New(cfg Config, d Deps) (*Router, error) {
 	case d.Ingest == nil:
 		return nil, errors.New("new router: no ingest")
 	}
-	if cfg.Timezone == nil {
-		cfg.Timezone = time.UTC
-	}
-	if cfg.PromptCap == 0 {
-		cfg.PromptCap = DefaultPromptCap
-	}
+	cfg.Timezone = cmp.Or(cfg.Timezone, time.UTC)
+	cfg.PromptCap = cmp.Or(cfg.PromptCap, DefaultPromptCap)
 	if cfg.LateWindow <= 0 {
 		cfg.LateWindow = DefaultLateWindow
 	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.ContainerTimeout == 0 {
-		cfg.ContainerTimeout = agentrun.ContainerTimeoutFor(cfg.IdleTimeout)
-	}
-	if cfg.TaskCloseDelay == 0 {
-		cfg.TaskCloseDelay = DefaultTaskCloseDelay
-	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if cfg.StartTimeout == 0 {
-		cfg.StartTimeout = DefaultStartTimeout
-	}
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.ContainerTimeout = cmp.Or(cfg.ContainerTimeout, agentrun.ContainerTimeoutFor(cfg.IdleTimeout))
+	cfg.TaskCloseDelay = cmp.Or(cfg.TaskCloseDelay, DefaultTaskCloseDelay)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, DefaultStartTimeout)
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -253,19 +240,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 		ContainerGone: d.ContainerGone,
 		ApprovalWait:  d.ApprovalWait,
 		Specs: container.SpecBuilder{
-			Home:          cfg.Home,
-			AssistantName: cfg.AssistantName,
-			Timezone:      cfg.Timezone,
-			Image:         cfg.Image,
-			Instance:      cfg.Instance,
-			Limits:        cfg.Limits,
-			Allowlist:     cfg.Allowlist,
-			Secrets:       cfg.Secrets,
-			APIProxy:      cfg.APIProxy,
-			Network:       cfg.Network,
-			UID:           cfg.ContainerUID,
-			GID:           cfg.ContainerGID,
-			Planted:       r.planted,
+			Home: cfg.Home, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Image: cfg.Image, Instance: cfg.Instance,
+			Limits: cfg.Limits, Allowlist: cfg.Allowlist, Secrets: cfg.Secrets, APIProxy: cfg.APIProxy, Network: cfg.Network,
+			UID: cfg.ContainerUID, GID: cfg.ContainerGID, Planted: r.planted,
 		},
 	})
 	// The queue's handlers are the runs' own: they pipe, start and end
