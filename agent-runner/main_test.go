@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/bridged-app/bridged/agent-runner/runner"
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
@@ -27,7 +29,6 @@ import (
 	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/bridged-app/bridged/internal/testlog"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 )
 
 // The tests run agent-runner as a plain process against cmd/fakeclaude, both

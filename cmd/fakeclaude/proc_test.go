@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/bridged-app/bridged/agent-runner/mcpserver"
 	"github.com/bridged-app/bridged/internal/testcover"
 	"github.com/bridged-app/bridged/internal/testlog"
-	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the fake (role "claude") and as the bridge MCP

@@ -284,9 +284,7 @@ func (s *Service) Take(ctx context.Context, m channel.Message) bool {
 			if p := recover(); p != nil {
 				log.Error().Interface("panic", p).Msg("remote control session panicked")
 			}
-			s.mu.Lock()
-			s.sess = nil
-			s.mu.Unlock()
+			s.release(se)
 		}()
 		s.run(se, m.Chat, log)
 	}()
@@ -298,7 +296,7 @@ func (s *Service) Take(ctx context.Context, m channel.Message) bool {
 func (s *Service) run(se *session, chat string, log zerolog.Logger) {
 	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
 		log.Error().Err(err).Msg("cannot make the remote control directory")
-		s.reply(s.ctx, chat, "Remote control failed: its working directory cannot be made.")
+		s.endReply(se, chat, "Remote control failed: its working directory cannot be made.")
 		return
 	}
 	found := make(chan string, 1)
@@ -318,7 +316,7 @@ func (s *Service) run(se *session, chat string, log zerolog.Logger) {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			why = fmt.Sprintf("the claude CLI (%s) is not found on this machine; install Claude Code, log in with `claude auth login`, or set BRIDGED_REMOTE_CONTROL_CLI to its path", s.cfg.CLI)
 		}
-		s.reply(s.ctx, chat, "Remote control failed: "+why+".")
+		s.endReply(se, chat, "Remote control failed: "+why+".")
 		return
 	}
 	pid := cmd.Process.Pid
@@ -346,32 +344,48 @@ func (s *Service) run(se *session, chat string, log zerolog.Logger) {
 		s.reply(s.ctx, chat, "Remote control: "+url+"\nSend /remote-control stop to end it.")
 	case err := <-exited:
 		log.Warn().Err(err).Msg("the claude CLI exited before it printed a remote control link")
-		s.reply(s.ctx, chat, "Remote control failed: the claude CLI exited before it printed a link"+errTail.why()+".")
+		s.endReply(se, chat, "Remote control failed: the claude CLI exited before it printed a link"+errTail.why()+".")
 		return
 	case <-timer.C:
 		_ = ended()
 		log.Warn().Msg("no remote control link in time; the claude CLI was stopped")
-		s.reply(s.ctx, chat, fmt.Sprintf("Remote control failed: the claude CLI printed no link within %s%s.", s.cfg.URLTimeout, errTail.why()))
+		s.endReply(se, chat, fmt.Sprintf("Remote control failed: the claude CLI printed no link within %s%s.", s.cfg.URLTimeout, errTail.why()))
 		return
 	case <-se.stop:
 		_ = ended()
 		log.Info().Msg("remote control stopped before its link")
 		if s.ctx.Err() == nil {
-			s.reply(s.ctx, chat, replyEnded)
+			s.endReply(se, chat, replyEnded)
 		}
 		return
 	}
 	select {
 	case err := <-exited:
 		log.Info().Err(err).Msg("remote control session ended by itself")
-		s.reply(s.ctx, chat, replyGone)
+		s.endReply(se, chat, replyGone)
 	case <-se.stop:
 		_ = ended()
 		log.Info().Msg("remote control session stopped")
 		if s.ctx.Err() == nil {
-			s.reply(s.ctx, chat, replyEnded)
+			s.endReply(se, chat, replyEnded)
 		}
 	}
+}
+
+// endReply lets go of se, then posts text, the session's last word, to
+// chat: once the owner reads it, the next command finds no session.
+func (s *Service) endReply(se *session, chat, text string) {
+	s.release(se)
+	s.reply(s.ctx, chat, text)
+}
+
+// release lets go of se if it is still the session.
+func (s *Service) release(se *session) {
+	s.mu.Lock()
+	if s.sess == se {
+		s.sess = nil
+	}
+	s.mu.Unlock()
 }
 
 // reply posts text to chat as a notice of bridged's.
