@@ -167,9 +167,13 @@ type groupRow struct {
 	Container *control.ContainerStatus
 }
 
+// overviewGroups is the most groups the overview's table shows.
+const overviewGroups = 100
+
 type overviewData struct {
 	Status       control.Status
 	Groups       []groupRow
+	MoreGroups   int // the groups left out of the table (overviewGroups)
 	Approvals    []Approval
 	ApprovalsOn  bool
 	ApprovalsErr string
@@ -193,6 +197,27 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	out := overviewData{Status: st}
 	for _, g := range gs {
 		out.Groups = append(out.Groups, groupRow{Group: g, Container: containerOf(st, g.Folder)})
+	}
+	// The page is bounded: the groups that are doing something first (a
+	// live container, the main group, a cost today), at most
+	// overviewGroups of them.
+	slices.SortStableFunc(out.Groups, func(a, b groupRow) int {
+		rank := func(g groupRow) int {
+			switch {
+			case g.Container != nil:
+				return 0
+			case g.IsMain:
+				return 1
+			case g.CostTodayUSD > 0:
+				return 2
+			}
+			return 3
+		}
+		return rank(a) - rank(b)
+	})
+	if len(out.Groups) > overviewGroups {
+		out.MoreGroups = len(out.Groups) - overviewGroups
+		out.Groups = out.Groups[:overviewGroups]
 	}
 	out.Approvals, out.ApprovalsOn, out.ApprovalsErr = d.listApprovals(ctx)
 	if out.Cost, err = d.costPlot(ctx, ""); err == nil {

@@ -41,8 +41,11 @@ import (
 const (
 	DefaultFirst = time.Minute
 	DefaultEvery = time.Hour
-	DefaultBatch = 500
-	DefaultPause = 200 * time.Millisecond
+	// A batch of 100 rows of each kind holds the writer for a few ms (its
+	// rows are found through indexes, so at any store size); the pause
+	// leaves the writer free most of the time meanwhile.
+	DefaultBatch = 100
+	DefaultPause = 50 * time.Millisecond
 	// ProgressEvery is how often a pass that takes many batches logs how
 	// far it got.
 	ProgressEvery = 10 * time.Second

@@ -53,8 +53,8 @@ func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	if err != nil || n.Messages != 1200 {
 		t.Fatalf("Pass = %+v, %v; want 1200 messages", n, err)
 	}
-	if len(prunes) != 3 || prunes[0].Messages != DefaultBatch {
-		t.Errorf("batches = %+v; want 3 of at most %d", prunes, DefaultBatch)
+	if want := 1200/DefaultBatch + 1; len(prunes) != want || prunes[0].Messages != DefaultBatch {
+		t.Errorf("batches = %+v; want %d of at most %d", prunes, want, DefaultBatch)
 	}
 	left, _ := db.Messages.After(ctx, "local:main", 0, 0)
 	if len(left) != 10 {
@@ -109,7 +109,7 @@ func (f *fakeStore) snapshot() []call {
 func TestRunSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		f := &fakeStore{left: 1100}
+		f := &fakeStore{left: 2*DefaultBatch + DefaultBatch/5}
 		p := &Pruner{DB: f, Keep: 48 * time.Hour, Log: zerolog.Nop()}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -118,7 +118,8 @@ func TestRunSchedule(t *testing.T) {
 		time.Sleep(2*time.Hour + 2*time.Minute)
 		synctest.Wait()
 		calls := f.snapshot()
-		// First pass: 500, 500, 100 with pauses; then one call an hour.
+		// First pass: two full batches and a fifth of one, with pauses;
+		// then one call an hour.
 		offsets := []time.Duration{time.Minute, time.Minute + DefaultPause, time.Minute + 2*DefaultPause,
 			time.Hour + time.Minute + 2*DefaultPause, 2*time.Hour + time.Minute + 2*DefaultPause}
 		if len(calls) != len(offsets) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
@@ -120,60 +121,63 @@ func BenchmarkScaleMessagePath(b *testing.B) {
 }
 
 // BenchmarkScalePrune: a first prune of 97 % of the large store, in batches
-// of 500 rows of each kind as the retention pass takes them: each batch's
+// of rows of each kind as the retention pass takes them: each batch's
 // time (how long it holds the writer) at the start and at the end, the
 // longest, and the message path's p95 while a paced prune (the retention's
 // pause between batches) runs against its p95 without one.
 func BenchmarkScalePrune(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
 	ctx := context.Background()
+	batch := retention.DefaultBatch
 	for range b.N {
 		db := openSeeded(b, large)
 		before := time.Now().Add(-storetest.Span * 3 / 100)
-		quiet := pathTimes(b, db, 100)
+		quiet := pathTimes(b, db, 300)
 
-		// A paced prune (500 rows, 200 ms pause) while messages flow.
+		// A paced prune (the retention's batch and pause) while messages flow.
 		stop, done := make(chan struct{}), make(chan []time.Duration)
 		go func() {
 			var batches []time.Duration
 			defer func() { done <- batches }()
 			for {
 				t0 := time.Now()
-				p, err := db.Prune(ctx, before, 500)
+				p, err := db.Prune(ctx, before, batch)
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				batches = append(batches, time.Since(t0))
-				if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < 500 {
+				if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < batch {
 					return
 				}
 				select {
 				case <-stop:
 					return
-				case <-time.After(200 * time.Millisecond):
+				case <-time.After(retention.DefaultPause):
 				}
 			}
 		}()
-		during := pathTimes(b, db, 100)
+		during := pathTimes(b, db, 300)
 		close(stop)
 		paced := <-done
 
 		// The rest at once, batch after batch.
 		var batches, cpu []time.Duration
+		var rows []int
 		t0 := time.Now()
 		var total store.Pruned
 		runtime.LockOSThread()
 		for {
 			t, c := time.Now(), threadCPU(b)
-			p, err := db.Prune(ctx, before, 500)
+			p, err := db.Prune(ctx, before, batch)
 			if err != nil {
 				b.Fatal(err)
 			}
 			batches = append(batches, time.Since(t))
 			cpu = append(cpu, threadCPU(b)-c)
+			rows = append(rows, p.Total())
 			total = total.Add(p)
-			if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < 500 {
+			if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < batch {
 				break
 			}
 		}
@@ -190,11 +194,25 @@ func BenchmarkScalePrune(b *testing.B) {
 		k := min(20, len(all)/3)
 		q95, d95 := quantile(quiet, .95), quantile(during, .95)
 		b.ReportMetric(msf(slices.Max(all)), "ms-longest-batch")
-		fmt.Printf("scale: pruning 97 %% of %d messages: %d batches of 500 (%d rows after the paced part) in %s unpaced; batch mean first %d %.2f ms, last %d %.2f ms, median %.2f ms, longest %.2f ms\n",
-			large.Messages, len(all), total.Total(), time.Since(t0).Round(time.Millisecond), k, msf(mean(all[:k])), k, msf(mean(all[len(all)-k:])), msf(quantile(all, .5)), msf(slices.Max(all)))
+		fmt.Printf("scale: pruning 97 %% of %d messages: %d batches of %d (%d rows after the paced part) in %s unpaced; batch mean first %d %.2f ms, last %d %.2f ms, median %.2f ms, longest %.2f ms\n",
+			large.Messages, len(all), batch, total.Total(), time.Since(t0).Round(time.Millisecond), k, msf(mean(all[:k])), k, msf(mean(all[len(all)-k:])), msf(quantile(all, .5)), msf(slices.Max(all)))
 		fmt.Printf("scale: the same unpaced batches' CPU (SQLite's work, apart from the machine's load): first %d %.2f ms, last %d %.2f ms, median %.2f ms, most %.2f ms\n",
 			kc, msf(mean(cpu[:kc])), kc, msf(mean(cpu[len(cpu)-kc:])), msf(quantile(cpu, .5)), msf(slices.Max(cpu)))
-		fmt.Printf("scale: message path p95 while a paced prune runs (%d batches, 200 ms apart) %.2f ms against %.2f ms without (%.2fx); median %.2f vs %.2f ms\n",
-			len(paced), msf(d95), msf(q95), msf(d95)/msf(q95), msf(quantile(during, .5)), msf(quantile(quiet, .5)))
+		// Later batches remove fewer kinds (the outbox, turn ends and ledger
+		// run out before the messages do): linear means the same CPU per
+		// row removed at the start, the middle and the end.
+		perK := func(from, to int) float64 {
+			var c time.Duration
+			var r int
+			for i := from; i < to; i++ {
+				c, r = c+cpu[i], r+rows[i]
+			}
+			return msf(c) * 1000 / float64(max(r, 1))
+		}
+		mid := len(cpu) / 2
+		fmt.Printf("scale: CPU per 1,000 rows removed: first %d batches %.2f ms, middle %d %.2f ms, last %d %.2f ms\n",
+			kc, perK(0, kc), kc, perK(mid, mid+kc), kc, perK(len(cpu)-kc, len(cpu)))
+		fmt.Printf("scale: message path p95 while a paced prune runs (%d batches, %s apart) %.2f ms against %.2f ms without (%.2fx); median %.2f vs %.2f ms\n",
+			len(paced), retention.DefaultPause, msf(d95), msf(q95), msf(d95)/msf(q95), msf(quantile(during, .5)), msf(quantile(quiet, .5)))
 	}
 }
