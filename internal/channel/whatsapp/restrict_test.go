@@ -52,6 +52,9 @@ func reopenedClient(t *testing.T, path string, now time.Time) *testClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client keeps its conditions in ds but does not own it (it owns a
+	// device store only when it opened one): the test closes it.
+	t.Cleanup(func() { _ = ds.Close() })
 	tc := restrictedClient(t)
 	tc.now = func() time.Time { return now }
 	tc.kv = ds
