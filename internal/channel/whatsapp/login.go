@@ -162,6 +162,9 @@ func login(ctx context.Context, lc loginClient, opts LoginOptions) error {
 		return fmt.Errorf("start pairing: %w", err)
 	}
 	if err := connectWithin(ctx, lc, loginConnectTimeout); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ErrLoginTimeout // the login's own time ran out while it connected
+		}
 		return err
 	}
 	codes := 0
