@@ -42,6 +42,16 @@ type sourceFile struct {
 
 // parseSources parses every non-test .go file of the module (not testdata,
 // not hidden directories).
+// skipDir is the walk's answer for directory path (base name name): the
+// module's code is everywhere but hidden, underscore, testdata, node_modules
+// and vendor directories.
+func skipDir(path, name string) error {
+	if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
 func parseSources(t *testing.T) (*token.FileSet, []sourceFile) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -52,10 +62,7 @@ func parseSources(t *testing.T) (*token.FileSet, []sourceFile) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
+			return skipDir(path, name)
 		}
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			return nil
@@ -194,9 +201,9 @@ var maxMethods = map[[2]string]int{
 	{"internal/ipchost", "Host"}: 20, // the file protocol's requests; the directory engine is internal/dirwatch
 }
 
-// Each type of maxMethods has at most its bound of methods.
-func TestMethodCounts(t *testing.T) {
-	_, files := parseSources(t)
+// methodCounts counts the methods declared on each named type of files,
+// keyed by package directory and type name.
+func methodCounts(files []sourceFile) map[[2]string]int {
 	got := map[[2]string]int{}
 	for _, sf := range files {
 		for _, d := range sf.file.Decls {
@@ -213,6 +220,13 @@ func TestMethodCounts(t *testing.T) {
 			}
 		}
 	}
+	return got
+}
+
+// Each type of maxMethods has at most its bound of methods.
+func TestMethodCounts(t *testing.T) {
+	_, files := parseSources(t)
+	got := methodCounts(files)
 	for k, limit := range maxMethods {
 		switch n := got[k]; {
 		case n == 0:
@@ -236,26 +250,14 @@ var packageMaxMethods = map[string]int{
 func TestPackageMethodCounts(t *testing.T) {
 	_, files := parseSources(t)
 	got := map[string]map[string]int{} // package → type → methods
-	for _, sf := range files {
-		if _, ok := packageMaxMethods[sf.dir]; !ok {
+	for k, n := range methodCounts(files) {
+		if _, ok := packageMaxMethods[k[0]]; !ok {
 			continue
 		}
-		for _, d := range sf.file.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
-				continue
-			}
-			typ := fn.Recv.List[0].Type
-			if star, ok := typ.(*ast.StarExpr); ok {
-				typ = star.X
-			}
-			if id, ok := typ.(*ast.Ident); ok {
-				if got[sf.dir] == nil {
-					got[sf.dir] = map[string]int{}
-				}
-				got[sf.dir][id.Name]++
-			}
+		if got[k[0]] == nil {
+			got[k[0]] = map[string]int{}
 		}
+		got[k[0]][k[1]] = n
 	}
 	for dir, limit := range packageMaxMethods {
 		if len(got[dir]) == 0 {

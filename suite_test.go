@@ -40,10 +40,7 @@ func testFiles(t *testing.T) (*token.FileSet, map[string][]*ast.File) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
+			return skipDir(path, name)
 		}
 		if !strings.HasSuffix(name, "_test.go") {
 			return nil

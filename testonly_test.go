@@ -35,10 +35,7 @@ func TestExportedUsedOnlyByTests(t *testing.T) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
+			return skipDir(path, name)
 		}
 		if !strings.HasSuffix(name, ".go") {
 			return nil
