@@ -53,16 +53,18 @@ type DB struct {
 // typed queries as DB's, run inside the transaction, and the writes that
 // only make sense as part of a larger one.
 type Tx struct {
-	Chats     *ChatTx
-	Messages  *MessageTx
-	Groups    *GroupTx
-	Sessions  *SessionTx
-	Tasks     *TaskTx
-	Outbox    *OutboxTx
-	Usage     *UsageTx
-	Approvals *ApprovalTx
-	Requests  *RequestTx
-	Media     *MediaTx
+	// The queries by table are values, bound once per transaction
+	// (bindTxQueries): a transaction allocates none of them.
+	Chats     ChatTx
+	Messages  MessageTx
+	Groups    GroupTx
+	Sessions  SessionTx
+	Tasks     TaskTx
+	Outbox    OutboxTx
+	Usage     UsageTx
+	Approvals ApprovalTx
+	Requests  RequestTx
+	Media     MediaTx
 
 	stx *sql.Tx
 	now func() time.Time

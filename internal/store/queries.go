@@ -87,8 +87,8 @@ type MediaTx struct{ tx *Tx }
 
 // bindTxQueries gives tx its query fields.
 func bindTxQueries(tx *Tx) {
-	tx.Chats, tx.Messages, tx.Groups = &ChatTx{tx}, &MessageTx{tx}, &GroupTx{tx}
-	tx.Sessions, tx.Tasks, tx.Outbox = &SessionTx{tx}, &TaskTx{tx}, &OutboxTx{tx}
-	tx.Usage, tx.Approvals, tx.Requests = &UsageTx{tx}, &ApprovalTx{tx}, &RequestTx{tx}
-	tx.Media = &MediaTx{tx}
+	tx.Chats, tx.Messages, tx.Groups = ChatTx{tx}, MessageTx{tx}, GroupTx{tx}
+	tx.Sessions, tx.Tasks, tx.Outbox = SessionTx{tx}, TaskTx{tx}, OutboxTx{tx}
+	tx.Usage, tx.Approvals, tx.Requests = UsageTx{tx}, ApprovalTx{tx}, RequestTx{tx}
+	tx.Media = MediaTx{tx}
 }
