@@ -38,6 +38,7 @@ type DB struct {
 	Budget    *BudgetQuery
 	Requests  *RequestQuery
 	Media     *MediaQuery
+	Changes   *ChangeQuery
 
 	write *sql.DB // one connection: every write, in IMMEDIATE transactions
 	read  *sql.DB // query_only pool for plain reads

@@ -1,0 +1,384 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Defaults.
+const (
+	// DefaultMaxFile: a file larger than this is recorded by its size and
+	// hash only (its content is not kept, so an undo cannot bring it back).
+	DefaultMaxFile = 16 << 20
+	// DefaultMaxEntries bounds the entries one snapshot of a tree records;
+	// past it the snapshot is partial and says so.
+	DefaultMaxEntries = 200_000
+)
+
+// MemoryPrefix is how paths in the agent's Claude home are shown: as the
+// agent sees them, under ~/.claude.
+const MemoryPrefix = ".claude/"
+
+// Config configures a Service.
+type Config struct {
+	// Dir is where objects are kept (data/snapshots/objects): never
+	// mounted into a container.
+	Dir string
+	// MaxFile: larger files are recorded by size and hash only; 0 means
+	// DefaultMaxFile, a negative value keeps no content at all.
+	MaxFile    int64
+	MaxEntries int // 0: DefaultMaxEntries
+	Now        func() time.Time
+}
+
+// Service records a group's folder and memory at each turn's start and
+// end, tells what a turn changed and takes a turn back. Safe for
+// concurrent use; each group's snapshots are taken one at a time.
+type Service struct {
+	cfg  Config
+	db   *store.DB
+	home *home.Home
+	o    *objects
+	log  zerolog.Logger
+	// gc is held for writing by a collection of unused objects, for
+	// reading by everything that writes objects or relies on them.
+	gc     sync.RWMutex
+	mu     sync.Mutex
+	groups map[store.Folder]*groupState
+}
+
+// groupState is one group's snapshots: its lock, the stat caches of the
+// last snapshot of its two trees, and its change begun and not ended.
+type groupState struct {
+	mu             sync.Mutex
+	files, memory  map[string]cached
+	open           store.ChangeID
+	openRoots      roots
+	openKind       store.ChangeKind
+	loadedOpenFrom bool
+}
+
+// roots are the root trees of one snapshot of a group.
+type roots struct{ files, memory string }
+
+// New returns a Service keeping its objects under cfg.Dir.
+func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) (*Service, error) {
+	if cfg.MaxFile == 0 {
+		cfg.MaxFile = DefaultMaxFile
+	}
+	if cfg.MaxEntries == 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	o, err := newObjects(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, db: db, home: h, o: o, log: log, groups: map[store.Folder]*groupState{}}, nil
+}
+
+func (s *Service) group(folder store.Folder) *groupState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[folder]
+	if g == nil {
+		g = &groupState{}
+		s.groups[folder] = g
+	}
+	return g
+}
+
+// Start is a turn that begins.
+type Start struct {
+	Folder store.Folder
+	Chat   store.ChatID
+	Kind   store.ChangeKind // ChangeTurn or ChangeTask
+	Upto   store.MessageID
+	Task   store.TaskID
+}
+
+// Begin records the folder and memory of st's group as the turn begins. A
+// change of the group still open (its end was never seen) is ended first
+// with what is there now. It blocks while the snapshot is taken.
+func (s *Service) Begin(ctx context.Context, st Start) (store.ChangeID, error) {
+	s.gc.RLock()
+	defer s.gc.RUnlock()
+	g := s.group(st.Folder)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := s.endOpen(ctx, st.Folder, g, "ended when the next turn began"); err != nil {
+		return 0, err
+	}
+	r, note, err := s.take(st.Folder, g)
+	if err != nil {
+		return 0, err
+	}
+	id, err := s.db.Changes.Begin(ctx, store.Change{Folder: st.Folder, Chat: st.Chat, Kind: st.Kind, Upto: st.Upto, Task: st.Task,
+		StartedAt: s.cfg.Now(), BeforeFiles: r.files, BeforeMemory: r.memory, Note: note})
+	if err != nil {
+		return 0, err
+	}
+	g.open, g.openRoots, g.openKind = id, r, st.Kind
+	return id, nil
+}
+
+// End records the folder and memory of folder's group as its turn ends,
+// and what the turn changed. Without a turn begun it does nothing.
+func (s *Service) End(ctx context.Context, folder store.Folder) error {
+	s.gc.RLock()
+	defer s.gc.RUnlock()
+	g := s.group(folder)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return s.endOpen(ctx, folder, g, "")
+}
+
+// endOpen ends g's open change, if any, with the state now. g.mu held.
+func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupState, why string) error {
+	if !g.loadedOpenFrom {
+		g.loadedOpenFrom = true
+		open, err := s.db.Changes.Opened(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range open {
+			if c.Folder == folder && c.Kind != store.ChangeUndo {
+				g.open, g.openRoots, g.openKind = c.ID, roots{c.BeforeFiles, c.BeforeMemory}, c.Kind
+				why = "ended after a restart"
+			}
+		}
+	}
+	if g.open == 0 {
+		return nil
+	}
+	id, before := g.open, g.openRoots
+	g.open = 0
+	after, note, err := s.take(folder, g)
+	if err != nil {
+		return err
+	}
+	sum, snote, err := s.summarize(before, after)
+	if err != nil {
+		return err
+	}
+	c, err := s.db.Changes.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = s.db.Changes.End(ctx, id, after.files, after.memory, sum, joinNotes(c.Note, note, snote, why), s.cfg.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" && !contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// take snapshots folder's group folder and memory and makes the objects
+// durable. g.mu held.
+func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error) {
+	now := s.cfg.Now()
+	ft, err := s.home.Group(string(folder))
+	if err != nil {
+		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+	}
+	defer ft.Close()
+	fs := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, now: now}
+	fr, err := fs.run(ft)
+	if err != nil {
+		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+	}
+	ct, err := s.home.Claude(string(folder))
+	if err != nil {
+		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+	}
+	defer ct.Close()
+	ms := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, now: now, include: isMemory}
+	mr, err := ms.run(ct)
+	if err != nil {
+		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+	}
+	if err := s.o.sync(); err != nil {
+		return roots{}, "", err
+	}
+	g.files, g.memory = fs.next, ms.next
+	var notes []string
+	for _, sc := range []*scan{fs, ms} {
+		if len(sc.large) > 0 {
+			notes = append(notes, fmt.Sprintf("%d file(s) over %s recorded by size and hash only (%s)", len(sc.large), sizeText(s.cfg.MaxFile), firstOf(sc.large)))
+		}
+		if sc.partial {
+			notes = append(notes, fmt.Sprintf("more than %d entries: the rest not recorded", s.cfg.MaxEntries))
+		}
+		if len(sc.skipped) > 0 {
+			notes = append(notes, fmt.Sprintf("%d entr(ies) could not be read (%s)", len(sc.skipped), firstOf(sc.skipped)))
+		}
+	}
+	s.log.Debug().Str("group", string(folder)).Int("entries", fs.entries+ms.entries).Int("hashed", fs.hashed+ms.hashed).
+		Int64("written", fs.written+ms.written).Dur("took", s.cfg.Now().Sub(now)).Msg("snapshot taken")
+	return roots{fr, mr}, strings.Join(notes, "; "), nil
+}
+
+func firstOf(list []string) string {
+	if len(list) == 1 {
+		return list[0]
+	}
+	return list[0] + ", …"
+}
+
+func sizeText(n int64) string {
+	switch {
+	case n < 0:
+		return "0 bytes"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// isMemory selects the agent's memory in its Claude home: its CLAUDE.md
+// and each project's memory/ directory; sessions, settings and the rest
+// are not memory.
+func isMemory(rel string, dir bool) bool {
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) == 1:
+		return rel == "CLAUDE.md" && !dir || rel == "projects" && dir
+	case parts[0] != "projects":
+		return false
+	case len(parts) == 2:
+		return dir
+	default:
+		return parts[2] == "memory"
+	}
+}
+
+// isMemoryFile reports whether a path of the group folder is memory: its
+// CLAUDE.md.
+func isMemoryFile(rel string) bool { return rel == "CLAUDE.md" }
+
+// summarize counts what changed between two snapshots.
+func (s *Service) summarize(a, b roots) (store.Summary, string, error) {
+	var sum store.Summary
+	var notes []string
+	for _, part := range []struct {
+		a, b   string
+		memory bool
+	}{{a.files, b.files, false}, {a.memory, b.memory, true}} {
+		ds, err := s.diffTrees(part.a, part.b, "")
+		if err != nil {
+			return sum, "", err
+		}
+		for _, d := range ds {
+			if part.memory || isMemoryFile(d.path) {
+				add, rem, ok := s.lines(d)
+				if !ok {
+					notes = append(notes, "memory file "+d.path+" is not text")
+				}
+				sum.MemoryAdded += add
+				sum.MemoryRemoved += rem
+				continue
+			}
+			switch {
+			case d.old == nil:
+				sum.FilesAdded++
+			case d.new == nil:
+				sum.FilesRemoved++
+			default:
+				sum.FilesModified++
+			}
+		}
+	}
+	return sum, strings.Join(notes, "; "), nil
+}
+
+// lines counts the lines d adds and removes; ok is false when a side is
+// not text whose content is kept (then a change counts as one line).
+func (s *Service) lines(d delta) (added, removed int, ok bool) {
+	a, okA := s.content(d.old)
+	b, okB := s.content(d.new)
+	if !okA || !okB {
+		return 1, 0, false
+	}
+	added, removed, _ = lineDiff(a, b, 0)
+	return added, removed, true
+}
+
+// content returns an entry's kept content (nil for none); ok is false
+// when it is not a kept text file.
+func (s *Service) content(e *entry) ([]byte, bool) {
+	if e == nil {
+		return nil, true
+	}
+	if e.Type != typeFile {
+		return nil, false
+	}
+	data, err := s.o.get(e.Hash)
+	if err != nil || !isText(data) {
+		return nil, false
+	}
+	return data, true
+}
+
+// displayPath is a path as a person reads it: a path of the Claude home
+// under .claude/.
+func displayPath(rel string, memory bool) string {
+	if memory {
+		return MemoryPrefix + rel
+	}
+	return rel
+}
+
+// Line is the summary line of a change, as `bridged why` and the
+// dashboard show it: "files changed: +2 −1 ~1, memory changed: 3 lines".
+func Line(sm store.Summary) string {
+	if sm.Empty() {
+		return "no files or memory changed"
+	}
+	var parts []string
+	if n := sm.FilesAdded + sm.FilesRemoved + sm.FilesModified; n > 0 {
+		p := fmt.Sprintf("files changed: +%d −%d", sm.FilesAdded, sm.FilesRemoved)
+		if sm.FilesModified > 0 {
+			p += fmt.Sprintf(" ~%d", sm.FilesModified)
+		}
+		parts = append(parts, p)
+	}
+	if n := sm.MemoryAdded + sm.MemoryRemoved; n > 0 {
+		unit := "lines"
+		if n == 1 {
+			unit = "line"
+		}
+		parts = append(parts, fmt.Sprintf("memory changed: %d %s", n, unit))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,294 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
+)
+
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	s      *Service
+	db     *store.DB
+	dir    string // the home
+	folder store.Folder
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	hm, err := home.New(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hm.Layout().Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.OpenHome(t, dir)
+	cfg.Dir = filepath.Join(dir, "data", "snapshots")
+	s, err := New(cfg, db, hm, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, ctx: context.Background(), s: s, db: db, dir: dir, folder: "fam"}
+	for _, d := range []string{f.groupPath(""), f.claudePath("")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *fixture) groupPath(rel string) string {
+	return filepath.Join(f.dir, "groups", string(f.folder), rel)
+}
+func (f *fixture) claudePath(rel string) string {
+	return filepath.Join(f.dir, "data", "sessions", string(f.folder), ".claude", rel)
+}
+
+func (f *fixture) write(p, text string) {
+	f.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) read(p string) string {
+	f.t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// turn begins a turn, runs change, ends it and returns its record.
+func (f *fixture) turn(change func()) store.Change {
+	f.t.Helper()
+	id, err := f.s.Begin(f.ctx, Start{Folder: f.folder, Chat: "local:fam", Kind: store.ChangeTurn, Upto: 7})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	change()
+	if err := f.s.End(f.ctx, f.folder); err != nil {
+		f.t.Fatal(err)
+	}
+	c, err := f.db.Changes.Get(f.ctx, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// A turn that writes two files and edits CLAUDE.md is told exactly so;
+// its undo puts every byte back; undoing the undo brings the change back.
+func TestTurnIsToldAndUndone(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.write(f.groupPath("CLAUDE.md"), "# Fam\nbe kind\n")
+	f.write(f.groupPath("keep.txt"), "untouched\n")
+	f.write(f.claudePath("projects/-workspace-group/session.jsonl"), "transcript\n")
+	c := f.turn(func() {
+		f.write(f.groupPath("a.txt"), "alpha\n")
+		f.write(f.groupPath("sub/b.bin"), "\x00\x01binary")
+		f.write(f.groupPath("CLAUDE.md"), "# Fam\nbe kind\nremember: the dog is Rex\n")
+		f.write(f.claudePath("projects/-workspace-group/session.jsonl"), "transcript\nmore\n")
+	})
+	if got, want := Line(c.Summary), "files changed: +2 −0, memory changed: 1 line"; got != want {
+		t.Errorf("line = %q; want %q", got, want)
+	}
+	r, err := f.s.Diff(f.ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, fd := range r.Files {
+		paths = append(paths, fd.Op+" "+fd.Path)
+	}
+	if got, want := strings.Join(paths, ", "), "modified CLAUDE.md, added a.txt, added sub/b.bin"; got != want {
+		t.Errorf("diff = %s; want %s", got, want)
+	}
+	if got := strings.Join(r.Files[0].Lines, "\n"); !strings.Contains(got, "+remember: the dog is Rex") {
+		t.Errorf("CLAUDE.md listing = %q; want the added line", got)
+	}
+
+	u, err := f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Change == 0 || len(u.Restored) != 3 {
+		t.Fatalf("undo = %+v; want 3 restored and a change of its own", u)
+	}
+	if got := f.read(f.groupPath("CLAUDE.md")); got != "# Fam\nbe kind\n" {
+		t.Errorf("CLAUDE.md after undo = %q", got)
+	}
+	for _, p := range []string{"a.txt", "sub/b.bin", "sub"} {
+		if _, err := os.Lstat(f.groupPath(p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after undo: %v; want it gone", p, err)
+		}
+	}
+	if got := f.read(f.groupPath("keep.txt")); got != "untouched\n" {
+		t.Errorf("keep.txt = %q", got)
+	}
+	uc, err := f.db.Changes.Get(f.ctx, u.Change)
+	if err != nil || uc.Kind != store.ChangeUndo || uc.Undoes != c.ID || uc.FilesRemoved != 2 {
+		t.Fatalf("undo's record = %+v, %v", uc, err)
+	}
+
+	// Undo the undo: the turn's change is back, byte for byte.
+	if _, err := f.s.Undo(f.ctx, f.folder, u.Change, UndoOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(f.groupPath("sub/b.bin")); got != "\x00\x01binary" {
+		t.Errorf("b.bin after redo = %q", got)
+	}
+	if got := f.read(f.groupPath("CLAUDE.md")); !strings.Contains(got, "Rex") {
+		t.Errorf("CLAUDE.md after redo = %q", got)
+	}
+}
+
+// A file the turn changed and a later turn changed again is a conflict:
+// nothing is written without a choice, --keep leaves it, --force
+// overwrites it and the undo of that brings the later change back.
+func TestUndoConflictIsShownNotLost(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.write(f.groupPath("notes.txt"), "one\n")
+	c := f.turn(func() {
+		f.write(f.groupPath("notes.txt"), "one\ntwo\n")
+		f.write(f.groupPath("other.txt"), "other\n")
+	})
+	f.turn(func() { f.write(f.groupPath("notes.txt"), "one\ntwo\nthree\n") })
+
+	u, err := f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{})
+	if !errors.Is(err, ErrConflict) || len(u.Conflicts) != 1 || u.Conflicts[0].Path != "notes.txt" || u.Change != 0 {
+		t.Fatalf("undo = %+v, %v; want one conflict on notes.txt and nothing done", u, err)
+	}
+	if got := strings.Join(u.Conflicts[0].Lines, "|"); !strings.Contains(got, "+three") {
+		t.Errorf("conflict listing = %q; want the later line", got)
+	}
+	if got := f.read(f.groupPath("notes.txt")); got != "one\ntwo\nthree\n" {
+		t.Errorf("notes.txt = %q; want the later change kept", got)
+	}
+	if _, err := os.Lstat(f.groupPath("other.txt")); err != nil {
+		t.Errorf("other.txt: %v; want it still there after a refused undo", err)
+	}
+
+	u, err = f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{Keep: true})
+	if err != nil || len(u.Kept) != 1 || len(u.Restored) != 1 {
+		t.Fatalf("keep undo = %+v, %v", u, err)
+	}
+	if got := f.read(f.groupPath("notes.txt")); got != "one\ntwo\nthree\n" {
+		t.Errorf("notes.txt after --keep = %q", got)
+	}
+
+	u, err = f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{Force: true})
+	if err != nil || len(u.Restored) != 1 || !u.Conflicts[0].Overwrite {
+		t.Fatalf("force undo = %+v, %v", u, err)
+	}
+	if got := f.read(f.groupPath("notes.txt")); got != "one\n" {
+		t.Errorf("notes.txt after --force = %q", got)
+	}
+	if _, err := f.s.Undo(f.ctx, f.folder, u.Change, UndoOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(f.groupPath("notes.txt")); got != "one\ntwo\nthree\n" {
+		t.Errorf("notes.txt after undoing the forced undo = %q; want the later change back", got)
+	}
+}
+
+// Links and special files are recorded as such and never followed; a
+// file over the size limit is recorded by size and hash and said so.
+func TestLinksSpecialsAndLargeFiles(t *testing.T) {
+	f := newFixture(t, Config{MaxFile: 10})
+	secret := filepath.Join(t.TempDir(), "secret")
+	f.write(secret, "host secret\n")
+	c := f.turn(func() {
+		if err := os.Symlink(secret, f.groupPath("link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(f.groupPath("pipe"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f.write(f.groupPath("big.txt"), "more than ten bytes\n")
+	})
+	if !strings.Contains(c.Note, "recorded by size and hash only (big.txt)") {
+		t.Errorf("note = %q; want the large file named", c.Note)
+	}
+	r, err := f.s.Diff(f.ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, fd := range r.Files {
+		got[fd.Path] = fd.After
+	}
+	if got["link"] != "symlink" || got["pipe"] != "fifo" || !strings.Contains(got["big.txt"], "size and hash only") {
+		t.Errorf("diff = %v", got)
+	}
+	// Nothing of the link's target was stored.
+	err = filepath.Walk(filepath.Join(f.dir, "data", "snapshots"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte("host secret")) {
+				t.Errorf("%s holds the link's target's content", p)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Undo removes the link and the fifo, and says the large file cannot
+	// come back (it was not there before: it is removed).
+	u, err := f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"link", "pipe", "big.txt"} {
+		if _, err := os.Lstat(f.groupPath(p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after undo: %v (%+v)", p, err, u)
+		}
+	}
+	if f.read(secret) != "host secret\n" {
+		t.Error("the link's target was touched")
+	}
+}
+
+// A change still open (the turn runs) is neither shown nor undone; after
+// a restart the open change is ended by the next turn or Recover.
+func TestOpenChangeAndRecover(t *testing.T) {
+	f := newFixture(t, Config{})
+	id, err := f.s.Begin(f.ctx, Start{Folder: f.folder, Kind: store.ChangeTurn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Diff(f.ctx, id); !errors.Is(err, ErrOpen) {
+		t.Errorf("diff of an open change: %v; want ErrOpen", err)
+	}
+	f.write(f.groupPath("x.txt"), "x\n")
+	// A new Service (the daemon restarted) ends it with what is there.
+	s2, err := New(Config{Dir: f.s.cfg.Dir}, f.db, f.s.home, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Recover(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.db.Changes.Get(f.ctx, id)
+	if err != nil || c.Open() || c.FilesAdded != 1 || !strings.Contains(c.Note, "restart") {
+		t.Fatalf("after recover: %+v, %v", c, err)
+	}
+}
