@@ -38,6 +38,7 @@ import (
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/transcribe"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -427,6 +428,7 @@ type daemon struct {
 	mediaPool *media.Pool
 	// buildServices
 	turnEnds *turns.Hub
+	snaps    *snapshot.Service
 	al       *alerts.Alerts
 	proxy    *credproxy.Proxy
 	// buildRuns
@@ -586,6 +588,7 @@ func (d *daemon) buildServices(context.Context) error {
 	}, log)
 	d.onRelease(rec.Stop)
 	d.turnEnds = turns.New(time.Now, rec.Add)
+	d.snaps = snapshot.New(snapshot.Config{Dir: d.hm.Layout().SnapshotsDir(), MaxFile: cfg.SnapshotMaxFile}, db, d.hm, log.With().Str("component", "snapshot").Logger())
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(d.hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: d.channels, Log: log, MinFree: uint64(cfg.MinFree),
@@ -628,7 +631,8 @@ func (d *daemon) buildRuns(context.Context) error {
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: d.docker, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
 		OutboxSignal: d.outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
-		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) }})
+		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) },
+		Snapshots:    d.snaps})
 	if err != nil {
 		return err
 	}
@@ -652,7 +656,8 @@ func (d *daemon) buildRuns(context.Context) error {
 func (d *daemon) listen(context.Context) error {
 	cfg, log, hm := d.cfg, d.log, d.hm
 	uploads := hm.Uploads()
-	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow)}
+	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow),
+		Snapshots: d.snaps, Idle: d.rt.Idle}
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
@@ -711,6 +716,11 @@ func (d *daemon) recover(ctx context.Context) error {
 	}
 	if err := settleApprovals(ctx, d.db, d.approver, d.poster, d.log); err != nil {
 		return err
+	}
+	// Turns a kill cut off are ended with what their files are now, and
+	// an undo cut off is finished.
+	if err := d.snaps.Recover(ctx); err != nil {
+		d.log.Error().Err(err).Msg("cannot finish the snapshots a previous daemon left open")
 	}
 	debug.FreeOSMemory()
 	return nil

@@ -47,6 +47,11 @@ func (x *Runner) Hand(grp *Group, b Batch) {
 	run := grp.run
 	if run != nil && run.Kind == groupqueue.KindMessages && run.Chat == g.Chat && !run.closing && !run.Stale(g) {
 		text, n := prompt.Fit(x.cfg.Timezone, x.Now(), b.Msgs, b.Omitted, ipc.MaxTextBytes)
+		if run.waiting {
+			// The messages start a turn: the files as it begins are
+			// recorded before the agent can see them.
+			x.snapBegin(context.Background(), log, g, run, b.Msgs[len(b.Msgs)-1].ID)
+		}
 		name, err := x.Home.WriteInput(string(g.Folder), text)
 		if err == nil {
 			x.noteLeftOut(grp, g, b.Msgs[len(b.Msgs)-n].ID, len(b.Msgs)-n+b.Omitted)

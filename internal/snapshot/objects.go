@@ -26,11 +26,10 @@ type objects struct {
 	dirty map[string]struct{}
 }
 
-func newObjects(dir string) (*objects, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
-		return nil, fmt.Errorf("snapshot store: %w", err)
-	}
-	return &objects{dir: dir, dirty: map[string]struct{}{}}, nil
+// newObjects returns the store at dir; nothing is made on disk before
+// the first write.
+func newObjects(dir string) *objects {
+	return &objects{dir: dir, dirty: map[string]struct{}{}}
 }
 
 func (o *objects) path(h string) string { return filepath.Join(o.dir, h[:2], h[2:]) }
@@ -78,6 +77,9 @@ func (o *objects) putFrom(r io.Reader) (string, int64, error) {
 func (o *objects) temp() (*os.File, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	if err := os.MkdirAll(filepath.Join(o.dir, "tmp"), 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot store: %w", err)
+	}
 	f, err := os.OpenFile(filepath.Join(o.dir, "tmp", hex.EncodeToString(b[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store: %w", err)

@@ -30,7 +30,7 @@ const MemoryPrefix = ".claude/"
 
 // Config configures a Service.
 type Config struct {
-	// Dir is where objects are kept (data/snapshots/objects): never
+	// Dir is where objects are kept (home.Layout.SnapshotsDir): never
 	// mounted into a container.
 	Dir string
 	// MaxFile: larger files are recorded by size and hash only; 0 means
@@ -70,8 +70,9 @@ type groupState struct {
 // roots are the root trees of one snapshot of a group.
 type roots struct{ files, memory string }
 
-// New returns a Service keeping its objects under cfg.Dir.
-func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) (*Service, error) {
+// New returns a Service keeping its objects under cfg.Dir (made at the
+// first snapshot: a Service that only reads makes nothing).
+func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) *Service {
 	if cfg.MaxFile == 0 {
 		cfg.MaxFile = DefaultMaxFile
 	}
@@ -81,11 +82,7 @@ func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) (*Service, 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	o, err := newObjects(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	return &Service{cfg: cfg, db: db, home: h, o: o, log: log, groups: map[store.Folder]*groupState{}}, nil
+	return &Service{cfg: cfg, db: db, home: h, o: newObjects(cfg.Dir), log: log, groups: map[store.Folder]*groupState{}}
 }
 
 func (s *Service) group(folder store.Folder) *groupState {

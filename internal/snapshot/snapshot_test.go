@@ -38,10 +38,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	db := storetest.OpenHome(t, dir)
 	cfg.Dir = filepath.Join(dir, "data", "snapshots")
-	s, err := New(cfg, db, hm, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := New(cfg, db, hm, zerolog.Nop())
 	f := &fixture{t: t, ctx: context.Background(), s: s, db: db, dir: dir, folder: "fam"}
 	for _, d := range []string{f.groupPath(""), f.claudePath("")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -280,10 +277,7 @@ func TestOpenChangeAndRecover(t *testing.T) {
 	}
 	f.write(f.groupPath("x.txt"), "x\n")
 	// A new Service (the daemon restarted) ends it with what is there.
-	s2, err := New(Config{Dir: f.s.cfg.Dir}, f.db, f.s.home, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := New(Config{Dir: f.s.cfg.Dir}, f.db, f.s.home, zerolog.Nop())
 	if err := s2.Recover(f.ctx); err != nil {
 		t.Fatal(err)
 	}

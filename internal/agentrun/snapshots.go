@@ -1,0 +1,67 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/snapshot"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// Snapshots records a group's folder and memory as each of its turns
+// begins and ends (snapshot.Service implements it). Both block while the
+// snapshot is taken; neither takes a group's lock (their own locks are
+// leaves). A failure is logged and never fails the turn.
+type Snapshots interface {
+	Begin(ctx context.Context, st snapshot.Start) (store.ChangeID, error)
+	End(ctx context.Context, folder store.Folder) error
+}
+
+// ErrTurnRunning refuses what must not happen while a group's agent works
+// on a turn (an undo of its files).
+var ErrTurnRunning = errors.New("its agent is working on a turn; try again once the turn has ended")
+
+// Idle runs fn while no turn of folder's group runs and none can begin:
+// the group's lock is held for the whole of fn. It returns ErrTurnRunning
+// at once while the group's agent works on a turn (a container starting
+// counts); an agent waiting for input does not count.
+func (x *Runner) Idle(folder store.Folder, fn func() error) error {
+	grp := x.Group(folder)
+	grp.Lock()
+	defer grp.Unlock()
+	if grp.run != nil && !grp.run.waiting {
+		return ErrTurnRunning
+	}
+	return fn()
+}
+
+// snapBegin records g's folder and memory as a turn of run begins. upto is
+// the newest message the turn was handed.
+func (x *Runner) snapBegin(ctx context.Context, log zerolog.Logger, g store.Group, run *Run, upto store.MessageID) {
+	if x.Snapshots == nil {
+		return
+	}
+	st := snapshot.Start{Folder: g.Folder, Chat: g.Chat, Kind: store.ChangeTurn, Upto: upto}
+	if run.Task != "" {
+		st.Kind, st.Task, st.Upto = store.ChangeTask, run.Task, 0
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
+	defer cancel()
+	if _, err := x.Snapshots.Begin(wctx, st); err != nil {
+		log.Error().Err(err).Msg("cannot record the group's files as the turn begins")
+	}
+}
+
+// snapEnd records folder's folder and memory as its turn ends.
+func (x *Runner) snapEnd(ctx context.Context, log zerolog.Logger, folder store.Folder) {
+	if x.Snapshots == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
+	defer cancel()
+	if err := x.Snapshots.End(wctx, folder); err != nil {
+		log.Error().Err(err).Msg("cannot record the group's files as the turn ends")
+	}
+}
