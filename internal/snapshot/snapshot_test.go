@@ -167,7 +167,16 @@ func TestUndoConflictIsShownNotLost(t *testing.T) {
 	c := f.turn(func() {
 		f.write(f.groupPath("notes.txt"), "one\ntwo\n")
 		f.write(f.groupPath("other.txt"), "other\n")
+		f.write(f.groupPath("made/deep.txt"), "deep\n")
 	})
+	// A path the turn did not change: nothing to do, nothing recorded
+	// (not even the directory the turn made).
+	if u, err := f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{Only: []string{"nothing-here"}}); err != nil || u.Change != 0 {
+		t.Fatalf("undo of a path the turn did not change = %+v, %v; want nothing done", u, err)
+	}
+	if f.read(f.groupPath("made/deep.txt")) != "deep\n" {
+		t.Fatal("made/deep.txt was touched")
+	}
 	f.turn(func() { f.write(f.groupPath("notes.txt"), "one\ntwo\nthree\n") })
 
 	u, err := f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{})
@@ -185,7 +194,7 @@ func TestUndoConflictIsShownNotLost(t *testing.T) {
 	}
 
 	u, err = f.s.Undo(f.ctx, f.folder, c.ID, UndoOptions{Keep: true})
-	if err != nil || len(u.Kept) != 1 || len(u.Restored) != 1 {
+	if err != nil || len(u.Kept) != 1 || len(u.Restored) != 2 {
 		t.Fatalf("keep undo = %+v, %v", u, err)
 	}
 	if got := f.read(f.groupPath("notes.txt")); got != "one\ntwo\nthree\n" {

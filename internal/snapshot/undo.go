@@ -211,6 +211,7 @@ func (s *Service) Undo(ctx context.Context, folder store.Folder, id store.Change
 		return res, err
 	}
 	var plan []op
+	var taken []rootDelta
 	for _, d := range ds {
 		if len(opt.Only) > 0 && !slices.Contains(opt.Only, d.display) {
 			continue
@@ -247,12 +248,16 @@ func (s *Service) Undo(ctx context.Context, folder store.Folder, id store.Change
 			res.Conflicts = append(res.Conflicts, cf)
 		}
 		plan = append(plan, planOp(d))
+		taken = append(taken, d)
 	}
 	if len(res.Conflicts) > 0 && !opt.Force && !opt.Keep {
 		return res, fmt.Errorf("%d file(s) %w: --force overwrites them (the undo can be undone), --keep leaves them and undoes the rest", len(res.Conflicts), ErrConflict)
 	}
 	// Directories the turn made and that are empty once its files go.
-	plan = append(plan, s.madeDirs(ds)...)
+	if len(plan) == 0 {
+		return res, nil
+	}
+	plan = append(plan, s.madeDirs(taken)...)
 	if len(plan) == 0 {
 		return res, nil
 	}
