@@ -95,7 +95,7 @@ func (a *Admin) Changes(ctx context.Context, folder string, since time.Time) ([]
 // Diff tells what change id of folder changed, file by file.
 func (a *Admin) Diff(ctx context.Context, folder string, id int64) (ChangeDiff, error) {
 	if a.Snapshots == nil {
-		return ChangeDiff{}, errors.New("no snapshots are kept")
+		return ChangeDiff{}, fmt.Errorf("no snapshots are kept: %w", store.ErrNotFound)
 	}
 	r, err := a.Snapshots.Diff(ctx, store.ChangeID(id))
 	switch {
@@ -113,7 +113,7 @@ func (a *Admin) Diff(ctx context.Context, folder string, id int64) (ChangeDiff, 
 // refused while the group's agent works on a turn (Admin.Idle).
 func (a *Admin) Undo(ctx context.Context, folder string, id int64, req UndoRequest) (UndoReply, error) {
 	if a.Snapshots == nil {
-		return UndoReply{}, errors.New("no snapshots are kept")
+		return UndoReply{}, fmt.Errorf("no snapshots are kept: %w", store.ErrNotFound)
 	}
 	if _, err := a.DB.Groups.ByFolder(ctx, store.Folder(folder)); err != nil {
 		return UndoReply{}, err
