@@ -746,7 +746,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	g.Go(func() error { return d.host.Run(gctx) })
 	g.Go(func() error {
 		return (&retention.Pruner{DB: d.db, Outbox: d.db.Outbox, Sessions: d.db.Sessions, Files: d.hm.Spool(), Keep: cfg.Retention, Log: log,
-			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
+			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention, Changes: snapPruner{d.snaps}}).Run(gctx)
 	})
 	g.Go(func() error { return d.al.Run(gctx) })
 	for _, ch := range d.channels {
@@ -770,4 +770,12 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	log.Info().Msg("bridged stopped")
 	return nil
+}
+
+// snapPruner is the retention's view of the snapshots.
+type snapPruner struct{ s *snapshot.Service }
+
+func (p snapPruner) Prune(ctx context.Context, before time.Time) (int, int, error) {
+	n, err := p.s.Prune(ctx, before)
+	return n.Changes, n.Objects, err
 }

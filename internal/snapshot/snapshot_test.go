@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -293,5 +294,58 @@ func TestOpenChangeAndRecover(t *testing.T) {
 	c, err := f.db.Changes.Get(f.ctx, id)
 	if err != nil || c.Open() || c.FilesAdded != 1 || !strings.Contains(c.Note, "restart") {
 		t.Fatalf("after recover: %+v, %v", c, err)
+	}
+}
+
+// The retention removes old changes (never a group's newest) and then the
+// objects only they reached, once those are an hour old; what the kept
+// changes reach stays, and an undo of a kept change still works.
+func TestPruneKeepsWhatIsReached(t *testing.T) {
+	now := time.Now().Add(-48 * time.Hour) // two days ago, so the objects written now are an hour old once made so
+	f := newFixture(t, Config{Now: func() time.Time { return now }})
+	f.write(f.groupPath("old.txt"), "only in the old turn\n")
+	old := f.turn(func() { f.write(f.groupPath("old.txt"), "changed in the old turn\n") })
+	f.write(f.groupPath("old.txt"), "changed between turns\n")
+	now = now.Add(48 * time.Hour)
+	kept := f.turn(func() { f.write(f.groupPath("new.txt"), "new\n") })
+
+	objects := func() int {
+		n := 0
+		_ = filepath.Walk(filepath.Join(f.dir, "data", "snapshots"), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	// The object files' own mtimes are the wall clock's: make them old.
+	past := time.Now().Add(-2 * Grace)
+	_ = filepath.Walk(filepath.Join(f.dir, "data", "snapshots"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			_ = os.Chtimes(p, past, past)
+		}
+		return nil
+	})
+	before := objects()
+	p, err := f.s.Prune(f.ctx, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Changes != 1 || p.Objects == 0 || objects() != before-p.Objects {
+		t.Fatalf("pruned %+v of %d objects; want the old change and its objects", p, before)
+	}
+	if _, err := f.db.Changes.Get(f.ctx, old.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("old change: %v; want it pruned", err)
+	}
+	if _, err := f.s.Undo(f.ctx, f.folder, kept.ID, UndoOptions{}); err != nil {
+		t.Fatalf("undo of the kept change after the prune: %v", err)
+	}
+	if _, err := os.Lstat(f.groupPath("new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("new.txt after undo: %v", err)
+	}
+	// The newest change of a group is never pruned.
+	if p, err := f.s.Prune(f.ctx, now.Add(time.Hour)); err != nil || p.Changes != 1 {
+		t.Fatalf("second prune: %+v, %v; want all but the newest", p, err)
 	}
 }
