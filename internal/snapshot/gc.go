@@ -77,7 +77,7 @@ func (s *Service) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 		// the next snapshot reads every file again.
 		s.mu.Lock()
 		for _, g := range s.groups {
-			g.files, g.memory = nil, nil
+			g.files, g.memory, g.fileDirs, g.memoryDirs = nil, nil, nil, nil
 		}
 		s.mu.Unlock()
 	}

@@ -59,10 +59,15 @@ type Service struct {
 // groupState is one group's snapshots: its lock, the stat caches of the
 // last snapshot of its two trees, and its change begun and not ended.
 type groupState struct {
-	mu             sync.Mutex
-	files, memory  map[string]cached
-	open           store.ChangeID
-	openRoots      roots
+	mu            sync.Mutex
+	files, memory map[string]cached
+	fileDirs      map[string]dirCache
+	memoryDirs    map[string]dirCache
+	open          store.ChangeID
+	openRoots     roots
+	// last is what the group's files were at its last snapshot recorded
+	// (zero: not known yet, read from its newest change).
+	last           roots
 	openKind       store.ChangeKind
 	loadedOpenFrom bool
 }
@@ -121,13 +126,43 @@ func (s *Service) Begin(ctx context.Context, st Start) (store.ChangeID, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := s.outside(ctx, st.Folder, g, r); err != nil {
+		return 0, err
+	}
 	id, err := s.db.Changes.Begin(ctx, store.Change{Folder: st.Folder, Chat: st.Chat, Kind: st.Kind, Upto: st.Upto, Task: st.Task,
 		StartedAt: s.cfg.Now(), BeforeFiles: r.files, BeforeMemory: r.memory, Note: note})
 	if err != nil {
 		return 0, err
 	}
-	g.open, g.openRoots, g.openKind = id, r, st.Kind
+	g.open, g.openRoots, g.openKind, g.last = id, r, st.Kind, r
 	return id, nil
+}
+
+// outside records what changed since the group's last snapshot recorded,
+// outside any turn, now that r was taken as a turn begins. g.mu held.
+func (s *Service) outside(ctx context.Context, folder store.Folder, g *groupState, r roots) error {
+	if g.last == (roots{}) {
+		cs, err := s.db.Changes.List(ctx, folder, time.Time{}, false, 1)
+		if err != nil {
+			return err
+		}
+		if len(cs) == 0 || cs[0].Open() {
+			return nil
+		}
+		g.last = roots{cs[0].AfterFiles, cs[0].AfterMemory}
+	}
+	if g.last == r {
+		return nil
+	}
+	sum, note, err := s.summarize(g.last, r)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	_, err = s.db.Changes.Add(ctx, store.Change{Folder: folder, Kind: store.ChangeOutside, StartedAt: now, EndedAt: now,
+		BeforeFiles: g.last.files, BeforeMemory: g.last.memory, AfterFiles: r.files, AfterMemory: r.memory, Summary: sum,
+		Note: joinNotes("changed outside any turn", note)})
+	return err
 }
 
 // End records the folder and memory of folder's group as its turn ends,
@@ -174,6 +209,7 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 		return err
 	}
 	err = s.db.Changes.End(ctx, id, after.files, after.memory, sum, joinNotes(c.Note, note, snote, why), s.cfg.Now())
+	g.last = after
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -208,7 +244,7 @@ func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
 	}
 	defer ft.Close()
-	fs := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, now: now}
+	fs := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, prevDirs: g.fileDirs, now: now}
 	fr, err := fs.run(ft)
 	if err != nil {
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
@@ -218,7 +254,7 @@ func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
 	}
 	defer ct.Close()
-	ms := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, now: now, include: isMemory}
+	ms := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, prevDirs: g.memoryDirs, now: now, include: isMemory}
 	mr, err := ms.run(ct)
 	if err != nil {
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
@@ -227,6 +263,7 @@ func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error
 		return roots{}, "", err
 	}
 	g.files, g.memory = fs.next, ms.next
+	g.fileDirs, g.memoryDirs = fs.nextDirs, ms.nextDirs
 	var notes []string
 	for _, sc := range []*scan{fs, ms} {
 		if len(sc.large) > 0 {

@@ -19,7 +19,7 @@ import (
 )
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	s      *Service
 	db     *store.DB
@@ -27,7 +27,7 @@ type fixture struct {
 	folder store.Folder
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	hm, err := home.New(dir, zerolog.Nop())
@@ -308,6 +308,11 @@ func TestPruneKeepsWhatIsReached(t *testing.T) {
 	f.write(f.groupPath("old.txt"), "changed between turns\n")
 	now = now.Add(48 * time.Hour)
 	kept := f.turn(func() { f.write(f.groupPath("new.txt"), "new\n") })
+	// What changed between the turns is recorded as changed outside any.
+	cs, err := f.db.Changes.List(f.ctx, f.folder, time.Time{}, true, 10)
+	if err != nil || len(cs) != 3 || cs[1].Kind != store.ChangeOutside || cs[1].FilesModified != 1 {
+		t.Fatalf("changes = %+v, %v; want the turn between two turns recorded as outside", cs, err)
+	}
 
 	objects := func() int {
 		n := 0
@@ -345,7 +350,7 @@ func TestPruneKeepsWhatIsReached(t *testing.T) {
 		t.Errorf("new.txt after undo: %v", err)
 	}
 	// The newest change of a group is never pruned.
-	if p, err := f.s.Prune(f.ctx, now.Add(time.Hour)); err != nil || p.Changes != 1 {
+	if p, err := f.s.Prune(f.ctx, now.Add(time.Hour)); err != nil || p.Changes != 2 {
 		t.Fatalf("second prune: %+v, %v; want all but the newest", p, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,7 +130,11 @@ type scan struct {
 	include    func(rel string, dir bool) bool // nil: everything
 	prev       map[string]cached               // the cache of the previous snapshot
 	next       map[string]cached
-	now        time.Time
+	// prevDirs and nextDirs are each directory's entries and tree hash:
+	// a directory whose entries are the same as last time is not written
+	// or hashed again.
+	prevDirs, nextDirs map[string]dirCache
+	now                time.Time
 	// counts
 	entries  int
 	hashed   int   // files whose content was read
@@ -138,6 +143,12 @@ type scan struct {
 	skipped  []string
 	partial  bool
 	building []*dirBuild
+}
+
+// dirCache is a directory's entries as last recorded, and its tree's hash.
+type dirCache struct {
+	entries []entry
+	hash    string
 }
 
 type dirBuild struct {
@@ -149,6 +160,7 @@ type dirBuild struct {
 // run scans t and returns the hash of its root tree.
 func (s *scan) run(t *home.Tree) (string, error) {
 	s.next = make(map[string]cached, len(s.prev))
+	s.nextDirs = make(map[string]dirCache, len(s.prevDirs))
 	s.building = []*dirBuild{{rel: ""}}
 	err := t.Scan(func(e home.ScanEntry, open func() (*os.File, error)) error {
 		if s.include != nil && !s.include(e.Path, e.IsDir()) {
@@ -226,12 +238,19 @@ func (s *scan) closeTo(dir string) error {
 
 // finish stores d's tree object and returns its hash.
 func (s *scan) finish(d *dirBuild) (string, error) {
+	if c, ok := s.prevDirs[d.rel]; ok && slices.Equal(c.entries, d.entries) {
+		s.nextDirs[d.rel] = c
+		return c.hash, nil
+	}
 	var b strings.Builder
 	for _, e := range d.entries {
 		b.WriteString(e.line())
 	}
 	h, n, err := s.o.put([]byte(b.String()))
 	s.written += n
+	if err == nil {
+		s.nextDirs[d.rel] = dirCache{entries: d.entries, hash: h}
+	}
 	return h, err
 }
 

@@ -206,6 +206,10 @@ func (s *Service) Undo(ctx context.Context, folder store.Folder, id store.Change
 	if err != nil {
 		return res, err
 	}
+	if err := s.outside(ctx, folder, g, now); err != nil {
+		return res, err
+	}
+	g.last = now
 	ds, err := s.deltas(roots{c.BeforeFiles, c.BeforeMemory}, roots{c.AfterFiles, c.AfterMemory})
 	if err != nil {
 		return res, err

@@ -17,6 +17,9 @@ const (
 	ChangeTurn ChangeKind = "turn"
 	ChangeTask ChangeKind = "task"
 	ChangeUndo ChangeKind = "undo"
+	// ChangeOutside: what changed between two turns (the owner's edits,
+	// a process the agent left running), found when the next one began.
+	ChangeOutside ChangeKind = "outside"
 )
 
 // ChangeID numbers recorded changes ("turn 42"), in the order they began.
@@ -75,6 +78,15 @@ func scanChange(row interface{ Scan(...any) error }) (Change, error) {
 		c.EndedAt = fromMS(ended)
 	}
 	return c, nil
+}
+
+// Add records c whole (begun and ended) and returns its id.
+func (q *ChangeQuery) Add(ctx context.Context, c Change) (ChangeID, error) {
+	id, err := q.Begin(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return id, q.End(ctx, id, c.AfterFiles, c.AfterMemory, c.Summary, c.Note, c.EndedAt)
 }
 
 // Begin records the start of c (its before roots) and returns its id.
