@@ -205,7 +205,7 @@ func (t *Tree) PutLink(rel, target string) error {
 // means there is nothing to delete; one that is not a real directory is
 // moved aside like Dir does.
 func (t *Tree) Delete(rel string) error {
-	dir, name, err := splitRel(rel)
+	dir, _, err := splitRel(rel)
 	if err != nil {
 		return t.pathErr("remove", rel, err)
 	}
@@ -234,13 +234,4 @@ func (t *Tree) Delete(rel string) error {
 		return t.pathErr("remove", rel, err)
 	}
 	return nil
-}
-
-// MakeDir makes the directory rel and every missing level above it.
-func (t *Tree) MakeDir(rel string) error {
-	sub, err := t.Dir(rel)
-	if err != nil {
-		return err
-	}
-	return sub.Close()
 }

@@ -103,7 +103,6 @@ type stamp struct {
 	dev, ino     uint64
 	size         int64
 	mtime, ctime int64
-	perm         uint32
 }
 
 func stampOf(e home.ScanEntry) stamp {
