@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Service struct {
 	gc     sync.RWMutex
 	mu     sync.Mutex
 	groups map[store.Folder]*groupState
+	// betweenWrites, when set (tests), runs between two writes of an
+	// undo: the window in which a kill cuts an undo off.
+	betweenWrites func()
 }
 
 // groupState is one group's snapshots: its lock, the stat caches of the
@@ -87,7 +91,7 @@ func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, db: db, home: h, o: newObjects(cfg.Dir), log: log, groups: map[store.Folder]*groupState{}}
+	return &Service{cfg: cfg, db: db, home: h, o: newObjects(filepath.Join(cfg.Dir, "objects")), log: log, groups: map[store.Folder]*groupState{}}
 }
 
 func (s *Service) group(folder store.Folder) *groupState {

@@ -336,6 +336,9 @@ func (s *Service) apply(folder store.Folder, plan []op) error {
 		}
 	}()
 	for _, p := range plan {
+		if s.betweenWrites != nil {
+			s.betweenWrites()
+		}
 		t := trees[p.Memory]
 		if t == nil {
 			var err error
