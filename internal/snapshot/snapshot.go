@@ -243,12 +243,14 @@ func contains(list []string, s string) bool {
 // durable. g.mu held.
 func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error) {
 	now := s.cfg.Now()
+	b := s.o.batch()
+	defer b.abort() // what a failed snapshot wrote
 	ft, err := s.home.Group(string(folder))
 	if err != nil {
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
 	}
 	defer ft.Close()
-	fs := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, prevDirs: g.fileDirs, now: now}
+	fs := &scan{b: b, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, prevDirs: g.fileDirs, now: now}
 	fr, err := fs.run(ft)
 	if err != nil {
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
@@ -258,12 +260,12 @@ func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
 	}
 	defer ct.Close()
-	ms := &scan{o: s.o, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, prevDirs: g.memoryDirs, now: now, include: isMemory}
+	ms := &scan{b: b, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, prevDirs: g.memoryDirs, now: now, include: isMemory}
 	mr, err := ms.run(ct)
 	if err != nil {
 		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
 	}
-	if err := s.o.sync(); err != nil {
+	if err := b.commit(); err != nil {
 		return roots{}, "", err
 	}
 	g.files, g.memory = fs.next, ms.next

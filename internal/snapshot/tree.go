@@ -123,7 +123,7 @@ const racyWindow = 2 * time.Second
 
 // scan is one snapshot of one tree in progress.
 type scan struct {
-	o          *objects
+	b          *batch
 	maxFile    int64
 	maxEntries int
 	include    func(rel string, dir bool) bool // nil: everything
@@ -189,7 +189,7 @@ func (s *scan) run(t *home.Tree) (string, error) {
 		case e.IsDir():
 			s.building = append(s.building, &dirBuild{rel: e.Path, perm: perm})
 		case e.IsLink():
-			h, n, err := s.o.put([]byte(e.Target))
+			h, n, err := s.b.put([]byte(e.Target))
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func (s *scan) finish(d *dirBuild) (string, error) {
 	for _, e := range d.entries {
 		b.WriteString(e.line())
 	}
-	h, n, err := s.o.put([]byte(b.String()))
+	h, n, err := s.b.put([]byte(b.String()))
 	s.written += n
 	if err == nil {
 		s.nextDirs[d.rel] = dirCache{entries: d.entries, hash: h}
@@ -277,14 +277,14 @@ func (s *scan) file(e home.ScanEntry, open func() (*os.File, error)) (entry, err
 	h := hex.EncodeToString(hs.Sum(nil))
 	if large {
 		s.large = append(s.large, e.Path)
-	} else if !s.o.has(h) {
+	} else if !s.b.has(h) {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return entry{}, err
 		}
 		var n int64
 		// What is stored is hashed as it is written: a file the agent
 		// changed meanwhile is recorded as it was stored.
-		h, n, err = s.o.putFrom(io.LimitReader(f, e.Size))
+		h, n, err = s.b.putFrom(io.LimitReader(f, e.Size))
 		if err != nil {
 			return entry{}, err
 		}

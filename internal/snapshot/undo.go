@@ -269,11 +269,13 @@ func (s *Service) Undo(ctx context.Context, folder store.Folder, id store.Change
 	if err != nil {
 		return res, err
 	}
-	ph, _, err := s.o.put(data)
-	if err != nil {
-		return res, err
+	b := s.o.batch()
+	ph, _, err := b.put(data)
+	if err == nil {
+		err = b.commit()
 	}
-	if err := s.o.sync(); err != nil {
+	if err != nil {
+		b.abort()
 		return res, err
 	}
 	uid, err := s.db.Changes.Begin(ctx, store.Change{Folder: folder, Kind: store.ChangeUndo, Undoes: id, Plan: ph,
