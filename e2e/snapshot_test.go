@@ -107,6 +107,14 @@ func TestE2EUndoATurn(t *testing.T) {
 		t.Errorf("a.txt = %q; want the later change kept", got)
 	}
 
+	// A turn whose input came from another member is marked with it.
+	bob, err := e.postAs("local:fam", "bob", `fake:bash printf 'from bob\n' >> CLAUDE.md`+"\nfake:reply noted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitOut("local:fam", bob, 1, 90*time.Second)
+	hasStep(t, "why bob", e.why(t, fmt.Sprint(bob)), "changes", "changed", "memory changed: 1 line", "input from someone other than the owner: bob (local:bob)")
+
 	// While a turn runs, an undo is refused with the reason; once it
 	// has ended, the same undo runs.
 	busy := e.post("local:fam", `fake:tool send_message {"text":"working"}`+"\nfake:sleep 5s\nfake:reply slept")

@@ -5,7 +5,8 @@
 -- object it names is on disk, so a row never names a missing object. kind
 -- is turn, task or undo; undoes is the change an undo took back; plan is
 -- the hash of an undo's list of writes, so an undo cut off by a crash is
--- finished at the next start. The counts summarise the change: files
+-- finished at the next start. source names who, other than the owner, wrote
+-- the messages the turn took (empty: the owner alone, or a task). The counts summarise the change: files
 -- added, removed and modified outside memory, lines of memory added and
 -- removed. Pruned with the retention (BRIDGED_RETENTION).
 CREATE TABLE turn_changes (
@@ -17,6 +18,7 @@ CREATE TABLE turn_changes (
     task           TEXT NOT NULL DEFAULT '',
     undoes         INTEGER NOT NULL DEFAULT 0,
     plan           TEXT NOT NULL DEFAULT '',
+    source         TEXT NOT NULL DEFAULT '',
     started_at     INTEGER NOT NULL,
     ended_at       INTEGER NOT NULL DEFAULT 0,
     before_files   TEXT NOT NULL,

@@ -260,9 +260,9 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		return o
 	}
 	grp.Lock()
-	upto := run.settled
+	upto, source := run.settled, run.source
 	grp.Unlock()
-	x.snapBegin(ctx, log, g, run, upto)
+	x.snapBegin(ctx, log, g, run, upto, source)
 	// A turn cut off with the container (a crash, a timeout) ends here.
 	defer x.snapEnd(ctx, log, g.Folder)
 	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin, approvalKey: input.ApprovalKey}

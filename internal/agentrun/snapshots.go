@@ -37,15 +37,30 @@ func (x *Runner) Idle(folder store.Folder, fn func() error) error {
 	return fn()
 }
 
+// maxOthers bounds the messages of others a run keeps for the next turn's
+// source.
+const maxOthers = 20
+
+// noteOthers keeps the messages of msgs not the owner's, for the source of
+// the turn they will begin. The group's lock must be held.
+func (run *Run) noteOthers(msgs []store.Message) {
+	for _, m := range msgs {
+		if !m.FromMe && !m.IsBot && len(run.others) < maxOthers {
+			run.others = append(run.others, m)
+		}
+	}
+}
+
 // snapBegin records g's folder and memory as a turn of run begins. upto is
-// the newest message the turn was handed.
-func (x *Runner) snapBegin(ctx context.Context, log zerolog.Logger, g store.Group, run *Run, upto store.MessageID) {
+// the newest message the turn was handed, source who other than the owner
+// wrote its messages.
+func (x *Runner) snapBegin(ctx context.Context, log zerolog.Logger, g store.Group, run *Run, upto store.MessageID, source string) {
 	if x.Snapshots == nil {
 		return
 	}
-	st := snapshot.Start{Folder: g.Folder, Chat: g.Chat, Kind: store.ChangeTurn, Upto: upto}
+	st := snapshot.Start{Folder: g.Folder, Chat: g.Chat, Kind: store.ChangeTurn, Upto: upto, Source: source}
 	if run.Task != "" {
-		st.Kind, st.Task, st.Upto = store.ChangeTask, run.Task, 0
+		st.Kind, st.Task, st.Upto, st.Source = store.ChangeTask, run.Task, 0, ""
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
 	defer cancel()

@@ -18,13 +18,16 @@ import (
 // ChangeInfo is what one turn (or undo) changed in its group's folder and
 // memory, summed up (`bridged changes`).
 type ChangeInfo struct {
-	ID        int64      `json:"id"`
-	Group     string     `json:"group"`
-	Kind      string     `json:"kind"` // turn, task, undo
-	Chat      string     `json:"chat,omitempty"`
-	Upto      int64      `json:"upto,omitempty"` // the newest message the turn had been handed
-	Task      string     `json:"task,omitempty"`
-	Undoes    int64      `json:"undoes,omitempty"`
+	ID     int64  `json:"id"`
+	Group  string `json:"group"`
+	Kind   string `json:"kind"` // turn, task, undo
+	Chat   string `json:"chat,omitempty"`
+	Upto   int64  `json:"upto,omitempty"` // the newest message the turn had been handed
+	Task   string `json:"task,omitempty"`
+	Undoes int64  `json:"undoes,omitempty"`
+	// Source names who other than the owner wrote the messages the turn
+	// took: what it changed came (also) from them.
+	Source    string     `json:"source,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"` // nil: still running (or cut off)
 	// Line is the summary as `why` shows it: "files changed: +2 −1,
@@ -40,7 +43,7 @@ type ChangeInfo struct {
 
 func changeInfo(c store.Change) ChangeInfo {
 	ci := ChangeInfo{ID: int64(c.ID), Group: string(c.Folder), Kind: string(c.Kind), Chat: string(c.Chat), Upto: int64(c.Upto),
-		Task: string(c.Task), Undoes: int64(c.Undoes), StartedAt: c.StartedAt, Line: snapshot.Line(c.Summary),
+		Task: string(c.Task), Undoes: int64(c.Undoes), Source: c.Source, StartedAt: c.StartedAt, Line: snapshot.Line(c.Summary),
 		FilesAdded: c.FilesAdded, FilesRemoved: c.FilesRemoved, FilesModified: c.FilesModified,
 		MemoryAdded: c.MemoryAdded, MemoryRemoved: c.MemoryRemoved, Note: c.Note}
 	if !c.Open() {

@@ -131,6 +131,9 @@ func (a *Admin) changesStep(ctx context.Context, st *Story, add func(string, tim
 	if state == "changed" {
 		d += fmt.Sprintf(" (bridged diff %s %d)", folder, c.ID)
 	}
+	if c.Source != "" && state == "changed" {
+		d += "; input from someone other than the owner: " + c.Source
+	}
 	if c.Note != "" {
 		d += "; " + c.Note
 	}

@@ -112,6 +112,32 @@ type Start struct {
 	Kind   store.ChangeKind // ChangeTurn or ChangeTask
 	Upto   store.MessageID
 	Task   store.TaskID
+	// Source names who other than the owner wrote the messages the turn
+	// takes (Sources); empty: the owner alone.
+	Source string
+}
+
+// Sources names the senders of msgs other than the owner and bridged
+// ("Bob (+49170…)"), at most three and how many more: where a turn's input
+// came from, marked on what it changes.
+func Sources(msgs []store.Message) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if m.FromMe || m.IsBot || seen[m.Sender] {
+			continue
+		}
+		seen[m.Sender] = true
+		n := m.Sender
+		if m.SenderName != "" && m.SenderName != m.Sender {
+			n = m.SenderName + " (" + m.Sender + ")"
+		}
+		names = append(names, n)
+	}
+	if len(names) > 3 {
+		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Begin records the folder and memory of st's group as the turn begins. A
@@ -133,7 +159,7 @@ func (s *Service) Begin(ctx context.Context, st Start) (store.ChangeID, error) {
 	if err := s.outside(ctx, st.Folder, g, r); err != nil {
 		return 0, err
 	}
-	id, err := s.db.Changes.Begin(ctx, store.Change{Folder: st.Folder, Chat: st.Chat, Kind: st.Kind, Upto: st.Upto, Task: st.Task,
+	id, err := s.db.Changes.Begin(ctx, store.Change{Folder: st.Folder, Chat: st.Chat, Kind: st.Kind, Upto: st.Upto, Task: st.Task, Source: st.Source,
 		StartedAt: s.cfg.Now(), BeforeFiles: r.files, BeforeMemory: r.memory, Note: note})
 	if err != nil {
 		return 0, err

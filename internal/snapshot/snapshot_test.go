@@ -354,3 +354,15 @@ func TestPruneKeepsWhatIsReached(t *testing.T) {
 		t.Fatalf("second prune: %+v, %v; want all but the newest", p, err)
 	}
 }
+
+// A turn's source names the senders other than the owner and bridged.
+func TestSources(t *testing.T) {
+	msgs := []store.Message{{Sender: "me", FromMe: true}, {Sender: "+491", SenderName: "Bob"}, {Sender: "local:carol"},
+		{Sender: "+491", SenderName: "Bob"}, {Sender: "bot", IsBot: true}, {Sender: "x"}, {Sender: "y"}}
+	if got, want := Sources(msgs), "Bob (+491), local:carol, x and 1 more"; got != want {
+		t.Errorf("Sources = %q; want %q", got, want)
+	}
+	if got := Sources(msgs[:1]); got != "" {
+		t.Errorf("the owner alone: %q; want empty", got)
+	}
+}

@@ -40,7 +40,10 @@ type Change struct {
 	Undoes ChangeID // an undo: the change it took back
 	// Plan is an undo's list of writes (an object's hash), so one cut
 	// off is finished at the next start.
-	Plan                      string
+	Plan string
+	// Source names who other than the owner wrote the messages the turn
+	// took ("Bob (+49170…)"); empty: the owner alone, or a task.
+	Source                    string
 	StartedAt, EndedAt        time.Time // EndedAt zero: still open
 	BeforeFiles, BeforeMemory string
 	AfterFiles, AfterMemory   string
@@ -61,13 +64,13 @@ func (s Summary) Empty() bool { return s == Summary{} }
 // Open reports whether the change has not ended yet.
 func (c Change) Open() bool { return c.EndedAt.IsZero() }
 
-const changeColumns = `id, folder, chat, kind, upto, task, undoes, plan, started_at, ended_at, before_files, before_memory,
+const changeColumns = `id, folder, chat, kind, upto, task, undoes, plan, source, started_at, ended_at, before_files, before_memory,
 	after_files, after_memory, files_added, files_removed, files_modified, memory_added, memory_removed, note`
 
 func scanChange(row interface{ Scan(...any) error }) (Change, error) {
 	var c Change
 	var started, ended int64
-	err := row.Scan(&c.ID, &c.Folder, &c.Chat, &c.Kind, &c.Upto, &c.Task, &c.Undoes, &c.Plan, &started, &ended,
+	err := row.Scan(&c.ID, &c.Folder, &c.Chat, &c.Kind, &c.Upto, &c.Task, &c.Undoes, &c.Plan, &c.Source, &started, &ended,
 		&c.BeforeFiles, &c.BeforeMemory, &c.AfterFiles, &c.AfterMemory,
 		&c.FilesAdded, &c.FilesRemoved, &c.FilesModified, &c.MemoryAdded, &c.MemoryRemoved, &c.Note)
 	if err != nil {
@@ -96,9 +99,9 @@ func (q *ChangeQuery) Begin(ctx context.Context, c Change) (ChangeID, error) {
 	}
 	var id ChangeID
 	err := q.db.Tx(ctx, func(tx *Tx) error {
-		res, err := tx.stx.ExecContext(ctx, `INSERT INTO turn_changes (folder, chat, kind, upto, task, undoes, plan, started_at,
-			before_files, before_memory, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.Folder, c.Chat, c.Kind, c.Upto, c.Task, c.Undoes, c.Plan, toMS(c.StartedAt), c.BeforeFiles, c.BeforeMemory, c.Note)
+		res, err := tx.stx.ExecContext(ctx, `INSERT INTO turn_changes (folder, chat, kind, upto, task, undoes, plan, source, started_at,
+			before_files, before_memory, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Folder, c.Chat, c.Kind, c.Upto, c.Task, c.Undoes, c.Plan, c.Source, toMS(c.StartedAt), c.BeforeFiles, c.BeforeMemory, c.Note)
 		if err != nil {
 			return err
 		}
