@@ -437,6 +437,7 @@ type daemon struct {
 	host  *ipchost.Host
 	// listen
 	srv     *control.Server
+	admin   *control.Admin
 	dash    *dashboard.Dashboard
 	serving bool
 }
@@ -534,7 +535,7 @@ func (d *daemon) buildIntake(context.Context) error {
 		DB: db, ChannelOf: channelOf, Media: d.mediaQueue, LateWindow: lateWindow, Now: time.Now,
 		Log: log.With().Str("component", "ingest").Logger(),
 		Answers: func(ctx context.Context, m channel.Message) bool {
-			return d.approver.Answer(ctx, m) || remote.Take(ctx, m)
+			return d.approver.Answer(ctx, m) || remote.Take(ctx, m) || d.chatUndo(ctx, m)
 		},
 	})
 	return err
@@ -588,7 +589,8 @@ func (d *daemon) buildServices(context.Context) error {
 	}, log)
 	d.onRelease(rec.Stop)
 	d.turnEnds = turns.New(time.Now, rec.Add)
-	d.snaps = snapshot.New(snapshot.Config{Dir: d.hm.Layout().SnapshotsDir(), MaxFile: cfg.SnapshotMaxFile}, db, d.hm, log.With().Str("component", "snapshot").Logger())
+	d.snaps = snapshot.New(snapshot.Config{Dir: d.hm.Layout().SnapshotsDir(), MaxFile: cfg.SnapshotMaxFile, Tell: tellOwner(db, d.poster, log)},
+		db, d.hm, log.With().Str("component", "snapshot").Logger())
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(d.hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: d.channels, Log: log, MinFree: uint64(cfg.MinFree),
@@ -658,6 +660,7 @@ func (d *daemon) listen(context.Context) error {
 	uploads := hm.Uploads()
 	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow),
 		Snapshots: d.snaps, Idle: d.rt.Idle}
+	d.admin = admin
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
@@ -778,4 +781,18 @@ type snapPruner struct{ s *snapshot.Service }
 func (p snapPruner) Prune(ctx context.Context, before time.Time) (int, int, error) {
 	n, err := p.s.Prune(ctx, before)
 	return n.Changes, n.Objects, err
+}
+
+// chatUndo takes the owner's /undo in the main chat (control.Admin.ChatUndo)
+// and posts its answer there. Messages arrive once the daemon serves, when
+// the admin is built.
+func (d *daemon) chatUndo(ctx context.Context, m channel.Message) bool {
+	if d.admin == nil {
+		return false
+	}
+	reply, ok := d.admin.ChatUndo(ctx, m)
+	if ok {
+		tellOwner(d.db, d.poster, d.log)(ctx, reply)
+	}
+	return ok
 }

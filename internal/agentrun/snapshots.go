@@ -58,7 +58,10 @@ func (x *Runner) snapBegin(ctx context.Context, log zerolog.Logger, g store.Grou
 	if x.Snapshots == nil {
 		return
 	}
-	st := snapshot.Start{Folder: g.Folder, Chat: g.Chat, Kind: store.ChangeTurn, Upto: upto, Source: source}
+	// In `ask`, what a turn that took someone else's messages changes in
+	// memory is held for the owner.
+	st := snapshot.Start{Folder: g.Folder, Chat: g.Chat, Kind: store.ChangeTurn, Upto: upto, Source: source,
+		Hold: g.Tools == store.ToolsAsk && source != ""}
 	if run.Task != "" {
 		st.Kind, st.Task, st.Upto, st.Source = store.ChangeTask, run.Task, 0, ""
 	}

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
+	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -248,4 +250,64 @@ func (c *Client) Undo(ctx context.Context, folder string, id int64, req UndoRequ
 		_ = json.Unmarshal(ae.Body, &out)
 	}
 	return out, err
+}
+
+// ChatUndo takes the owner's `/undo GROUP TURN [force|keep]` in the main
+// chat (ok true: it is taken out before storage) and returns the reply to
+// post there: what the undo did, the conflicts to choose about, or why it
+// was refused. Anyone else's `/undo` is answered that only the owner may;
+// a message anywhere but the main chat is not taken.
+func (a *Admin) ChatUndo(ctx context.Context, m channel.Message) (reply string, ok bool) {
+	if m.Reaction != nil || m.IsBot {
+		return "", false
+	}
+	f := strings.Fields(m.OwnText())
+	if len(f) == 0 || f[0] != "/undo" {
+		return "", false
+	}
+	main, err := a.DB.Groups.Main(ctx)
+	if err != nil || string(main.Chat) != m.Chat {
+		return "", false
+	}
+	if !m.FromMe {
+		return "Only the owner may undo what a turn changed.", true
+	}
+	usage := "Usage: /undo GROUP TURN [force|keep] (the turn as `bridged changes GROUP` lists it)."
+	if len(f) < 3 || len(f) > 4 {
+		return usage, true
+	}
+	id, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || id <= 0 {
+		return usage, true
+	}
+	var req UndoRequest
+	if len(f) == 4 {
+		switch f[3] {
+		case "force":
+			req.Force = true
+		case "keep":
+			req.Keep = true
+		default:
+			return usage, true
+		}
+	}
+	r, err := a.Undo(ctx, f[1], id, req)
+	var b strings.Builder
+	for _, c := range r.Conflicts {
+		fmt.Fprintf(&b, "\n%s changed again since the turn (the turn left %s, now %s)", c.Path, c.TurnLeft, c.Now)
+		if c.Overwrite {
+			b.WriteString(": overwritten")
+		}
+	}
+	switch {
+	case errors.Is(err, ErrConflict) && r.Error != "":
+		return fmt.Sprintf("Undo of turn %d of %s not done: %s.%s\nReply /undo %s %d force to overwrite them, or /undo %s %d keep to undo the rest.",
+			id, f[1], r.Error, b.String(), f[1], id, f[1], id), true
+	case err != nil:
+		return fmt.Sprintf("Undo of turn %d of %s not done: %v.", id, f[1], err), true
+	case r.Change == 0:
+		return fmt.Sprintf("Nothing to undo: what turn %d of %s changed is as it was before it.", id, f[1]), true
+	}
+	return fmt.Sprintf("Undone: %s of %s put back as before turn %d (recorded as turn %d: /undo %s %d takes it back).%s",
+		strings.Join(r.Restored, ", "), f[1], id, r.Change, f[1], r.Change, b.String()), true
 }

@@ -133,6 +133,15 @@ func (a *Admin) changesStep(ctx context.Context, st *Story, add func(string, tim
 	}
 	if c.Source != "" && state == "changed" {
 		d += "; input from someone other than the owner: " + c.Source
+		later, err := a.DB.Changes.List(ctx, folder, c.StartedAt, false, storyRows)
+		if err != nil {
+			return err
+		}
+		for _, h := range later {
+			if h.Kind == store.ChangeHeld && h.Undoes == c.ID {
+				d += fmt.Sprintf("; its memory change is held for the owner (bridged undo %s %d applies it)", folder, h.ID)
+			}
+		}
 	}
 	if c.Note != "" {
 		d += "; " + c.Note

@@ -39,6 +39,9 @@ type Config struct {
 	MaxFile    int64
 	MaxEntries int // 0: DefaultMaxEntries
 	Now        func() time.Time
+	// Tell, when set, tells the owner (the main chat) that a memory change
+	// was held, with what it was and how to apply it.
+	Tell func(ctx context.Context, text string)
 }
 
 // Service records a group's folder and memory at each turn's start and
@@ -73,6 +76,7 @@ type groupState struct {
 	// (zero: not known yet, read from its newest change).
 	last           roots
 	openKind       store.ChangeKind
+	openHold       bool
 	loadedOpenFrom bool
 }
 
@@ -115,6 +119,10 @@ type Start struct {
 	// Source names who other than the owner wrote the messages the turn
 	// takes (Sources); empty: the owner alone.
 	Source string
+	// Hold: a change of memory the turn makes is held for the owner (put
+	// back at its end, applied by an undo of the hold): the group is in
+	// `ask` and Source is not empty.
+	Hold bool
 }
 
 // Sources names the senders of msgs other than the owner and bridged
@@ -164,7 +172,7 @@ func (s *Service) Begin(ctx context.Context, st Start) (store.ChangeID, error) {
 	if err != nil {
 		return 0, err
 	}
-	g.open, g.openRoots, g.openKind, g.last = id, r, st.Kind, r
+	g.open, g.openRoots, g.openKind, g.last, g.openHold = id, r, st.Kind, r, st.Hold
 	return id, nil
 }
 
@@ -215,7 +223,7 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 			return err
 		}
 		for _, c := range open {
-			if c.Folder == folder && c.Kind != store.ChangeUndo {
+			if c.Folder == folder && c.Kind != store.ChangeUndo && c.Kind != store.ChangeHeld {
 				g.open, g.openRoots, g.openKind = c.ID, roots{c.BeforeFiles, c.BeforeMemory}, c.Kind
 				why = "ended after a restart"
 			}
@@ -224,8 +232,8 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 	if g.open == 0 {
 		return nil
 	}
-	id, before := g.open, g.openRoots
-	g.open = 0
+	id, before, hold := g.open, g.openRoots, g.openHold
+	g.open, g.openHold = 0, false
 	after, note, err := s.take(folder, g)
 	if err != nil {
 		return err
@@ -242,6 +250,10 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 	g.last = after
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
+	}
+	if err == nil && hold && sum.MemoryAdded+sum.MemoryRemoved > 0 {
+		c.AfterFiles, c.AfterMemory, c.Summary = after.files, after.memory, sum
+		return s.hold(ctx, folder, g, c)
 	}
 	return err
 }

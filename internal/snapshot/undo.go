@@ -408,7 +408,7 @@ func (s *Service) Recover(ctx context.Context) error {
 
 func (s *Service) recoverOne(ctx context.Context, c store.Change, g *groupState) error {
 	why := "ended after a restart"
-	if c.Kind == store.ChangeUndo && c.Plan != "" {
+	if (c.Kind == store.ChangeUndo || c.Kind == store.ChangeHeld) && c.Plan != "" {
 		data, err := s.o.get(c.Plan)
 		if err != nil {
 			return err

@@ -20,6 +20,10 @@ const (
 	// ChangeOutside: what changed between two turns (the owner's edits,
 	// a process the agent left running), found when the next one began.
 	ChangeOutside ChangeKind = "outside"
+	// ChangeHeld: the memory change of a turn whose input came from
+	// someone other than the owner, in an `ask` group, put back at once
+	// until the owner applies it (an undo of the held change).
+	ChangeHeld ChangeKind = "held"
 )
 
 // ChangeID numbers recorded changes ("turn 42"), in the order they began.
