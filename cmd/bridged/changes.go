@@ -92,8 +92,12 @@ func (a *app) cmdChanges(ctx context.Context, args []string) error {
 	for _, c := range cs {
 		what := c.Kind
 		switch {
+		case c.Kind == "held":
+			what = fmt.Sprintf("held from %d", c.Undoes)
 		case c.Undoes != 0:
 			what = fmt.Sprintf("undo of %d", c.Undoes)
+		case c.Kind == "outside":
+			what = "outside any turn"
 		case c.Task != "":
 			what = "task " + c.Task
 		case c.Upto != 0:

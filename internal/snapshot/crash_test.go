@@ -45,10 +45,11 @@ func openCrashHome(t testing.TB, dir string) (*Service, *store.DB) {
 // grown) and undoes them, forever.
 func crashChild(t *testing.T, dir string) {
 	s, _ := openCrashHome(t, dir)
-	// Undos take long enough that kills land in them too.
-	s.betweenWrites = func() { time.Sleep(10 * time.Millisecond) }
 	ctx := context.Background()
 	group := filepath.Join(dir, "groups", "fam")
+	// An fsync of the folder between two writes of an undo widens the
+	// window a kill lands in.
+	s.betweenWrites = func() { _ = syncFile(group) }
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var last store.ChangeID
 	for i := 0; ; i++ {
