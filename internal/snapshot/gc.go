@@ -29,7 +29,9 @@ type Pruned struct {
 // Prune removes the ended changes that began before `before` (never a
 // group's newest: what its files are now stays known), then every object
 // no remaining change reaches, once it is Grace old, and temporary files
-// left by a crash. Snapshots wait while the objects are collected.
+// left by a crash. The objects are marked while snapshots go on; snapshots
+// wait only while the changes recorded meanwhile are marked too (one may
+// have reused an old object) and the unreached objects are removed.
 func (s *Service) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 	var p Pruned
 	for {
@@ -42,12 +44,16 @@ func (s *Service) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 			break
 		}
 	}
-	s.gc.Lock()
-	defer s.gc.Unlock()
-	live, err := s.mark(ctx)
+	live := map[string]bool{}
+	last, err := s.mark(ctx, live, 0)
 	if err != nil {
 		return p, err
 	}
+	type candidate struct {
+		path, name string
+		size       int64
+	}
+	var cands []candidate
 	old := s.cfg.Now().Add(-Grace)
 	err = filepath.WalkDir(s.o.dir, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -58,36 +64,65 @@ func (s *Service) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 		}
 		rel, _ := filepath.Rel(s.o.dir, path)
 		name := filepath.Dir(rel) + filepath.Base(rel)
-		if filepath.Dir(rel) != "tmp" && live[name] {
+		if filepath.Dir(rel) == "tmp" {
+			name = ""
+		}
+		if name != "" && live[name] {
 			return nil
 		}
-		fi, err := d.Info()
-		if err != nil || fi.ModTime().After(old) {
-			return nil
+		if fi, err := d.Info(); err == nil && fi.ModTime().Before(old) {
+			cands = append(cands, candidate{path, name, fi.Size()})
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		p.Objects++
-		p.Bytes += fi.Size()
 		return nil
 	})
-	if p.Objects > 0 {
-		// A group's cache may name a file's content that is gone now:
-		// the next snapshot reads every file again.
-		s.mu.Lock()
-		for _, g := range s.groups {
-			g.files, g.memory, g.fileDirs, g.memoryDirs = nil, nil, nil, nil
-		}
-		s.mu.Unlock()
+	if err != nil || len(cands) == 0 {
+		return p, err
 	}
-	return p, err
+	s.gc.Lock()
+	defer s.gc.Unlock()
+	if _, err := s.mark(ctx, live, last); err != nil {
+		return p, err
+	}
+	gone := map[string]bool{}
+	for _, c := range cands {
+		if c.name != "" && live[c.name] {
+			continue
+		}
+		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return p, err
+		}
+		gone[c.name] = true
+		p.Objects++
+		p.Bytes += c.size
+	}
+	// A group's caches may name what is gone (a snapshot whose change was
+	// never recorded): those entries are read again next time.
+	s.mu.Lock()
+	for _, g := range s.groups {
+		for _, m := range []map[string]cached{g.files, g.memory} {
+			for k, c := range m {
+				if gone[c.hash] {
+					delete(m, k)
+				}
+			}
+		}
+		for _, m := range []map[string]dirCache{g.fileDirs, g.memoryDirs} {
+			for k, c := range m {
+				if gone[c.hash] {
+					delete(m, k)
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	return p, nil
 }
 
-// mark returns the objects the changes reach: their trees, what the trees
-// name and the undo plans with what they name.
-func (s *Service) mark(ctx context.Context) (map[string]bool, error) {
-	live := map[string]bool{}
+// mark adds to live the objects the changes after `after` reach: their
+// trees, what the trees name and the undo plans with what they name. It
+// returns where a later mark resumes: after the last change marked, or
+// before the first one still open (its end names objects not marked yet).
+func (s *Service) mark(ctx context.Context, live map[string]bool, after store.ChangeID) (store.ChangeID, error) {
 	var walk func(h string) error
 	walk = func(h string) error {
 		if h == "" || live[h] {
@@ -113,17 +148,26 @@ func (s *Service) mark(ctx context.Context) (map[string]bool, error) {
 		}
 		return nil
 	}
-	var after store.ChangeID
+	resume := store.ChangeID(-1)
+	done := func() store.ChangeID {
+		if resume >= 0 {
+			return resume
+		}
+		return after
+	}
 	for {
 		cs, err := s.db.Changes.Roots(ctx, after, 500)
 		if err != nil {
-			return nil, err
+			return done(), err
 		}
 		for _, c := range cs {
 			after = c.ID
+			if c.Open() && resume < 0 {
+				resume = c.ID - 1
+			}
 			for _, h := range []string{c.BeforeFiles, c.BeforeMemory, c.AfterFiles, c.AfterMemory} {
 				if err := walk(h); err != nil {
-					return nil, err
+					return done(), err
 				}
 			}
 			if c.Plan != "" {
@@ -144,7 +188,7 @@ func (s *Service) mark(ctx context.Context) (map[string]bool, error) {
 			}
 		}
 		if len(cs) < 500 {
-			return live, nil
+			return done(), nil
 		}
 	}
 }
