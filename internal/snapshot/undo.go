@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/store"
@@ -382,7 +383,7 @@ func (s *Service) apply(folder store.Folder, plan []op) error {
 }
 
 func isNotEmpty(err error) bool {
-	return strings.Contains(err.Error(), "directory not empty") || strings.Contains(err.Error(), "file exists")
+	return errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)
 }
 
 // Recover finishes what a crash cut off: the writes of an undo (its plan
