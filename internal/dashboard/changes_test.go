@@ -53,6 +53,10 @@ func TestStoryLinksTheTurnsDiffAndUndoes(t *testing.T) {
 	if !strings.Contains(body, "files changed: &#43;1 −0") || !strings.Contains(body, f.d.prefix+"groups/fam/changes/"+strconv.FormatInt(int64(id), 10)) {
 		t.Fatalf("the story does not show the turn's change and its diff link:\n%s", body)
 	}
+	if _, body := f.do(t, "GET", Prefix+"groups/fam", c, nil, nil); !strings.Contains(body, "What its turns changed") ||
+		!strings.Contains(body, f.d.prefix+"groups/fam/changes/"+strconv.FormatInt(int64(id), 10)) {
+		t.Errorf("the group page does not list the turn's change:\n%s", body)
+	}
 	resp, body := f.do(t, "GET", diffPath, c, nil, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "note.txt") || !strings.Contains(body, "&#43;&lt;b&gt;hello&lt;/b&gt;") {
 		t.Fatalf("GET the diff: %s\n%s", resp.Status, body)
