@@ -3,6 +3,7 @@ package home
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -16,6 +17,11 @@ import (
 // reported (ScanEntry.Deep) and not entered.
 const ScanDepth = 64
 
+// ScanNames is how many entries of one directory Tree.Scan reads: an
+// agent may make millions, and their names alone would fill the daemon's
+// memory. The rest are left out, and an entry with Truncated says so.
+const ScanNames = 250_000
+
 // ScanEntry is one entry of a tree as Tree.Scan met it, described by
 // lstat: a symlink is the link itself.
 type ScanEntry struct {
@@ -28,6 +34,9 @@ type ScanEntry struct {
 	Target string
 	// Deep: a directory below ScanDepth, not entered.
 	Deep bool
+	// Truncated marks the directory Path had more than ScanNames entries:
+	// the rest were not read. Only Path is set.
+	Truncated bool
 }
 
 // IsDir, IsRegular and IsLink say what the entry is; anything else is a
@@ -63,11 +72,28 @@ func (t *Tree) Scan(visit func(e ScanEntry, open func() (*os.File, error)) error
 func (t *Tree) scanDir(fd int, rel string, depth int, visit func(ScanEntry, func() (*os.File, error)) error) error {
 	dir := os.NewFile(uintptr(fd), rel)
 	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
-	if err != nil {
-		return t.pathErr("scan", rel, err)
+	var names []string
+	truncated := false
+	for {
+		chunk, err := dir.Readdirnames(4096)
+		names = append(names, chunk...)
+		if errors.Is(err, io.EOF) || err == nil && len(chunk) == 0 {
+			break
+		}
+		if err != nil {
+			return t.pathErr("scan", rel, err)
+		}
+		if len(names) >= ScanNames {
+			truncated = true
+			break
+		}
 	}
 	slices.Sort(names)
+	if truncated {
+		if err := visit(ScanEntry{Path: rel, Truncated: true}, nil); err != nil && !errors.Is(err, fs.SkipDir) {
+			return err
+		}
+	}
 	for _, name := range names {
 		p := path.Join(rel, name)
 		var st unix.Stat_t

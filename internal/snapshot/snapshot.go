@@ -314,7 +314,7 @@ func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error
 			notes = append(notes, fmt.Sprintf("%d file(s) over %s recorded by size and hash only (%s)", len(sc.large), sizeText(s.cfg.MaxFile), firstOf(sc.large)))
 		}
 		if sc.partial {
-			notes = append(notes, fmt.Sprintf("more than %d entries: the rest not recorded", s.cfg.MaxEntries))
+			notes = append(notes, fmt.Sprintf("more than %d entries, or more than %d in one directory: the rest not recorded", s.cfg.MaxEntries, home.ScanNames))
 		}
 		if len(sc.skipped) > 0 {
 			notes = append(notes, fmt.Sprintf("%d entr(ies) could not be read (%s)", len(sc.skipped), firstOf(sc.skipped)))

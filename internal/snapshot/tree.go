@@ -162,6 +162,10 @@ func (s *scan) run(t *home.Tree) (string, error) {
 	s.nextDirs = make(map[string]dirCache, len(s.prevDirs))
 	s.building = []*dirBuild{{rel: ""}}
 	err := t.Scan(func(e home.ScanEntry, open func() (*os.File, error)) error {
+		if e.Truncated {
+			s.partial = true
+			return nil
+		}
 		if s.include != nil && !s.include(e.Path, e.IsDir()) {
 			if e.IsDir() {
 				return fs.SkipDir
