@@ -299,7 +299,16 @@ func (db *DB) migrate(ctx context.Context, fsys fs.FS) error {
 	) STRICT`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
+	// One read tells which migrations are left: a store already at this
+	// version (every start after the first) opens no transaction here.
+	before, err := schemaVersion(ctx, db.write)
+	if err != nil {
+		return err
+	}
 	for _, m := range ms {
+		if m.version <= before {
+			continue
+		}
 		err := db.Tx(ctx, func(tx *Tx) error {
 			current, err := schemaVersion(ctx, tx.stx)
 			if err != nil {
