@@ -13,6 +13,11 @@ IMAGE   ?= bridged-agent:latest
 # image whose label differs. Computed only when a recipe uses it.
 IMAGE_INPUTS = $(shell { cat Dockerfile go.mod go.sum; $(GO) list -deps -f '{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./agent-runner | xargs cat; } | sha256sum | cut -c1-16)
 TEST_TIMEOUT ?= 45m
+# A binary built with -race sleeps a second before it exits unless told
+# not to: every test binary, and every race-built daemon, CLI and fake the
+# tests start, would pay it.
+GORACE ?= atexit_sleep_ms=0
+export GORACE
 # staticcheck is pinned and installed through the Go module proxy by `make
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
 STATICCHECK_VERSION ?= v0.8.2

@@ -79,10 +79,6 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	if err := testimage.Ensure(ctx, cli, testimage.Options{Tag: testImage, RepoRoot: root}); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: test image:", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "bridged-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -113,8 +109,19 @@ func runMain(m *testing.M) int {
 		build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as shipped
 	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	// The daemon builds while the test image does: each is a minute of
+	// compiling on a small machine, and each waits on I/O part of it.
+	if err := build.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
+		return 1
+	}
+	imageErr := testimage.Ensure(ctx, cli, testimage.Options{Tag: testImage, RepoRoot: root})
+	if err := build.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
+		return 1
+	}
+	if imageErr != nil {
+		fmt.Fprintln(os.Stderr, "e2e: test image:", imageErr)
 		return 1
 	}
 	if err := setParallel(); err != nil {
@@ -205,8 +212,21 @@ func parallel(t *testing.T, w weight) {
 	case timed:
 		slot = timedSlots
 	}
+	asked := time.Now()
 	slot <- struct{}{}
+	// Said with -v (and in -json): where the package's time goes.
+	t.Logf("%s slot after %v", w, time.Since(asked).Round(time.Millisecond))
 	t.Cleanup(func() { <-slot })
+}
+
+func (w weight) String() string {
+	switch w {
+	case heavy:
+		return "heavy"
+	case timed:
+		return "timed"
+	}
+	return "light"
 }
 
 func needDocker(t *testing.T) {
@@ -263,6 +283,11 @@ func (e *env) environ() []string {
 	}
 	if e.cred == nil { // another user could not write the test's coverage directory
 		out = append(out, testcover.Env(e.t)...)
+	}
+	if os.Getenv("GORACE") == "" {
+		// The daemon and the CLI are built with -race, whose runtime
+		// otherwise sleeps a second at every exit: a second per command.
+		out = append(out, "GORACE=atexit_sleep_ms=0")
 	}
 	out = append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
 		"BRIDGED_MOUNT_ALLOWLIST="+filepath.Join(os.TempDir(), "bridged-e2e-no-allowlist.json"))
