@@ -32,7 +32,7 @@ DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: help build test test-all test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -59,9 +59,15 @@ browser-deps: ## install chromium, for the dashboard's browser test only
 	  $(call APT_INSTALL,chromium); \
 	fi
 
+# The linters run beside the tests (make -j2): the suite mostly waits on
+# containers and timeouts, and the linters' minute or two of CPU fits in
+# its gaps. Either one failing fails the target; lines are printed whole.
+test: deps tools ## gofmt, vet, staticcheck and deadcode beside every test with -race, Docker end-to-end included
+	@$(MAKE) --no-print-directory -j2 --output-sync=line lint test-all
+
 # -count=1: the e2e tests build the daemon themselves, out of sight of go
 # test's result cache, so a cached e2e pass could hide a change to the product.
-test: deps lint ## gofmt and vet, then every test with -race, Docker end-to-end included
+test-all: ## every test with -race, Docker end-to-end included, without the linters
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## the tests that need no Docker
