@@ -59,11 +59,17 @@ browser-deps: ## install chromium, for the dashboard's browser test only
 	  $(call APT_INSTALL,chromium); \
 	fi
 
-# The linters run beside the tests (make -j2): the suite mostly waits on
-# containers and timeouts, and the linters' minute or two of CPU fits in
-# its gaps. Either one failing fails the target; lines are printed whole.
+# The linters run beside the tests: the suite mostly waits on containers
+# and timeouts, and the linters' minute or two of CPU fits in its gaps.
+# The tests print as they go, the linters' findings after them; either one
+# failing fails the target.
 test: deps tools ## gofmt, vet, staticcheck and deadcode beside every test with -race, Docker end-to-end included
-	@$(MAKE) --no-print-directory -j2 --output-sync=line lint test-all
+	@log=$$(mktemp); $(MAKE) --no-print-directory lint >"$$log" 2>&1 & lint=$$!; \
+	rc=0; $(MAKE) --no-print-directory test-all || rc=$$?; \
+	lrc=0; wait $$lint || lrc=$$?; \
+	echo "--- make lint (run beside the tests):"; cat "$$log"; rm -f "$$log"; \
+	if [ $$lrc -ne 0 ]; then echo "make lint failed"; fi; \
+	[ $$rc -eq 0 ] && [ $$lrc -eq 0 ]
 
 # -count=1: the e2e tests build the daemon themselves, out of sight of go
 # test's result cache, so a cached e2e pass could hide a change to the product.
