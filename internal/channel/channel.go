@@ -214,11 +214,21 @@ type Outgoing struct {
 	// ID is chosen before the first attempt and reused on every retry, so a
 	// channel that supports it can make retries idempotent.
 	ID string
+	// Notice marks a message of bridged's own (an approval request, an
+	// alert), never an agent's text: a channel may add controls to it
+	// (Telegram's buttons under an approval request).
+	Notice bool
 }
 
 // ErrPermanent is wrapped by Send errors that a retry cannot fix (unknown
 // chat, not paired, logged out).
 var ErrPermanent = errors.New("permanent send failure")
+
+// ErrAmbiguous is wrapped, with ErrPermanent, by the error of a send that
+// may or may not have reached the network: the request was written and no
+// answer came. On a network without an idempotent send (Telegram) a retry
+// could deliver it twice, so it is recorded as such and not retried.
+var ErrAmbiguous = errors.New("ambiguous send: the request was written but no answer came, so it may have arrived; not sent again")
 
 // Channel is a chat network.
 type Channel interface {

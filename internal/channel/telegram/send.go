@@ -1,0 +1,246 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf16"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/bridged-app/bridged/internal/approvals"
+	"github.com/bridged-app/bridged/internal/channel"
+)
+
+// MaxMessageUnits is the longest text of one message, in UTF-16 code units
+// (Telegram's 4,096 characters).
+const MaxMessageUnits = 4096
+
+// button is an inline keyboard button; the library's own type would also
+// send an empty copy_text.
+type button struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
+}
+
+type keyboard struct {
+	InlineKeyboard [][]button `json:"inline_keyboard"`
+}
+
+// Send sends m as plain text (no parse_mode), split below MaxMessageUnits,
+// and returns the id of its first part. Parts already sent by an earlier
+// attempt of the same m.ID are not sent again. A 429 is waited out while
+// ctx allows; 403 and 401 are permanent (and the owner told once); a send
+// whose request was written but not answered is channel.ErrAmbiguous.
+func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	if c.api == nil {
+		return "", fmt.Errorf("telegram: %w: no bot token", channel.ErrPermanent)
+	}
+	chat, ok := ChatNumber(m.Chat)
+	if !ok {
+		return "", fmt.Errorf("telegram: %w: not a Telegram chat: %s", channel.ErrPermanent, m.Chat)
+	}
+	if st := c.Status().State; st == channel.StateLoggedOut {
+		return "", fmt.Errorf("telegram: %w: the bot token was refused", channel.ErrPermanent)
+	}
+	text := m.Text
+	if m.Attachment != nil {
+		text = strings.TrimSpace(text + "\n[file not sent: " + m.Attachment.Name + " — files are not sent to Telegram yet]")
+	}
+	parts := Split(text, MaxMessageUnits)
+	c.mu.Lock()
+	done := c.parts[m.ID]
+	c.mu.Unlock()
+	for i := len(done); i < len(parts); i++ {
+		p := &bot.SendMessageParams{ChatID: chat, Text: parts[i]}
+		if m.Notice && i == len(parts)-1 {
+			if id, ok := approvals.RequestIDOf(text); ok {
+				p.ReplyMarkup = keyboard{InlineKeyboard: [][]button{{
+					{Text: "👍 Approve", CallbackData: callbackYes + id}, {Text: "👎 Deny", CallbackData: callbackNo + id},
+				}}}
+			}
+		}
+		id, err := c.sendPart(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		c.mu.Lock()
+		c.parts[m.ID] = append(c.parts[m.ID], id)
+		done = c.parts[m.ID]
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	delete(c.parts, m.ID)
+	c.mu.Unlock()
+	if len(done) == 0 {
+		return "", fmt.Errorf("telegram: %w: empty message", channel.ErrPermanent)
+	}
+	return done[0], nil
+}
+
+// sendPart sends one message, waiting out 429s while ctx allows.
+func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string, error) {
+	for {
+		if !c.waitHold(ctx) {
+			return "", fmt.Errorf("telegram: waiting out a 429: %w", ctx.Err())
+		}
+		var wrote atomic.Bool
+		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+		})
+		msg, err := c.api.SendMessage(tctx, p)
+		if err == nil {
+			return strconv.Itoa(msg.ID), nil
+		}
+		err = redact(err, c.opts.Token)
+		var tm *bot.TooManyRequestsError
+		switch {
+		case errors.As(err, &tm):
+			c.holdFor(time.Duration(tm.RetryAfter) * time.Second)
+			c.log.Warn().Int("retry_after", tm.RetryAfter).Msg("telegram asked to slow down (429)")
+			continue
+		case errors.Is(err, bot.ErrorUnauthorized):
+			c.revoked()
+			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
+		case errors.Is(err, bot.ErrorForbidden):
+			chat := fmt.Sprint(p.ChatID)
+			c.setCondition("removed/"+ChatID(p.ChatID.(int64)), channel.HealthStable,
+				"Telegram: the bot may not write to tg:"+chat+" (removed from the group, or blocked): its messages are not sent. Add the bot again to resume.")
+			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
+		case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound), bot.IsMigrateError(err):
+			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
+		case isAnswer(err):
+			return "", fmt.Errorf("telegram: %w", err) // a 5xx, say: Telegram says it failed; retried
+		case wrote.Load():
+			return "", fmt.Errorf("telegram: %w: %w: %w", channel.ErrPermanent, channel.ErrAmbiguous, err)
+		}
+		return "", fmt.Errorf("telegram: %w", err) // not written: safe to retry
+	}
+}
+
+// isAnswer reports whether err is an answer of the Bot API (ok false), not
+// a transport failure.
+func isAnswer(err error) bool {
+	for _, e := range []error{bot.ErrorForbidden, bot.ErrorBadRequest, bot.ErrorUnauthorized, bot.ErrorNotFound, bot.ErrorConflict, bot.ErrorTooManyRequests} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "error response from telegram")
+}
+
+// SetTyping shows the typing indicator in chat, kept alive every 4 s
+// (Telegram's lasts 5) until it is turned off or for at most maxTyping; off
+// stops the refresh (Telegram has no call to hide it: it fades).
+func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
+	n, ok := ChatNumber(chat)
+	if !ok || c.api == nil {
+		return nil
+	}
+	c.mu.Lock()
+	if stop, ok := c.typing[chat]; ok {
+		stop()
+		delete(c.typing, chat)
+	}
+	base := c.ctx
+	if !on || base == nil || base.Err() != nil {
+		c.mu.Unlock()
+		if on {
+			return c.chatAction(ctx, n)
+		}
+		return nil
+	}
+	tctx, stop := context.WithTimeout(base, maxTyping)
+	c.typing[chat] = stop
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer stop()
+		t := time.NewTicker(c.typingEvery)
+		defer t.Stop()
+		for {
+			if err := c.chatAction(tctx, n); err != nil && tctx.Err() == nil {
+				c.log.Debug().Err(err).Str("chat", chat).Msg("cannot show typing")
+			}
+			select {
+			case <-tctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Typing refresh: Telegram shows a chat action for 5 s.
+const (
+	typingEvery = 4 * time.Second
+	maxTyping   = 10 * time.Minute
+)
+
+func (c *Client) chatAction(ctx context.Context, chat int64) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.api.SendChatAction(cctx, &bot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping})
+	return redact(err, c.opts.Token)
+}
+
+// Split cuts text into parts of at most max UTF-16 code units, at a
+// paragraph break, else a line break, else a space, else between runes
+// (never inside one). Parts are trimmed of the whitespace they were cut at;
+// blank text gives none.
+func Split(text string, max int) []string {
+	var parts []string
+	for {
+		text = strings.TrimLeftFunc(text, unicode.IsSpace)
+		if text == "" {
+			return parts
+		}
+		if units(text) <= max {
+			return append(parts, strings.TrimRightFunc(text, unicode.IsSpace))
+		}
+		// the longest prefix within max, at a rune boundary
+		end, n := 0, 0
+		for i, r := range text {
+			w := utf16.RuneLen(r)
+			if w < 0 {
+				w = 1
+			}
+			if n+w > max {
+				end = i
+				break
+			}
+			n += w
+		}
+		cut := end
+		for _, sep := range []string{"\n\n", "\n", " "} {
+			if i := strings.LastIndex(text[:end], sep); i > 0 && i > end/2 {
+				cut = i
+				break
+			}
+		}
+		parts = append(parts, strings.TrimRightFunc(text[:cut], unicode.IsSpace))
+		text = text[cut:]
+	}
+}
+
+// units counts s's UTF-16 code units.
+func units(s string) int {
+	n := 0
+	for _, r := range s {
+		if w := utf16.RuneLen(r); w > 0 {
+			n += w
+		} else {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,480 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/bridged-app/bridged/internal/approvals"
+	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
+	"github.com/bridged-app/bridged/internal/ingest"
+	"github.com/bridged-app/bridged/internal/outbox"
+	"github.com/bridged-app/bridged/internal/store"
+	"github.com/bridged-app/bridged/internal/store/storetest"
+)
+
+// TestMain fails the package's tests when a goroutine one of them started
+// still runs after the last.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	owner int64 = 777
+	group int64 = -100200
+)
+
+var (
+	groupChat = telegramtest.Chat{ID: group, Title: "Family"}
+	ownerUser = telegramtest.User{ID: owner, Name: "Owner"}
+	bob       = telegramtest.User{ID: 55, Name: "Bob"}
+)
+
+// rig is a client polling a fake Bot API into a real store through the
+// ingest, with the approvals answering in the main chat.
+type rig struct {
+	t     *testing.T
+	srv   *telegramtest.Server
+	db    *store.DB
+	in    *ingest.Ingest
+	ap    *approvals.Service
+	c     *Client
+	stop  context.CancelFunc
+	sink  Sink
+	close sync.Once
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{t: t, srv: telegramtest.New(t), db: storetest.Open(t)}
+	ctx := context.Background()
+	if _, err := r.db.Groups.Add(ctx, store.Group{Chat: store.ChatID(ChatID(group)), Folder: "family", Trigger: "@Andy", RequiresTrigger: true, IsMain: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.ap = approvals.New(r.db, outbox.NewPoster(r.db, outbox.NewSignal()), time.Minute, zerolog.Nop())
+	var err error
+	r.in, err = ingest.New(ingest.Config{DB: r.db, LateWindow: time.Hour, Log: zerolog.Nop(),
+		ChannelOf: func(string) string { return ChannelName },
+		Answers:   func(ctx context.Context, m channel.Message) bool { return r.ap.Answer(ctx, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sink = StoreSink{In: r.in, DB: r.db}
+	return r
+}
+
+// start connects a new client (a restart, when one ran before).
+func (r *rig) start(sink Sink) *Client {
+	r.t.Helper()
+	if sink == nil {
+		sink = r.sink
+	}
+	c, err := New(Options{Token: telegramtest.Token, APIURL: r.srv.URL, Owner: owner, AssistantName: "Andy", Sink: sink,
+		Log: zerolog.Nop(), PollTimeout: time.Second})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c.callTimeout, c.typingEvery = 2*time.Second, 50*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Connect(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	r.c, r.stop = c, cancel
+	r.t.Cleanup(func() { cancel(); c.Wait() })
+	return c
+}
+
+// restart stops the client and waits for its goroutines.
+func (r *rig) halt() {
+	r.stop()
+	r.c.Wait()
+}
+
+// stored returns the messages stored for the group's chat.
+func (r *rig) stored() []store.Message {
+	r.t.Helper()
+	ms, err := r.db.Messages.Recent(context.Background(), store.ChatID(ChatID(group)), 100)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ms
+}
+
+// waitStored waits until n messages are stored and the offset is past upd.
+func (r *rig) waitCommitted(upd int64) {
+	r.t.Helper()
+	ok := r.srv.WaitFor(20*time.Second, func() bool {
+		n, _ := r.db.Polls.Next(context.Background(), ChannelName)
+		return n > upd
+	})
+	if !ok {
+		r.t.Fatalf("update %d not committed within 20s", upd)
+	}
+}
+
+// A message is committed with its update, and Telegram hears the offset
+// past it only in a poll after the commit.
+func TestInboundCommittedBeforeConfirmed(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	upd, id := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "hello @" + telegramtest.BotName + " how are you",
+		Entities: []telegramtest.Entity{{Type: "mention", Offset: 6, Length: len(telegramtest.BotName) + 1}}})
+	r.waitCommitted(upd)
+	if !r.srv.WaitFor(5*time.Second, func() bool { return r.srv.Offset() == upd+1 }) {
+		t.Fatalf("offset confirmed to Telegram = %d; want %d", r.srv.Offset(), upd+1)
+	}
+	ms := r.stored()
+	if len(ms) != 1 {
+		t.Fatalf("%d messages stored; want 1", len(ms))
+	}
+	m := ms[0]
+	if m.ExternalID != strconv.Itoa(id) || !m.Mentioned || m.Text != "hello @Andy how are you" || m.Sender != SenderID(bob.ID) || m.FromMe || m.IsBot {
+		t.Errorf("stored %+v; want the mention rewritten to @Andy, Mentioned, from Bob", m)
+	}
+	chat, err := r.db.Chats.Get(context.Background(), store.ChatID(ChatID(group)))
+	if err != nil || chat.Channel != ChannelName || !chat.IsGroup || chat.Name != "Family" {
+		t.Errorf("chat = %+v, %v; want the Telegram group Family", chat, err)
+	}
+}
+
+// Every mention form of the bot, and a reply to it, sets Mentioned; an
+// other bot's command or an ordinary message does not.
+func TestMentionForms(t *testing.T) {
+	name := telegramtest.BotName
+	cases := []struct {
+		what string
+		msg  telegramtest.Msg
+		want bool
+	}{
+		{"mention", telegramtest.Msg{Text: "@" + strings.ToUpper(name) + " hi", Entities: []telegramtest.Entity{{Type: "mention", Length: len(name) + 1}}}, true},
+		{"text_mention", telegramtest.Msg{Text: "Andy hi", Entities: []telegramtest.Entity{{Type: "text_mention", Length: 4, UserID: telegramtest.BotID}}}, true},
+		{"text_link", telegramtest.Msg{Text: "bot hi", Entities: []telegramtest.Entity{{Type: "text_link", Length: 3, URL: "tg://user?id=" + strconv.FormatInt(telegramtest.BotID, 10)}}}, true},
+		{"command", telegramtest.Msg{Text: "/status@" + name, Entities: []telegramtest.Entity{{Type: "bot_command", Length: len(name) + 8}}}, true},
+		{"reply to the bot", telegramtest.Msg{Text: "and then?", ReplyTo: 99, ReplyToBot: true}, true},
+		{"emoji before the mention", telegramtest.Msg{Text: "👋 @" + name, Entities: []telegramtest.Entity{{Type: "mention", Offset: 3, Length: len(name) + 1}}}, true},
+		{"another bot's command", telegramtest.Msg{Text: "/status@other_bot", Entities: []telegramtest.Entity{{Type: "bot_command", Length: 17}}}, false},
+		{"someone else's mention", telegramtest.Msg{Text: "@bob hi", Entities: []telegramtest.Entity{{Type: "mention", Length: 4}}}, false},
+		{"a reply to someone else", telegramtest.Msg{Text: "yes", ReplyTo: 98}, false},
+		{"plain", telegramtest.Msg{Text: "hello all"}, false},
+	}
+	r := newRig(t)
+	r.start(nil)
+	var last int64
+	for _, tc := range cases {
+		tc.msg.Chat, tc.msg.From = groupChat, bob
+		last, _ = r.srv.Message(tc.msg)
+	}
+	r.waitCommitted(last)
+	ms := r.stored()
+	if len(ms) != len(cases) {
+		t.Fatalf("%d stored; want %d", len(ms), len(cases))
+	}
+	for i, tc := range cases {
+		if ms[i].Mentioned != tc.want {
+			t.Errorf("%s: Mentioned = %v; want %v (text %q)", tc.what, ms[i].Mentioned, tc.want, ms[i].Text)
+		}
+	}
+	if ms[5].Text != "👋 @Andy" {
+		t.Errorf("mention after an emoji (two UTF-16 units) rewritten to %q; want %q", ms[5].Text, "👋 @Andy")
+	}
+}
+
+// crashSink stops the client when it is handed update `at`, before
+// anything of it is committed: a kill between the poll and the commit.
+type crashSink struct {
+	Sink
+	at   int64
+	stop context.CancelFunc
+}
+
+func (s crashSink) Inbound(ctx context.Context, m channel.Message, ack store.PollAck) (store.MessageID, error) {
+	if ack.UpdateID == s.at {
+		s.stop()
+		return 0, context.Canceled
+	}
+	return s.Sink.Inbound(ctx, m, ack)
+}
+
+// A restart between the poll and the commit loses nothing and doubles
+// nothing: the update comes again from the committed offset; duplicate
+// updates in one answer are stored once.
+func TestRestartBetweenPollAndCommit(t *testing.T) {
+	r := newRig(t)
+	u1, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "one"})
+	u2, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "two"})
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := New(Options{Token: telegramtest.Token, APIURL: r.srv.URL, Owner: owner, Sink: crashSink{Sink: r.sink, at: u2, stop: cancel},
+		Log: zerolog.Nop(), PollTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.callTimeout = 2 * time.Second
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	c.Wait()
+	if n, _ := r.db.Polls.Next(context.Background(), ChannelName); n != u1+1 {
+		t.Fatalf("offset after the crash = %d; want %d (update one committed, two not)", n, u1+1)
+	}
+	if r.srv.Offset() > u1+1 {
+		t.Fatalf("Telegram heard offset %d before update %d was committed", r.srv.Offset(), u2)
+	}
+	r.srv.Inject("getUpdates", telegramtest.Fault{Duplicate: true})
+	r.start(nil)
+	r.waitCommitted(u2)
+	var texts []string
+	for _, m := range r.stored() {
+		texts = append(texts, m.Text)
+	}
+	if strings.Join(texts, ",") != "one,two" {
+		t.Errorf("stored %q; want one, two once each", texts)
+	}
+}
+
+// Faults of getUpdates (429 with retry_after, 409, 5xx, a timeout) delay
+// the message but lose and double nothing; 409 is a condition while it
+// lasts.
+func TestPollFaults(t *testing.T) {
+	r := newRig(t)
+	for _, f := range []telegramtest.Fault{{Code: 429, RetryAfter: 1}, {Code: 409, Description: "Conflict: terminated by other getUpdates request"}, {Code: 502}, {Hang: true}} {
+		r.srv.Inject("getUpdates", f)
+	}
+	start := time.Now()
+	upd, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "through it all"})
+	c := r.start(nil)
+	sawConflict := r.srv.WaitFor(10*time.Second, func() bool {
+		for _, cd := range c.Status().Conditions {
+			if cd.Key == "conflict" {
+				return true
+			}
+		}
+		return false
+	})
+	if !sawConflict {
+		t.Error("409 was not a condition")
+	}
+	r.waitCommitted(upd)
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("delivered after %v; want the 429's retry_after (1s) waited out", d)
+	}
+	if ms := r.stored(); len(ms) != 1 {
+		t.Errorf("%d stored; want 1", len(ms))
+	}
+	r.srv.WaitFor(5*time.Second, func() bool { return len(c.Status().Conditions) <= 1 })
+	for _, cd := range c.Status().Conditions {
+		if cd.Key == "conflict" {
+			t.Error("the conflict condition outlived a poll that answered")
+		}
+	}
+	if c.Status().State != channel.StateConnected || c.LastPoll().IsZero() {
+		t.Errorf("status %+v, last poll %v; want connected with a poll", c.Status(), c.LastPoll())
+	}
+}
+
+// The owner's messages are FromMe; the bot's own (a bot's id as sender)
+// are IsBot.
+func TestOwnerAndOwnMessages(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	r.srv.Message(telegramtest.Msg{Chat: groupChat, From: ownerUser, Text: "mine"})
+	upd, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: telegramtest.User{ID: telegramtest.BotID, Name: "bot"}, Text: "the bot's"})
+	r.waitCommitted(upd)
+	ms := r.stored()
+	if len(ms) != 2 || !ms[0].FromMe || ms[0].IsBot || !ms[1].IsBot {
+		t.Fatalf("stored %+v; want the owner's FromMe and the bot's IsBot", ms)
+	}
+}
+
+// An approval request gets two buttons; a press by anyone but the owner
+// decides nothing, the owner's does; both presses are answered.
+func TestApprovalButtonsOwnerOnly(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	ctx := context.Background()
+	var a store.Approval
+	err := r.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		a, err = tx.Approvals.Add(ctx, store.Approval{ID: "abcd", Folder: "family", RequestID: "r1", Tool: "Bash", Subject: "rm -rf /tmp/x", AskedAt: time.Now()})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := approvals.RequestText(a, time.Minute)
+	sent, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: text, ID: "o1", Notice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.srv.Sent()
+	if len(got) != 1 || !strings.Contains(got[0].Markup, `"callback_data":"yes abcd"`) || !strings.Contains(got[0].Markup, `"callback_data":"no abcd"`) {
+		t.Fatalf("sent %+v; want the request with yes/no buttons", got)
+	}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: text, ID: "o2"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := r.srv.Sent()[1].Markup; m != "" {
+		t.Errorf("an agent's text that looks like a request got buttons %s", m)
+	}
+	// The request's outbox row, as the approvals commit it, marked sent
+	// under the id Send returned.
+	err = r.db.Tx(ctx, func(tx *store.Tx) error {
+		it, err := tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(ChatID(group)), Text: text, Origin: store.OriginNotice})
+		if err != nil {
+			return err
+		}
+		return tx.Approvals.SetOutbox(ctx, a.ID, it.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, _ := r.db.Outbox.Pending(ctx, 10)
+	if err := r.db.Outbox.MarkSent(ctx, pending[0].ID, sent, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	msgID, _ := strconv.Atoi(sent)
+	u := r.srv.Press(groupChat, bob, msgID, "yes abcd")
+	r.waitCommitted(u)
+	if got, _ := r.db.Approvals.Get(ctx, "abcd"); got.State != store.ApprovalOpen {
+		t.Fatalf("Bob's press decided the request: %+v", got)
+	}
+	u = r.srv.Press(groupChat, ownerUser, msgID, "no abcd")
+	r.waitCommitted(u)
+	if got, _ := r.db.Approvals.Get(ctx, "abcd"); got.State != store.ApprovalDenied {
+		t.Fatalf("after the owner's 👎 the request is %+v; want denied", got)
+	}
+	if !r.srv.WaitFor(5*time.Second, func() bool { return len(r.srv.Answered()) == 2 }) {
+		t.Errorf("answered presses %v; want both", r.srv.Answered())
+	}
+	for _, m := range r.stored() {
+		if !m.IsBot {
+			t.Errorf("a press stored as a message: %+v", m)
+		}
+	}
+}
+
+// Long text goes as several plain-text messages, each within 4,096 UTF-16
+// units, cut at paragraph or word boundaries, none lost; markup characters
+// reach the chat as they were written.
+func TestSendSplitsPlainText(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	para := strings.Repeat("word *bold* _x_ [link](y) ", 100) // 2,600 characters
+	text := para + "\n\n" + para + "\n\n" + strings.Repeat("😀", 3000)
+	if _, err := c.Send(context.Background(), channel.Outgoing{Chat: ChatID(group), Text: text, ID: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := r.srv.Sent()
+	if len(sent) < 3 {
+		t.Fatalf("sent %d parts; want at least 3", len(sent))
+	}
+	var joined strings.Builder
+	for i, s := range sent {
+		if u := units(s.Text); u > MaxMessageUnits {
+			t.Errorf("part %d has %d UTF-16 units; want at most %d", i, u, MaxMessageUnits)
+		}
+		if s.ParseMod != "" {
+			t.Errorf("part %d sent with parse_mode %q; want plain text", i, s.ParseMod)
+		}
+		joined.WriteString(s.Text)
+	}
+	norm := func(s string) string { return strings.Join(strings.Fields(s), "") }
+	if norm(joined.String()) != norm(text) {
+		t.Error("the parts do not add up to the text")
+	}
+	if !strings.HasSuffix(sent[0].Text, "(y)") {
+		t.Errorf("the first part ends %q; want a cut at a paragraph", sent[0].Text[len(sent[0].Text)-10:])
+	}
+}
+
+func TestSplitNeverCutsARune(t *testing.T) {
+	for _, text := range []string{strings.Repeat("a", 10000), strings.Repeat("é😀", 3000), ""} {
+		var back strings.Builder
+		for _, p := range Split(text, 100) {
+			if units(p) > 100 {
+				t.Errorf("part of %d units", units(p))
+			}
+			back.WriteString(p)
+		}
+		if back.String() != text {
+			t.Errorf("Split lost or broke characters of a %d-byte text", len(text))
+		}
+	}
+}
+
+// 429's retry_after is waited out and the message sent once; 403 and 401
+// are permanent, the first a condition of the chat, the second the state.
+func TestSendErrors(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	ctx := context.Background()
+	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 429, RetryAfter: 1})
+	start := time.Now()
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "slow", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Second || len(r.srv.Sent()) != 1 {
+		t.Errorf("after a 429 sent %d in %v; want once, after retry_after (1s)", len(r.srv.Sent()), d)
+	}
+	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 403, Description: "Forbidden: bot was kicked from the supergroup chat"})
+	_, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "kicked", ID: "b"})
+	if !errors.Is(err, channel.ErrPermanent) {
+		t.Errorf("403: %v; want permanent", err)
+	}
+	if cs := c.Status().Conditions; len(cs) == 0 || cs[len(cs)-1].Key != "removed/"+ChatID(group) {
+		t.Errorf("conditions after 403: %+v; want removed/%s", cs, ChatID(group))
+	}
+	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 401})
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "revoked", ID: "c"}); !errors.Is(err, channel.ErrPermanent) {
+		t.Errorf("401: %v; want permanent", err)
+	}
+	if st := c.Status(); st.State != channel.StateLoggedOut || !strings.Contains(st.Detail, "BotFather") {
+		t.Errorf("state after 401: %+v; want logged-out saying what to do", st)
+	}
+	if strings.Contains(c.Status().Detail, telegramtest.Token) {
+		t.Error("the status shows the token")
+	}
+}
+
+// A send whose request was written but never answered is ambiguous:
+// permanent, not sent again, the message delivered once.
+func TestSendAmbiguous(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	r.srv.Inject("sendMessage", telegramtest.Fault{Hang: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "maybe", ID: "m"})
+	if !errors.Is(err, channel.ErrAmbiguous) || !errors.Is(err, channel.ErrPermanent) {
+		t.Fatalf("Send = %v; want ambiguous and permanent", err)
+	}
+	if strings.Contains(err.Error(), telegramtest.Token) {
+		t.Error("the error shows the token")
+	}
+	if n := len(r.srv.Sent()); n != 1 {
+		t.Errorf("delivered %d; want 1", n)
+	}
+}
+
+// Typing is kept alive while on, and stops when turned off.
+func TestTypingKeptAlive(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	if err := c.SetTyping(context.Background(), ChatID(group), true); err != nil {
+		t.Fatal(err)
+	}
+	if !r.srv.WaitFor(5*time.Second, func() bool { return len(r.srv.Actions()) >= 3 }) {
+		t.Fatalf("chat actions %v; want the indicator refreshed", r.srv.Actions())
+	}
+	_ = c.SetTyping(context.Background(), ChatID(group), false)
+	n := len(r.srv.Actions())
+	if r.srv.WaitFor(300*time.Millisecond, func() bool { return len(r.srv.Actions()) > n+1 }) {
+		t.Error("typing kept refreshing after it was turned off")
+	}
+}
