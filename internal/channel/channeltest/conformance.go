@@ -347,4 +347,3 @@ func utf16Len(s string) int {
 	}
 	return n
 }
-

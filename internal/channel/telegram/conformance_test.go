@@ -92,4 +92,3 @@ func (n *tgNetwork) Received() []string {
 }
 
 func (n *tgNetwork) Typing() bool { return len(n.srv.Actions()) > 0 }
-
