@@ -69,6 +69,7 @@ type Server struct {
 	faults    map[string][]Fault
 	admins    map[int64][]int64
 	msgID     int
+	afterUpd  func()        // called after each getUpdates answer that held updates
 	changed   chan struct{} // closed and replaced when anything changes
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -106,6 +107,15 @@ func (s *Server) SetPrivacy(on bool) {
 func (s *Server) SetAdmins(chat int64, users ...int64) {
 	s.mu.Lock()
 	s.admins[chat] = users
+	s.mu.Unlock()
+}
+
+// AfterUpdates has fn called (on the server's goroutine) after each
+// getUpdates answer that held updates was written: the moment between a
+// poll and its commit. nil removes it.
+func (s *Server) AfterUpdates(fn func()) {
+	s.mu.Lock()
+	s.afterUpd = fn
 	s.mu.Unlock()
 }
 
@@ -463,6 +473,15 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string
 		s.mu.Unlock()
 		if len(out) > 0 {
 			write(w, 200, map[string]any{"ok": true, "result": out})
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			s.mu.Lock()
+			fn := s.afterUpd
+			s.mu.Unlock()
+			if fn != nil {
+				fn()
+			}
 			return
 		}
 		select {

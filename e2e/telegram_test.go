@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
+	"github.com/bridged-app/bridged/internal/store"
+)
+
+// The Telegram channel against a fake Bot API on a loopback port: the
+// daemon polls it (BRIDGED_TELEGRAM_API_URL) as it would Telegram.
+
+const tgOwner = 777
+
+var (
+	tgGroup = telegramtest.Chat{ID: -100200, Title: "Family"}
+	tgBob   = telegramtest.User{ID: 55, Name: "Bob"}
+)
+
+// telegramEnv is an env whose daemon polls srv as its Telegram bot.
+func telegramEnv(t *testing.T, srv *telegramtest.Server) *env {
+	e := newEnv(t, "--idle-timeout", "2s")
+	e.extraEnv = append(e.extraEnv, "BRIDGED_TELEGRAM_TOKEN="+telegramtest.Token, "BRIDGED_TELEGRAM_API_URL="+srv.URL,
+		fmt.Sprintf("BRIDGED_TELEGRAM_OWNER=%d", tgOwner))
+	return e
+}
+
+// A group message that mentions the bot (@botname) wakes the group's agent,
+// and its reply reaches the group through sendMessage, as plain text.
+func TestE2ETelegramMentionGetsItsReply(t *testing.T) {
+	parallel(t, light)
+	srv := telegramtest.New(t)
+	e := telegramEnv(t, srv)
+	e.mustCLI("groups", "add", "--name", "family", fmt.Sprintf("tg:%d", tgGroup.ID))
+	e.start()
+	text := "@" + telegramtest.BotName + " hello there"
+	srv.Message(telegramtest.Msg{Chat: tgGroup, From: tgBob, Text: text,
+		Entities: []telegramtest.Entity{{Type: "mention", Length: len(telegramtest.BotName) + 1}}})
+	var reply telegramtest.Sent
+	ok := srv.WaitFor(2*time.Minute, func() bool {
+		for _, s := range srv.Sent() {
+			if s.Chat == tgGroup.ID && strings.Contains(s.Text, "hello there") {
+				reply = s
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("no reply in the group within 2m; sent %+v", srv.Sent())
+	}
+	if !strings.HasPrefix(reply.Text, "echo: ") || !strings.Contains(reply.Text, "@Andy hello there") || reply.ParseMod != "" {
+		t.Errorf("reply %+v; want the agent's echo of the message, the mention as the trigger, as plain text", reply)
+	}
+	if out := e.mustCLI("groups", "list", "--available"); !strings.Contains(out, fmt.Sprintf("tg:%d", tgGroup.ID)) {
+		t.Errorf("groups list --available:\n%s\nwant the Telegram group", out)
+	}
+}
+
+// kill -9 between a poll and its commit, at random points, loses and
+// doubles nothing: each message is stored once, whichever side of its
+// commit the kill fell.
+func TestE2ETelegramKill9BetweenPollAndCommit(t *testing.T) {
+	parallel(t, light)
+	srv := telegramtest.New(t)
+	e := telegramEnv(t, srv)
+	chat := fmt.Sprintf("tg:%d", tgGroup.ID)
+	e.mustCLI("groups", "add", "--name", "family", chat) // a trigger is required: no message here starts a turn
+	const rounds = 6
+	var last int64
+	var want []string
+	for i := range rounds {
+		d := e.start()
+		var once sync.Once
+		srv.AfterUpdates(func() {
+			once.Do(func() {
+				time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) // a random point after the poll answered
+				d.cmd.Process.Signal(syscall.SIGKILL)
+			})
+		})
+		for j := range 2 {
+			text := fmt.Sprintf("round %d message %d", i, j)
+			want = append(want, text)
+			last, _ = srv.Message(telegramtest.Msg{Chat: tgGroup, From: tgBob, Text: text})
+		}
+		select {
+		case <-d.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the daemon was not killed after a poll", i)
+		}
+		srv.AfterUpdates(nil)
+	}
+	d := e.start()
+	if !srv.WaitFor(time.Minute, func() bool { return srv.Offset() > last }) {
+		t.Fatalf("the updates were not all committed within 1m (offset %d, last update %d)", srv.Offset(), last)
+	}
+	d.stop(t)
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "store", "bridged.db"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := db.Messages.Recent(context.Background(), store.ChatID(chat), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, m := range ms {
+		count[m.Text]++
+	}
+	for _, w := range want {
+		if count[w] != 1 {
+			t.Errorf("%q stored %d times; want once", w, count[w])
+		}
+	}
+	if len(ms) != len(want) {
+		t.Errorf("%d messages stored; want %d", len(ms), len(want))
+	}
+}
