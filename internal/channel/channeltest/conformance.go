@@ -11,7 +11,6 @@ import (
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/ingest"
-	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
@@ -74,7 +73,7 @@ type Rig struct {
 func newRig(t *testing.T, name string) *Rig {
 	t.Helper()
 	r := &Rig{DB: storetest.Open(t), ChannelOf: name}
-	r.Approvals = approvals.New(r.DB, outbox.NewPoster(r.DB, outbox.NewSignal()), time.Minute, zerolog.Nop())
+	r.Approvals = approvals.New(r.DB, poster{r.DB}, time.Minute, zerolog.Nop())
 	var err error
 	r.Ingest, err = ingest.New(ingest.Config{
 		DB: r.DB, LateWindow: time.Hour, Log: zerolog.Nop(), ChannelOf: func(string) string { return name },
@@ -89,6 +88,14 @@ func newRig(t *testing.T, name string) *Rig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// poster commits the approvals' notices to the outbox (the suite sends
+// nothing of them).
+type poster struct{ db *store.DB }
+
+func (p poster) SendMessage(ctx context.Context, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
+	return p.db.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Text: text, Origin: origin, Group: store.Folder(folder)})
 }
 
 // NewNetwork builds a fresh network on rig; the suite calls it once per

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +46,6 @@ type rig struct {
 	c     *Client
 	stop  context.CancelFunc
 	sink  Sink
-	close sync.Once
 }
 
 func newRig(t *testing.T) *rig {
@@ -88,12 +86,6 @@ func (r *rig) start(sink Sink) *Client {
 	r.c, r.stop = c, cancel
 	r.t.Cleanup(func() { cancel(); c.Wait() })
 	return c
-}
-
-// restart stops the client and waits for its goroutines.
-func (r *rig) halt() {
-	r.stop()
-	r.c.Wait()
 }
 
 // stored returns the messages stored for the group's chat.
