@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
+	"github.com/bridged-app/bridged/internal/config"
 )
 
 // `bridged login telegram` checks the env's token with getMe, stores it
@@ -44,5 +45,35 @@ func TestLoginTelegram(t *testing.T) {
 	out, _, _ = cli(t, ctx, env, "", "config", "--home", home)
 	if strings.Contains(out, telegramtest.Token) {
 		t.Error("`bridged config` prints the token")
+	}
+}
+
+// doctor checks the token, and warns of a webhook, privacy mode and an
+// owner not set; without a token Telegram is off, which is fine.
+func TestDoctorTelegram(t *testing.T) {
+	ctx := context.Background()
+	srv := telegramtest.New(t)
+	home := newHome(t)
+	tgCfg := func(token string, owner int64) *config.Config {
+		return &config.Config{Home: home, TelegramAPIURL: srv.URL, TelegramToken: token, TelegramOwner: owner}
+	}
+	cfg := tgCfg("", 0)
+	if c := checkTelegram(ctx, cfg); c.status != "ok" || !strings.Contains(c.detail, "off") {
+		t.Errorf("no token: %+v; want ok, off", c)
+	}
+	srv.SetPrivacy(true)
+	cfg = tgCfg(telegramtest.Token, 0)
+	c := checkTelegram(ctx, cfg)
+	if c.status != "warn" || !strings.Contains(c.detail, "privacy mode is on") || !strings.Contains(c.detail, "BRIDGED_TELEGRAM_OWNER") || strings.Contains(c.detail, telegramtest.Token) {
+		t.Errorf("privacy on, no owner: %+v; want a warning naming both", c)
+	}
+	srv.SetPrivacy(false)
+	cfg = tgCfg(telegramtest.Token, 777)
+	if c := checkTelegram(ctx, cfg); c.status != "ok" || !strings.Contains(c.detail, telegramtest.BotName) {
+		t.Errorf("all well: %+v; want ok with the bot's name", c)
+	}
+	cfg = tgCfg("1:revoked", 777)
+	if c := checkTelegram(ctx, cfg); c.status != "FAIL" {
+		t.Errorf("a refused token: %+v; want FAIL", c)
 	}
 }

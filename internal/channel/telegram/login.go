@@ -86,3 +86,35 @@ func StoredToken(path string) (string, error) {
 
 // LoginTimeout bounds `bridged login telegram`.
 const LoginTimeout = time.Minute
+
+// Diagnosis is what `bridged doctor` says of a bot token.
+type Diagnosis struct {
+	Bot     models.User
+	Webhook string // the webhook's URL when one is set: it blocks getUpdates
+}
+
+// Diagnose checks token with getMe and asks whether a webhook is set.
+func Diagnose(ctx context.Context, token, apiURL string) (Diagnosis, error) {
+	me, err := CheckToken(ctx, token, apiURL)
+	if err != nil {
+		return Diagnosis{}, err
+	}
+	api, err := bot.New(strings.TrimSpace(token), bot.WithSkipGetMe(), bot.WithServerURL(strings.TrimSuffix(or(apiURL, DefaultAPIURL), "/")), bot.WithErrorsHandler(func(error) {}))
+	if err != nil {
+		return Diagnosis{}, redact(err, token)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	wh, err := api.GetWebhookInfo(cctx)
+	if err != nil {
+		return Diagnosis{Bot: me}, fmt.Errorf("getWebhookInfo: %w", redact(err, token))
+	}
+	return Diagnosis{Bot: me, Webhook: wh.URL}, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
