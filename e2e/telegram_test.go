@@ -36,10 +36,12 @@ func telegramEnv(t *testing.T, srv *telegramtest.Server) *env {
 }
 
 // A group message that mentions the bot (@botname) wakes the group's agent,
-// and its reply reaches the group through sendMessage, as plain text.
+// and its reply reaches the group through sendMessage, as plain text; a bot
+// whose privacy mode is on is a warning in `bridged status`.
 func TestE2ETelegramMentionGetsItsReply(t *testing.T) {
 	parallel(t, light)
 	srv := telegramtest.New(t)
+	srv.SetPrivacy(true)
 	e := telegramEnv(t, srv)
 	e.mustCLI("groups", "add", "--name", "family", fmt.Sprintf("tg:%d", tgGroup.ID))
 	e.start()
@@ -64,6 +66,9 @@ func TestE2ETelegramMentionGetsItsReply(t *testing.T) {
 	}
 	if out := e.mustCLI("groups", "list", "--available"); !strings.Contains(out, fmt.Sprintf("tg:%d", tgGroup.ID)) {
 		t.Errorf("groups list --available:\n%s\nwant the Telegram group", out)
+	}
+	if out := e.mustCLI("status"); !strings.Contains(out, "telegram") || !strings.Contains(out, "privacy mode on") {
+		t.Errorf("status:\n%s\nwant the Telegram channel and the privacy mode warning", out)
 	}
 }
 
