@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,31 +81,54 @@ func TestE2ETelegramKill9BetweenPollAndCommit(t *testing.T) {
 	parallel(t, light)
 	srv := telegramtest.New(t)
 	e := telegramEnv(t, srv)
-	chat := fmt.Sprintf("tg:%d", tgGroup.ID)
-	e.mustCLI("groups", "add", "--name", "family", chat) // a trigger is required: no message here starts a turn
+	// Two groups a round, one message each: a group's first message in a
+	// daemon's life asks for its admins, a point inside the update's
+	// handling. A trigger is required: no message here starts a turn.
 	const rounds = 6
+	var groups []telegramtest.Chat
+	for i := range 2 * rounds {
+		g := telegramtest.Chat{ID: int64(-100300 - i), Title: fmt.Sprintf("g%d", i)}
+		groups = append(groups, g)
+		e.mustCLI("groups", "add", "--name", g.Title, fmt.Sprintf("tg:%d", g.ID))
+	}
 	var last int64
 	var want []string
 	for i := range rounds {
 		d := e.start()
+		// Where this round's kill falls: as the poll's answer is written;
+		// while the first or the second update is handled (its message
+		// built, its group's admins asked), before its commit; or after
+		// both commits, as the next poll would tell Telegram.
 		var once sync.Once
-		srv.AfterUpdates(func() {
-			once.Do(func() {
-				time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) // a random point after the poll answered
-				d.cmd.Process.Signal(syscall.SIGKILL)
+		var roundLast atomic.Int64
+		kill := func() { once.Do(func() { d.cmd.Process.Signal(syscall.SIGKILL) }) }
+		point := rand.IntN(4)
+		if point == 0 {
+			srv.AfterUpdates(kill)
+		} else {
+			srv.OnCall(func(method string, p map[string]string) {
+				offset, _ := strconv.ParseInt(p["offset"], 10, 64)
+				switch {
+				case point < 3 && method == "getChatAdministrators" && p["chat_id"] == strconv.FormatInt(groups[2*i+point-1].ID, 10):
+					kill()
+				case point == 3 && method == "getUpdates" && roundLast.Load() > 0 && offset > roundLast.Load():
+					kill()
+				}
 			})
-		})
+		}
 		for j := range 2 {
 			text := fmt.Sprintf("round %d message %d", i, j)
 			want = append(want, text)
-			last, _ = srv.Message(telegramtest.Msg{Chat: tgGroup, From: tgBob, Text: text})
+			last, _ = srv.Message(telegramtest.Msg{Chat: groups[2*i+j], From: tgBob, Text: text})
 		}
+		roundLast.Store(last)
 		select {
 		case <-d.done:
 		case <-time.After(time.Minute):
 			t.Fatalf("round %d: the daemon was not killed after a poll", i)
 		}
 		srv.AfterUpdates(nil)
+		srv.OnCall(nil)
 	}
 	d := e.start()
 	if !srv.WaitFor(time.Minute, func() bool { return srv.Offset() > last }) {
@@ -115,9 +140,13 @@ func TestE2ETelegramKill9BetweenPollAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ms, err := db.Messages.Recent(context.Background(), store.ChatID(chat), 1000)
-	if err != nil {
-		t.Fatal(err)
+	var ms []store.Message
+	for _, g := range groups {
+		got, err := db.Messages.Recent(context.Background(), store.ChatID(fmt.Sprintf("tg:%d", g.ID)), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, got...)
 	}
 	count := map[string]int{}
 	for _, m := range ms {

@@ -70,6 +70,7 @@ type Server struct {
 	admins    map[int64][]int64
 	msgID     int
 	afterUpd  func()        // called after each getUpdates answer that held updates
+	onCall    func(method string, params map[string]string)
 	changed   chan struct{} // closed and replaced when anything changes
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -116,6 +117,14 @@ func (s *Server) SetAdmins(chat int64, users ...int64) {
 func (s *Server) AfterUpdates(fn func()) {
 	s.mu.Lock()
 	s.afterUpd = fn
+	s.mu.Unlock()
+}
+
+// OnCall has fn called with each call's method and parameters as the
+// call arrives, before it is served. nil removes it.
+func (s *Server) OnCall(fn func(method string, params map[string]string)) {
+	s.mu.Lock()
+	s.onCall = fn
 	s.mu.Unlock()
 }
 
@@ -352,6 +361,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	method := rest
 	p := params(r)
 	s.mu.Lock()
+	if fn := s.onCall; fn != nil {
+		s.mu.Unlock()
+		fn(method, p)
+		s.mu.Lock()
+	}
 	var f *Fault
 	if q := s.faults[method]; len(q) > 0 {
 		f = &q[0]
