@@ -572,9 +572,13 @@ func (d *daemon) buildChannels(ctx context.Context) error {
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
+	fetchers := map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}}
+	if d.tg != nil {
+		fetchers[telegram.ChannelName] = d.tg
+	}
 	d.mediaPool, err = media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: d.floor}, media.Deps{
 		Store: db, Home: hm, Transcriber: transcriber, Log: log, Queue: d.mediaQueue, Settled: d.ing.MediaSettled,
-		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
+		Fetchers: fetchers,
 	})
 	return err
 }

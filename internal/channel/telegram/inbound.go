@@ -48,8 +48,12 @@ func (c *Client) message(ctx context.Context, tm *models.Message) (channel.Messa
 	if text == "" && tm.Caption != "" {
 		text, entities = tm.Caption, tm.CaptionEntities
 	}
-	placeholder := mediaLabel(tm)
-	if text == "" && placeholder == "" {
+	file, hasFile := fileOf(tm)
+	placeholder := ""
+	if !hasFile {
+		placeholder = mediaLabel(tm)
+	}
+	if text == "" && placeholder == "" && !hasFile {
 		return channel.Message{}, false
 	}
 	mentioned, text := c.mentions(me, text, entities)
@@ -78,13 +82,25 @@ func (c *Client) message(ctx context.Context, tm *models.Message) (channel.Messa
 		}
 		m.Text += "[" + placeholder + "]"
 	}
+	tail := ""
 	if r := tm.ReplyToMessage; r != nil {
 		m.QuotedID = strconv.Itoa(r.ID)
 		if r.From != nil && me.ID != 0 && r.From.ID == me.ID {
 			m.Mentioned = true // a reply to the bot
 		}
-		m.Text += quoteNote(r)
+		tail = quoteNote(r)
 	}
+	if hasFile {
+		head := m.Text
+		if head != "" {
+			head += "\n"
+		}
+		var instead string
+		if m.Media, instead = mediaFor(file, head, tail); m.Media == nil {
+			m.Text = head + instead
+		}
+	}
+	m.Text += tail
 	return m, true
 }
 
@@ -106,19 +122,14 @@ func quoteNote(r *models.Message) string {
 }
 
 // mediaLabel is the placeholder of what a message carries besides text
-// (files are not downloaded yet).
+// that bridged does not fetch (photos, documents, voice notes and audio
+// are fetched: fileOf).
 func mediaLabel(tm *models.Message) string {
 	switch {
-	case len(tm.Photo) > 0:
-		return "image: not downloaded"
-	case tm.Voice != nil:
-		return "voice note: not downloaded"
-	case tm.Audio != nil:
-		return "audio: not downloaded"
 	case tm.Video != nil:
 		return "video: not downloaded"
-	case tm.Document != nil:
-		return fmt.Sprintf("document %q: not downloaded", tm.Document.FileName)
+	case tm.VideoNote != nil:
+		return "video note: not downloaded"
 	case tm.Sticker != nil:
 		return "sticker"
 	}

@@ -3,8 +3,12 @@ package telegram
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
 	"github.com/bridged-app/bridged/internal/ingest"
+	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/outbox"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
@@ -38,14 +43,14 @@ var (
 // rig is a client polling a fake Bot API into a real store through the
 // ingest, with the approvals answering in the main chat.
 type rig struct {
-	t     *testing.T
-	srv   *telegramtest.Server
-	db    *store.DB
-	in    *ingest.Ingest
-	ap    *approvals.Service
-	c     *Client
-	stop  context.CancelFunc
-	sink  Sink
+	t    *testing.T
+	srv  *telegramtest.Server
+	db   *store.DB
+	in   *ingest.Ingest
+	ap   *approvals.Service
+	c    *Client
+	stop context.CancelFunc
+	sink Sink
 }
 
 func newRig(t *testing.T) *rig {
@@ -469,4 +474,83 @@ func TestTypingKeptAlive(t *testing.T) {
 	if r.srv.WaitFor(300*time.Millisecond, func() bool { return len(r.srv.Actions()) > n+1 }) {
 		t.Error("typing kept refreshing after it was turned off")
 	}
+}
+
+// A photo, a document and a voice note are stored with their media (the
+// caption first, so a trigger in it still counts) and Fetch downloads each;
+// a file over the 20 MB a bot may download is said so, not fetched.
+func TestInboundMediaAndFetch(t *testing.T) {
+	r := newRig(t)
+	q := &mediaQueue{}
+	in, err := ingest.New(ingest.Config{DB: r.db, LateWindow: time.Hour, Log: zerolog.Nop(), Media: q,
+		ChannelOf: func(string) string { return ChannelName }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sink = StoreSink{In: in, DB: r.db}
+	c := r.start(nil)
+	files := []*telegramtest.File{
+		{Kind: "photo", ID: "p1", Data: []byte("jpeg bytes")},
+		{Kind: "document", ID: "d1", Name: "../../etc/report.pdf", MIME: "application/pdf", Data: []byte("%PDF")},
+		{Kind: "voice", ID: "v1", Data: []byte("ogg")},
+		{Kind: "document", ID: "big", Name: "huge.iso", Data: []byte("x"), Size: MaxDownload + 1},
+	}
+	var last int64
+	for i, f := range files {
+		text := ""
+		if i == 0 {
+			text = "@Andy what is this?"
+		}
+		last, _ = r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: text, File: f})
+	}
+	r.waitCommitted(last)
+	ms := r.stored()
+	if len(ms) != 4 {
+		t.Fatalf("stored %d; want 4", len(ms))
+	}
+	if want := "@Andy what is this?\n[image: downloading]"; ms[0].Text != want {
+		t.Errorf("photo stored as %q; want %q", ms[0].Text, want)
+	}
+	if !strings.Contains(ms[3].Text, "not downloaded: over the 20 MB") {
+		t.Errorf("a file over 20 MB stored as %q; want it said", ms[3].Text)
+	}
+	got := q.all()
+	if len(got) != 3 || got[1].Name != fmt.Sprintf("%s-%s-report.pdf", time.Now().UTC().Format("2006-01-02"), ms[1].ExternalID) || !got[2].Voice {
+		t.Fatalf("media queued %+v; want the photo, the document (a safe name) and the voice note", got)
+	}
+	for i, m := range got {
+		dst, err := os.Create(filepath.Join(t.TempDir(), "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Fetch(context.Background(), m, dst, 1<<20); err != nil {
+			t.Fatalf("Fetch %s: %v", m.Name, err)
+		}
+		dst.Close()
+		if b, _ := os.ReadFile(dst.Name()); string(b) != string(files[i].Data) {
+			t.Errorf("fetched %q; want %q", b, files[i].Data)
+		}
+	}
+	dst, _ := os.Create(filepath.Join(t.TempDir(), "small"))
+	defer dst.Close()
+	if err := c.Fetch(context.Background(), got[0], dst, 3); !errors.Is(err, media.ErrTooLarge) {
+		t.Errorf("Fetch over the limit = %v; want ErrTooLarge", err)
+	}
+}
+
+type mediaQueue struct {
+	mu    sync.Mutex
+	added []store.Media
+}
+
+func (q *mediaQueue) Add(m store.Media) {
+	q.mu.Lock()
+	q.added = append(q.added, m)
+	q.mu.Unlock()
+}
+
+func (q *mediaQueue) all() []store.Media {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]store.Media(nil), q.added...)
 }

@@ -68,8 +68,9 @@ type Server struct {
 	answered  []string
 	faults    map[string][]Fault
 	admins    map[int64][]int64
+	files     map[string][]byte // file id → content
 	msgID     int
-	afterUpd  func()        // called after each getUpdates answer that held updates
+	afterUpd  func() // called after each getUpdates answer that held updates
 	onCall    func(method string, params map[string]string)
 	changed   chan struct{} // closed and replaced when anything changes
 	closing   chan struct{}
@@ -83,7 +84,7 @@ type update struct {
 
 // New starts a fake Bot API; it is closed when the test ends.
 func New(t interface{ Cleanup(func()) }) *Server {
-	s := &Server{nextID: 1000, faults: map[string][]Fault{}, admins: map[int64][]int64{}, msgID: 5000,
+	s := &Server{nextID: 1000, faults: map[string][]Fault{}, admins: map[int64][]int64{}, files: map[string][]byte{}, msgID: 5000,
 		changed: make(chan struct{}), closing: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -182,8 +183,19 @@ type Entity struct {
 	UserID         int64
 }
 
+// File is a file a message carries: Kind "photo", "document", "voice" or
+// "audio". Data is served for download (getFile); Size, when set, is the
+// size announced instead of len(Data).
+type File struct {
+	Kind, ID, Name, MIME string
+	Data                 []byte
+	Size                 int64
+}
+
 // Msg is a message to deliver.
 type Msg struct {
+	// File, when set, is carried by the message; Text is then its caption.
+	File     *File
 	Chat     Chat
 	From     User
 	Text     string
@@ -204,6 +216,30 @@ func (s *Server) Message(m Msg) (updateID int64, messageID int) {
 		m.Date = time.Now()
 	}
 	msg := map[string]any{"message_id": id, "date": m.Date.Unix(), "chat": m.Chat.raw(), "from": m.From.raw(), "text": m.Text}
+	if f := m.File; f != nil {
+		size := f.Size
+		if size == 0 {
+			size = int64(len(f.Data))
+		}
+		s.mu.Lock()
+		s.files[f.ID] = f.Data
+		s.mu.Unlock()
+		delete(msg, "text")
+		if m.Text != "" {
+			msg["caption"] = m.Text
+		}
+		fm := map[string]any{"file_id": f.ID, "file_unique_id": "u" + f.ID, "file_size": size}
+		switch f.Kind {
+		case "photo":
+			msg["photo"] = []map[string]any{{"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 10}, fm}
+		case "voice":
+			fm["duration"], fm["mime_type"] = 3, "audio/ogg"
+			msg["voice"] = fm
+		default:
+			fm["file_name"], fm["mime_type"] = f.Name, f.MIME
+			msg[f.Kind] = fm
+		}
+	}
 	var ents []map[string]any
 	for _, e := range m.Entities {
 		r := map[string]any{"type": e.Type, "offset": e.Offset, "length": e.Length}
@@ -353,6 +389,17 @@ func fail(w http.ResponseWriter, f Fault) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/file/bot"+Token+"/files/"); ok {
+		s.mu.Lock()
+		data, found := s.files[id]
+		s.mu.Unlock()
+		if !found {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(data)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bot"+Token+"/")
 	if !ok {
 		fail(w, Fault{Code: 401, Description: "Unauthorized"})
@@ -394,6 +441,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		write(w, 200, map[string]any{"ok": true, "result": map[string]any{"id": BotID, "is_bot": true, "first_name": "Andy", "username": BotName,
 			"can_join_groups": true, "can_read_all_group_messages": !priv}})
+	case "getFile":
+		s.mu.Lock()
+		data, found := s.files[p["file_id"]]
+		s.mu.Unlock()
+		if !found {
+			fail(w, Fault{Code: 400, Description: "Bad Request: invalid file_id"})
+			return
+		}
+		write(w, 200, map[string]any{"ok": true, "result": map[string]any{"file_id": p["file_id"], "file_unique_id": "u" + p["file_id"],
+			"file_size": len(data), "file_path": "files/" + p["file_id"]}})
 	case "getWebhookInfo":
 		write(w, 200, map[string]any{"ok": true, "result": map[string]any{"url": "", "pending_update_count": 0}})
 	case "getUpdates":
