@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptrace"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -51,14 +52,33 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		return "", fmt.Errorf("telegram: %w: the bot token was refused", channel.ErrPermanent)
 	}
 	text := m.Text
-	if m.Attachment != nil {
-		text = strings.TrimSpace(text + "\n[file not sent: " + m.Attachment.Name + " — files are not sent to Telegram yet]")
-	}
-	parts := Split(text, MaxMessageUnits)
 	c.mu.Lock()
 	done := c.parts[m.ID]
 	c.mu.Unlock()
-	for i := len(done); i < len(parts); i++ {
+	if a := m.Attachment; a != nil && len(done) == 0 {
+		// The file first, captioned with the text when it fits; otherwise
+		// the text follows it.
+		caption := ""
+		if units(text) <= MaxCaption {
+			caption, text = strings.TrimSpace(text), ""
+		}
+		id, err := c.sendFile(ctx, chat, *a, caption)
+		if err != nil {
+			return "", err
+		}
+		c.mu.Lock()
+		c.parts[m.ID] = []string{id}
+		done = c.parts[m.ID]
+		c.mu.Unlock()
+	} else if m.Attachment != nil && len(done) > 0 && units(text) <= MaxCaption {
+		text = "" // the file went with its caption
+	}
+	parts := Split(text, MaxMessageUnits)
+	first := 0
+	if m.Attachment != nil {
+		first = 1 // done[0] is the file
+	}
+	for i := len(done) - first; i < len(parts); i++ {
 		p := &bot.SendMessageParams{ChatID: chat, Text: parts[i]}
 		if m.Notice && i == len(parts)-1 {
 			if id, ok := approvals.RequestIDOf(text); ok {
@@ -85,8 +105,15 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	return done[0], nil
 }
 
-// sendPart sends one message, waiting out 429s while ctx allows.
+// sendPart sends one text message.
 func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string, error) {
+	return c.sendCall(ctx, p.ChatID.(int64), func(ctx context.Context) (*models.Message, error) { return c.api.SendMessage(ctx, p) })
+}
+
+// sendCall makes one call that sends a message, waiting out 429s while ctx
+// allows, and classes its error: permanent (403, 401, 400), ambiguous (the
+// request was written, no answer came), or retryable.
+func (c *Client) sendCall(ctx context.Context, chat int64, call func(context.Context) (*models.Message, error)) (string, error) {
 	for {
 		if !c.waitHold(ctx) {
 			return "", fmt.Errorf("telegram: waiting out a 429: %w", ctx.Err())
@@ -95,7 +122,7 @@ func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string
 		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 		})
-		msg, err := c.api.SendMessage(tctx, p)
+		msg, err := call(tctx)
 		if err == nil {
 			return strconv.Itoa(msg.ID), nil
 		}
@@ -110,9 +137,8 @@ func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string
 			c.revoked()
 			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
 		case errors.Is(err, bot.ErrorForbidden):
-			chat := fmt.Sprint(p.ChatID)
-			c.setCondition("removed/"+ChatID(p.ChatID.(int64)), channel.HealthStable,
-				"Telegram: the bot may not write to tg:"+chat+" (removed from the group, or blocked): its messages are not sent. Add the bot again to resume.")
+			c.setCondition("removed/"+ChatID(chat), channel.HealthStable,
+				"Telegram: the bot may not write to "+ChatID(chat)+" (removed from the group, or blocked): its messages are not sent. Add the bot again to resume.")
 			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
 		case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound), bot.IsMigrateError(err):
 			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
@@ -123,6 +149,34 @@ func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string
 		}
 		return "", fmt.Errorf("telegram: %w", err) // not written: safe to retry
 	}
+}
+
+// Limits of the files a bot sends.
+const (
+	MaxUpload    = 50 << 20 // any file
+	maxPhoto     = 10 << 20 // sent as a photo; larger ones go as documents
+	MaxCaption   = 1024     // UTF-16 units of a caption
+)
+
+// sendFile sends a's file to chat with caption (a photo as a photo, any
+// other file as a document), from the copy on disk, opened again for each
+// attempt. A file over MaxUpload is permanent.
+func (c *Client) sendFile(ctx context.Context, chat int64, a channel.Attachment, caption string) (string, error) {
+	if a.Size > MaxUpload {
+		return "", fmt.Errorf("telegram: %w: %s is %d bytes, over the 50 MB a bot may send", channel.ErrPermanent, a.Name, a.Size)
+	}
+	return c.sendCall(ctx, chat, func(ctx context.Context) (*models.Message, error) {
+		f, err := os.Open(a.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: open the file: %w", bot.ErrorBadRequest, err)
+		}
+		defer f.Close()
+		up := &models.InputFileUpload{Filename: a.Name, Data: f}
+		if a.Kind == channel.KindImage && a.Size <= maxPhoto {
+			return c.api.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, Photo: up, Caption: caption})
+		}
+		return c.api.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, Document: up, Caption: caption})
+	})
 }
 
 // isAnswer reports whether err is an answer of the Bot API (ok false), not

@@ -554,3 +554,43 @@ func (q *mediaQueue) all() []store.Media {
 	defer q.mu.Unlock()
 	return append([]store.Media(nil), q.added...)
 }
+
+// The agent's files go as a photo (an image) or a document, captioned with
+// the message's text when it fits a caption, else followed by it; a file
+// over the 50 MB a bot may send is refused for good.
+func TestSendFiles(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	dir := t.TempDir()
+	file := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	img := channel.Attachment{Path: file("chart.png", "png"), Name: "chart.png", MIME: "image/png", Kind: channel.KindImage, Size: 3}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "the chart", Attachment: &img, ID: "f1"}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", MaxCaption+1)
+	doc := channel.Attachment{Path: file("notes.txt", "notes"), Name: "notes.txt", MIME: "text/plain", Kind: channel.KindDocument, Size: 5}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: long, Attachment: &doc, ID: "f2"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := r.srv.Sent()
+	if len(sent) != 3 {
+		t.Fatalf("sent %+v; want a photo, a document and the long text", sent)
+	}
+	if sent[0].Method != "sendPhoto" || sent[0].File != "chart.png" || string(sent[0].FileData) != "png" || sent[0].Text != "the chart" {
+		t.Errorf("first %+v; want the photo captioned", sent[0])
+	}
+	if sent[1].Method != "sendDocument" || sent[1].Text != "" || string(sent[1].FileData) != "notes" || sent[2].Text != long {
+		t.Errorf("then %+v, %+v; want the document, then the text too long for a caption", sent[1], sent[2])
+	}
+	big := channel.Attachment{Path: doc.Path, Name: "big.iso", Kind: channel.KindDocument, Size: MaxUpload + 1}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "big", Attachment: &big, ID: "f3"}); !errors.Is(err, channel.ErrPermanent) {
+		t.Errorf("a file over 50 MB: %v; want permanent", err)
+	}
+}

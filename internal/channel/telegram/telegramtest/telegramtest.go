@@ -51,6 +51,11 @@ type Sent struct {
 	Text     string
 	Markup   string // the reply_markup as sent (JSON), "" when none
 	ParseMod string
+	// Method is sendMessage, sendPhoto or sendDocument; File and FileData
+	// the uploaded file's name and content (Text is then the caption).
+	Method   string
+	File     string
+	FileData []byte
 }
 
 // Server is the fake Bot API. Its methods are safe for concurrent use.
@@ -455,11 +460,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, 200, map[string]any{"ok": true, "result": map[string]any{"url": "", "pending_update_count": 0}})
 	case "getUpdates":
 		s.getUpdates(w, r, p, hang, f != nil && f.Duplicate)
-	case "sendMessage":
+	case "sendMessage", "sendPhoto", "sendDocument":
 		chat, _ := strconv.ParseInt(p["chat_id"], 10, 64)
+		m := Sent{Chat: chat, Text: p["text"], Markup: p["reply_markup"], ParseMod: p["parse_mode"], Method: method}
+		if method != "sendMessage" {
+			m.Text = p["caption"]
+			field := map[string]string{"sendPhoto": "photo", "sendDocument": "document"}[method]
+			if r.MultipartForm != nil && len(r.MultipartForm.File[field]) == 1 {
+				fh := r.MultipartForm.File[field][0]
+				m.File = fh.Filename
+				if f, err := fh.Open(); err == nil {
+					m.FileData, _ = io.ReadAll(f)
+					f.Close()
+				}
+			}
+		}
 		s.mu.Lock()
 		s.msgID++
-		m := Sent{ID: s.msgID, Chat: chat, Text: p["text"], Markup: p["reply_markup"], ParseMod: p["parse_mode"]}
+		m.ID = s.msgID
 		s.sent = append(s.sent, m)
 		s.notify()
 		s.mu.Unlock()
