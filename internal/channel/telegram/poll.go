@@ -101,7 +101,7 @@ func (c *Client) poll(ctx context.Context) {
 		}
 		next, err := c.opts.Sink.Next(ctx)
 		if err != nil {
-			delay = backoff(delay)
+			delay = c.backoff(delay)
 			c.log.Error().Err(err).Msg("cannot read the committed update offset; polling waits")
 			continue
 		}
@@ -129,7 +129,7 @@ func (c *Client) poll(ctx context.Context) {
 				// Not committed: it comes again with the next poll, which
 				// asks from the committed offset.
 				c.log.Error().Err(err).Int64("update", u.ID).Msg("cannot commit a Telegram update; it is asked for again")
-				delay = backoff(delay)
+				delay = c.backoff(delay)
 				break
 			}
 		}
@@ -158,7 +158,7 @@ func (c *Client) pollFailed(err error, delay time.Duration) time.Duration {
 			c.setCondition("conflict", channel.HealthReplaced, "Telegram: another program polls this bot's updates, or a webhook is set ("+ae.Description+
 				"); bridged cannot receive messages until it stops (deleteWebhook, or stop the other program).")
 			c.log.Warn().Str("reason", ae.Description).Msg("telegram getUpdates conflict: another poller or a webhook")
-			return backoff(delay)
+			return c.backoff(delay)
 		case http.StatusTooManyRequests:
 			c.holdFor(time.Duration(ae.RetryAfter) * time.Second)
 			return 0
@@ -166,12 +166,13 @@ func (c *Client) pollFailed(err error, delay time.Duration) time.Duration {
 	}
 	c.log.Warn().Err(err).Msg("telegram getUpdates failed; retrying")
 	c.setState(channel.StateReconnecting, "")
-	return backoff(delay)
+	return c.backoff(delay)
 }
 
-func backoff(d time.Duration) time.Duration {
+// backoff is the wait after a failure that followed a wait of d.
+func (c *Client) backoff(d time.Duration) time.Duration {
 	if d <= 0 {
-		return 500 * time.Millisecond
+		return c.firstBackoff
 	}
 	return min(d*2, maxBackoff)
 }

@@ -153,9 +153,9 @@ func (c *Client) sendCall(ctx context.Context, chat int64, call func(context.Con
 
 // Limits of the files a bot sends.
 const (
-	MaxUpload    = 50 << 20 // any file
-	maxPhoto     = 10 << 20 // sent as a photo; larger ones go as documents
-	MaxCaption   = 1024     // UTF-16 units of a caption
+	MaxUpload  = 50 << 20 // any file
+	maxPhoto   = 10 << 20 // sent as a photo; larger ones go as documents
+	MaxCaption = 1024     // UTF-16 units of a caption
 )
 
 // sendFile sends a's file to chat with caption (a photo as a photo, any

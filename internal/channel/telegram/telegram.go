@@ -106,6 +106,9 @@ type Client struct {
 	// timeout); typingEvery is the typing indicator's refresh. Tests
 	// shorten them.
 	callTimeout, typingEvery time.Duration
+	// firstBackoff is the wait after a first failed poll; it doubles up
+	// to maxBackoff.
+	firstBackoff time.Duration
 }
 
 var _ channel.Channel = (*Client)(nil)
@@ -132,7 +135,7 @@ func New(opts Options) (*Client, error) {
 		opts: opts, log: opts.Log.With().Str("component", "telegram").Logger(),
 		url: strings.TrimSuffix(opts.APIURL, "/"), http: hc,
 		conds: map[string]channel.Condition{}, parts: map[string][]string{}, typing: map[string]context.CancelFunc{},
-		callTimeout: callTimeout, typingEvery: typingEvery,
+		callTimeout: callTimeout, typingEvery: typingEvery, firstBackoff: 500 * time.Millisecond,
 	}
 	c.admins.entries = map[int64]adminEntry{}
 	c.status = channel.Status{State: channel.StateConnecting, Since: opts.Now()}

@@ -50,7 +50,9 @@ type rig struct {
 	ap   *approvals.Service
 	c    *Client
 	stop context.CancelFunc
-	sink Sink
+	// callTimeout is the client's (2 s when zero).
+	callTimeout time.Duration
+	sink        Sink
 }
 
 func newRig(t *testing.T) *rig {
@@ -83,7 +85,10 @@ func (r *rig) start(sink Sink) *Client {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c.callTimeout, c.typingEvery = 2*time.Second, 50*time.Millisecond
+	c.callTimeout, c.typingEvery, c.firstBackoff = 2*time.Second, 50*time.Millisecond, 20*time.Millisecond
+	if r.callTimeout > 0 {
+		c.callTimeout = r.callTimeout
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := c.Connect(ctx); err != nil {
 		r.t.Fatal(err)
@@ -245,6 +250,7 @@ func TestPollFaults(t *testing.T) {
 	}
 	start := time.Now()
 	upd, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "through it all"})
+	r.callTimeout = 500 * time.Millisecond // the hang costs the poll's 1 s and this
 	c := r.start(nil)
 	sawConflict := r.srv.WaitFor(10*time.Second, func() bool {
 		for _, cd := range c.Status().Conditions {
