@@ -69,8 +69,8 @@ func TestE2ETelegramMentionGetsItsReply(t *testing.T) {
 	if out := e.mustCLI("groups", "list", "--available"); !strings.Contains(out, fmt.Sprintf("tg:%d", tgGroup.ID)) {
 		t.Errorf("groups list --available:\n%s\nwant the Telegram group", out)
 	}
-	if out := e.mustCLI("status"); !strings.Contains(out, "telegram") || !strings.Contains(out, "privacy mode on") {
-		t.Errorf("status:\n%s\nwant the Telegram channel and the privacy mode warning", out)
+	if out := e.mustCLI("status"); !strings.Contains(out, "telegram") || !strings.Contains(out, "last poll") || !strings.Contains(out, "privacy mode on") {
+		t.Errorf("status:\n%s\nwant the Telegram channel, its last poll and the privacy mode warning", out)
 	}
 }
 

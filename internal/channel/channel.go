@@ -56,6 +56,9 @@ type Status struct {
 	// restriction, a flapping connection, a suspended group), each told to
 	// the owner once.
 	Conditions []Condition `json:"conditions,omitempty"`
+	// Polled is when a channel that polls its network (Telegram) last
+	// had an answer; zero for one that does not poll, or before.
+	Polled time.Time `json:"polled,omitzero"`
 }
 
 // Health is a channel's health in one word.

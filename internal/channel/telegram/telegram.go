@@ -166,13 +166,6 @@ func (c *Client) Me() models.User {
 	return c.me
 }
 
-// LastPoll returns when getUpdates last answered (zero before).
-func (c *Client) LastPoll() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.polled
-}
-
 // Status reports the state, the conditions and the health word.
 func (c *Client) Status() channel.Status {
 	c.mu.Lock()
@@ -182,6 +175,7 @@ func (c *Client) Status() channel.Status {
 		st.Conditions = append(st.Conditions, c.conds[k])
 	}
 	st.Health = health(st)
+	st.Polled = c.polled
 	return st
 }
 

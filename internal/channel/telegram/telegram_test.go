@@ -276,8 +276,8 @@ func TestPollFaults(t *testing.T) {
 			t.Error("the conflict condition outlived a poll that answered")
 		}
 	}
-	if c.Status().State != channel.StateConnected || c.LastPoll().IsZero() {
-		t.Errorf("status %+v, last poll %v; want connected with a poll", c.Status(), c.LastPoll())
+	if st := c.Status(); st.State != channel.StateConnected || st.Polled.IsZero() {
+		t.Errorf("status %+v; want connected, with the last poll", st)
 	}
 }
 
