@@ -63,7 +63,8 @@ type Server struct {
 	*httptest.Server
 
 	mu        sync.Mutex
-	privacy   bool // the bot's privacy mode (can_read_all_group_messages false)
+	privacy   bool          // the bot's privacy mode (can_read_all_group_messages false)
+	longPoll  time.Duration // the most a getUpdates waits for an update
 	updates   []update
 	nextID    int64
 	offset    int64 // the highest offset asked for
@@ -89,7 +90,7 @@ type update struct {
 
 // New starts a fake Bot API; it is closed when the test ends.
 func New(t interface{ Cleanup(func()) }) *Server {
-	s := &Server{nextID: 1000, faults: map[string][]Fault{}, admins: map[int64][]int64{}, files: map[string][]byte{}, msgID: 5000,
+	s := &Server{nextID: 1000, faults: map[string][]Fault{}, admins: map[int64][]int64{}, files: map[string][]byte{}, msgID: 5000, longPoll: 2 * time.Second,
 		changed: make(chan struct{}), closing: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -107,6 +108,15 @@ func (s *Server) Close() {
 func (s *Server) SetPrivacy(on bool) {
 	s.mu.Lock()
 	s.privacy = on
+	s.mu.Unlock()
+}
+
+// SetLongPoll sets the most a getUpdates waits for an update (2 s at
+// first, so that a test's client stops quickly; Telegram waits the
+// timeout asked for).
+func (s *Server) SetLongPoll(d time.Duration) {
+	s.mu.Lock()
+	s.longPoll = d
 	s.mu.Unlock()
 }
 
@@ -522,13 +532,13 @@ func (s *Server) hang(r *http.Request) {
 }
 
 // getUpdates confirms the updates below the offset (forgets them) and
-// answers those from it on, waiting up to the timeout (at most 2 s, so a
-// test's client stops quickly) for one.
+// answers those from it on, waiting up to the timeout (at most the long
+// poll set) for one.
 func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string]string, hang, dup bool) {
 	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
 	timeout, _ := strconv.Atoi(p["timeout"])
-	wait := min(time.Duration(timeout)*time.Second, 2*time.Second)
 	s.mu.Lock()
+	wait := min(time.Duration(timeout)*time.Second, s.longPoll)
 	s.polls++
 	if offset > s.offset {
 		s.offset = offset
