@@ -6,7 +6,14 @@
 // after the commit, and the channel acknowledges upstream only after it
 // returned nil, so a crash before the commit means the network redelivers.
 // Outbound messages come from the outbox (DESIGN §4) and carry an id chosen
-// before the first attempt, so a retried Send is idempotent.
+// before the first attempt, so a retried Send is idempotent where the
+// network takes such an id (WhatsApp). Where it does not (Telegram), a send
+// that may have arrived is ErrAmbiguous and is not retried.
+//
+// A polling channel (Telegram) commits each update it received together
+// with its offset (store.PollAck), and confirms it to the network only by
+// polling again after the commit. The behaviours every channel must have
+// are a conformance suite, channeltest.Conform.
 package channel
 
 import (

@@ -600,3 +600,17 @@ func TestSendFiles(t *testing.T) {
 		t.Errorf("a file over 50 MB: %v; want permanent", err)
 	}
 }
+
+// A chat the bot is added to is seen (groups list --available) before
+// anyone writes there, with its update committed.
+func TestAddedToAChatIsSeen(t *testing.T) {
+	r := newRig(t)
+	r.start(nil)
+	friends := telegramtest.Chat{ID: -100999, Title: "Friends"}
+	upd := r.srv.Added(friends, bob)
+	r.waitCommitted(upd)
+	c, err := r.db.Chats.Get(context.Background(), store.ChatID(ChatID(friends.ID)))
+	if err != nil || c.Name != "Friends" || !c.IsGroup || c.Channel != ChannelName {
+		t.Errorf("chat = %+v, %v; want the group the bot was added to", c, err)
+	}
+}
