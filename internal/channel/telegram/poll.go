@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-telegram/bot"
@@ -18,7 +19,8 @@ import (
 )
 
 // allowedUpdates are the updates bridged asks for.
-var allowedUpdates = []string{models.AllowedUpdateMessage, models.AllowedUpdateCallbackQuery, models.AllowedUpdateMyChatMember}
+var allowedUpdates = []string{models.AllowedUpdateMessage, models.AllowedUpdateCallbackQuery, models.AllowedUpdateMyChatMember,
+	models.AllowedUpdateMessageReaction}
 
 // apiError is a Bot API answer with ok false.
 type apiError struct {
@@ -213,6 +215,8 @@ func (c *Client) handle(ctx context.Context, u models.Update) error {
 		return c.callback(ctx, u.CallbackQuery, ack)
 	case u.MyChatMember != nil:
 		return c.membership(ctx, u.MyChatMember, ack)
+	case u.MessageReaction != nil:
+		return c.reaction(ctx, u.MessageReaction, ack)
 	}
 	return c.opts.Sink.Ack(ctx, ack)
 }
@@ -227,4 +231,27 @@ func (c *Client) membership(ctx context.Context, u *models.ChatMemberUpdated, ac
 		c.clearCondition("removed/" + chat)
 	}
 	return c.opts.Sink.Seen(ctx, chat, chatName(u.Chat), isGroup(u.Chat), ack)
+}
+
+// reaction hands a reaction to a message on as a channel reaction (the
+// owner's 👍/👎 to an approval request answers it; no reaction is stored).
+// Telegram sends reactions in groups only to a bot that is an admin.
+func (c *Client) reaction(ctx context.Context, r *models.MessageReactionUpdated, ack store.PollAck) error {
+	emoji := ""
+	for _, t := range r.NewReaction {
+		if t.ReactionTypeEmoji != nil {
+			emoji = t.ReactionTypeEmoji.Emoji
+		}
+	}
+	if r.User == nil || emoji == "" {
+		return c.opts.Sink.Ack(ctx, ack)
+	}
+	m := channel.Message{
+		Chat: ChatID(r.Chat.ID), ExternalID: fmt.Sprintf("re-%d-%d", r.MessageID, r.User.ID), Sender: SenderID(r.User.ID), SenderName: userName(r.User),
+		FromMe:   c.opts.Owner != 0 && r.User.ID == c.opts.Owner,
+		Reaction: &channel.Reaction{TargetID: strconv.Itoa(r.MessageID), Emoji: emoji},
+		SentAt:   time.Unix(int64(r.Date), 0),
+	}
+	_, err := c.opts.Sink.Inbound(ctx, m, ack)
+	return err
 }

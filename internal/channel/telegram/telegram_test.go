@@ -295,69 +295,85 @@ func TestOwnerAndOwnMessages(t *testing.T) {
 	}
 }
 
-// An approval request gets two buttons; a press by anyone but the owner
-// decides nothing, the owner's does; both presses are answered.
-func TestApprovalButtonsOwnerOnly(t *testing.T) {
-	r := newRig(t)
-	c := r.start(nil)
+// request commits an approval request with id, sends it as bridged's own
+// notice through c, and records its outbox row sent under the message id
+// Send returned, as the approvals and the outbox do; it returns that id.
+func (r *rig) request(c *Client, id string) int {
+	r.t.Helper()
 	ctx := context.Background()
 	var a store.Approval
 	err := r.db.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		a, err = tx.Approvals.Add(ctx, store.Approval{ID: "abcd", Folder: "family", RequestID: "r1", Tool: "Bash", Subject: "rm -rf /tmp/x", AskedAt: time.Now()})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := approvals.RequestText(a, time.Minute)
-	sent, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: text, ID: "o1", Notice: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := r.srv.Sent()
-	if len(got) != 1 || !strings.Contains(got[0].Markup, `"callback_data":"yes abcd"`) || !strings.Contains(got[0].Markup, `"callback_data":"no abcd"`) {
-		t.Fatalf("sent %+v; want the request with yes/no buttons", got)
-	}
-	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: text, ID: "o2"}); err != nil {
-		t.Fatal(err)
-	}
-	if m := r.srv.Sent()[1].Markup; m != "" {
-		t.Errorf("an agent's text that looks like a request got buttons %s", m)
-	}
-	// The request's outbox row, as the approvals commit it, marked sent
-	// under the id Send returned.
-	err = r.db.Tx(ctx, func(tx *store.Tx) error {
-		it, err := tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(ChatID(group)), Text: text, Origin: store.OriginNotice})
+		if a, err = tx.Approvals.Add(ctx, store.Approval{ID: id, Folder: "family", RequestID: "r-" + id, Tool: "Bash", Subject: "rm -rf /tmp/x", AskedAt: time.Now()}); err != nil {
+			return err
+		}
+		it, err := tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(ChatID(group)), Text: approvals.RequestText(a, time.Minute), Origin: store.OriginNotice})
 		if err != nil {
 			return err
 		}
 		return tx.Approvals.SetOutbox(ctx, a.ID, it.ID)
 	})
 	if err != nil {
+		r.t.Fatal(err)
+	}
+	a, _ = r.db.Approvals.Get(ctx, id)
+	sent, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: approvals.RequestText(a, time.Minute), ID: "o-" + id, Notice: true})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.db.Outbox.MarkSent(ctx, a.OutboxID, sent, time.Now()); err != nil {
+		r.t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(sent)
+	return n
+}
+
+// An approval request gets two buttons; a press or a reaction by anyone
+// but the owner decides nothing, the owner's does, once; every press is
+// answered. An agent's text that looks like a request gets no buttons.
+func TestApprovalButtonsOwnerOnly(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	ctx := context.Background()
+	state := func(id string) store.ApprovalState {
+		a, _ := r.db.Approvals.Get(ctx, id)
+		return a.State
+	}
+	msgID := r.request(c, "abcd")
+	got := r.srv.Sent()
+	if len(got) != 1 || !strings.Contains(got[0].Markup, `"callback_data":"yes abcd"`) || !strings.Contains(got[0].Markup, `"callback_data":"no abcd"`) {
+		t.Fatalf("sent %+v; want the request with yes/no buttons", got)
+	}
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: got[0].Text, ID: "agent"}); err != nil {
 		t.Fatal(err)
 	}
-	pending, _ := r.db.Outbox.Pending(ctx, 10)
-	if err := r.db.Outbox.MarkSent(ctx, pending[0].ID, sent, time.Now()); err != nil {
-		t.Fatal(err)
+	if m := r.srv.Sent()[1].Markup; m != "" {
+		t.Errorf("an agent's text that looks like a request got buttons %s", m)
 	}
-	msgID, _ := strconv.Atoi(sent)
-	u := r.srv.Press(groupChat, bob, msgID, "yes abcd")
-	r.waitCommitted(u)
-	if got, _ := r.db.Approvals.Get(ctx, "abcd"); got.State != store.ApprovalOpen {
-		t.Fatalf("Bob's press decided the request: %+v", got)
+	r.waitCommitted(r.srv.Press(groupChat, bob, msgID, "yes abcd"))
+	r.waitCommitted(r.srv.React(groupChat, bob, msgID, "👍"))
+	if s := state("abcd"); s != store.ApprovalOpen {
+		t.Fatalf("Bob's press and reaction left the request %s; want open", s)
 	}
-	u = r.srv.Press(groupChat, ownerUser, msgID, "no abcd")
-	r.waitCommitted(u)
-	if got, _ := r.db.Approvals.Get(ctx, "abcd"); got.State != store.ApprovalDenied {
-		t.Fatalf("after the owner's 👎 the request is %+v; want denied", got)
+	r.waitCommitted(r.srv.Press(groupChat, ownerUser, msgID, "no abcd"))
+	if s := state("abcd"); s != store.ApprovalDenied {
+		t.Fatalf("after the owner's 👎 button the request is %s; want denied", s)
 	}
-	if !r.srv.WaitFor(5*time.Second, func() bool { return len(r.srv.Answered()) == 2 }) {
-		t.Errorf("answered presses %v; want both", r.srv.Answered())
+	r.waitCommitted(r.srv.Press(groupChat, ownerUser, msgID, "yes abcd"))
+	if s := state("abcd"); s != store.ApprovalDenied {
+		t.Fatalf("a second answer changed the decision to %s", s)
+	}
+	other := r.request(c, "efgh")
+	r.waitCommitted(r.srv.React(groupChat, ownerUser, other, "👍"))
+	if s := state("efgh"); s != store.ApprovalAllowed {
+		t.Fatalf("after the owner's 👍 reaction the request is %s; want allowed", s)
+	}
+	if !r.srv.WaitFor(5*time.Second, func() bool { return len(r.srv.Answered()) == 3 }) {
+		t.Errorf("answered presses %v; want all three", r.srv.Answered())
 	}
 	for _, m := range r.stored() {
 		if !m.IsBot {
-			t.Errorf("a press stored as a message: %+v", m)
+			t.Errorf("a press or reaction stored as a message: %+v", m)
 		}
 	}
 }

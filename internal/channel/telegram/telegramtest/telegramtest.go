@@ -288,6 +288,14 @@ func (s *Server) Press(chat Chat, from User, msgID int, data string) int64 {
 	}})
 }
 
+// React queues from's reaction with emoji to message msgID of chat.
+func (s *Server) React(chat Chat, from User, msgID int, emoji string) int64 {
+	return s.Update(map[string]any{"message_reaction": map[string]any{
+		"chat": chat.raw(), "message_id": msgID, "user": from.raw(), "date": time.Now().Unix(),
+		"old_reaction": []any{}, "new_reaction": []any{map[string]any{"type": "emoji", "emoji": emoji}},
+	}})
+}
+
 // Added queues the bot's being added to chat (my_chat_member).
 func (s *Server) Added(chat Chat, by User) int64 {
 	return s.Update(map[string]any{"my_chat_member": map[string]any{
