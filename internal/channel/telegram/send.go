@@ -64,7 +64,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		}
 		id, err := c.sendFile(ctx, chat, *a, caption)
 		if err != nil {
-			return "", err
+			return "", c.forget(m.ID, err)
 		}
 		c.mu.Lock()
 		c.parts[m.ID] = []string{id}
@@ -89,7 +89,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		}
 		id, err := c.sendPart(ctx, p)
 		if err != nil {
-			return "", err
+			return "", c.forget(m.ID, err)
 		}
 		c.mu.Lock()
 		c.parts[m.ID] = append(c.parts[m.ID], id)
@@ -103,6 +103,17 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 		return "", fmt.Errorf("telegram: %w: empty message", channel.ErrPermanent)
 	}
 	return done[0], nil
+}
+
+// forget drops what is remembered of message id's parts when err ends it
+// for good (the outbox will not try it again), and returns err.
+func (c *Client) forget(id string, err error) error {
+	if errors.Is(err, channel.ErrPermanent) {
+		c.mu.Lock()
+		delete(c.parts, id)
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // sendPart sends one text message.

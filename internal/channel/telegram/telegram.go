@@ -182,8 +182,12 @@ func (c *Client) Status() channel.Status {
 func health(st channel.Status) channel.Health {
 	switch st.State {
 	case channel.StateConnected:
-		if len(st.Conditions) > 0 {
-			return st.Conditions[0].Health
+		// A condition that limits the channel (a conflict) shows; a
+		// warning (privacy mode, a chat that refused the bot) does not.
+		for _, c := range st.Conditions {
+			if c.Health != channel.HealthStable {
+				return c.Health
+			}
 		}
 		return channel.HealthStable
 	case channel.StateNotPaired:

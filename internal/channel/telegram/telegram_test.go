@@ -630,3 +630,24 @@ func TestAddedToAChatIsSeen(t *testing.T) {
 		t.Errorf("chat = %+v, %v; want the group the bot was added to", c, err)
 	}
 }
+
+// A long message whose second part fails is retried from that part: the
+// first is not sent twice.
+func TestSendRetryResumesParts(t *testing.T) {
+	r := newRig(t)
+	c := r.start(nil)
+	text := strings.Repeat("a", 4000) + "\n\n" + strings.Repeat("b", 4000)
+	r.srv.Inject("sendMessage", telegramtest.Fault{})          // the first part goes
+	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 502}) // the second fails
+	out := channel.Outgoing{Chat: ChatID(group), Text: text, ID: "two-parts"}
+	if _, err := c.Send(context.Background(), out); err == nil || errors.Is(err, channel.ErrPermanent) {
+		t.Fatalf("Send with a 502 = %v; want a retryable error", err)
+	}
+	if _, err := c.Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	sent := r.srv.Sent()
+	if len(sent) != 2 || !strings.HasPrefix(sent[0].Text, "a") || !strings.HasPrefix(sent[1].Text, "b") {
+		t.Errorf("sent %d parts; want a's once, then b's", len(sent))
+	}
+}
