@@ -204,6 +204,9 @@ func (c *Client) handle(ctx context.Context, u models.Update) error {
 	ack := store.PollAck{Channel: ChannelName, UpdateID: u.ID}
 	switch {
 	case u.Message != nil:
+		if to := u.Message.MigrateToChatID; to != 0 {
+			c.migrated(u.Message.Chat.ID, to)
+		}
 		m, ok := c.message(ctx, u.Message)
 		if !ok {
 			return c.opts.Sink.Ack(ctx, ack)

@@ -105,6 +105,14 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 	return done[0], nil
 }
 
+// migrated tells the owner, once, that a group became a supergroup with a
+// new id, which must be registered instead of the old.
+func (c *Client) migrated(from, to int64) {
+	c.setCondition("migrated/"+ChatID(from), channel.HealthStable, fmt.Sprintf(
+		"Telegram: the group %s became a supergroup, now %s; its messages are not sent until it is registered again: `bridged groups remove` it and `bridged groups add` %s.",
+		ChatID(from), ChatID(to), ChatID(to)))
+}
+
 // forget drops what is remembered of message id's parts when err ends it
 // for good (the outbox will not try it again), and returns err.
 func (c *Client) forget(id string, err error) error {
@@ -151,7 +159,10 @@ func (c *Client) sendCall(ctx context.Context, chat int64, call func(context.Con
 			c.setCondition("removed/"+ChatID(chat), channel.HealthStable,
 				"Telegram: the bot may not write to "+ChatID(chat)+" (removed from the group, or blocked): its messages are not sent. Add the bot again to resume.")
 			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
-		case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound), bot.IsMigrateError(err):
+		case bot.IsMigrateError(err):
+			c.migrated(chat, int64(err.(*bot.MigrateError).MigrateToChatID))
+			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
+		case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorNotFound):
 			return "", fmt.Errorf("telegram: %w: %w", channel.ErrPermanent, err)
 		case isAnswer(err):
 			return "", fmt.Errorf("telegram: %w", err) // a 5xx, say: Telegram says it failed; retried

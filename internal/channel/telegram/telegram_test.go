@@ -427,8 +427,9 @@ func TestSplitNeverCutsARune(t *testing.T) {
 	}
 }
 
-// 429's retry_after is waited out and the message sent once; 403 and 401
-// are permanent, the first a condition of the chat, the second the state.
+// 429's retry_after is waited out and the message sent once; 403, a
+// group's migration and 401 are permanent, the first two conditions told
+// to the owner, the last the state.
 func TestSendErrors(t *testing.T) {
 	r := newRig(t)
 	c := r.start(nil)
@@ -448,6 +449,17 @@ func TestSendErrors(t *testing.T) {
 	}
 	if cs := c.Status().Conditions; len(cs) == 0 || cs[len(cs)-1].Key != "removed/"+ChatID(group) {
 		t.Errorf("conditions after 403: %+v; want removed/%s", cs, ChatID(group))
+	}
+	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 400, Description: "Bad Request: group chat was upgraded to a supergroup chat", MigrateTo: -1009})
+	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "migrated", ID: "m"}); !errors.Is(err, channel.ErrPermanent) {
+		t.Errorf("a migrated group: %v; want permanent", err)
+	}
+	found := false
+	for _, cd := range c.Status().Conditions {
+		found = found || cd.Key == "migrated/"+ChatID(group) && strings.Contains(cd.Text, "tg:-1009")
+	}
+	if !found {
+		t.Errorf("conditions %+v; want the migration told with the new id", c.Status().Conditions)
 	}
 	r.srv.Inject("sendMessage", telegramtest.Fault{Code: 401})
 	if _, err := c.Send(ctx, channel.Outgoing{Chat: ChatID(group), Text: "revoked", ID: "c"}); !errors.Is(err, channel.ErrPermanent) {

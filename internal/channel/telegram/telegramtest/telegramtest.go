@@ -37,6 +37,7 @@ type Fault struct {
 	Code        int    // an error answer with this code (429, 409, 401, 403, 500…)
 	Description string // its description; empty: a default
 	RetryAfter  int    // a 429's retry_after, in seconds
+	MigrateTo   int64  // a 400's migrate_to_chat_id (a group became a supergroup)
 	// Hang answers nothing until the client gives up (a timeout). A
 	// sendMessage that hangs delivers its message first.
 	Hang bool
@@ -405,8 +406,11 @@ func fail(w http.ResponseWriter, f Fault) {
 		desc = http.StatusText(f.Code)
 	}
 	body := map[string]any{"ok": false, "error_code": f.Code, "description": desc}
-	if f.RetryAfter > 0 {
+	switch {
+	case f.RetryAfter > 0:
 		body["parameters"] = map[string]any{"retry_after": f.RetryAfter}
+	case f.MigrateTo != 0:
+		body["parameters"] = map[string]any{"migrate_to_chat_id": f.MigrateTo}
 	}
 	write(w, f.Code, body)
 }
