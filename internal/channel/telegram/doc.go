@@ -38,5 +38,12 @@
 // sendMessage has no idempotency key and a bot cannot list what it sent: a
 // send whose request was written but whose answer never came is ambiguous,
 // returned as channel.ErrAmbiguous (permanent: the outbox records it and
-// `bridged why` shows it), never retried.
+// `bridged why` shows it), never retried. Files: photos, documents, voice
+// notes and audio are fetched by the media pool through Client.Fetch
+// (media.go); the agent's files go as photos or documents.
+//
+// Structure: Client is its core (telegram.go: the state, its lock, the
+// health) and the parts that view it: the poller (poll.go, inbound.go),
+// the sender and the typist (send.go). No type has more than 20 methods
+// (TestPackageMethodCounts at the repository's root).
 package telegram

@@ -42,7 +42,7 @@ func userName(u *models.User) string {
 
 // message builds the channel's message from a Telegram message; false for
 // one that carries nothing bridged keeps (a service message).
-func (c *Client) message(ctx context.Context, tm *models.Message) (channel.Message, bool) {
+func (c poller) message(ctx context.Context, tm *models.Message) (channel.Message, bool) {
 	me := c.Me()
 	text, entities := tm.Text, tm.Entities
 	if text == "" && tm.Caption != "" {
@@ -140,7 +140,7 @@ func mediaLabel(tm *models.Message) string {
 // mention (@name), a text_mention of its user, a text_link to
 // tg://user?id=<its id>, or a /command@name. Each @name of the bot is
 // rewritten to the assistant's trigger, so the agent reads its own name.
-func (c *Client) mentions(me models.User, text string, entities []models.MessageEntity) (bool, string) {
+func (c poller) mentions(me models.User, text string, entities []models.MessageEntity) (bool, string) {
 	if me.ID == 0 || len(entities) == 0 {
 		return false, text
 	}
@@ -201,7 +201,7 @@ const (
 // callback turns a button press under an approval request into a 👍/👎
 // reaction to the request's message, the owner's only when the owner's id
 // pressed it (the approvals take no one else's), and answers the press.
-func (c *Client) callback(ctx context.Context, q *models.CallbackQuery, ack store.PollAck) error {
+func (c poller) callback(ctx context.Context, q *models.CallbackQuery, ack store.PollAck) error {
 	msg := q.Message.Message
 	emoji := ""
 	switch {
@@ -250,7 +250,7 @@ const adminTTL = 10 * time.Minute
 
 // isAdmin reports whether user is an admin of chat, from getChatAdministrators
 // at most every adminTTL per chat; false when they cannot be read.
-func (c *Client) isAdmin(ctx context.Context, chat, user int64) bool {
+func (c poller) isAdmin(ctx context.Context, chat, user int64) bool {
 	now := c.opts.Now()
 	c.mu.Lock()
 	e, ok := c.admins.entries[chat]

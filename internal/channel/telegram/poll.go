@@ -48,10 +48,14 @@ func (e *apiError) Is(target error) bool {
 	return false
 }
 
+// poller runs the getUpdates loop and turns each update into what the
+// sink commits (inbound.go builds the messages).
+type poller struct{ *core }
+
 // getUpdates asks for the updates from offset on, waiting up to the poll
 // timeout for one. The library's poller is not used: it confirms updates
 // before they are committed.
-func (c *Client) getUpdates(ctx context.Context, offset int64) ([]models.Update, error) {
+func (c poller) getUpdates(ctx context.Context, offset int64) ([]models.Update, error) {
 	body, _ := json.Marshal(map[string]any{
 		"offset": offset, "timeout": int(c.opts.PollTimeout / time.Second), "allowed_updates": allowedUpdates,
 	})
@@ -95,7 +99,7 @@ func (c *Client) getUpdates(ctx context.Context, offset int64) ([]models.Update,
 
 // poll is the getUpdates loop: each update is committed (with the offset
 // past it) before the next getUpdates is sent, from the committed offset.
-func (c *Client) poll(ctx context.Context) {
+func (c poller) poll(ctx context.Context) {
 	delay := time.Duration(0)
 	for ctx.Err() == nil {
 		if !sleep(ctx, delay) {
@@ -139,7 +143,7 @@ func (c *Client) poll(ctx context.Context) {
 }
 
 // pollAnswered records a getUpdates that answered.
-func (c *Client) pollAnswered() {
+func (c poller) pollAnswered() {
 	c.mu.Lock()
 	c.polled = c.opts.Now()
 	c.mu.Unlock()
@@ -149,7 +153,7 @@ func (c *Client) pollAnswered() {
 
 // pollFailed handles a failed getUpdates and returns the wait before the
 // next one.
-func (c *Client) pollFailed(err error, delay time.Duration) time.Duration {
+func (c poller) pollFailed(err error, delay time.Duration) time.Duration {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		switch ae.Code {
@@ -172,7 +176,7 @@ func (c *Client) pollFailed(err error, delay time.Duration) time.Duration {
 }
 
 // backoff is the wait after a failure that followed a wait of d.
-func (c *Client) backoff(d time.Duration) time.Duration {
+func (c *core) backoff(d time.Duration) time.Duration {
 	if d <= 0 {
 		return c.firstBackoff
 	}
@@ -180,7 +184,7 @@ func (c *Client) backoff(d time.Duration) time.Duration {
 }
 
 // holdFor keeps every Bot API call from being sent for d (a 429).
-func (c *Client) holdFor(d time.Duration) {
+func (c *core) holdFor(d time.Duration) {
 	if d <= 0 {
 		d = time.Second
 	}
@@ -192,7 +196,7 @@ func (c *Client) holdFor(d time.Duration) {
 }
 
 // waitHold waits out a 429's retry_after; false when ctx ended first.
-func (c *Client) waitHold(ctx context.Context) bool {
+func (c *core) waitHold(ctx context.Context) bool {
 	c.mu.Lock()
 	wait := c.hold.Sub(c.opts.Now())
 	c.mu.Unlock()
@@ -200,7 +204,7 @@ func (c *Client) waitHold(ctx context.Context) bool {
 }
 
 // handle commits one update through the sink.
-func (c *Client) handle(ctx context.Context, u models.Update) error {
+func (c poller) handle(ctx context.Context, u models.Update) error {
 	ack := store.PollAck{Channel: ChannelName, UpdateID: u.ID}
 	switch {
 	case u.Message != nil:
@@ -225,7 +229,7 @@ func (c *Client) handle(ctx context.Context, u models.Update) error {
 }
 
 // membership records a chat the bot was added to or left.
-func (c *Client) membership(ctx context.Context, u *models.ChatMemberUpdated, ack store.PollAck) error {
+func (c poller) membership(ctx context.Context, u *models.ChatMemberUpdated, ack store.PollAck) error {
 	chat := ChatID(u.Chat.ID)
 	switch u.NewChatMember.Type {
 	case models.ChatMemberTypeLeft, models.ChatMemberTypeBanned:
@@ -239,7 +243,7 @@ func (c *Client) membership(ctx context.Context, u *models.ChatMemberUpdated, ac
 // reaction hands a reaction to a message on as a channel reaction (the
 // owner's 👍/👎 to an approval request answers it; no reaction is stored).
 // Telegram sends reactions in groups only to a bot that is an admin.
-func (c *Client) reaction(ctx context.Context, r *models.MessageReactionUpdated, ack store.PollAck) error {
+func (c poller) reaction(ctx context.Context, r *models.MessageReactionUpdated, ack store.PollAck) error {
 	emoji := ""
 	for _, t := range r.NewReaction {
 		if t.ReactionTypeEmoji != nil {

@@ -41,6 +41,14 @@ type keyboard struct {
 // ctx allows; 403 and 401 are permanent (and the owner told once); a send
 // whose request was written but not answered is channel.ErrAmbiguous.
 func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
+	return sender{c.core}.send(ctx, m)
+}
+
+// sender sends the outbox's messages (Client.Send): parts, files, the
+// errors' classes.
+type sender struct{ *core }
+
+func (c sender) send(ctx context.Context, m channel.Outgoing) (string, error) {
 	if c.api == nil {
 		return "", fmt.Errorf("telegram: %w: no bot token", channel.ErrPermanent)
 	}
@@ -107,7 +115,7 @@ func (c *Client) Send(ctx context.Context, m channel.Outgoing) (string, error) {
 
 // migrated tells the owner, once, that a group became a supergroup with a
 // new id, which must be registered instead of the old.
-func (c *Client) migrated(from, to int64) {
+func (c *core) migrated(from, to int64) {
 	c.setCondition("migrated/"+ChatID(from), channel.HealthStable, fmt.Sprintf(
 		"Telegram: the group %s became a supergroup, now %s; its messages are not sent until it is registered again: `bridged groups remove` it and `bridged groups add` %s.",
 		ChatID(from), ChatID(to), ChatID(to)))
@@ -115,7 +123,7 @@ func (c *Client) migrated(from, to int64) {
 
 // forget drops what is remembered of message id's parts when err ends it
 // for good (the outbox will not try it again), and returns err.
-func (c *Client) forget(id string, err error) error {
+func (c sender) forget(id string, err error) error {
 	if errors.Is(err, channel.ErrPermanent) {
 		c.mu.Lock()
 		delete(c.parts, id)
@@ -125,14 +133,14 @@ func (c *Client) forget(id string, err error) error {
 }
 
 // sendPart sends one text message.
-func (c *Client) sendPart(ctx context.Context, p *bot.SendMessageParams) (string, error) {
+func (c sender) sendPart(ctx context.Context, p *bot.SendMessageParams) (string, error) {
 	return c.sendCall(ctx, p.ChatID.(int64), func(ctx context.Context) (*models.Message, error) { return c.api.SendMessage(ctx, p) })
 }
 
 // sendCall makes one call that sends a message, waiting out 429s while ctx
 // allows, and classes its error: permanent (403, 401, 400), ambiguous (the
 // request was written, no answer came), or retryable.
-func (c *Client) sendCall(ctx context.Context, chat int64, call func(context.Context) (*models.Message, error)) (string, error) {
+func (c sender) sendCall(ctx context.Context, chat int64, call func(context.Context) (*models.Message, error)) (string, error) {
 	for {
 		if !c.waitHold(ctx) {
 			return "", fmt.Errorf("telegram: waiting out a 429: %w", ctx.Err())
@@ -183,7 +191,7 @@ const (
 // sendFile sends a's file to chat with caption (a photo as a photo, any
 // other file as a document), from the copy on disk, opened again for each
 // attempt. A file over MaxUpload is permanent.
-func (c *Client) sendFile(ctx context.Context, chat int64, a channel.Attachment, caption string) (string, error) {
+func (c sender) sendFile(ctx context.Context, chat int64, a channel.Attachment, caption string) (string, error) {
 	if a.Size > MaxUpload {
 		return "", fmt.Errorf("telegram: %w: %s is %d bytes, over the 50 MB a bot may send", channel.ErrPermanent, a.Name, a.Size)
 	}
@@ -216,6 +224,13 @@ func isAnswer(err error) bool {
 // (Telegram's lasts 5) until it is turned off or for at most maxTyping; off
 // stops the refresh (Telegram has no call to hide it: it fades).
 func (c *Client) SetTyping(ctx context.Context, chat string, on bool) error {
+	return typist{c.core}.set(ctx, chat, on)
+}
+
+// typist keeps each chat's typing indicator alive (Client.SetTyping).
+type typist struct{ *core }
+
+func (c typist) set(ctx context.Context, chat string, on bool) error {
 	n, ok := ChatNumber(chat)
 	if !ok || c.api == nil {
 		return nil
@@ -262,7 +277,7 @@ const (
 	maxTyping   = 10 * time.Minute
 )
 
-func (c *Client) chatAction(ctx context.Context, chat int64) error {
+func (c typist) chatAction(ctx context.Context, chat int64) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := c.api.SendChatAction(cctx, &bot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping})

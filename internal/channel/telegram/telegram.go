@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,7 +84,13 @@ type Options struct {
 }
 
 // Client is the Telegram channel. Its methods are safe for concurrent use.
-type Client struct {
+// It is a thin composition: its core holds the state and the connection's
+// health; the poller (poll.go, inbound.go), the sender and the typist
+// (send.go) are its parts, each a view of the core.
+type Client struct{ *core }
+
+// core is the client's state, shared by its parts under mu.
+type core struct {
 	opts Options
 	log  zerolog.Logger
 	api  *bot.Bot // nil without a token
@@ -131,7 +139,7 @@ func New(opts Options) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	c := &Client{
+	c := &core{
 		opts: opts, log: opts.Log.With().Str("component", "telegram").Logger(),
 		url: strings.TrimSuffix(opts.APIURL, "/"), http: hc,
 		conds: map[string]channel.Condition{}, parts: map[string][]string{}, typing: map[string]context.CancelFunc{},
@@ -142,7 +150,7 @@ func New(opts Options) (*Client, error) {
 	if strings.TrimSpace(opts.Token) == "" {
 		c.status = channel.Status{State: channel.StateNotPaired, Since: opts.Now(),
 			Detail: "no bot token: put BRIDGED_TELEGRAM_TOKEN in the env file and run `bridged login telegram`"}
-		return c, nil
+		return &Client{c}, nil
 	}
 	api, err := bot.New(opts.Token, bot.WithSkipGetMe(), bot.WithServerURL(c.url), bot.WithHTTPClient(opts.PollTimeout, hc),
 		bot.WithErrorsHandler(func(error) {}))
@@ -150,7 +158,7 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("new telegram client: %w", err)
 	}
 	c.api = api
-	return c, nil
+	return &Client{c}, nil
 }
 
 // Name returns "telegram".
@@ -160,18 +168,18 @@ func (c *Client) Name() string { return ChannelName }
 func (c *Client) Owns(chat string) bool { return Owns(chat) }
 
 // Me returns the bot's user as getMe last reported it.
-func (c *Client) Me() models.User {
+func (c *core) Me() models.User {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.me
 }
 
 // Status reports the state, the conditions and the health word.
-func (c *Client) Status() channel.Status {
+func (c *core) Status() channel.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.status
-	for _, k := range sortedKeys(c.conds) {
+	for _, k := range slices.Sorted(maps.Keys(c.conds)) {
 		st.Conditions = append(st.Conditions, c.conds[k])
 	}
 	st.Health = health(st)
@@ -202,21 +210,8 @@ func health(st channel.Status) channel.Health {
 	return channel.HealthDown
 }
 
-func sortedKeys(m map[string]channel.Condition) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
-
 // setState changes the state, logging a change once.
-func (c *Client) setState(s channel.ConnState, detail string) {
+func (c *core) setState(s channel.ConnState, detail string) {
 	c.mu.Lock()
 	changed := c.status.State != s
 	if changed {
@@ -230,7 +225,7 @@ func (c *Client) setState(s channel.ConnState, detail string) {
 
 // setCondition records a condition (told to the owner once by the alerts);
 // clearCondition ends it.
-func (c *Client) setCondition(key string, h channel.Health, text string) {
+func (c *core) setCondition(key string, h channel.Health, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.conds[key]; ok {
@@ -239,7 +234,7 @@ func (c *Client) setCondition(key string, h channel.Health, text string) {
 	c.conds[key] = channel.Condition{Key: key, Health: h, Text: text, Since: c.opts.Now()}
 }
 
-func (c *Client) clearCondition(key string) {
+func (c *core) clearCondition(key string) {
 	c.mu.Lock()
 	delete(c.conds, key)
 	c.mu.Unlock()
@@ -282,7 +277,7 @@ func (c *Client) Connect(ctx context.Context) error {
 				c.setState(channel.StateDisconnected, "the poll loop failed; restart bridged")
 			}
 		}()
-		c.poll(ctx)
+		poller{c.core}.poll(ctx)
 	}()
 	return nil
 }
@@ -293,7 +288,7 @@ func (c *Client) Wait() { c.wg.Wait() }
 
 // checkMe asks getMe and records the bot; a bot that cannot read all group
 // messages (privacy mode on) is a condition.
-func (c *Client) checkMe(ctx context.Context) error {
+func (c *core) checkMe(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, c.callTimeout)
 	defer cancel()
 	me, err := c.api.GetMe(cctx)
@@ -319,7 +314,7 @@ func PrivacyWarning(username string) string {
 }
 
 // revoked records a token Telegram refused (401).
-func (c *Client) revoked() {
+func (c *core) revoked() {
 	c.setState(channel.StateLoggedOut, "the bot token was refused (revoked?): make a new one with @BotFather → /token, put it in the env file as BRIDGED_TELEGRAM_TOKEN and run `bridged login telegram`, then restart bridged")
 }
 
