@@ -134,7 +134,11 @@ func (c sender) forget(id string, err error) error {
 
 // sendPart sends one text message.
 func (c sender) sendPart(ctx context.Context, p *bot.SendMessageParams) (string, error) {
-	return c.sendCall(ctx, p.ChatID.(int64), func(ctx context.Context) (*models.Message, error) { return c.api.SendMessage(ctx, p) })
+	return c.sendCall(ctx, p.ChatID.(int64), func(ctx context.Context) (*models.Message, error) {
+		ctx, cancel := context.WithTimeout(ctx, c.callTimeout) // a text's answer comes at once, or not at all
+		defer cancel()
+		return c.api.SendMessage(ctx, p)
+	})
 }
 
 // sendCall makes one call that sends a message, waiting out 429s while ctx

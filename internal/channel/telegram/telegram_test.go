@@ -663,3 +663,42 @@ func TestSendRetryResumesParts(t *testing.T) {
 		t.Errorf("sent %d parts; want a's once, then b's", len(sent))
 	}
 }
+
+// Through the outbox: a reply whose sendMessage was written but never
+// answered is failed once as ambiguous, with the reason `bridged why`
+// shows, and never sent again.
+func TestOutboxRecordsAnAmbiguousSend(t *testing.T) {
+	r := newRig(t)
+	r.callTimeout = 300 * time.Millisecond
+	c := r.start(nil)
+	out, err := outbox.New(outbox.Config{Store: r.db, Channels: []channel.Channel{c}, Log: zerolog.Nop(), Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); out.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r.srv.Inject("sendMessage", telegramtest.Fault{Hang: true})
+	it, err := r.db.Outbox.Enqueue(context.Background(), store.OutboxItem{Chat: store.ChatID(ChatID(group)), Group: "family", Text: "did it arrive?", Origin: store.OriginReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Wake()
+	var row store.OutboxItem
+	if !r.srv.WaitFor(20*time.Second, func() bool {
+		row, _ = r.db.Outbox.Get(context.Background(), it.ID)
+		return row.State != store.OutboxPending
+	}) {
+		t.Fatalf("the row is still %+v", row)
+	}
+	if row.State != store.OutboxFailed || row.Attempts != 1 || !strings.Contains(row.LastError, "ambiguous send") || !strings.Contains(row.LastError, "may have arrived") {
+		t.Errorf("row %+v; want failed after one attempt, as ambiguous", row)
+	}
+	flush, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	out.Flush(flush)
+	if n := len(r.srv.Sent()); n != 1 {
+		t.Errorf("delivered %d times; want once", n)
+	}
+}
