@@ -2,7 +2,10 @@ package channeltest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,12 +61,32 @@ type Network interface {
 	MaxText() int
 }
 
+// MediaNetwork is a Network that carries files both ways; its channel
+// fetches an inbound file (the media pool's fetcher: Fetch).
+type MediaNetwork interface {
+	Network
+	// DeliverFile has the network deliver an image with caption from who
+	// in Chat, and returns with a function that reports the ack.
+	DeliverFile(who Who, caption string, data []byte) (acked func() bool)
+	// ReceivedFiles returns the contents of the files the network received
+	// from the bot, in order.
+	ReceivedFiles() [][]byte
+}
+
+// Fetcher is what a MediaNetwork's channel is to the media pool
+// (media.Fetcher).
+type Fetcher interface {
+	Fetch(ctx context.Context, m store.Media, dst *os.File, limit int64) error
+}
+
 // Rig is what a Network's channel delivers to: a real store, the ingest,
 // and the approvals answering in the main chat.
 type Rig struct {
 	DB        *store.DB
 	Ingest    *ingest.Ingest
 	Approvals *approvals.Service
+	// Media records the media the ingest hands the media pool.
+	Media *MediaQueue
 	// ChannelOf is the name the ingest stores chats under.
 	ChannelOf string
 	// gate, when set, runs before a message is stored (ingest's Answers).
@@ -72,11 +95,11 @@ type Rig struct {
 
 func newRig(t *testing.T, name string) *Rig {
 	t.Helper()
-	r := &Rig{DB: storetest.Open(t), ChannelOf: name}
+	r := &Rig{DB: storetest.Open(t), ChannelOf: name, Media: &MediaQueue{}}
 	r.Approvals = approvals.New(r.DB, poster{r.DB}, time.Minute, zerolog.Nop())
 	var err error
 	r.Ingest, err = ingest.New(ingest.Config{
-		DB: r.DB, LateWindow: time.Hour, Log: zerolog.Nop(), ChannelOf: func(string) string { return name },
+		DB: r.DB, LateWindow: time.Hour, Log: zerolog.Nop(), ChannelOf: func(string) string { return name }, Media: r.Media,
 		Answers: func(ctx context.Context, m channel.Message) bool {
 			if r.gate != nil {
 				r.gate(m)
@@ -88,6 +111,26 @@ func newRig(t *testing.T, name string) *Rig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// MediaQueue records the media the ingest queues for fetching.
+type MediaQueue struct {
+	mu    sync.Mutex
+	added []store.Media
+}
+
+// Add records m.
+func (q *MediaQueue) Add(m store.Media) {
+	q.mu.Lock()
+	q.added = append(q.added, m)
+	q.mu.Unlock()
+}
+
+// All returns the media queued so far.
+func (q *MediaQueue) All() []store.Media {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]store.Media(nil), q.added...)
 }
 
 // poster commits the approvals' notices to the outbox (the suite sends
@@ -105,7 +148,7 @@ type NewNetwork func(t *testing.T, rig *Rig) Network
 // Conform runs the behaviours every channel must have against the network
 // newNetwork builds: ack after commit, own-message detection, the trigger
 // and every mention form, allow lists, approvals from the owner only, long
-// text, typing.
+// text, typing, and media in and out for a MediaNetwork.
 func Conform(t *testing.T, name string, newNetwork NewNetwork) {
 	for _, c := range []struct {
 		name string
@@ -118,6 +161,7 @@ func Conform(t *testing.T, name string, newNetwork NewNetwork) {
 		{"ApprovalsFromTheOwnerOnly", approvalsOwnerOnly},
 		{"LongText", longText},
 		{"Typing", typing},
+		{"MediaInAndOut", mediaInAndOut},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, name)
@@ -331,6 +375,53 @@ func longText(t *testing.T, r *Rig, n Network) {
 	}
 	if !strings.Contains(norm(all.String()), norm(text)) {
 		t.Errorf("received %d messages that do not hold the text", len(got))
+	}
+}
+
+// An image comes in with its caption first (a trigger in it counts) and
+// its file fetched by the channel; the agent's file reaches the network.
+func mediaInAndOut(t *testing.T, r *Rig, n Network) {
+	mn, ok := n.(MediaNetwork)
+	if !ok {
+		t.Skip("the network carries no files here")
+	}
+	in := []byte("\x89PNG an image")
+	within(t, "image acked", mn.DeliverFile(Member, "@Andy what is this?", in))
+	got := withText(t, r, n, "@Andy what is this?")
+	if len(got) != 1 || !strings.Contains(got[0].Text, "[image") {
+		t.Fatalf("stored %+v; want the caption, then the image's placeholder", got)
+	}
+	queued := r.Media.All()
+	if len(queued) != 1 || queued[0].MessageID != got[0].ID {
+		t.Fatalf("media queued %+v; want the image of message %d", queued, got[0].ID)
+	}
+	f, ok := n.Channel().(Fetcher)
+	if !ok {
+		t.Fatal("the channel cannot fetch its media")
+	}
+	dst, err := os.Create(filepath.Join(t.TempDir(), "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := f.Fetch(context.Background(), queued[0], dst, 1<<20); err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if b, _ := os.ReadFile(dst.Name()); string(b) != string(in) {
+		t.Errorf("fetched %q; want %q", b, in)
+	}
+	out := []byte("%PDF a report")
+	path := filepath.Join(t.TempDir(), "report.pdf")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := channel.Attachment{Path: path, Name: "report.pdf", MIME: "application/pdf", Kind: channel.KindDocument, Size: int64(len(out))}
+	if _, err := n.Channel().Send(context.Background(), channel.Outgoing{Chat: n.Chat(), Text: "the report", Attachment: &a, ID: store.NewExternalID()}); err != nil {
+		t.Fatal(err)
+	}
+	files := mn.ReceivedFiles()
+	if len(files) != 1 || string(files[0]) != string(out) {
+		t.Errorf("the network received %d files; want the report", len(files))
 	}
 }
 

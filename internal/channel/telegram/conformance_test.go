@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -92,3 +93,21 @@ func (n *tgNetwork) Received() []string {
 }
 
 func (n *tgNetwork) Typing() bool { return len(n.srv.Actions()) > 0 }
+
+var _ channeltest.MediaNetwork = (*tgNetwork)(nil)
+
+func (n *tgNetwork) DeliverFile(who channeltest.Who, caption string, data []byte) func() bool {
+	upd, _ := n.srv.Message(telegramtest.Msg{Chat: groupChat, From: n.user(who), Text: caption,
+		File: &telegramtest.File{Kind: "photo", ID: fmt.Sprintf("img%d", time.Now().UnixNano()), Data: data}})
+	return func() bool { return n.srv.Offset() > upd }
+}
+
+func (n *tgNetwork) ReceivedFiles() [][]byte {
+	var out [][]byte
+	for _, s := range n.srv.Sent() {
+		if s.FileData != nil {
+			out = append(out, s.FileData)
+		}
+	}
+	return out
+}

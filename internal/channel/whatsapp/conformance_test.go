@@ -111,3 +111,28 @@ func (n *waNetwork) Typing() bool {
 	}
 	return false
 }
+
+var _ channeltest.MediaNetwork = (*waNetwork)(nil)
+
+// DeliverFile dispatches an image message whose download writes data.
+func (n *waNetwork) DeliverFile(who channeltest.Who, caption string, data []byte) func() bool {
+	n.tc.wa.mu.Lock()
+	n.tc.wa.download = writeDownload(data)
+	n.tc.wa.mu.Unlock()
+	info := groupInfo(fmt.Sprintf("F%d", n.n.Add(1)), bobPN)
+	info.Timestamp = time.Now()
+	if who == channeltest.Owner {
+		info.Sender, info.IsFromMe = botPN, true
+	}
+	var acked atomic.Bool
+	go func() { acked.Store(n.tc.handleEvent(msgEvent(info, imageMessage(caption, uint64(len(data)))))) }()
+	return acked.Load
+}
+
+func (n *waNetwork) ReceivedFiles() [][]byte {
+	var out [][]byte
+	for _, u := range n.tc.wa.uploaded() {
+		out = append(out, u.data)
+	}
+	return out
+}
