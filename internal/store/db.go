@@ -38,6 +38,7 @@ type DB struct {
 	Budget    *BudgetQuery
 	Requests  *RequestQuery
 	Media     *MediaQuery
+	Polls     *PollQuery
 
 	write *sql.DB // one connection: every write, in IMMEDIATE transactions
 	read  *sql.DB // query_only pool for plain reads
@@ -65,6 +66,7 @@ type Tx struct {
 	Approvals ApprovalTx
 	Requests  RequestTx
 	Media     MediaTx
+	Polls     PollTx
 
 	stx *sql.Tx
 	now func() time.Time

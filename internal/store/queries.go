@@ -46,13 +46,16 @@ type RequestQuery struct{ db *DB }
 // MediaQuery reads and writes the media of messages.
 type MediaQuery struct{ db *DB }
 
+// PollQuery reads and commits the offsets of polled channels.
+type PollQuery struct{ db *DB }
+
 // bindQueries gives db its query fields.
 func bindQueries(db *DB) {
 	db.Chats, db.Messages, db.Groups = &ChatQuery{db}, &MessageQuery{db}, &GroupQuery{db}
 	db.Sessions, db.Tasks, db.Outbox = &SessionQuery{db}, &TaskQuery{db}, &OutboxQuery{db}
 	db.Usage, db.Turns, db.Approvals = &UsageQuery{db}, &TurnQuery{db}, &ApprovalQuery{db}
 	db.Notices, db.Budget, db.Requests = &NoticeQuery{db}, &BudgetQuery{db}, &RequestQuery{db}
-	db.Media = &MediaQuery{db}
+	db.Media, db.Polls = &MediaQuery{db}, &PollQuery{db}
 }
 
 // ChatTx writes chats inside a transaction.
@@ -85,10 +88,13 @@ type RequestTx struct{ tx *Tx }
 // MediaTx writes the media of messages inside a transaction.
 type MediaTx struct{ tx *Tx }
 
+// PollTx commits a polled channel's update inside a transaction.
+type PollTx struct{ tx *Tx }
+
 // bindTxQueries gives tx its query fields.
 func bindTxQueries(tx *Tx) {
 	tx.Chats, tx.Messages, tx.Groups = ChatTx{tx}, MessageTx{tx}, GroupTx{tx}
 	tx.Sessions, tx.Tasks, tx.Outbox = SessionTx{tx}, TaskTx{tx}, OutboxTx{tx}
 	tx.Usage, tx.Approvals, tx.Requests = UsageTx{tx}, ApprovalTx{tx}, RequestTx{tx}
-	tx.Media = MediaTx{tx}
+	tx.Media, tx.Polls = MediaTx{tx}, PollTx{tx}
 }
