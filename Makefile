@@ -13,6 +13,11 @@ IMAGE   ?= bridged-agent:latest
 # image whose label differs. Computed only when a recipe uses it.
 IMAGE_INPUTS = $(shell { cat Dockerfile go.mod go.sum; $(GO) list -deps -f '{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./agent-runner | xargs cat; } | sha256sum | cut -c1-16)
 TEST_TIMEOUT ?= 45m
+# A binary built with -race sleeps a second before it exits unless told
+# not to: every test binary, and every race-built daemon, CLI and fake the
+# tests start, would pay it.
+GORACE ?= atexit_sleep_ms=0
+export GORACE
 # staticcheck is pinned and installed through the Go module proxy by `make
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
 STATICCHECK_VERSION ?= v0.8.2
@@ -27,7 +32,7 @@ DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: help build test test-all test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -54,9 +59,21 @@ browser-deps: ## install chromium, for the dashboard's browser test only
 	  $(call APT_INSTALL,chromium); \
 	fi
 
+# The linters run beside the tests: the suite mostly waits on containers
+# and timeouts, and the linters' minute or two of CPU fits in its gaps.
+# The tests print as they go, the linters' findings after them; either one
+# failing fails the target.
+test: deps tools ## gofmt, vet, staticcheck and deadcode beside every test with -race, Docker end-to-end included
+	@log=$$(mktemp); $(MAKE) --no-print-directory lint >"$$log" 2>&1 & lint=$$!; \
+	rc=0; $(MAKE) --no-print-directory test-all || rc=$$?; \
+	lrc=0; wait $$lint || lrc=$$?; \
+	echo "--- make lint (run beside the tests):"; cat "$$log"; rm -f "$$log"; \
+	if [ $$lrc -ne 0 ]; then echo "make lint failed"; fi; \
+	[ $$rc -eq 0 ] && [ $$lrc -eq 0 ]
+
 # -count=1: the e2e tests build the daemon themselves, out of sight of go
 # test's result cache, so a cached e2e pass could hide a change to the product.
-test: deps lint ## gofmt and vet, then every test with -race, Docker end-to-end included
+test-all: ## every test with -race, Docker end-to-end included, without the linters
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## the tests that need no Docker

@@ -69,10 +69,11 @@ var tiers = map[string]tier{
 	"internal/config":        program, // the wiring's reading half: routes each setting to the package that bounds it
 
 	// test support shared by the packages' tests
-	"internal/testlog":               program,
-	"internal/store/storetest":       program,
-	"internal/channel/channeltest":   program,
-	"internal/nanoclaw/nanoclawtest": program,
+	"internal/testlog":                       program,
+	"internal/store/storetest":               program,
+	"internal/channel/channeltest":           program,
+	"internal/channel/telegram/telegramtest": program, // the fake Bot API
+	"internal/nanoclaw/nanoclawtest":         program,
 
 	"groups":                    leaf,
 	"migrations":                leaf,
@@ -110,6 +111,7 @@ var tiers = map[string]tier{
 	"internal/nanoclaw":         upper, // reads a NanoClaw install and imports it (bridged import nanoclaw)
 	"internal/channel/local":    upper,
 	"internal/channel/whatsapp": upper,
+	"internal/channel/telegram": upper,
 }
 
 // allowedSameTier lists the imports between packages of one tier that are

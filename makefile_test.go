@@ -36,7 +36,15 @@ func makeTarget(t *testing.T, path string, args ...string) (string, error) {
 		t.Skip("no make")
 	}
 	cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+path)
+	// Not the make that runs the suite (make test): its flags and jobserver
+	// are not this make's.
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "PATH="+path)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -57,7 +57,7 @@ func exists(path string) bool {
 // own folder run freely. A read-only group never asks and never writes; a
 // chat group has no tools but bridged's own.
 func TestE2EApprovalsAskProfile(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "5m")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_APPROVAL_TIMEOUT=25s")
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")

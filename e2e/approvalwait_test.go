@@ -44,7 +44,7 @@ func (w *containerWatch) keepsRunning(t testing.TB, n int, d time.Duration) {
 // has passed, is held open meanwhile: its container is not stopped, and the
 // reply comes after the answers, from the one container.
 func TestE2EApprovalWaitHoldsTheTurn(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "2s", "--container-timeout", waitContainerTimeout.String())
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")
@@ -85,7 +85,7 @@ func TestE2EApprovalWaitHoldsTheTurn(t *testing.T) {
 // command that answers it, keeps waiting past its --timeout and the
 // container timeout, and prints the reply once the owner answered.
 func TestE2EChatOnceWaitsForApproval(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "2s", "--container-timeout", waitContainerTimeout.String())
 	e.mustCLI("groups", "add", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "fam", "--no-trigger", "local:fam")

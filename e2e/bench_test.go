@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/testimage"
 )
@@ -268,4 +269,32 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// BenchmarkE2ETelegramIdle: the idle cost of a connected Telegram channel,
+// one long poll (25 s, as Telegram holds it) outstanding at a time against
+// a fake Bot API on loopback: the daemon's CPU over a minute with nothing
+// to do.
+func BenchmarkE2ETelegramIdle(b *testing.B) {
+	for range b.N {
+		srv := telegramtest.New(b)
+		srv.SetLongPoll(25 * time.Second)
+		e := benchEnv(b)
+		e.extraEnv = append(e.extraEnv, "BRIDGED_TELEGRAM_TOKEN="+telegramtest.Token, "BRIDGED_TELEGRAM_API_URL="+srv.URL)
+		e.mustCLI("groups", "add", "--name", "family", "tg:-100200")
+		d := e.start()
+		if !srv.WaitFor(time.Minute, func() bool { return srv.Polls() > 0 }) {
+			b.Fatal("the daemon did not poll within 1m")
+		}
+		// The wait is the measurement itself, not a wait for an event.
+		const idle = time.Minute
+		cpu0, polls0 := cpuTime(b, d.cmd.Process.Pid), srv.Polls()
+		<-time.After(idle)
+		busy := cpuTime(b, d.cmd.Process.Pid) - cpu0
+		pct := 100 * busy.Seconds() / idle.Seconds()
+		b.ReportMetric(pct, "%CPU-idle-telegram")
+		fmt.Printf("daemon CPU time over %s idle with Telegram connected (%d long polls): %s (%.2f %% of one core)\n",
+			idle, srv.Polls()-polls0, busy.Round(time.Millisecond), pct)
+		d.stop(b)
+	}
 }

@@ -443,7 +443,7 @@ func restoreFile(t testing.TB, path string, data []byte) {
 // container to close (idle timeout) between turns, and checks the
 // containers' uid.
 func TestE2EBoundaryIdleClose(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)

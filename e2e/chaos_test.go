@@ -53,7 +53,7 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0x6272696467656421))
 
 	const chat = "local:main"
-	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
+	e := newEnv(t, "--idle-timeout", "1s", "--retry-base", "100ms")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", chat)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -79,8 +79,10 @@ func TestE2EChaosKill9ToolCalls(t *testing.T) {
 			token: fmt.Sprintf("token-%d-%08x", i, rng.Uint32()),
 			rep:   fmt.Sprintf("reply-%d-%08x", i, rng.Uint32()),
 		}
-		before := time.Duration(300+rng.IntN(2500)) * time.Millisecond
-		after := time.Duration(rng.IntN(1500)) * time.Millisecond
+		// The sleeps spread the kill over the turn; the phases that need a
+		// moment to be reached are waited for below, not slept into.
+		before := time.Duration(200+rng.IntN(1300)) * time.Millisecond
+		after := time.Duration(rng.IntN(800)) * time.Millisecond
 		// The token goes out first, then the task is scheduled: a turn
 		// killed between the two is answered (the token) and not run again,
 		// so it schedules no task; a turn run again after it scheduled one
@@ -229,7 +231,7 @@ func (e *env) lastID(chat string) int64 {
 func TestE2EKill9AfterActionNotRepeated(t *testing.T) {
 	parallel(t, light)
 	const chat = "local:main"
-	e := newEnv(t, "--idle-timeout", "2s", "--retry-base", "100ms")
+	e := newEnv(t, "--idle-timeout", "1s", "--retry-base", "100ms")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", chat)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

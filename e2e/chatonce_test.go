@@ -16,9 +16,6 @@ import (
 func TestE2EChatOnceEndsAtTurnEnd(t *testing.T) {
 	parallel(t, timed)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "5m")
-	// The race detector's runtime waits a second at exit by default: the
-	// command's own time is what is measured.
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	if out := e.mustCLI("chat", "-m", "fake:reply warm", "main"); out != "warm\n" {

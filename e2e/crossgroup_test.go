@@ -25,7 +25,7 @@ func taskCall(tool string, args map[string]string) string {
 // does not run once main is read-only: it is paused, the owner is told in
 // the main chat, and nothing is written in the other group's folder.
 func TestE2ENoEscapeThroughAnotherGroup(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "30s")
 	e.mustCLI("groups", "add", "--tools", "read-only", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")

@@ -157,7 +157,7 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 	// each call.
 	up := newPricedUpstream(t)
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0", "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
+	e.extraEnv = append(e.extraEnv, "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "club", "local:club") // needs @Andy
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
@@ -214,7 +214,6 @@ func TestE2EChatSaysAtOnceNoTurn(t *testing.T) {
 func TestE2EAttachmentsOneTurn(t *testing.T) {
 	parallel(t, light)
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	names := []string{"alpha-notes.txt", "beta-chart.png", "gamma-memo.txt"}
@@ -431,7 +430,6 @@ func TestE2ETaskRunDurationWithoutCloseDelay(t *testing.T) {
 func TestE2EChatSaysQueued(t *testing.T) {
 	parallel(t, timed)
 	e := newEnv(t, "--max-containers", "1", "--idle-timeout", "2m")
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
 	d := e.start()
@@ -479,7 +477,6 @@ func openPTY(t *testing.T) (ctl, tty *os.File) {
 func TestE2EChatCtrlDEndsWhileThinking(t *testing.T) {
 	parallel(t, timed)
 	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = append(e.extraEnv, "GORACE=atexit_sleep_ms=0")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	ctl, tty := openPTY(t)

@@ -79,10 +79,6 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	if err := testimage.Ensure(ctx, cli, testimage.Options{Tag: testImage, RepoRoot: root}); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: test image:", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "bridged-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -113,8 +109,19 @@ func runMain(m *testing.M) int {
 		build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as shipped
 	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	// The daemon builds while the test image does: each is a minute of
+	// compiling on a small machine, and each waits on I/O part of it.
+	if err := build.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
+		return 1
+	}
+	imageErr := testimage.Ensure(ctx, cli, testimage.Options{Tag: testImage, RepoRoot: root})
+	if err := build.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build bridged:", err)
+		return 1
+	}
+	if imageErr != nil {
+		fmt.Fprintln(os.Stderr, "e2e: test image:", imageErr)
 		return 1
 	}
 	if err := setParallel(); err != nil {
@@ -128,14 +135,21 @@ func runMain(m *testing.M) int {
 // once unless -parallel or E2E_PARALLEL says otherwise. go test's default,
 // GOMAXPROCS, suits tests that compute; these mostly wait (for containers
 // to start, for idle timeouts and retry delays), so more of them than
-// there are cores fit beside each other.
-const defaultParallel = 4
+// there are cores fit beside each other: on 2 cores, 8 light slots took
+// the package from 372 s to 319 s against 4 (docs/testing.md).
+const defaultParallel = 8
+
+// Slots for the other weights, beside the light ones: the long tests
+// wait out the daemon's clock for a minute or two and use almost no CPU
+// meanwhile, so all of them start at once; two heavy and two timed tests
+// run at a time.
+const longSlots, heavySlotCount, timedSlotCount = 8, 2, 2
 
 var (
-	// slots holds one token per light parallel test running, heavySlots
-	// one per heavy one and timedSlots one per timed one (see parallel).
-	// All are made by setParallel.
-	slots, heavySlots, timedSlots chan struct{}
+	// slots holds one token per light parallel test running, and
+	// longSlots, heavySlots and timedSlots one per long, heavy and timed
+	// one (see parallel). All are made by setParallel.
+	slots, longSlotsCh, heavySlots, timedSlots chan struct{}
 )
 
 // setParallel sizes slots from -parallel when given, else E2E_PARALLEL,
@@ -159,7 +173,8 @@ func setParallel() error {
 		}
 		n = k
 	}
-	slots, heavySlots, timedSlots = make(chan struct{}, n), make(chan struct{}, 1), make(chan struct{}, 1)
+	slots, longSlotsCh = make(chan struct{}, n), make(chan struct{}, longSlots)
+	heavySlots, timedSlots = make(chan struct{}, heavySlotCount), make(chan struct{}, timedSlotCount)
 	return flag.Set("test.parallel", "1000")
 }
 
@@ -167,30 +182,31 @@ func setParallel() error {
 // takes.
 type weight int
 
-// Weights of a parallel test: a light one mostly waits; a heavy one keeps
-// the CPU busy for minutes (restarting -race daemons over and over, or a
-// dozen containers at once), and two of those side by side on a small
-// machine starve each other, and every test beside them, into their
-// timeouts. A timed one bounds a delay, a duration, a count over time, a
-// descriptor count or a memory figure: one at a time, so two such tests
-// never crowd each other, and beside the others, whose load its bounds
-// allow for (they hold at a load average of 25 on 2 cores: the bounds
-// are about what the daemon does, a second against minutes, not about
-// how fast the machine is).
+// Weights of a parallel test: a light one mostly waits; a long one waits
+// a minute or more on the daemon's clock (a cron minute, idle and
+// container timeouts, retention passes) and would end the package last if
+// it got its slot late; a heavy one keeps the CPU busy for minutes
+// (restarting -race daemons over and over, or a dozen containers at once),
+// and more than two of those side by side on a small machine starve each
+// other, and every test beside them, into their timeouts. A timed one
+// bounds a delay, a duration, a count over time, a descriptor count or a
+// memory figure: two at a time, beside the others, whose load its bounds
+// allow for (they hold at a load average of 25 on 2 cores: the bounds are
+// about what the daemon does, a second against minutes, not about how
+// fast the machine is).
 const (
 	light weight = iota
+	long
 	heavy
 	timed
 )
 
 // parallel runs t beside the other parallel tests, after the serial ones
 // (go test runs every serial test first, one at a time): as many light
-// ones at once as setParallel made slots for and, beside them, one heavy
-// one and one timed one. The heavy ones do not queue behind the light
-// ones: they are the longest, and one after another they take about as
-// long as all the light ones do; nor do the timed ones, which one after
-// another took half the package's time when they ran alone. A test is
-// parallel only when it shares nothing with another (its own home,
+// ones at once as setParallel made slots for and, beside them, the long,
+// heavy and timed ones in slots of their own. None of those queue behind
+// the light ones: they set the package's time when they start late. A test
+// is parallel only when it shares nothing with another (its own home,
 // daemon, containers and fake servers; nothing process-wide such as the
 // umask: that one stays serial). The test's own deadlines start once it
 // has its slot.
@@ -200,13 +216,30 @@ func parallel(t *testing.T, w weight) {
 	t.Parallel()
 	slot := slots
 	switch w {
+	case long:
+		slot = longSlotsCh
 	case heavy:
 		slot = heavySlots
 	case timed:
 		slot = timedSlots
 	}
+	asked := time.Now()
 	slot <- struct{}{}
+	// Said with -v (and in -json): where the package's time goes.
+	t.Logf("%s slot after %v", w, time.Since(asked).Round(time.Millisecond))
 	t.Cleanup(func() { <-slot })
+}
+
+func (w weight) String() string {
+	switch w {
+	case long:
+		return "long"
+	case heavy:
+		return "heavy"
+	case timed:
+		return "timed"
+	}
+	return "light"
 }
 
 func needDocker(t *testing.T) {
@@ -263,6 +296,11 @@ func (e *env) environ() []string {
 	}
 	if e.cred == nil { // another user could not write the test's coverage directory
 		out = append(out, testcover.Env(e.t)...)
+	}
+	if os.Getenv("GORACE") == "" {
+		// The daemon and the CLI are built with -race, whose runtime
+		// otherwise sleeps a second at every exit: a second per command.
+		out = append(out, "GORACE=atexit_sleep_ms=0")
 	}
 	out = append(out, "ANTHROPIC_API_KEY="+secret, "BRIDGED_LOG_FORMAT=json", "BRIDGED_LOG_LEVEL=debug",
 		"BRIDGED_MOUNT_ALLOWLIST="+filepath.Join(os.TempDir(), "bridged-e2e-no-allowlist.json"))

@@ -61,6 +61,7 @@ func TestE2ESettingsChangeReachesTheRunningAgent(t *testing.T) {
 		t.Errorf("groups set with an idle agent said:\n%s\nwant the running agent stopped", out)
 	}
 	watch.waitRunning(t, 0, wait)
+	waitNoAgent(t, e, "fam", wait)
 
 	// Nothing running. --allow me: the owner only wakes the agent.
 	out = e.mustCLI("groups", "set", "--allow", "me", "fam")
@@ -83,6 +84,20 @@ func TestE2ESettingsChangeReachesTheRunningAgent(t *testing.T) {
 // status` shows it.
 func waitBusy(t *testing.T, e *env, folder string, within time.Duration) {
 	t.Helper()
+	waitAgent(t, e, folder, "busy", within, func(present, busy bool) bool { return busy })
+}
+
+// waitNoAgent waits until the daemon's status lists no agent for folder:
+// the container gone from the engine is not yet the daemon's word.
+func waitNoAgent(t *testing.T, e *env, folder string, within time.Duration) {
+	t.Helper()
+	waitAgent(t, e, folder, "gone", within, func(present, busy bool) bool { return !present })
+}
+
+// waitAgent polls the daemon's status until ok holds of folder's agent
+// (present in the list; busy: neither idle nor closing).
+func waitAgent(t *testing.T, e *env, folder, what string, within time.Duration, ok func(present, busy bool) bool) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		var st struct {
@@ -95,13 +110,17 @@ func waitBusy(t *testing.T, e *env, folder string, within time.Duration) {
 		if err := e.api("GET", "/v1/status", nil, &st); err != nil {
 			t.Fatal(err)
 		}
+		present, busy := false, false
 		for _, c := range st.Containers {
-			if c.Group == folder && !c.Idle && !c.Closing {
-				return
+			if c.Group == folder {
+				present, busy = true, busy || (!c.Idle && !c.Closing)
 			}
 		}
+		if ok(present, busy) {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s's agent not busy within %s: %+v", folder, within, st.Containers)
+			t.Fatalf("%s's agent not %s within %s: %+v", folder, what, within, st.Containers)
 		}
 		time.Sleep(100 * time.Millisecond) // polling tick: the status reports no event
 	}

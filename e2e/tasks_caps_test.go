@@ -148,7 +148,7 @@ func TestE2ETaskCapAndPromptSize(t *testing.T) {
 // the default of 5, are internal/scheduler's TestFailingTaskBacksOffAndPausesItself.)
 func TestE2EFailingTaskPausesItself(t *testing.T) {
 	// It waits more than it works (two minute slots of its task).
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "3s", "--task-max-failures", "2")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

@@ -12,7 +12,7 @@ import (
 // session the group resumes next, however old: the next turn resumes it.
 // A link the agent planted among them is left, and what it points to.
 func TestE2EOldTranscriptsPruned(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--idle-timeout", "3s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

@@ -157,7 +157,7 @@ func TestE2ELaterTurnContainerKilled(t *testing.T) {
 // answered exactly once. The hanging turn is queued behind a running one, so
 // it is a later turn of the first container whatever the timing.
 func TestE2ELaterTurnHang(t *testing.T) {
-	parallel(t, light)
+	parallel(t, long)
 	e := newEnv(t, "--retry-base", "100ms", "--idle-timeout", "2s", "--container-timeout", "32s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

@@ -62,7 +62,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run the daemon", (*app).cmdRun},
-		{"login", "pair WhatsApp (QR code in the terminal, or --phone for a pairing code)", (*app).cmdLogin},
+		{"login", "pair WhatsApp (QR code in the terminal, or --phone for a pairing code); `login telegram` checks and stores the bot token", (*app).cmdLogin},
 		{"chat", "talk to a group's agent from the terminal (local chats)", (*app).cmdChat},
 		{"groups", "list, add, remove or change registered groups", (*app).cmdGroups},
 		{"import", "bring a NanoClaw install over: groups, memory, tasks, allow lists, history (a dry run unless --apply)", (*app).cmdImport},

@@ -23,6 +23,7 @@ import (
 	"github.com/bridged-app/bridged/internal/approvals"
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/channel/telegram"
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
@@ -334,6 +335,8 @@ func channelOf(chat string) string {
 		return local.Name
 	case whatsapp.Owns(chat):
 		return whatsapp.ChannelName
+	case telegram.Owns(chat):
+		return telegram.ChannelName
 	}
 	return ""
 }
@@ -424,6 +427,7 @@ type daemon struct {
 	// buildChannels
 	loc       *local.Channel
 	wa        *whatsapp.Client
+	tg        *telegram.Client // nil without a bot token
 	channels  []channel.Channel
 	mediaPool *media.Pool
 	// buildServices
@@ -563,16 +567,51 @@ func (d *daemon) buildChannels(ctx context.Context) error {
 	d.wa = wa
 	d.onRelease(func() { wa.Close() })
 	d.channels = []channel.Channel{d.loc, wa}
+	if err := d.buildTelegram(); err != nil {
+		return err
+	}
 
 	var transcriber media.Transcriber
 	if cfg.TranscribeURL != "" {
 		transcriber = &transcribe.Client{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel}
 	}
+	fetchers := map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}}
+	if d.tg != nil {
+		fetchers[telegram.ChannelName] = d.tg
+	}
 	d.mediaPool, err = media.New(media.Config{MaxBytes: cfg.MaxMediaBytes, Floor: d.floor}, media.Deps{
 		Store: db, Home: hm, Transcriber: transcriber, Log: log, Queue: d.mediaQueue, Settled: d.ing.MediaSettled,
-		Fetchers: map[string]media.Fetcher{whatsapp.ChannelName: wa, media.SourceUpload: media.Uploads{Spool: hm.Uploads(), Log: log}},
+		Fetchers: fetchers,
 	})
 	return err
+}
+
+// buildTelegram builds the Telegram channel when a bot token is given (the
+// env file's, else the one `bridged login telegram` stored): it delivers
+// to the ingest, each update committed with its offset.
+func (d *daemon) buildTelegram() error {
+	cfg := d.cfg
+	token := cfg.TelegramToken
+	if token == "" {
+		var err error
+		if token, err = telegram.StoredToken(cfg.TelegramTokenFile()); err != nil {
+			return err
+		}
+	}
+	if token == "" {
+		return nil
+	}
+	tg, err := telegram.New(telegram.Options{
+		Token: token, APIURL: cfg.TelegramAPIURL, Owner: cfg.TelegramOwner, AssistantName: cfg.AssistantName,
+		Sink: telegram.StoreSink{In: d.ing, DB: d.db}, Log: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	d.tg = tg
+	d.onRelease(tg.Wait) // its goroutines end with serve's context
+	d.channels = append(d.channels, tg)
+	return nil
 }
 
 // buildServices builds what the router consults: the turns hub, whose ends

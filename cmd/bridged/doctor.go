@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bridged-app/bridged/internal/channel/telegram"
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
@@ -85,7 +86,7 @@ func (a *app) cmdDoctor(ctx context.Context, args []string) error {
 		upstream = check{name: "api", status: "ok", detail: "not asked from here: the running daemon's " + dc.Credential.Variable +
 			" came from its own environment, which this command does not see (the credentials line says what the upstream answered the daemon)"}
 	}
-	checks = append(checks, cred, upstream, checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
+	checks = append(checks, cred, upstream, checkTranscribe(ctx, cfg, nil), checkPairing(ctx, cfg), checkTelegram(ctx, cfg), checkAllowlist(cfg), checkContainerUser(cfg, os.Geteuid(), "/etc/passwd"),
 		checkClock(cfg), checkDaemon(ctx, cfg))
 	checks = append(checks, checkRemoteControl(cfg, exec.LookPath))
 	checks = append(checks, checkSystemd(a.getenv, a.unitPaths())...)
@@ -261,6 +262,42 @@ func checkTranscribe(ctx context.Context, cfg *config.Config, client *http.Clien
 		return check{name: "transcribe", status: "FAIL", detail: err.Error(), hint: "check BRIDGED_TRANSCRIBE_URL, _KEY and _MODEL"}
 	}
 	return check{name: "transcribe", status: "ok", detail: cfg.TranscribeURL + " transcribes with " + cfg.TranscribeModel}
+}
+
+// checkTelegram checks the bot token the daemon would use (getMe), and
+// says whether a webhook blocks polling and whether privacy mode keeps
+// group messages from the bot.
+func checkTelegram(ctx context.Context, cfg *config.Config) check {
+	token := cfg.TelegramToken
+	if token == "" {
+		token, _ = telegram.StoredToken(cfg.TelegramTokenFile())
+	}
+	if token == "" {
+		return check{name: "telegram", status: "ok", detail: "off: no bot token", hint: "to use Telegram: BRIDGED_TELEGRAM_TOKEN in the env file, then `bridged login telegram`"}
+	}
+	d, err := telegram.Diagnose(ctx, token, cfg.TelegramAPIURL)
+	if err != nil {
+		return check{name: "telegram", status: "FAIL", detail: err.Error(), hint: "a new token from @BotFather (/token) in the env file, then `bridged login telegram`"}
+	}
+	c := check{name: "telegram", status: "ok", detail: "the token is the bot @" + termsafe.Line(d.Bot.Username) + "'s; `bridged status` shows the last poll"}
+	var warns []string
+	if d.Webhook != "" {
+		warns = append(warns, "a webhook is set ("+termsafe.Line(d.Webhook)+"): Telegram refuses getUpdates while it is")
+		c.hint = "remove the webhook (deleteWebhook) so that bridged can poll"
+	}
+	if !d.Bot.CanReadAllGroupMessages {
+		warns = append(warns, "privacy mode is on: in groups the bot sees only commands, replies to it and mentions")
+		if c.hint == "" {
+			c.hint = "@BotFather → /setprivacy → Disable, then add the bot to each group again"
+		}
+	}
+	if cfg.TelegramOwner == 0 {
+		warns = append(warns, "BRIDGED_TELEGRAM_OWNER is not set: nobody's Telegram messages are yours (no approvals, no /new)")
+	}
+	if len(warns) > 0 {
+		c.status, c.detail = "warn", c.detail+"; "+strings.Join(warns, "; ")
+	}
+	return c
 }
 
 func checkPairing(ctx context.Context, cfg *config.Config) check {

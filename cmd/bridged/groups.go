@@ -23,7 +23,7 @@ import (
 func (a *app) cmdGroups(ctx context.Context, args []string) error {
 	usage := func(w io.Writer) {
 		fmt.Fprintln(w, "Usage: bridged groups list|add|remove|set|new-session [flags] [args]")
-		fmt.Fprintln(w, "\n  list    the registered groups (--available: the WhatsApp chats seen)")
+		fmt.Fprintln(w, "\n  list    the registered groups (--available: the WhatsApp and Telegram chats seen)")
 		fmt.Fprintln(w, "  add     register a chat as a group")
 		fmt.Fprintln(w, "  remove  unregister a group (its folder and history stay)")
 		fmt.Fprintln(w, "  set     change a group's settings")
@@ -71,7 +71,7 @@ func (a *app) withBackend(ctx context.Context, cf *config.Flags, create bool, fn
 
 func (a *app) groupsList(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("groups list", "groups list [--available] [--json] [flags]")
-	available := fs.Bool("available", false, "list the WhatsApp chats bridged has seen (to find a chat id for `groups add`)")
+	available := fs.Bool("available", false, "list the WhatsApp and Telegram chats bridged has seen (to find a chat id for `groups add`)")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
 	cf := config.Register(fs)
 	if _, err := parse(fs, args, 0, 0); err != nil {

@@ -30,8 +30,17 @@ import (
 )
 
 // newHome returns a fresh home directory with a path short enough for the
-// control socket.
+// control socket, its store there as the first command leaves it: a copy,
+// not a migration (0.4 s under -race).
 func newHome(t *testing.T) string {
+	t.Helper()
+	d := newEmptyHome(t)
+	storetest.Fresh(t, filepath.Join(d, "store", "bridged.db"))
+	return d
+}
+
+// newEmptyHome is newHome with nothing in it, not even the store.
+func newEmptyHome(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "bcli")
 	if err != nil {
@@ -496,7 +505,7 @@ func TestChatNeedsDaemon(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	home := newHome(t)
+	home := newEmptyHome(t)
 	out, _, err := cli(t, ctx, nil, "", "status", "--home", home)
 	if err != nil || !strings.Contains(out, "no database yet") {
 		t.Errorf("status on an empty home got %q, %v", out, err)

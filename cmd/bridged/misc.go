@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 
+	"github.com/bridged-app/bridged/internal/channel/telegram"
 	"github.com/bridged-app/bridged/internal/channel/whatsapp"
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
@@ -119,11 +120,18 @@ func (a *app) cmdConfig(ctx context.Context, args []string) error {
 }
 
 func (a *app) cmdLogin(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("login", "login [--phone NUMBER] [flags]")
+	fs := a.newFlagSet("login", "login [whatsapp|telegram] [--phone NUMBER] [flags]")
 	phone := fs.String("phone", "", "pair with a code for this phone number (digits with country code) instead of a QR code")
-	_, cfg, err := a.parseConfig(fs, args, 0, 0)
+	rest, cfg, err := a.parseConfig(fs, args, 0, 1)
 	if err != nil {
 		return err
+	}
+	switch {
+	case len(rest) == 1 && rest[0] == "telegram":
+		return a.loginTelegram(ctx, cfg)
+	case len(rest) == 1 && rest[0] != "whatsapp":
+		fmt.Fprintf(a.stderr, "bridged login: want whatsapp or telegram, not %q\n", termsafe.Line(rest[0]))
+		return errUsage
 	}
 	running, err := daemonRunning(ctx, control.NewClient(cfg.Socket()), cfg.Socket())
 	if err != nil {
@@ -144,5 +152,28 @@ func (a *app) cmdLogin(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintln(a.stdout, "WhatsApp is paired. Start (or restart) the daemon with `bridged run`.")
+	return nil
+}
+
+// loginTelegram checks the bot token of the env file (or the environment)
+// with getMe and stores it 0600 under the home, for the daemon.
+func (a *app) loginTelegram(ctx context.Context, cfg *config.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, telegram.LoginTimeout)
+	defer cancel()
+	me, err := telegram.CheckToken(ctx, cfg.TelegramToken, cfg.TelegramAPIURL)
+	if err != nil {
+		return err
+	}
+	if err := telegram.StoreToken(cfg.TelegramTokenFile(), cfg.TelegramToken); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Telegram: the token is the bot @%s's; stored in %s (readable by you only).\n", termsafe.Line(me.Username), cfg.TelegramTokenFile())
+	if !me.CanReadAllGroupMessages {
+		fmt.Fprintln(a.stdout, termsafe.Line(telegram.PrivacyWarning(me.Username)))
+	}
+	if cfg.TelegramOwner == 0 {
+		fmt.Fprintln(a.stdout, "Set BRIDGED_TELEGRAM_OWNER to your Telegram user id so that your messages count as yours (approvals, /new).")
+	}
+	fmt.Fprintln(a.stdout, "Start (or restart) the daemon; `bridged groups list --available` then lists the chats the bot has seen.")
 	return nil
 }

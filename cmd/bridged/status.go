@@ -96,7 +96,11 @@ func printStatus(w io.Writer, st control.Status, cfg *config.Config) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if st.Running {
 		for _, c := range st.Channels {
-			fmt.Fprintf(tw, "  %s\t%s%s\tsince %s\t%s\n", c.Name, c.State, healthNote(c.State, c.Health, c.Conditions), clock(c.Since), termsafe.Line(c.Detail))
+			detail := termsafe.Line(c.Detail)
+			if !c.Polled.IsZero() {
+				detail = strings.TrimSpace("last poll " + clock(c.Polled) + "  " + detail)
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\tsince %s\t%s\n", c.Name, c.State, healthNote(c.State, c.Health, c.Conditions), clock(c.Since), detail)
 		}
 	} else {
 		wa := "not paired: run `bridged login` to pair"

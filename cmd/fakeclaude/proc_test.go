@@ -56,9 +56,10 @@ type proc struct {
 	code   int
 }
 
-// baseEnv is a small environment for the fake: HOME, PATH and its role.
+// baseEnv is a small environment for the fake: HOME, PATH and its role,
+// and GORACE: a race-enabled child otherwise sleeps a second at exit.
 func baseEnv(home string, extra ...string) []string {
-	return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), roleEnv + "=claude"}, extra...)
+	return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), roleEnv + "=claude", "GORACE=atexit_sleep_ms=0"}, extra...)
 }
 
 func startFake(t *testing.T, dir string, env []string, args ...string) *proc {

@@ -406,6 +406,16 @@ func (s *Service) Answer(ctx context.Context, m channel.Message) bool {
 // requestRE reads a request's id from its message (RequestText).
 var requestRE = regexp.MustCompile(`^Approval ([a-z0-9]{4}): group `)
 
+// RequestIDOf returns the id of the request whose message (RequestText) is
+// text, and whether text is one.
+func RequestIDOf(text string) (string, bool) {
+	g := requestRE.FindStringSubmatch(text)
+	if g == nil || !validID(g[1]) {
+		return "", false
+	}
+	return g[1], true
+}
+
 // bySentID finds the request whose message was sent with the network id
 // sent: through the message recorded with it, or, when the answer came
 // before that record (a quick reaction), through the message's text.

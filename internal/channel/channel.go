@@ -6,7 +6,14 @@
 // after the commit, and the channel acknowledges upstream only after it
 // returned nil, so a crash before the commit means the network redelivers.
 // Outbound messages come from the outbox (DESIGN §4) and carry an id chosen
-// before the first attempt, so a retried Send is idempotent.
+// before the first attempt, so a retried Send is idempotent where the
+// network takes such an id (WhatsApp). Where it does not (Telegram), a send
+// that may have arrived is ErrAmbiguous and is not retried.
+//
+// A polling channel (Telegram) commits each update it received together
+// with its offset (store.PollAck), and confirms it to the network only by
+// polling again after the commit. The behaviours every channel must have
+// are a conformance suite, channeltest.Conform.
 package channel
 
 import (
@@ -56,6 +63,9 @@ type Status struct {
 	// restriction, a flapping connection, a suspended group), each told to
 	// the owner once.
 	Conditions []Condition `json:"conditions,omitempty"`
+	// Polled is when a channel that polls its network (Telegram) last
+	// had an answer; zero for one that does not poll, or before.
+	Polled time.Time `json:"polled,omitzero"`
 }
 
 // Health is a channel's health in one word.
@@ -214,11 +224,21 @@ type Outgoing struct {
 	// ID is chosen before the first attempt and reused on every retry, so a
 	// channel that supports it can make retries idempotent.
 	ID string
+	// Notice marks a message of bridged's own (an approval request, an
+	// alert), never an agent's text: a channel may add controls to it
+	// (Telegram's buttons under an approval request).
+	Notice bool
 }
 
 // ErrPermanent is wrapped by Send errors that a retry cannot fix (unknown
 // chat, not paired, logged out).
 var ErrPermanent = errors.New("permanent send failure")
+
+// ErrAmbiguous is wrapped, with ErrPermanent, by the error of a send that
+// may or may not have reached the network: the request was written and no
+// answer came. On a network without an idempotent send (Telegram) a retry
+// could deliver it twice, so it is recorded as such and not retried.
+var ErrAmbiguous = errors.New("ambiguous send: the request was written but no answer came, so it may have arrived; not sent again")
 
 // Channel is a chat network.
 type Channel interface {

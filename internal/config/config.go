@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,6 +59,8 @@ const (
 	EnvOAuthToken = "CLAUDE_CODE_OAUTH_TOKEN"
 	// EnvTranscribeKey is the bearer token of the transcription endpoint.
 	EnvTranscribeKey = "BRIDGED_TRANSCRIBE_KEY"
+	// EnvTelegramToken is the Telegram bot's token (BotFather's).
+	EnvTelegramToken = "BRIDGED_TELEGRAM_TOKEN"
 )
 
 // Config is the effective configuration.
@@ -120,6 +123,13 @@ type Config struct {
 	// transcription off. TranscribeModel is the model it is asked for and
 	// TranscribeKey its bearer token ("" for a local server that needs none).
 	TranscribeURL, TranscribeModel, TranscribeKey string
+	// TelegramToken is the bot token from the environment or the env file
+	// ("" when none: the one `bridged login telegram` stored is used);
+	// TelegramOwner the owner's Telegram user id (0: none);
+	// TelegramAPIURL the Bot API's address.
+	TelegramToken  string
+	TelegramOwner  int64
+	TelegramAPIURL string
 	// MaxMediaBytes is the largest media file taken in: fetched from
 	// WhatsApp or attached to a message posted through the control API.
 	MaxMediaBytes int64
@@ -242,6 +252,8 @@ var settings = []setting{
 	{"local-files-bytes", "BRIDGED_LOCAL_FILES_BYTES", constant("2g"), "most bytes of files one local chat keeps delivered in data/local/ (e.g. 500m, 2g)"},
 	{"min-free", "BRIDGED_MIN_FREE", constant("1g"), "free space kept on the home's disk: below it no outgoing file is staged, no media downloaded, and the owner is alerted (e.g. 500m, 1g)"},
 	{"log-retention", "BRIDGED_LOG_RETENTION", constant("30d"), "prune run logs (data/logs/) older than this (e.g. 14d; 0 = keep forever)"},
+	{"telegram-owner", "BRIDGED_TELEGRAM_OWNER", constant(""), "the owner's Telegram user id (digits): their messages count as yours (approvals, /new, allow lists); empty: none"},
+	{"telegram-api-url", "BRIDGED_TELEGRAM_API_URL", constant("https://api.telegram.org"), "the Telegram Bot API's address (a local Bot API server works too)"},
 	{"dashboard", "BRIDGED_DASHBOARD", constant(""), "loopback address the web dashboard also listens on, e.g. 127.0.0.1:8080 (empty = the control socket only)"},
 	{"inbox-retention", "BRIDGED_INBOX_RETENTION", constant("90d"), "prune the media files saved in each group's inbox/ older than this (e.g. 30d; 0 = keep forever)"},
 }
@@ -435,6 +447,10 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 		c.TranscribeKey = fileVals[EnvTranscribeKey]
 	}
 	given[EnvTranscribeKey] = c.TranscribeKey != ""
+	if c.TelegramToken = getenv(EnvTelegramToken); c.TelegramToken == "" {
+		c.TelegramToken = fileVals[EnvTelegramToken]
+	}
+	given[EnvTelegramToken] = c.TelegramToken != ""
 	c.Given = given
 	return c, nil
 }
@@ -443,7 +459,7 @@ func (f *Flags) resolve(getenv func(string) string, client bool) (*Config, error
 // the daemon: the env file's own, the secret, and those of the tests.
 // Names under otherPrefixes are the agent container's.
 var (
-	otherVariables = []string{"BRIDGED_ENV_FILE", EnvTranscribeKey, "BRIDGED_SKIP_DOCKER", "BRIDGED_TEST_IMAGE", "BRIDGED_E2E_SCREENSHOTS"}
+	otherVariables = []string{"BRIDGED_ENV_FILE", EnvTranscribeKey, EnvTelegramToken, "BRIDGED_SKIP_DOCKER", "BRIDGED_TEST_IMAGE", "BRIDGED_E2E_SCREENSHOTS"}
 	otherPrefixes  = []string{"BRIDGED_AGENT_", "BRIDGED_MCP_"}
 )
 
@@ -655,6 +671,18 @@ func build(raw map[string]string) (*Config, error) {
 		r.check("BRIDGED_TRANSCRIBE_URL", transcribe.CheckURL(c.TranscribeURL))
 	}
 	c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"])
+	if v := strings.TrimSpace(raw["BRIDGED_TELEGRAM_OWNER"]); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			err = fmt.Errorf("want a Telegram user id (digits; @userinfobot tells yours), not %q", v)
+		}
+		r.check("BRIDGED_TELEGRAM_OWNER", err)
+		c.TelegramOwner = n
+	}
+	c.TelegramAPIURL = strings.TrimSuffix(strings.TrimSpace(raw["BRIDGED_TELEGRAM_API_URL"]), "/")
+	if u, err := url.Parse(c.TelegramAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.check("BRIDGED_TELEGRAM_API_URL", fmt.Errorf("want an http or https URL, not %q", c.TelegramAPIURL))
+	}
 	r.check("BRIDGED_TRANSCRIBE_MODEL", transcribe.CheckModel(c.TranscribeModel))
 	number(r, "BRIDGED_MAX_MEDIA_BYTES", &c.MaxMediaBytes, ParseBytes, media.MaxBytesBound)
 	number(r, "BRIDGED_SNAPSHOT_MAX_FILE", &c.SnapshotMaxFile, ParseBytes, snapshot.MaxFileBound)
@@ -901,6 +929,9 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_MAX_MEDIA_BYTES":         strconv.FormatInt(c.MaxMediaBytes, 10),
 		"BRIDGED_SNAPSHOT_MAX_FILE":       strconv.FormatInt(c.SnapshotMaxFile, 10),
 		EnvTranscribeKey:                  Mask(c.TranscribeKey),
+		EnvTelegramToken:                  Mask(c.TelegramToken),
+		"BRIDGED_TELEGRAM_OWNER":          strconv.FormatInt(c.TelegramOwner, 10),
+		"BRIDGED_TELEGRAM_API_URL":        c.TelegramAPIURL,
 		"BRIDGED_OUTBOX_FILES_PER_MINUTE": strconv.Itoa(c.OutboxFilesPerMinute),
 		"BRIDGED_OUTBOX_BYTES_PER_DAY":    strconv.FormatInt(c.OutboxBytesPerDay, 10),
 		"BRIDGED_LOCAL_FILES":             strconv.Itoa(c.LocalFiles),
@@ -935,8 +966,11 @@ func (c *Config) ContainerUser(euid, egid int) (uid, gid int, ignored bool) {
 // Paths under the home directory; internal/home has the agent-writable ones.
 func (c *Config) StoreDB() string    { return filepath.Join(c.Home, "store", "bridged.db") }
 func (c *Config) WhatsAppDB() string { return filepath.Join(c.Home, "store", "whatsapp.db") }
-func (c *Config) Socket() string     { return filepath.Join(c.Home, "bridged.sock") }
-func (c *Config) DataDir() string    { return filepath.Join(c.Home, "data") }
+
+// TelegramTokenFile is where `bridged login telegram` keeps the bot token.
+func (c *Config) TelegramTokenFile() string { return filepath.Join(c.Home, "store", "telegram-token") }
+func (c *Config) Socket() string            { return filepath.Join(c.Home, "bridged.sock") }
+func (c *Config) DataDir() string           { return filepath.Join(c.Home, "data") }
 
 // Variable is one configuration variable, for documents that list them.
 type Variable struct {
@@ -959,5 +993,6 @@ func Variables() []Variable {
 	return append(out,
 		Variable{Env: EnvAPIKey, Usage: "Claude API key (or the OAuth token below); read by the daemon only", Secret: true},
 		Variable{Env: EnvOAuthToken, Usage: "Claude Code OAuth token (claude setup-token)", Secret: true},
-		Variable{Env: EnvTranscribeKey, Usage: "bearer token of the transcription endpoint; read by the daemon only", Secret: true})
+		Variable{Env: EnvTranscribeKey, Usage: "bearer token of the transcription endpoint; read by the daemon only", Secret: true},
+		Variable{Env: EnvTelegramToken, Usage: "the Telegram bot's token (from @BotFather); read by the daemon and `bridged login telegram` only", Secret: true})
 }

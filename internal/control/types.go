@@ -244,6 +244,8 @@ type ChannelStatus struct {
 	Health string `json:"health,omitempty"`
 	// Conditions are what limits the channel while it lasts.
 	Conditions []ChannelCondition `json:"conditions,omitempty"`
+	// Polled is when a polling channel (Telegram) last had an answer.
+	Polled time.Time `json:"polled,omitzero"`
 }
 
 // ChannelCondition is one thing that limits a channel while it lasts: a

@@ -34,7 +34,8 @@ type fakeSource struct{ admin *control.Admin }
 func (f fakeSource) Status(ctx context.Context) (control.Status, error) {
 	st, err := f.admin.Status(ctx)
 	st.Running = true
-	st.Channels = []control.ChannelStatus{{Name: "local", State: "connected"}}
+	st.Channels = []control.ChannelStatus{{Name: "local", State: "connected"},
+		{Name: "telegram", State: "connected", Polled: time.Now(), Conditions: []control.ChannelCondition{{Key: "privacy", Text: "privacy mode on"}}}}
 	return st, err
 }
 
@@ -638,5 +639,17 @@ func TestApprovalWaitsShown(t *testing.T) {
 	c := f.login(t)
 	if _, body := f.do(t, "GET", Prefix+"approvals", c, nil, nil); !strings.Contains(body, `<code class="approval-id">a1</code>`) {
 		t.Errorf("approvals page does not show the short id a1:\n%s", body)
+	}
+}
+
+// The overview shows each channel's conditions and a polling channel's
+// last poll.
+func TestOverviewShowsChannels(t *testing.T) {
+	f := newFixture(t, false)
+	_, body := f.do(t, "GET", Prefix, f.login(t), nil, nil)
+	for _, want := range []string{"telegram", "last poll", "privacy mode on"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview has no %q", want)
+		}
 	}
 }

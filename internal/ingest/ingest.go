@@ -126,16 +126,30 @@ func (in *Ingest) Lookup(ctx context.Context, chat string) (Changed, error) {
 // InboundSeen is Inbound for a message whose chat Lookup found as seen;
 // a seen not Known (the zero Changed) is looked up here.
 func (in *Ingest) InboundSeen(ctx context.Context, seen Changed, m channel.Message) (store.MessageID, error) {
+	return in.inbound(ctx, seen, m, nil)
+}
+
+// InboundPolled is Inbound for a message a polled channel received in the
+// update ack (Telegram's getUpdates): the update is committed in the
+// transaction that stores the message (store.PollTx.Ack), or alone when
+// nothing of it is stored (an approval answer, a reaction). An error
+// wrapping store.ErrExists means the update was committed before: nothing
+// was stored again.
+func (in *Ingest) InboundPolled(ctx context.Context, m channel.Message, ack store.PollAck) (store.MessageID, error) {
+	return in.inbound(ctx, Changed{}, m, &ack)
+}
+
+func (in *Ingest) inbound(ctx context.Context, seen Changed, m channel.Message, ack *store.PollAck) (store.MessageID, error) {
 	if strings.TrimSpace(m.Chat) == "" {
 		return 0, fmt.Errorf("store inbound message: %w: empty chat id", store.ErrInvalid)
 	}
 	if in.cfg.Answers != nil && in.cfg.Answers(ctx, m) {
 		in.log.Debug().Str("chat", m.Chat).Msg("approval answer or reaction taken out; not stored")
-		return 0, nil
+		return 0, in.ackAlone(ctx, ack)
 	}
 	if m.Reaction != nil {
 		// A reaction is never a prompt and never stored.
-		return 0, nil
+		return 0, in.ackAlone(ctx, ack)
 	}
 	if m.ExternalID == "" {
 		// Without the network's id a redelivery cannot be recognised;
@@ -171,6 +185,11 @@ func (in *Ingest) InboundSeen(ctx context.Context, seen Changed, m channel.Messa
 	var inserted bool
 	err := in.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
 		var err error
+		if ack != nil {
+			if err := tx.Polls.Ack(ctx, *ack); err != nil {
+				return err
+			}
+		}
 		id, inserted, err = tx.Messages.InsertIn(ctx, store.Chat{ID: chat, Name: m.ChatName, Channel: chName, IsGroup: m.IsGroup, LastActivity: last}, store.Message{
 			Chat: chat, ExternalID: m.ExternalID, Sender: m.Sender, SenderName: m.SenderName,
 			Text: text, SentAt: m.SentAt, FromMe: m.FromMe, IsBot: m.IsBot, Mentioned: m.Mentioned,
@@ -200,6 +219,17 @@ func (in *Ingest) InboundSeen(ctx context.Context, seen Changed, m channel.Messa
 	in.signal()
 	in.log.Debug().Str("chat", m.Chat).Int64("message_id", int64(id)).Int("bytes", len(m.Text)).Msg("message stored")
 	return id, nil
+}
+
+// ackAlone commits ack, when set, for an update that stores nothing.
+func (in *Ingest) ackAlone(ctx context.Context, ack *store.PollAck) error {
+	if ack == nil {
+		return nil
+	}
+	if err := in.cfg.DB.Polls.Ack(ctx, *ack); err != nil {
+		return fmt.Errorf("commit update: %w", err)
+	}
+	return nil
 }
 
 // allowed applies the allow list of m's group, if its chat is registered

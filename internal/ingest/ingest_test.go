@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -178,5 +179,42 @@ func TestAnswersAndReactionsAreNotStored(t *testing.T) {
 	msgs, err := db.Messages.After(ctx, "local:main", 0, 0)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("stored %d messages (%v); want only the ordinary one", len(msgs), err)
+	}
+}
+
+// A polled update is committed with the message it carries: the offset
+// moves past it, and the same update again stores nothing and wakes nobody;
+// an update whose message is taken out (a reaction) is committed alone.
+func TestInboundPolledCommitsTheUpdate(t *testing.T) {
+	in, db := newIngest(t, nil)
+	ctx := context.Background()
+	m := channel.Message{Chat: "local:main", ExternalID: "e1", Sender: "you", Text: "hello", SentAt: time.Now()}
+	id, err := in.InboundPolled(ctx, m, store.PollAck{Channel: "telegram", UpdateID: 10})
+	if err != nil || id == 0 {
+		t.Fatalf("InboundPolled = %d, %v", id, err)
+	}
+	if n, _ := db.Polls.Next(ctx, "telegram"); n != 11 {
+		t.Fatalf("offset after update 10 = %d; want 11", n)
+	}
+	in.Take()
+	for len(in.Wake()) > 0 {
+		<-in.Wake()
+	}
+	m.ExternalID = "e2" // even a message of its own: the update is what was committed
+	if _, err := in.InboundPolled(ctx, m, store.PollAck{Channel: "telegram", UpdateID: 10}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("update 10 again = %v; want ErrExists", err)
+	}
+	if ok, _ := db.Messages.HasWritten(ctx, "local:main"); !ok {
+		t.Fatal("the first message is gone")
+	}
+	if woken(in) {
+		t.Fatal("a committed update woke the loop again")
+	}
+	r := channel.Message{Chat: "local:main", ExternalID: "e3", Reaction: &channel.Reaction{TargetID: "x", Emoji: "👍"}}
+	if id, err := in.InboundPolled(ctx, r, store.PollAck{Channel: "telegram", UpdateID: 11}); err != nil || id != 0 {
+		t.Fatalf("reaction = %d, %v; want nothing stored", id, err)
+	}
+	if n, _ := db.Polls.Next(ctx, "telegram"); n != 12 {
+		t.Fatalf("offset after a reaction = %d; want 12", n)
 	}
 }

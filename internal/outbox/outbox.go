@@ -310,7 +310,7 @@ func (s *Sender) sendChat(ctx context.Context, chat store.ChatID, items []store.
 			log.Debug().Str("state", string(st)).Msg("channel not connected; message waits")
 			return sendDone{retryAt: s.retryLater()}
 		}
-		out := channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID}
+		out := channel.Outgoing{Chat: string(chat), Text: it.Text, ID: it.ExternalID, Notice: it.Origin == store.OriginNotice && it.Group == ""}
 		if s.cfg.Spool != nil {
 			f, ok, err := s.cfg.Spool.Get(home.SpoolKey(int64(it.ID), it.ExternalID))
 			if err != nil {

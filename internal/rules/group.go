@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -48,6 +49,9 @@ const (
 	MinTimeout = time.Minute
 )
 
+// TelegramPrefix starts every Telegram chat id ("tg:<id>").
+const TelegramPrefix = "tg:"
+
 // LocalPrefix starts every local chat id ("local:<name>").
 const LocalPrefix = "local:"
 
@@ -69,9 +73,10 @@ func hasControl(s string) bool {
 }
 
 // CheckChat checks a chat id as given (not trimmed): local:<name> with a safe
-// name, or a WhatsApp id ending in @g.us, @s.whatsapp.net or @lid.
+// name, a WhatsApp id ending in @g.us, @s.whatsapp.net or @lid, or a
+// Telegram chat tg:<id> (a non-zero integer, negative for groups).
 func CheckChat(chat string) error {
-	want := "want local:<name> or a WhatsApp id such as 120363…@g.us, 49151…@s.whatsapp.net or …@lid"
+	want := "want local:<name>, a WhatsApp id such as 120363…@g.us, 49151…@s.whatsapp.net or …@lid, or a Telegram chat such as tg:-1001234567890"
 	switch {
 	case chat == "":
 		return invalid("a chat id is required: %s", want)
@@ -86,6 +91,12 @@ func CheckChat(chat string) error {
 				chat, MaxLocalName)
 		}
 		return nil
+	}
+	if id, ok := strings.CutPrefix(chat, TelegramPrefix); ok {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n != 0 && !strings.HasPrefix(id, "+") && !strings.HasPrefix(id, "-0") && id[0] != '0' {
+			return nil
+		}
+		return invalid("chat id %q: a Telegram chat is tg: and its id, negative for a group (tg:-1001234567890)", chat)
 	}
 	user, server, ok := strings.Cut(chat, "@")
 	if !ok {

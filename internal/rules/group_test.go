@@ -23,6 +23,13 @@ func TestCheckChat(t *testing.T) {
 		ok   bool
 	}{
 		{"local:main", true},
+		{"tg:-1001234567890", true},
+		{"tg:123456", true},
+		{"tg:0", false},
+		{"tg:+5", false},
+		{"tg:-0", false},
+		{"tg:12a", false},
+		{"tg:", false},
 		{"local:my-chat_2.0", true},
 		{"local:" + strings.Repeat("a", MaxLocalName), true},
 		{"120363000000000001@g.us", true},

@@ -12,6 +12,7 @@ const (
 	phoneServer = "@s.whatsapp.net"
 	lidServer   = "@lid"
 	localPrefix = "local:"
+	tgPrefix    = "tg:"
 )
 
 // AllowOwner, alone in a group's allow list, admits the owner only: nobody
@@ -22,7 +23,8 @@ const AllowOwner = "me"
 // the form senders are stored in: a phone number ("+49 170 1234567") into
 // "491701234567@s.whatsapp.net", a WhatsApp id without its device part
 // ("491701234567:3@s.whatsapp.net", "1234:5@lid"), a local sender
-// ("local:bob"), AllowAdmins and AllowOwner as they are.
+// ("local:bob"), a Telegram user ("tg:123456"), AllowAdmins and AllowOwner
+// as they are.
 func NormalizeSender(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	switch {
@@ -30,6 +32,12 @@ func NormalizeSender(s string) (string, error) {
 		return AllowAdmins, nil
 	case strings.EqualFold(s, AllowOwner):
 		return AllowOwner, nil
+	case strings.HasPrefix(strings.ToLower(s), tgPrefix):
+		id := s[len(tgPrefix):]
+		if !allDigits(id) {
+			return "", fmt.Errorf("sender %q: want tg:USERID, a Telegram user id (digits)", s)
+		}
+		return tgPrefix + id, nil
 	case strings.HasPrefix(s, localPrefix):
 		name := strings.TrimPrefix(s, localPrefix)
 		if name == "" || strings.ContainsFunc(name, isSpace) {
@@ -55,7 +63,7 @@ func NormalizeSender(s string) (string, error) {
 		return r
 	}, s)
 	if len(digits) < 5 || len(digits) > 20 || !allDigits(digits) {
-		return "", fmt.Errorf("sender %q: want a phone number with its country code, NUMBER@lid, local:NAME or admins", s)
+		return "", fmt.Errorf("sender %q: want a phone number with its country code, NUMBER@lid, local:NAME, tg:USERID or admins", s)
 	}
 	return digits + phoneServer, nil
 }

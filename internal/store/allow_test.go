@@ -18,6 +18,8 @@ func TestNormalizeSender(t *testing.T) {
 		{"491701234567.0:3@s.whatsapp.net", "491701234567@s.whatsapp.net"},
 		{"123456789:4@LID", "123456789@lid"},
 		{"local:bob", "local:bob"},
+		{"tg:123456", "tg:123456"},
+		{"TG:42", "tg:42"},
 		{"Admins", store.AllowAdmins},
 		{" ME ", store.AllowOwner},
 		{"bob", ""},

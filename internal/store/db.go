@@ -38,6 +38,7 @@ type DB struct {
 	Budget    *BudgetQuery
 	Requests  *RequestQuery
 	Media     *MediaQuery
+	Polls     *PollQuery
 	Changes   *ChangeQuery
 
 	write *sql.DB // one connection: every write, in IMMEDIATE transactions
@@ -66,6 +67,7 @@ type Tx struct {
 	Approvals ApprovalTx
 	Requests  RequestTx
 	Media     MediaTx
+	Polls     PollTx
 
 	stx *sql.Tx
 	now func() time.Time
@@ -300,7 +302,16 @@ func (db *DB) migrate(ctx context.Context, fsys fs.FS) error {
 	) STRICT`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
+	// One read tells which migrations are left: a store already at this
+	// version (every start after the first) opens no transaction here.
+	before, err := schemaVersion(ctx, db.write)
+	if err != nil {
+		return err
+	}
 	for _, m := range ms {
+		if m.version <= before {
+			continue
+		}
 		err := db.Tx(ctx, func(tx *Tx) error {
 			current, err := schemaVersion(ctx, tx.stx)
 			if err != nil {

@@ -46,6 +46,9 @@ type RequestQuery struct{ db *DB }
 // MediaQuery reads and writes the media of messages.
 type MediaQuery struct{ db *DB }
 
+// PollQuery reads and commits the offsets of polled channels.
+type PollQuery struct{ db *DB }
+
 // ChangeQuery reads and writes what each turn changed in its group's
 // folder and memory (the snapshots' records).
 type ChangeQuery struct{ db *DB }
@@ -56,7 +59,7 @@ func bindQueries(db *DB) {
 	db.Sessions, db.Tasks, db.Outbox = &SessionQuery{db}, &TaskQuery{db}, &OutboxQuery{db}
 	db.Usage, db.Turns, db.Approvals = &UsageQuery{db}, &TurnQuery{db}, &ApprovalQuery{db}
 	db.Notices, db.Budget, db.Requests = &NoticeQuery{db}, &BudgetQuery{db}, &RequestQuery{db}
-	db.Media, db.Changes = &MediaQuery{db}, &ChangeQuery{db}
+	db.Media, db.Polls, db.Changes = &MediaQuery{db}, &PollQuery{db}, &ChangeQuery{db}
 }
 
 // ChatTx writes chats inside a transaction.
@@ -89,10 +92,13 @@ type RequestTx struct{ tx *Tx }
 // MediaTx writes the media of messages inside a transaction.
 type MediaTx struct{ tx *Tx }
 
+// PollTx commits a polled channel's update inside a transaction.
+type PollTx struct{ tx *Tx }
+
 // bindTxQueries gives tx its query fields.
 func bindTxQueries(tx *Tx) {
 	tx.Chats, tx.Messages, tx.Groups = ChatTx{tx}, MessageTx{tx}, GroupTx{tx}
 	tx.Sessions, tx.Tasks, tx.Outbox = SessionTx{tx}, TaskTx{tx}, OutboxTx{tx}
 	tx.Usage, tx.Approvals, tx.Requests = UsageTx{tx}, ApprovalTx{tx}, RequestTx{tx}
-	tx.Media = MediaTx{tx}
+	tx.Media, tx.Polls = MediaTx{tx}, PollTx{tx}
 }
