@@ -239,6 +239,9 @@ func describe(e *entry) string {
 	case typeFile:
 		return fmt.Sprintf("file, %d bytes", e.Size)
 	case typeLarge:
+		if e.Hash == "" {
+			return fmt.Sprintf("file, %d bytes (over 1 GiB: recorded by size and time only)", e.Size)
+		}
 		return fmt.Sprintf("file, %d bytes (over the size limit: recorded by size and hash only)", e.Size)
 	case typeLink:
 		return "symlink"

@@ -419,3 +419,33 @@ func TestMemoryChangeFromOthersIsHeld(t *testing.T) {
 		t.Errorf("CLAUDE.md = %q after the owner's turn; want it written", got)
 	}
 }
+
+// A file over HashLimit is not read (a sparse terabyte would stall every
+// snapshot): its size and time are recorded, and a change of them shows.
+func TestHugeFileIsNotRead(t *testing.T) {
+	f := newFixture(t, Config{})
+	big := f.groupPath("huge.bin")
+	c := f.turn(func() {
+		if err := os.WriteFile(big, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(big, 4<<30); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if c.FilesAdded != 1 || !strings.Contains(c.Note, "huge.bin") {
+		t.Fatalf("change = %+v; want the file added and named in the note", c)
+	}
+	r, err := f.s.Diff(f.ctx, c.ID)
+	if err != nil || len(r.Files) != 1 || !strings.Contains(r.Files[0].After, "recorded by size and time only") {
+		t.Fatalf("diff = %+v, %v", r.Files, err)
+	}
+	c = f.turn(func() {
+		if err := os.Truncate(big, 5<<30); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if c.FilesModified != 1 {
+		t.Errorf("change = %+v; want the file modified", c)
+	}
+}

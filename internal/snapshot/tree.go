@@ -116,6 +116,10 @@ type cached struct {
 	large bool
 }
 
+// HashLimit: a file larger than this is not even hashed; its size and
+// modification time are recorded.
+const HashLimit = 1 << 30
+
 // racyWindow: a file changed this close to its hashing may change again
 // within the same clock tick without its stamp changing, so its hash is
 // not cached.
@@ -260,6 +264,14 @@ func (s *scan) finish(d *dirBuild) (string, error) {
 // file records a regular file: its content's hash from the cache when its
 // stamp did not change, else read (and stored when not over maxFile).
 func (s *scan) file(e home.ScanEntry, open func() (*os.File, error)) (entry, error) {
+	if e.Size > HashLimit {
+		// Reading it at every change would let an agent stall every
+		// snapshot (a sparse file of a terabyte is made at once): its
+		// size and modification time stand for its content.
+		s.large = append(s.large, e.Path)
+		return entry{Type: typeLarge, Size: e.Size,
+			Kind: "not hashed, modified " + time.Unix(0, e.Mtime).UTC().Format(time.RFC3339Nano)}, nil
+	}
 	st := stampOf(e)
 	large := s.maxFile >= 0 && e.Size > s.maxFile
 	if c, ok := s.prev[e.Path]; ok && c.st == st && c.large == large {
