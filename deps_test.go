@@ -98,6 +98,7 @@ var tiers = map[string]tier{
 	"internal/alerts":           middle,
 	"internal/approvals":        middle, // approval requests in the main chat, settled once
 	"internal/retention":        middle,
+	"internal/snapshot":         middle, // what each turn changed in its folder and memory; undo
 	"internal/remotecontrol":    middle, // the owner's /remote-control: a host-level claude session
 	"internal/transcribe":       middle,
 	"internal/media":            middle,

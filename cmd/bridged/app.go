@@ -14,6 +14,8 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/control"
+	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/termsafe"
 )
@@ -70,6 +72,9 @@ func commands() []command {
 		{"deny", "refuse a tool call the agent asked for", (*app).cmdDeny},
 		{"status", "connection, containers, queue, recent failures, cost today", (*app).cmdStatus},
 		{"why", "one message's life: trigger, turn, attempts, cost, replies (why it got no answer)", (*app).cmdWhy},
+		{"changes", "the turns that changed a group's files or memory (--since 7d)", (*app).cmdChanges},
+		{"diff", "what one turn changed in a group's files and memory, file by file", (*app).cmdDiff},
+		{"undo", "put back what one turn changed (itself recorded, so it can be undone)", (*app).cmdUndo},
 		{"dashboard", "print a one-time login link to the web dashboard", (*app).cmdDashboard},
 		{"doctor", "check Docker, the image, credentials, pairing, allowlist, permissions, clock", (*app).cmdDoctor},
 		{"config", "print the effective configuration (secrets masked)", (*app).cmdConfig},
@@ -410,6 +415,9 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config, create bool) 
 		return nil, false, nil, err
 	}
 	adm := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: allowlistChecker(cfg)}
+	if hm, err := home.New(cfg.Home, a.cliLogger()); err == nil {
+		adm.Snapshots = snapshot.New(snapshot.Config{Dir: hm.Layout().SnapshotsDir()}, db, hm, a.cliLogger())
+	}
 	return adm, false, func() { db.Close() }, nil
 }
 

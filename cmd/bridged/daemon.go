@@ -39,6 +39,7 @@ import (
 	"github.com/bridged-app/bridged/internal/retention"
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/scheduler"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/transcribe"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -431,6 +432,7 @@ type daemon struct {
 	mediaPool *media.Pool
 	// buildServices
 	turnEnds *turns.Hub
+	snaps    *snapshot.Service
 	al       *alerts.Alerts
 	proxy    *credproxy.Proxy
 	// buildRuns
@@ -439,6 +441,7 @@ type daemon struct {
 	host  *ipchost.Host
 	// listen
 	srv     *control.Server
+	admin   *control.Admin
 	dash    *dashboard.Dashboard
 	serving bool
 }
@@ -536,7 +539,7 @@ func (d *daemon) buildIntake(context.Context) error {
 		DB: db, ChannelOf: channelOf, Media: d.mediaQueue, LateWindow: lateWindow, Now: time.Now,
 		Log: log.With().Str("component", "ingest").Logger(),
 		Answers: func(ctx context.Context, m channel.Message) bool {
-			return d.approver.Answer(ctx, m) || remote.Take(ctx, m)
+			return d.approver.Answer(ctx, m) || remote.Take(ctx, m) || d.chatUndo(ctx, m)
 		},
 	})
 	return err
@@ -625,6 +628,8 @@ func (d *daemon) buildServices(context.Context) error {
 	}, log)
 	d.onRelease(rec.Stop)
 	d.turnEnds = turns.New(time.Now, rec.Add)
+	d.snaps = snapshot.New(snapshot.Config{Dir: d.hm.Layout().SnapshotsDir(), MaxFile: cfg.SnapshotMaxFile, Tell: tellOwner(db, d.poster, log)},
+		db, d.hm, log.With().Str("component", "snapshot").Logger())
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(d.hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: d.channels, Log: log, MinFree: uint64(cfg.MinFree),
@@ -667,7 +672,8 @@ func (d *daemon) buildRuns(context.Context) error {
 		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: d.docker, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
 		OutboxSignal: d.outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
-		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) }})
+		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) },
+		Snapshots:    d.snaps})
 	if err != nil {
 		return err
 	}
@@ -691,7 +697,9 @@ func (d *daemon) buildRuns(context.Context) error {
 func (d *daemon) listen(context.Context) error {
 	cfg, log, hm := d.cfg, d.log, d.hm
 	uploads := hm.Uploads()
-	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow)}
+	admin := &control.Admin{DB: d.db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: mountChecker(d.allow),
+		Snapshots: d.snaps, Idle: d.rt.Idle}
+	d.admin = admin
 	srv, err := control.Listen(control.Options{
 		Uploads:   &uploads,
 		MaxUpload: cfg.MaxMediaBytes,
@@ -751,6 +759,11 @@ func (d *daemon) recover(ctx context.Context) error {
 	if err := settleApprovals(ctx, d.db, d.approver, d.poster, d.log); err != nil {
 		return err
 	}
+	// Turns a kill cut off are ended with what their files are now, and
+	// an undo cut off is finished.
+	if err := d.snaps.Recover(ctx); err != nil {
+		d.log.Error().Err(err).Msg("cannot finish the snapshots a previous daemon left open")
+	}
 	debug.FreeOSMemory()
 	return nil
 }
@@ -775,7 +788,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	g.Go(func() error { return d.host.Run(gctx) })
 	g.Go(func() error {
 		return (&retention.Pruner{DB: d.db, Outbox: d.db.Outbox, Sessions: d.db.Sessions, Files: d.hm.Spool(), Keep: cfg.Retention, Log: log,
-			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention}).Run(gctx)
+			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention, Changes: snapPruner{d.snaps}}).Run(gctx)
 	})
 	g.Go(func() error { return d.al.Run(gctx) })
 	for _, ch := range d.channels {
@@ -799,4 +812,26 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	log.Info().Msg("bridged stopped")
 	return nil
+}
+
+// snapPruner is the retention's view of the snapshots.
+type snapPruner struct{ s *snapshot.Service }
+
+func (p snapPruner) Prune(ctx context.Context, before time.Time) (int, int, error) {
+	n, err := p.s.Prune(ctx, before)
+	return n.Changes, n.Objects, err
+}
+
+// chatUndo takes the owner's /undo in the main chat (control.Admin.ChatUndo)
+// and posts its answer there. Messages arrive once the daemon serves, when
+// the admin is built.
+func (d *daemon) chatUndo(ctx context.Context, m channel.Message) bool {
+	if d.admin == nil {
+		return false
+	}
+	reply, ok := d.admin.ChatUndo(ctx, m)
+	if ok {
+		tellOwner(d.db, d.poster, d.log)(ctx, reply)
+	}
+	return ok
 }

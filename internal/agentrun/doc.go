@@ -143,6 +143,17 @@
 // flight, so the agent is busy and nothing closes it as idle. A shutdown still stops a held turn after the drain deadline, like any busy
 // one.
 //
+// # Snapshots
+//
+// When Deps.Snapshots is set, each turn's group folder and memory are
+// recorded as it begins (before its container starts, or before the input
+// file that starts it on a waiting agent is written) and as it ends (at its
+// result, before the reply is committed and the agent counts as waiting, so
+// no next turn begins first; and when its container is gone with the turn
+// cut off). Messages piped while the agent worked begin the next turn at
+// the result. Runner.Idle runs an undo of a group's files with its lock
+// held, refused (ErrTurnRunning) while its agent works on a turn.
+//
 // # Status
 //
 // Each run publishes its container (name, id, kind, busy, replied) to a

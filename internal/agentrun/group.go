@@ -198,6 +198,12 @@ type Run struct {
 	// their own, so a reply does not cover them; the next result does (or
 	// the end of the run), and after kill -9 they run again.
 	settled store.MessageID
+	// source names who other than the owner wrote the messages its
+	// container started with; others are the messages of others piped
+	// while the agent worked (at most maxOthers), the input of the next
+	// turn: both are marked on what those turns change.
+	source string
+	others []store.Message
 	// settings are what the container was started with; stale: a change
 	// of them was applied (Runner.Apply), so the container takes no more
 	// messages and closes when its turn ends.

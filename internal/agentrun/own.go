@@ -7,6 +7,7 @@ import (
 	"github.com/bridged-app/bridged/internal/groupqueue"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/prompt"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -47,6 +48,13 @@ func (x *Runner) Hand(grp *Group, b Batch) {
 	run := grp.run
 	if run != nil && run.Kind == groupqueue.KindMessages && run.Chat == g.Chat && !run.closing && !run.Stale(g) {
 		text, n := prompt.Fit(x.cfg.Timezone, x.Now(), b.Msgs, b.Omitted, ipc.MaxTextBytes)
+		if run.waiting {
+			// The messages start a turn: the files as it begins are
+			// recorded before the agent can see them.
+			x.snapBegin(context.Background(), log, g, run, b.Msgs[len(b.Msgs)-1].ID, snapshot.Sources(b.Msgs))
+		} else {
+			run.noteOthers(b.Msgs)
+		}
 		name, err := x.Home.WriteInput(string(g.Folder), text)
 		if err == nil {
 			x.noteLeftOut(grp, g, b.Msgs[len(b.Msgs)-n].ID, len(b.Msgs)-n+b.Omitted)
@@ -105,6 +113,7 @@ func (x *Runner) begin(ctx context.Context, grp *Group, folder store.Folder, slo
 	text, n := prompt.Fit(x.cfg.Timezone, x.Now(), msgs, b.Omitted, ipc.MaxTextBytes)
 	x.noteLeftOut(grp, g, msgs[len(msgs)-n].ID, len(msgs)-n+b.Omitted)
 	run := x.BeginMessages(grp, slot, g, msgs[len(msgs)-1].ID)
+	run.source = snapshot.Sources(msgs)
 	x.Log.Info().Str("group", string(g.Folder)).Int("messages", n).Int("left_out", len(msgs)-n+b.Omitted).Msg("starting agent for messages")
 	return run, g, text, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/prompt"
 	"github.com/bridged-app/bridged/internal/rules"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/turns"
 )
@@ -226,6 +227,19 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	if !rules.PlausibleReportedCost(cost) {
 		t.log.Warn().Float64("cost_usd", cost).Msg("the result reports an impossible cost; stored as 0 (the proxy's meter is what counts)")
 		cost = 0
+	}
+	// The turn is over: what it changed is recorded before the agent may
+	// take another (a pipe starts one only once turnDone below has run).
+	// Messages piped while it worked and not part of it start the next
+	// turn at once: that one begins now.
+	t.grp.Lock()
+	more, upto := t.origin == store.OriginReply && t.grp.handed != t.run.settled, t.grp.handed
+	source := snapshot.Sources(t.run.others)
+	t.run.others = nil
+	t.grp.Unlock()
+	t.x.snapEnd(ctx, t.log, t.g.Folder)
+	if more {
+		t.x.snapBegin(ctx, t.log, t.g, t.run, upto, source)
 	}
 	usage := store.Usage{Folder: t.g.Folder, SessionID: ev.SessionID, CostUSD: cost, DurationMS: ev.DurationMS, NumTurns: ev.NumTurns, At: t.x.Now()}
 	if ev.Usage != nil {

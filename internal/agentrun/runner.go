@@ -127,6 +127,9 @@ type Deps struct {
 	// line): only such a call's ask_approval request is taken. It must not
 	// block.
 	ApprovalWait func(folder store.Folder, toolUseID, tool string)
+	// Snapshots, when set, records the group's folder and memory as each
+	// turn begins and ends.
+	Snapshots Snapshots
 }
 
 // Runner runs agent containers for groups and keeps their runs' state.
@@ -256,6 +259,12 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 		rl.Footer(o.Ended, 0, false, o.Failure())
 		return o
 	}
+	grp.Lock()
+	upto, source := run.settled, run.source
+	grp.Unlock()
+	x.snapBegin(ctx, log, g, run, upto, source)
+	// A turn cut off with the container (a crash, a timeout) ends here.
+	defer x.snapEnd(ctx, log, g.Folder)
 	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin, approvalKey: input.ApprovalKey}
 	o = t.end(container.Supervise(ctx, x.Runtime, spec, container.Watch{
 		Log:          log,

@@ -49,6 +49,7 @@ import (
 	"github.com/bridged-app/bridged/internal/router"
 	"github.com/bridged-app/bridged/internal/rules"
 	bounds "github.com/bridged-app/bridged/internal/setting"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/transcribe"
 )
 
@@ -132,6 +133,9 @@ type Config struct {
 	// MaxMediaBytes is the largest media file taken in: fetched from
 	// WhatsApp or attached to a message posted through the control API.
 	MaxMediaBytes int64
+	// SnapshotMaxFile: a file of a group's folder or memory larger than
+	// this is recorded by each turn's snapshot by size and hash only.
+	SnapshotMaxFile int64
 	// Disk: what a group can make the daemon keep on disk. OutboxFilesPerMinute
 	// and OutboxBytesPerDay cap the files each group stages for sending (in
 	// any 60 s, in any 24 h); MinFree is the free space the home's disk
@@ -238,6 +242,7 @@ var settings = []setting{
 	{"transcribe-url", "BRIDGED_TRANSCRIBE_URL", constant(""), "OpenAI-compatible transcription endpoint for voice notes, e.g. https://api.openai.com (empty = off)"},
 	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
 	{"max-media-bytes", "BRIDGED_MAX_MEDIA_BYTES", constant("20m"), "largest media file taken in, from WhatsApp or attached with bridged chat --attach (e.g. 20m, 100m)"},
+	{"snapshot-max-file", "BRIDGED_SNAPSHOT_MAX_FILE", constant("16m"), "a file of a group's folder or memory larger than this is recorded by each turn's snapshot by size and hash only (so an undo cannot bring it back)"},
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs, raw usage and session transcripts (the live session's aside) older than this (e.g. 30d, 720h; 0 = keep forever)"},
 	// Disk: per-group caps on staged outgoing files, the free-space floor,
 	// and the retention of the files kept per run and per message.
@@ -680,6 +685,7 @@ func build(raw map[string]string) (*Config, error) {
 	}
 	r.check("BRIDGED_TRANSCRIBE_MODEL", transcribe.CheckModel(c.TranscribeModel))
 	number(r, "BRIDGED_MAX_MEDIA_BYTES", &c.MaxMediaBytes, ParseBytes, media.MaxBytesBound)
+	number(r, "BRIDGED_SNAPSHOT_MAX_FILE", &c.SnapshotMaxFile, ParseBytes, snapshot.MaxFileBound)
 	number(r, "BRIDGED_OUTBOX_FILES_PER_MINUTE", &c.OutboxFilesPerMinute, strconv.Atoi, ipchost.Bounds.FilesPerMinute)
 	number(r, "BRIDGED_OUTBOX_BYTES_PER_DAY", &c.OutboxBytesPerDay, ParseBytes, ipchost.Bounds.BytesPerDay)
 	number(r, "BRIDGED_LOCAL_FILES", &c.LocalFiles, strconv.Atoi, local.Bounds.Files)
@@ -921,6 +927,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_TRANSCRIBE_URL":          c.TranscribeURL,
 		"BRIDGED_TRANSCRIBE_MODEL":        c.TranscribeModel,
 		"BRIDGED_MAX_MEDIA_BYTES":         strconv.FormatInt(c.MaxMediaBytes, 10),
+		"BRIDGED_SNAPSHOT_MAX_FILE":       strconv.FormatInt(c.SnapshotMaxFile, 10),
 		EnvTranscribeKey:                  Mask(c.TranscribeKey),
 		EnvTelegramToken:                  Mask(c.TelegramToken),
 		"BRIDGED_TELEGRAM_OWNER":          strconv.FormatInt(c.TelegramOwner, 10),

@@ -10,6 +10,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/rules"
 	"github.com/bridged-app/bridged/internal/schedule"
+	"github.com/bridged-app/bridged/internal/snapshot"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -46,6 +47,13 @@ type Admin struct {
 	// are set (container.Allowlist.Validate); its error is shown as it is.
 	// Nil refuses every extra mount.
 	CheckMounts MountChecker
+	// Snapshots tells and undoes what each turn changed in its group's
+	// folder and memory; nil: `diff` and `undo` are refused.
+	Snapshots *snapshot.Service
+	// Idle runs an undo while no turn of the group runs
+	// (agentrun.Runner.Idle: ErrTurnRunning while one does); nil (the
+	// daemon is stopped): the undo runs as it is.
+	Idle func(folder store.Folder, fn func() error) error
 }
 
 // MountChecker checks a group's extra mounts when they are set (it looks

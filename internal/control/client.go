@@ -25,6 +25,7 @@ import (
 type APIError struct {
 	Code    int    // HTTP status
 	Message string // the server's {"error": …}
+	Body    []byte // the whole answer, for errors that carry more
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -104,7 +105,7 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 		}
-		return &APIError{Code: resp.StatusCode, Message: eb.Error}
+		return &APIError{Code: resp.StatusCode, Message: eb.Error, Body: b}
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)

@@ -54,8 +54,11 @@ type StoryStep struct {
 	Detail  string `json:"detail"`
 	// State is the outcome where a step has one: matched, not_matched,
 	// paused, refused, waiting, allowed, denied, done, failed, gave_up, sent,
-	// pending.
+	// pending; for changes: changed, unchanged, running.
 	State string `json:"state,omitempty"`
+	// Turn is the recorded change a changes step tells (`bridged diff
+	// GROUP TURN`).
+	Turn int64 `json:"turn,omitempty"`
 }
 
 // storyRows caps the turn ends and outbox rows one story reads.
@@ -104,6 +107,48 @@ func (a *Admin) storyLive(ctx context.Context, ref, chat string, live *Live) (St
 		return Story{}, err
 	}
 	return a.story(ctx, m, live)
+}
+
+// changesStep tells what the turn that took message id changed in the
+// group's folder and memory.
+func (a *Admin) changesStep(ctx context.Context, st *Story, add func(string, time.Time, string, string), folder store.Folder, id store.MessageID) error {
+	c, err := a.DB.Changes.ForMessage(ctx, folder, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ci := changeInfo(c)
+	at, state := c.EndedAt, "changed"
+	switch {
+	case c.Open():
+		at, state = c.StartedAt, "running"
+	case c.Summary.Empty():
+		state = "unchanged"
+	}
+	d := fmt.Sprintf("turn %d: %s", c.ID, ci.Line)
+	if state == "changed" {
+		d += fmt.Sprintf(" (bridged diff %s %d)", folder, c.ID)
+	}
+	if c.Source != "" && state == "changed" {
+		d += "; input from someone other than the owner: " + c.Source
+		later, err := a.DB.Changes.List(ctx, folder, c.StartedAt, false, storyRows)
+		if err != nil {
+			return err
+		}
+		for _, h := range later {
+			if h.Kind == store.ChangeHeld && h.Undoes == c.ID {
+				d += fmt.Sprintf("; its memory change is held for the owner (bridged undo %s %d applies it)", folder, h.ID)
+			}
+		}
+	}
+	if c.Note != "" {
+		d += "; " + c.Note
+	}
+	add("changes", at, state, d)
+	st.Steps[len(st.Steps)-1].Turn = int64(c.ID)
+	return nil
 }
 
 // Story tells message ref's life (see storyLive) from the store alone.
@@ -235,6 +280,12 @@ func (a *Admin) story(ctx context.Context, m store.StoredMessage, live *Live) (S
 	}
 	if len(ends) == 0 {
 		add("turn", time.Time{}, "", "no turn's end is recorded for it")
+	}
+
+	if handed {
+		if err := a.changesStep(ctx, &st, add, g.Folder, m.ID); err != nil {
+			return Story{}, err
+		}
 	}
 
 	a.containerStep(add, string(g.Folder), handed, arrived, final, live)

@@ -317,6 +317,8 @@ var Routes = []string{
 	"POST " + Prefix + "approvals/{id}",
 	"GET " + Prefix + "messages/{id}",
 	"POST " + Prefix + "logout",
+	"GET " + Prefix + "groups/{folder}/changes/{id}",
+	"POST " + Prefix + "groups/{folder}/changes/{id}/undo",
 }
 
 func (d *Dashboard) routes() *http.ServeMux {
@@ -332,6 +334,8 @@ func (d *Dashboard) routes() *http.ServeMux {
 		http.HandlerFunc(d.decide),
 		http.HandlerFunc(d.story),
 		http.HandlerFunc(d.logout),
+		http.HandlerFunc(d.diff),
+		http.HandlerFunc(d.undo),
 	}
 	mux := http.NewServeMux()
 	for i, pattern := range Routes {

@@ -291,9 +291,12 @@ type groupData struct {
 	Messages  []message
 	After     int64
 	Tasks     []control.Task
-	Cost      template.HTML
-	Latency   template.HTML
-	PerHour   template.HTML
+	// Changes are the group's latest turns that changed its files or
+	// memory, newest first.
+	Changes []control.ChangeInfo
+	Cost    template.HTML
+	Latency template.HTML
+	PerHour template.HTML
 }
 
 func (d *Dashboard) group(w http.ResponseWriter, r *http.Request) {
@@ -335,6 +338,9 @@ func (d *Dashboard) group(w http.ResponseWriter, r *http.Request) {
 		if t.Folder == g.Folder {
 			out.Tasks = append(out.Tasks, t)
 		}
+	}
+	if cs, err := d.opts.Admin.Changes(ctx, g.Folder, time.Time{}); err == nil {
+		out.Changes = cs[:min(len(cs), 10)]
 	}
 	if out.Cost, err = d.costPlot(ctx, g.Folder); err == nil {
 		if out.Latency, err = d.latencyPlot(ctx, g.Chat); err == nil {

@@ -126,6 +126,11 @@ func (l Layout) QuarantineDir(folder string) string {
 // into any container, so no agent writes what the CLI reads there.
 func (l Layout) RemoteControlDir() string { return filepath.Join(l.DataDir(), "remote-control") }
 
+// SnapshotsDir is data/snapshots/, what each turn changed in its group's
+// folder and memory (internal/snapshot). Daemon-owned: never mounted into
+// any container.
+func (l Layout) SnapshotsDir() string { return filepath.Join(l.DataDir(), "snapshots") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }

@@ -9,6 +9,10 @@
 // crash left behind: an hour after they were staged, once their message is
 // no longer pending (whatever the retention).
 //
+// The records of what each turn changed in its group's folder and memory
+// (internal/snapshot) go after the retention too, with the stored objects
+// only they reached.
+//
 // The files kept per run and per message go too: run logs
 // (data/logs/<folder>/) after BRIDGED_LOG_RETENTION, the media saved in
 // each group's inbox/ after BRIDGED_INBOX_RETENTION (0 keeps them), and the
@@ -99,6 +103,15 @@ type OutboxRows interface {
 	Get(ctx context.Context, id store.OutboxID) (store.OutboxItem, error)
 }
 
+// Changes are the records of what each turn changed in its group's folder
+// and memory (internal/snapshot, through the daemon's adapter).
+type Changes interface {
+	// Prune removes the changes that began before `before` (never a
+	// group's newest) and the stored objects only they reached; it returns
+	// how many of each went and blocks until done.
+	Prune(ctx context.Context, before time.Time) (changes, objects int, err error)
+}
+
 // Pruner prunes old rows in the background.
 type Pruner struct {
 	DB    Store
@@ -110,6 +123,8 @@ type Pruner struct {
 	// is pruned.
 	Sessions Sessions
 	Keep     time.Duration // the retention of rows; 0 keeps them all
+	// Changes, when set, has its changes pruned after Keep.
+	Changes Changes
 	// Trees, when set, has its run logs pruned after LogKeep and its inbox
 	// files after InboxKeep (0 keeps them).
 	Trees     Trees
@@ -205,7 +220,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 				log.Info().Int("batches", batches).Int("rows", total.Total()).Dur("took", time.Since(started)).
 					Dur("longest_batch", longest).Msg("pruned a backlog of old rows")
 			}
-			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
+			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now), p.pruneChanges(ctx, before))
 		}
 		// A large prune (the first after an upgrade, or a shorter
 		// retention) says so, then how far it got every ProgressEvery.
@@ -224,6 +239,20 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// pruneChanges removes the records of what turns changed that began
+// before `before`, and the snapshots' objects only they reached.
+func (p *Pruner) pruneChanges(ctx context.Context, before time.Time) error {
+	if p.Changes == nil {
+		return nil
+	}
+	changes, objects, err := p.Changes.Prune(ctx, before)
+	if changes > 0 || objects > 0 {
+		p.Log.Info().Str("component", "retention").Int("changes", changes).Int("objects", objects).Dur("retention", p.Keep).
+			Msg("pruned old records of what turns changed")
+	}
+	return err
 }
 
 // pruneFiles removes the spooled copies kept before `before` whose message

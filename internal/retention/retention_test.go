@@ -413,3 +413,28 @@ func TestPassPrunesOldTranscripts(t *testing.T) {
 		t.Errorf("a retention of 0 removed a transcript: %v", err)
 	}
 }
+
+// fakeChanges records the cut-off each pass prunes changes at.
+type fakeChanges struct{ befores []time.Time }
+
+func (f *fakeChanges) Prune(_ context.Context, before time.Time) (int, int, error) {
+	f.befores = append(f.befores, before)
+	return 1, 2, nil
+}
+
+// A pass prunes the records of what turns changed at the retention, like
+// the rows; a retention of 0 keeps them.
+func TestPassPrunesChangesAtTheRetention(t *testing.T) {
+	ch := &fakeChanges{}
+	p := &Pruner{DB: storetest.Open(t), Keep: 72 * time.Hour, Changes: ch, Now: func() time.Time { return t0 }, Log: zerolog.Nop()}
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.befores) != 1 || !ch.befores[0].Equal(t0.Add(-72*time.Hour)) {
+		t.Fatalf("changes pruned before %v; want once, at %v", ch.befores, t0.Add(-72*time.Hour))
+	}
+	p.Keep = 0
+	if _, err := p.Pass(context.Background()); err != nil || len(ch.befores) != 1 {
+		t.Fatalf("retention 0: pruned %v, %v; want nothing", ch.befores, err)
+	}
+}

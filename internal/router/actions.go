@@ -36,3 +36,7 @@ func (r *Router) HoldApproval(folder string) (release func()) {
 func (r *Router) ApplySettings(ctx context.Context, folder store.Folder) (agentrun.Applied, error) {
 	return r.runs.ApplySettings(ctx, folder)
 }
+
+// Idle runs fn while no turn of folder's group runs and none can begin
+// (agentrun.Runner.Idle): agentrun.ErrTurnRunning while one does.
+func (r *Router) Idle(folder store.Folder, fn func() error) error { return r.runs.Idle(folder, fn) }

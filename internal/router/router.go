@@ -114,6 +114,8 @@ type Deps struct {
 	ContainerGone func(context.Context, store.Folder)
 	// ApprovalWait is agentrun.Deps.ApprovalWait.
 	ApprovalWait func(folder store.Folder, toolUseID, tool string)
+	// Snapshots is agentrun.Deps.Snapshots: each turn's files recorded.
+	Snapshots agentrun.Snapshots
 }
 
 // Status is the router's live state for `bridged status`.
@@ -239,6 +241,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		},
 		ContainerGone: d.ContainerGone,
 		ApprovalWait:  d.ApprovalWait,
+		Snapshots:     d.Snapshots,
 		Specs: container.SpecBuilder{
 			Home: cfg.Home, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Image: cfg.Image, Instance: cfg.Instance,
 			Limits: cfg.Limits, Allowlist: cfg.Allowlist, Secrets: cfg.Secrets, APIProxy: cfg.APIProxy, Network: cfg.Network,

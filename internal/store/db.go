@@ -39,6 +39,7 @@ type DB struct {
 	Requests  *RequestQuery
 	Media     *MediaQuery
 	Polls     *PollQuery
+	Changes   *ChangeQuery
 
 	write *sql.DB // one connection: every write, in IMMEDIATE transactions
 	read  *sql.DB // query_only pool for plain reads

@@ -19,7 +19,8 @@
 // that holds the database handle (queries.go): db.Chats, db.Messages,
 // db.Groups, db.Sessions (with the cursors), db.Tasks (with the run log),
 // db.Outbox, db.Usage, db.Turns, db.Approvals, db.Notices, db.Budget,
-// db.Requests (handled IPC requests) and db.Media, as in
+// db.Requests (handled IPC requests), db.Media and db.Changes (what each turn changed,
+// internal/snapshot), as in
 // db.Tasks.Create(ctx, t). A Tx has the same fields for the queries that run
 // inside a transaction: tx.Tasks.Create(ctx, t). TestMethodCounts bounds
 // DB and Tx to 15 methods and every query type to 20.

@@ -49,13 +49,17 @@ type MediaQuery struct{ db *DB }
 // PollQuery reads and commits the offsets of polled channels.
 type PollQuery struct{ db *DB }
 
+// ChangeQuery reads and writes what each turn changed in its group's
+// folder and memory (the snapshots' records).
+type ChangeQuery struct{ db *DB }
+
 // bindQueries gives db its query fields.
 func bindQueries(db *DB) {
 	db.Chats, db.Messages, db.Groups = &ChatQuery{db}, &MessageQuery{db}, &GroupQuery{db}
 	db.Sessions, db.Tasks, db.Outbox = &SessionQuery{db}, &TaskQuery{db}, &OutboxQuery{db}
 	db.Usage, db.Turns, db.Approvals = &UsageQuery{db}, &TurnQuery{db}, &ApprovalQuery{db}
 	db.Notices, db.Budget, db.Requests = &NoticeQuery{db}, &BudgetQuery{db}, &RequestQuery{db}
-	db.Media, db.Polls = &MediaQuery{db}, &PollQuery{db}
+	db.Media, db.Polls, db.Changes = &MediaQuery{db}, &PollQuery{db}, &ChangeQuery{db}
 }
 
 // ChatTx writes chats inside a transaction.

@@ -1,0 +1,48 @@
+// Package snapshot records what each agent turn changes in its group's
+// folder and memory, tells it, and takes a turn back.
+//
+// When a turn begins and when it ends (agentrun calls Begin and End), the
+// group's folder (groups/<folder>: its CLAUDE.md and every file) and the
+// agent's memory in its Claude home (data/sessions/<folder>/.claude: its
+// CLAUDE.md and each project's memory/ directory; not the session
+// transcripts) are recorded in a store under data/snapshots/, which no
+// container mounts. The trees are the agent's, so they are read through
+// internal/home's Tree.Scan: nothing is followed, a symlink is recorded as
+// a link with its target, a fifo, socket or device by its kind only.
+//
+// # The store
+//
+// Content-addressed objects, each at objects/<sha256> (fanned out by its
+// first two hex digits), written to a temporary file, synced and renamed:
+// a file's content, a link's target, and a tree per directory (one line
+// per entry: type, permission bits, size, hash, quoted name). An unchanged
+// file or directory is the same object, so it costs nothing; a change of
+// three files writes those three files and the trees on their way to the
+// root. A file larger than Config.MaxFile is recorded by size and hash
+// only, and the change's note says so. A file is hashed again only when
+// its device, inode, size, mtime or ctime changed since the last snapshot
+// (a file changed within two seconds of being hashed is hashed again next
+// time, whatever its stamp).
+//
+// Each change is a row of turn_changes (store.ChangeQuery) naming the root
+// trees before and after it, written only once every object it names is
+// synced, with the directories holding them: a kill -9 at any point leaves
+// a change recorded whole or not at all (stray objects are collected).
+//
+// # Undo
+//
+// Undo puts the paths a change changed back to what they were before it.
+// A path changed again since (by a later turn or by hand) is a conflict,
+// shown with what the turn left and what is there now; the owner chooses
+// to overwrite (Force), to leave those and undo the rest (Keep), or names
+// the paths (Only). The undo is a change of its own, with the state before
+// it as its before snapshot, so undoing it brings the turn's change back.
+// Its list of writes is stored before the first one is made, so an undo
+// cut off by a crash is finished at the next start (Recover).
+//
+// # Collection
+//
+// Prune removes changes older than the retention (never a group's newest)
+// and then the objects no remaining change reaches, once they are an hour
+// old (an object younger than that may belong to a snapshot being taken).
+package snapshot
