@@ -539,7 +539,13 @@ func latency(ls []store.TurnLatency, loc *time.Location) plot {
 func (d *Dashboard) messagesPlot(ctx context.Context, chat string) (template.HTML, error) {
 	end := d.opts.Now().Truncate(time.Hour)
 	first := end.Add(-23 * time.Hour)
-	hs, err := d.opts.Admin.DB.Messages.ByHour(ctx, store.ChatID(chat), first)
+	var hs []store.HourlyMessages
+	var err error
+	if chat == "" {
+		hs, err = d.messagesByHour(ctx, first)
+	} else {
+		hs, err = d.opts.Admin.DB.Messages.ByHour(ctx, store.ChatID(chat), first)
+	}
 	if err != nil {
 		return "", err
 	}
