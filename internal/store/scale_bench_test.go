@@ -1,10 +1,15 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -121,6 +126,7 @@ func BenchmarkScaleMessagePath(b *testing.B) {
 // and gate, held by the benchmark, keeps the next batch from starting.
 type prunes struct {
 	db   *store.DB
+	wal  string // the write-ahead log: a batch after a checkpoint restarts it
 	gate sync.Mutex
 	mu   sync.Mutex
 	runs []pruneRun
@@ -129,6 +135,24 @@ type prunes struct {
 type pruneRun struct {
 	limit, rows int
 	held, cpu   time.Duration
+	// checkpoint: the batch's commit ran SQLite's automatic checkpoint
+	// (the next write restarted the log).
+	checkpoint bool
+}
+
+// walRound is the write-ahead log header's checkpoint sequence number:
+// each write after a checkpoint that emptied the log adds one.
+func walRound(path string) uint32 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var h [16]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(h[12:])
 }
 
 func (p *prunes) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
@@ -137,12 +161,16 @@ func (p *prunes) Prune(ctx context.Context, before time.Time, limit int) (store.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var ru0, ru1 syscall.Rusage
+	round := walRound(p.wal)
 	_ = syscall.Getrusage(1, &ru0) // RUSAGE_THREAD
 	n, err := p.db.Prune(ctx, before, limit)
 	_ = syscall.Getrusage(1, &ru1)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	if err == nil {
 		p.mu.Lock()
+		if k := len(p.runs) - 1; k >= 0 && walRound(p.wal) != round {
+			p.runs[k].checkpoint = true
+		}
 		p.runs = append(p.runs, pruneRun{limit: limit, rows: n.Total(), held: n.Held, cpu: cpu})
 		p.mu.Unlock()
 	}
@@ -184,9 +212,10 @@ func BenchmarkScalePrune(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
 	const rounds, perRound = 20, 150
 	for range b.N {
-		db := openSeeded(b, large)
+		path := storetest.Seeded(b, b.TempDir(), large)
+		db := storetest.OpenAt(b, path)
 		keep := storetest.Span * 3 / 100
-		ps := &prunes{db: db}
+		ps := &prunes{db: db, wal: path + "-wal"}
 		ctx, cancel := context.WithCancel(context.Background())
 		ps.gate.Lock()
 		passDone := make(chan error, 1)
@@ -258,6 +287,23 @@ func BenchmarkScalePrune(b *testing.B) {
 		fmt.Printf("scale: the unpaced batches: writer held (wall in the transaction) %s; CPU %s\n", spread(held), spread(cpu))
 		fmt.Printf("scale: every batch of the prune (%d): writer held %s, %d over 20 ms; CPU %s, %d over 20 ms\n",
 			len(all), spread(allHeld), over(allHeld), spread(allCPU), over(allCPU))
+		top := slices.Clone(all)
+		slices.SortFunc(top, func(a, b pruneRun) int { return cmp.Compare(b.cpu, a.cpu) })
+		var tops []string
+		for _, r := range top[:min(5, len(top))] {
+			tops = append(tops, fmt.Sprintf("%.1f ms (%d rows of %d)", msf(r.cpu), r.rows, r.limit))
+		}
+		fmt.Printf("scale: the batches of most CPU: %s\n", strings.Join(tops, ", "))
+		var ckHeld, ckCPU, otherHeld, otherCPU []time.Duration
+		for _, r := range all {
+			if r.checkpoint {
+				ckHeld, ckCPU = append(ckHeld, r.held), append(ckCPU, r.cpu)
+			} else {
+				otherHeld, otherCPU = append(otherHeld, r.held), append(otherCPU, r.cpu)
+			}
+		}
+		fmt.Printf("scale: %d batches whose commit ran SQLite's automatic checkpoint: CPU %s, %d over 20 ms; the other %d: CPU %s, %d over 20 ms; writer held %s, %d over 20 ms\n",
+			len(ckCPU), spread(ckCPU), over(ckCPU), len(otherCPU), spread(otherCPU), over(otherCPU), spread(otherHeld), over(otherHeld))
 		kc := min(20, len(rest)/3)
 		perK := func(from, to int) float64 {
 			var c time.Duration
