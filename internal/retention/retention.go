@@ -68,6 +68,15 @@ type Store interface {
 	Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error)
 }
 
+// Checkpointer is a Store that can copy its write-ahead log into the
+// database without holding the writer (store.DB.Checkpoint); a pass that
+// has it checkpoints after each batch, so no commit of the router's or
+// the outbox's finds a long log to copy while others wait for the writer.
+type Checkpointer interface {
+	// Checkpoint blocks until done or ctx ends.
+	Checkpoint(ctx context.Context) error
+}
+
 // Files is the spool of files sent with messages (home.Spool).
 type Files interface {
 	// Prune removes the copies kept before `before` whose outbox row done
@@ -250,6 +259,11 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 					Dur("longest_batch", longest).Msg("pruned a backlog of old rows")
 			}
 			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
+		}
+		if c, ok := p.DB.(Checkpointer); ok {
+			if err := c.Checkpoint(ctx); err != nil {
+				return total, err
+			}
 		}
 		// A large prune (the first after an upgrade, or a shorter
 		// retention) says so, then how far it got every ProgressEvery.

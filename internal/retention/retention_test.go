@@ -497,3 +497,34 @@ func TestPassPrunesOldTranscripts(t *testing.T) {
 		t.Errorf("a retention of 0 removed a transcript: %v", err)
 	}
 }
+
+// checkpointStore is a heldStore that can checkpoint: it records, in one
+// list, each batch ("b") and each checkpoint ("c").
+type checkpointStore struct {
+	heldStore
+	log []string
+}
+
+func (c *checkpointStore) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
+	c.log = append(c.log, "b")
+	return c.heldStore.Prune(ctx, before, limit)
+}
+
+func (c *checkpointStore) Checkpoint(context.Context) error {
+	c.log = append(c.log, "c")
+	return nil
+}
+
+// A store that can checkpoint is checkpointed after each batch but the
+// last, so no commit of a batch finds a long write-ahead log to copy.
+func TestPassCheckpointsBetweenBatches(t *testing.T) {
+	c := &checkpointStore{heldStore: heldStore{left: 25, perRow: func(int) time.Duration { return 0 }}}
+	p := &Pruner{DB: c, Keep: 48 * time.Hour, Pause: time.Nanosecond, Log: zerolog.Nop()}
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 10, then 15 of 20: two batches.
+	if got := strings.Join(c.log, ""); got != "bcb" {
+		t.Errorf("batches and checkpoints = %q; want \"bcb\"", got)
+	}
+}

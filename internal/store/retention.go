@@ -200,6 +200,22 @@ func (q *UsageQuery) ByDay(ctx context.Context) ([]DailyUsage, error) {
 	return out, nil
 }
 
+// Checkpoint copies what the write-ahead log holds into the database, on a
+// reading connection and without waiting for readers (SQLite's passive
+// checkpoint), and blocks until done or ctx ends. SQLite checkpoints the
+// log itself at the commit that makes it 1,000 pages long, on the one
+// writer connection, which everything that writes then waits behind: a
+// caller that writes many pages (a prune) checkpoints between its batches,
+// so no commit finds the log that long, and a checkpoint never holds the
+// writer.
+func (db *DB) Checkpoint(ctx context.Context) error {
+	var busy, logged, done int
+	if err := db.read.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
 // Size is the database's size in bytes (its pages, free ones included; the
 // write-ahead log is not counted).
 func (db *DB) Size(ctx context.Context) (int64, error) {
