@@ -50,6 +50,11 @@ type SpecBuilder struct {
 	// UID and GID are the user containers run as (and own the group's
 	// directories when the daemon runs as root).
 	UID, GID int
+	// UIDMap and GIDMap are the engine's id mappings (EngineInfo): the
+	// host ids that own the group's directories are UID and GID mapped
+	// through them (rootless Podman: the user's subordinate ids). Empty:
+	// the same ids.
+	UIDMap, GIDMap []IDMap
 	// Planted, when set, is told what was moved aside from a group that
 	// is not full (home.Home.Quarantine) before its container starts: the
 	// owner is to hear of it. It must not block for long.
@@ -130,10 +135,24 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	if err := b.installTemplate("global", b.Home.Global); err != nil {
 		return err
 	}
-	if err := EnsureSettings(b.Home, folder, b.UID, b.GID); err != nil {
+	uid, gid, err := b.hostIDs()
+	if err != nil {
 		return err
 	}
-	return PrepareGroupDirs(b.Home, folder, g.IsMain, b.UID, b.GID)
+	if err := EnsureSettings(b.Home, folder, uid, gid); err != nil {
+		return err
+	}
+	return PrepareGroupDirs(b.Home, folder, g.IsMain, uid, gid)
+}
+
+// hostIDs are the host uid and gid of the containers' user.
+func (b SpecBuilder) hostIDs() (uid, gid int, err error) {
+	uid, uok := HostID(b.UIDMap, b.UID)
+	gid, gok := HostID(b.GIDMap, b.GID)
+	if !uok || !gok {
+		return 0, 0, fmt.Errorf("the engine maps no host id to the container user %d:%d (its subordinate id range is too small)", b.UID, b.GID)
+	}
+	return uid, gid, nil
 }
 
 // quarantine moves aside what g's agent left where claude reads its
