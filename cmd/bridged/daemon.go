@@ -412,7 +412,10 @@ type daemon struct {
 	firstStart bool
 	// openDocker
 	docker *container.Docker
-	allow  *container.Allowlist
+	engine container.EngineInfo
+	// groupUIDs gives each group's agent its own uid (a root daemon).
+	groupUIDs *home.GroupUIDs
+	allow     *container.Allowlist
 	// buildIntake
 	outSignal  *outbox.Signal
 	poster     outbox.Poster
@@ -465,6 +468,13 @@ func (d *daemon) openHome(ctx context.Context) error {
 	}
 	d.hm = hm
 	d.uid, d.gid = containerUser(cfg, log)
+	if os.Geteuid() == 0 {
+		// A daemon that can give directories away runs each group's
+		// agent as a uid of its own (docs/decisions.md, record 33).
+		if d.groupUIDs, err = home.OpenGroupUIDs(hm.Layout(), d.uid); err != nil {
+			return err
+		}
+	}
 	// Below the free-space floor no file is taken in: outgoing files are
 	// not staged, media are not downloaded; the owner's alert says why.
 	d.floor = home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
@@ -483,13 +493,16 @@ func (d *daemon) openHome(ctx context.Context) error {
 // there, and loads the mount allowlist.
 func (d *daemon) openDocker(ctx context.Context) error {
 	cfg := d.cfg
-	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout})
+	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout, Engine: cfg.Engine})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	d.docker = docker
 	d.onRelease(func() { docker.Close() })
 	if err := checkDocker(ctx, docker, cfg.Image); err != nil {
+		return err
+	}
+	if d.engine, err = docker.Info(ctx); err != nil {
 		return err
 	}
 	if cfg.MountAllowlist != "" {
@@ -622,6 +635,9 @@ func (d *daemon) buildRuns(context.Context) error {
 		Home:             d.hm,
 		ContainerUID:     d.uid,
 		ContainerGID:     d.gid,
+		GroupUIDs:        d.groupUIDs,
+		UIDMap:           d.engine.UIDMap,
+		GIDMap:           d.engine.GIDMap,
 		Allowlist:        d.allow,
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{d.proxy},

@@ -50,6 +50,10 @@ type SpecBuilder struct {
 	// UID and GID are the user containers run as (and own the group's
 	// directories when the daemon runs as root).
 	UID, GID int
+	// GroupUIDs, when set, gives each group's container a uid (and gid)
+	// of its own, which owns the group's directories, in place of UID and
+	// GID (a daemon running as root: it can give the directories away).
+	GroupUIDs *home.GroupUIDs
 	// UIDMap and GIDMap are the engine's id mappings (EngineInfo): the
 	// host ids that own the group's directories are UID and GID mapped
 	// through them (rootless Podman: the user's subordinate ids). Empty:
@@ -80,6 +84,10 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 	if err := b.Prepare(g); err != nil {
 		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
 	}
+	uid, gid, err := b.user(folder)
+	if err != nil {
+		return Spec{}, nil, err
+	}
 	layout := b.Home.Layout()
 	if err := WriteManagedSettings(layout, folder, profile); err != nil {
 		return Spec{}, nil, err
@@ -90,7 +98,7 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 		Group:     folder,
 		Instance:  b.Instance,
 		Home:      HomeLabel(layout.Dir),
-		User:      UserSpec(b.UID, b.GID),
+		User:      UserSpec(uid, gid),
 		Mounts:    append(Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)), PolicyMount(layout, folder)),
 		Limits:    b.Limits,
 		Network:   b.Network,
@@ -135,7 +143,7 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	if err := b.installTemplate("global", b.Home.Global); err != nil {
 		return err
 	}
-	uid, gid, err := b.hostIDs()
+	uid, gid, err := b.hostIDs(folder)
 	if err != nil {
 		return err
 	}
@@ -145,12 +153,30 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	return PrepareGroupDirs(b.Home, folder, g.IsMain, uid, gid)
 }
 
-// hostIDs are the host uid and gid of the containers' user.
-func (b SpecBuilder) hostIDs() (uid, gid int, err error) {
-	uid, uok := HostID(b.UIDMap, b.UID)
-	gid, gok := HostID(b.GIDMap, b.GID)
+// user is the uid and gid folder's container runs as: its own (GroupUIDs),
+// else UID and GID.
+func (b SpecBuilder) user(folder string) (uid, gid int, err error) {
+	if b.GroupUIDs == nil {
+		return b.UID, b.GID, nil
+	}
+	uid, err = b.GroupUIDs.UID(folder)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the uid of group %s: %w", folder, err)
+	}
+	return uid, uid, nil
+}
+
+// hostIDs are the host uid and gid of folder's container user (user,
+// through the engine's id mappings).
+func (b SpecBuilder) hostIDs(folder string) (uid, gid int, err error) {
+	cuid, cgid, err := b.user(folder)
+	if err != nil {
+		return 0, 0, err
+	}
+	uid, uok := HostID(b.UIDMap, cuid)
+	gid, gok := HostID(b.GIDMap, cgid)
 	if !uok || !gok {
-		return 0, 0, fmt.Errorf("the engine maps no host id to the container user %d:%d (its subordinate id range is too small)", b.UID, b.GID)
+		return 0, 0, fmt.Errorf("the engine maps no host id to the container user %d:%d (its subordinate id range is too small)", cuid, cgid)
 	}
 	return uid, gid, nil
 }
