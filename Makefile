@@ -27,7 +27,7 @@ DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: podman-deps help build test test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -42,12 +42,20 @@ build: ## build bin/bridged and bin/agent-runner (static)
 APT_INSTALL = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $(1); \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends $(1); fi
 
-deps: test-deps browser-deps ## install what the tests need beyond Go and Docker (test-deps and browser-deps)
+deps: test-deps browser-deps podman-deps ## install what the tests need beyond Go and Docker (test-deps, browser-deps and podman-deps)
 
 test-deps: ## install the static busybox the test image carries (Debian's busybox-static)
 	@if ! dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then \
 	  $(call APT_INSTALL,busybox-static); \
 	fi
+
+# The Podman tests (the engine suite, the boundary and exactly-once e2e
+# tests on rootless Podman) find the service .ci/podman.sh starts; without
+# it they skip saying so (CI=true fails them).
+podman-deps: ## install Debian's podman, uidmap and slirp4netns and start a rootless Podman service as a scratch user (.ci/podman.sh)
+	@if [ "$$(id -u)" = 0 ]; then .ci/podman.sh >/dev/null; \
+	elif sudo -n true 2>/dev/null; then sudo .ci/podman.sh >/dev/null; \
+	else echo "make: no root: the Podman tests skip unless a rootless Podman service answers (sudo .ci/podman.sh starts one)" >&2; fi
 
 browser-deps: ## install chromium, for the dashboard's browser test only
 	@if ! command -v chromium >/dev/null; then \
