@@ -468,12 +468,11 @@ func (d *daemon) openHome(ctx context.Context) error {
 	}
 	d.hm = hm
 	d.uid, d.gid = containerUser(cfg, log)
-	if os.Geteuid() == 0 {
-		// A daemon that can give directories away runs each group's
-		// agent as a uid of its own (docs/decisions.md, record 33).
-		if d.groupUIDs, err = home.OpenGroupUIDs(hm.Layout(), d.uid); err != nil {
-			return err
-		}
+	// Each group's agent runs as a uid of its own, from
+	// BRIDGED_CONTAINER_UID up, which its directories are given to (a
+	// root daemon) or granted to by ACL (docs/decisions.md, record 33).
+	if d.groupUIDs, err = home.OpenGroupUIDs(hm.Layout(), cfg.ContainerUID); err != nil {
+		return err
 	}
 	// Below the free-space floor no file is taken in: outgoing files are
 	// not staged, media are not downloaded; the owner's alert says why.
