@@ -468,12 +468,6 @@ func (d *daemon) openHome(ctx context.Context) error {
 	}
 	d.hm = hm
 	d.uid, d.gid = containerUser(cfg, log)
-	// Each group's agent runs as a uid of its own, from
-	// BRIDGED_CONTAINER_UID up, which its directories are given to (a
-	// root daemon) or granted to by ACL (docs/decisions.md, record 33).
-	if d.groupUIDs, err = home.OpenGroupUIDs(hm.Layout(), cfg.ContainerUID); err != nil {
-		return err
-	}
 	// Below the free-space floor no file is taken in: outgoing files are
 	// not staged, media are not downloaded; the owner's alert says why.
 	d.floor = home.Floor{Dir: cfg.Home, Min: uint64(cfg.MinFree)}
@@ -503,6 +497,19 @@ func (d *daemon) openDocker(ctx context.Context) error {
 	}
 	if d.engine, err = docker.Info(ctx); err != nil {
 		return err
+	}
+	// Each group's agent runs as a uid of its own, from
+	// BRIDGED_CONTAINER_UID up, which its directories are given to (a root
+	// daemon) or granted to by ACL (a rootless engine's user). A daemon
+	// that is neither, on a rootful engine, cannot look into a container
+	// of another uid to confirm its mounts: its agents run as itself
+	// (docs/decisions.md, record 33).
+	if os.Geteuid() == 0 || d.engine.Rootless {
+		if d.groupUIDs, err = home.OpenGroupUIDs(d.hm.Layout(), cfg.ContainerUID); err != nil {
+			return err
+		}
+	} else {
+		d.log.Info().Int("uid", os.Geteuid()).Msg("every agent runs as the daemon's own uid: a daemon that is not root gives each group a uid of its own only on rootless Podman")
 	}
 	if cfg.MountAllowlist != "" {
 		allow, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
