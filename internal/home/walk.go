@@ -61,6 +61,8 @@ type walkStats struct {
 	firstLinked      string // the first of them, relative to the home
 	otherFS          int    // entries on another file system, left alone
 	firstOtherFS     string
+	private          int // the agent's directories closed to the daemon (Grant), left alone
+	firstPrivate     string
 }
 
 // Chown gives the tree and everything in it to uid:gid (see the walk above:
@@ -139,6 +141,7 @@ func (t *Tree) run(op walkOp) error {
 	log.Str("group", t.group).Str("tree", t.rel).Int("entries", stats.entries).Int("changed", stats.changed).
 		Int("linked_skipped", stats.linked).Str("first_linked", stats.firstLinked).
 		Int("other_fs_skipped", stats.otherFS).Str("first_other_fs", stats.firstOtherFS).
+		Int("private_skipped", stats.private).Str("first_private", stats.firstPrivate).
 		Dur("took", time.Since(start)).
 		Msg("ownership walk: tree given to the container user; files with more than one link and other file systems left alone")
 	t.h.mu.Lock()
@@ -282,6 +285,15 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, op walkOp, stats *wa
 		// Gone, or swapped for something else since the stat: the agent
 		// is changing its own tree; leave the entry to it.
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return -1, 0, nil
+		}
+		// A directory the agent made and closed to everyone else: its own,
+		// which its grant (inherited when it was made) already covers.
+		if op.grant && owned && errors.Is(err, unix.EACCES) {
+			if stats.private == 0 {
+				stats.firstPrivate = rel(name)
+			}
+			stats.private++
 			return -1, 0, nil
 		}
 		return -1, 0, t.pathErr("chown", rel(name), err)
