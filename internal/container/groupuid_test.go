@@ -191,4 +191,3 @@ func TestGroupUIDsMigrateAnOldHome(t *testing.T) {
 		t.Errorf("a new group's uid: %d; want %d", got, uid+1)
 	}
 }
-

@@ -186,10 +186,10 @@ func (d *Docker) podmanInfo(ctx context.Context, info *EngineInfo) error {
 	info.CgroupVersion = h.CgroupVersion
 	info.CgroupControllers = h.CgroupControllers
 	for _, m := range h.IDMappings.UIDMap {
-		info.UIDMap = append(info.UIDMap, IDMap{ContainerID: m.ContainerID, HostID: m.HostID, Size: m.Size})
+		info.UIDMap = append(info.UIDMap, IDMap(m))
 	}
 	for _, m := range h.IDMappings.GIDMap {
-		info.GIDMap = append(info.GIDMap, IDMap{ContainerID: m.ContainerID, HostID: m.HostID, Size: m.Size})
+		info.GIDMap = append(info.GIDMap, IDMap(m))
 	}
 	return nil
 }

@@ -87,3 +87,9 @@ func grantACL(fd int, st *unix.Stat_t, uid, _ int, self int) error {
 	}
 	return nil
 }
+
+// hasDefaultACL reports whether the directory open at fd has a default ACL.
+func hasDefaultACL(fd int) bool {
+	n, err := unix.Fgetxattr(fd, xattrACLDefault, nil)
+	return err == nil && n > 0
+}
