@@ -763,6 +763,12 @@ func grepFiles(t testing.TB, dir, s string) []string {
 func newEnvAs(t *testing.T, uid, gid int, daemonArgs ...string) *env {
 	t.Helper()
 	needDocker(t)
+	return makeEnvAs(t, uid, gid, daemonArgs)
+}
+
+// makeEnvAs is newEnvAs for a test or a benchmark.
+func makeEnvAs(t testing.TB, uid, gid int, daemonArgs []string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("newEnvAs needs a root test process")
 	}

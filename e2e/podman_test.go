@@ -33,7 +33,7 @@ var podman struct {
 
 // podmanReady is the Podman service, the test image imported into it; the
 // test skips with the reason when none answers (fails under CI=true).
-func podmanReady(t *testing.T) {
+func podmanReady(t testing.TB) {
 	t.Helper()
 	podman.once.Do(func() {
 		if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
@@ -90,10 +90,17 @@ func podmanReady(t *testing.T) {
 // no CPU, memory or pids limits (the daemon would refuse to start them:
 // container.TestPodmanRefusesDroppedLimits).
 func newPodmanEnv(t *testing.T, daemonArgs ...string) *env {
+	return makePodmanEnv(t, daemonArgs)
+}
+
+// makePodmanEnv is newPodmanEnv for a test or a benchmark.
+func makePodmanEnv(t testing.TB, daemonArgs []string) *env {
 	t.Helper()
-	needDocker(t)
+	if skipReason != "" {
+		t.Skip("SKIPPING Podman end-to-end test: " + skipReason)
+	}
 	podmanReady(t)
-	e := newEnvAs(t, podman.uid, podman.gid, daemonArgs...)
+	e := makeEnvAs(t, podman.uid, podman.gid, daemonArgs)
 	e.cred.Groups = nil
 	e.engine = podman.cli
 	e.extraEnv = append(e.extraEnv, "BRIDGED_ENGINE=podman", "DOCKER_HOST="+podman.host,
