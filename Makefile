@@ -13,6 +13,12 @@ IMAGE   ?= bridged-agent:latest
 # image whose label differs. Computed only when a recipe uses it.
 IMAGE_INPUTS = $(shell { cat Dockerfile go.mod go.sum; $(GO) list -deps -f '{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./agent-runner | xargs cat; } | sha256sum | cut -c1-16)
 TEST_TIMEOUT ?= 45m
+# BRIDGED_ENGINE=podman: `make image`, `make test-image` and `make run` use
+# the user's rootless Podman (its socket, and the podman CLI), not Docker.
+ENGINE_CLI := $(if $(filter podman,$(BRIDGED_ENGINE)),podman,docker)
+ifeq ($(BRIDGED_ENGINE),podman)
+export DOCKER_HOST ?= unix://$(or $(XDG_RUNTIME_DIR),/run/user/$(shell id -u))/podman/podman.sock
+endif
 # staticcheck is pinned and installed through the Go module proxy by `make
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
 STATICCHECK_VERSION ?= v0.8.2
@@ -131,7 +137,7 @@ FALLBACK = echo "make:   make test-image && make run IMAGE=bridged-agent:test" >
 # A failed build (no Docker Hub or npm: Docker's DNS error) ends with the
 # way to run on the test image instead.
 image: ## build the production agent image (needs Docker Hub and npm)
-	@docker build --label bridged.inputs=$(IMAGE_INPUTS) -t $(IMAGE) . || { \
+	@$(ENGINE_CLI) build --label bridged.inputs=$(IMAGE_INPUTS) -t $(IMAGE) . || { \
 	  echo >&2; \
 	  echo "make: the agent image $(IMAGE) could not be built (it needs Docker Hub and npm)." >&2; \
 	  echo "make: without them, run bridged on the test image, whose claude is a scripted fake:" >&2; \
@@ -143,7 +149,7 @@ image: ## build the production agent image (needs Docker Hub and npm)
 # image) that is there; else "missing", or "stale" for an image `make
 # image` built (labelled bridged.inputs) from other inputs, or the default
 # image built before images were labelled.
-IMAGE_STATE = have=$$(docker image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { echo missing; exit 0; }; \
+IMAGE_STATE = have=$$($(ENGINE_CLI) image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { echo missing; exit 0; }; \
 	if [ "$$have" = "$(IMAGE_INPUTS)" ]; then echo current; \
 	elif [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then echo current; \
 	else echo stale; fi
