@@ -98,15 +98,10 @@ type DockerOptions struct {
 	Host string
 }
 
-// NewDocker connects to the engine named by the environment (DOCKER_HOST
-// etc., default the local socket) with the default options. No request is
-// made until the first call; the API version is negotiated then. Close
-// releases the client.
-func NewDocker(log zerolog.Logger) (*Docker, error) {
-	return NewDockerWith(log, DockerOptions{})
-}
-
-// NewDockerWith is NewDocker with options.
+// NewDockerWith connects to the engine opts names (Host, else DOCKER_HOST
+// etc., else the default socket of opts.Engine). No request is made until
+// the first call; the API version is negotiated then. Close releases the
+// client.
 func NewDockerWith(log zerolog.Logger, opts DockerOptions) (*Docker, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout

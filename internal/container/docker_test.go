@@ -35,7 +35,7 @@ const echoImage = "bridged-echoagent:test"
 func newDocker(t *testing.T) (*Docker, *testlog.Buffer) {
 	t.Helper()
 	logs := &testlog.Buffer{}
-	d, err := NewDocker(zerolog.New(logs).Level(zerolog.DebugLevel))
+	d, err := NewDockerWith(zerolog.New(logs).Level(zerolog.DebugLevel), DockerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
