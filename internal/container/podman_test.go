@@ -126,3 +126,33 @@ func TestPodmanAttachRefusalSaysWhy(t *testing.T) {
 		t.Errorf("%d removals; want the created container removed", f.removed)
 	}
 }
+
+// BRIDGED_ENGINE takes docker, podman or nothing; the Podman socket is the
+// user's runtime directory's; a rootless engine's ids map through its
+// ranges, and an id outside them maps to nothing.
+func TestEngineSettings(t *testing.T) {
+	for in, want := range map[string]Engine{"": "", "docker": EngineDocker, " Podman ": EnginePodman} {
+		if got, err := ParseEngine(in); err != nil || got != want {
+			t.Errorf("ParseEngine(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseEngine("containerd"); err == nil {
+		t.Error("ParseEngine(containerd): no error; want one")
+	}
+	env := map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000/"}
+	if got := PodmanHost(func(k string) string { return env[k] }); got != "unix:///run/user/1000/podman/podman.sock" {
+		t.Errorf("PodmanHost = %q", got)
+	}
+	m := []IDMap{{ContainerID: 0, HostID: 999, Size: 1}, {ContainerID: 1, HostID: 400000, Size: 65536}}
+	for id, want := range map[int]int{0: 999, 1: 400000, 61001: 461000, 65536: 465535} {
+		if got, ok := HostID(m, id); !ok || got != want {
+			t.Errorf("HostID(%d) = %d, %v; want %d", id, got, ok, want)
+		}
+	}
+	if _, ok := HostID(m, 65537); ok {
+		t.Error("HostID(65537) mapped; want it outside the ranges")
+	}
+	if got, ok := HostID(nil, 61001); !ok || got != 61001 {
+		t.Errorf("HostID without mappings = %d, %v; want the same id", got, ok)
+	}
+}
