@@ -86,9 +86,10 @@ paths
 install -d -m 0755 /run/user
 install -d -m 0700 -o "$user" -g "$user" "$run" "$run/podman"
 
+# exec all the way down: the pid of the background job is the service's.
 as_user() {
-  (cd / && setpriv --reuid="$user" --regid="$user" --init-groups \
-    env -i HOME="$home" XDG_RUNTIME_DIR="$run" PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@")
+  cd / && exec setpriv --reuid="$user" --regid="$user" --init-groups \
+    env -i HOME="$home" XDG_RUNTIME_DIR="$run" PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"
 }
 
 pidfile=$run/podman/service.pid
@@ -99,7 +100,7 @@ fi
 if ! answers; then
   say "starting podman system service as $user on $sock"
   rm -f "$sock"
-  as_user setsid podman system service --time=0 "$host" </dev/null >"$run/podman/service.log" 2>&1 &
+  (as_user setsid podman system service --time=0 "$host") </dev/null >"$run/podman/service.log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do answers && break; sleep 0.1; done
   if ! answers; then
