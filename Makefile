@@ -18,6 +18,12 @@ TEST_TIMEOUT ?= 45m
 # tests start, would pay it.
 GORACE ?= atexit_sleep_ms=0
 export GORACE
+# BRIDGED_ENGINE=podman: `make image`, `make test-image` and `make run` use
+# the user's rootless Podman (its socket, and the podman CLI), not Docker.
+ENGINE_CLI := $(if $(filter podman,$(BRIDGED_ENGINE)),podman,docker)
+ifeq ($(BRIDGED_ENGINE),podman)
+export DOCKER_HOST ?= unix://$(or $(XDG_RUNTIME_DIR),/run/user/$(shell id -u))/podman/podman.sock
+endif
 # staticcheck is pinned and installed through the Go module proxy by `make
 # tools` (lint runs it first); 0.8.2 is release 2026.2.2.
 STATICCHECK_VERSION ?= v0.8.2
@@ -32,7 +38,7 @@ DEADCODE_MAINS := ./cmd/bridged ./agent-runner ./cmd/fakeclaude ./cmd/testimage
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
-.PHONY: help build test test-all test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
+.PHONY: podman-deps help build test test-all test-unit test-integration lint tools test-only-names cover bench test-image image agent-image image-reachable run install clean deps test-deps browser-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -47,12 +53,20 @@ build: ## build bin/bridged and bin/agent-runner (static)
 APT_INSTALL = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $(1); \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends $(1); fi
 
-deps: test-deps browser-deps ## install what the tests need beyond Go and Docker (test-deps and browser-deps)
+deps: test-deps browser-deps podman-deps ## install what the tests need beyond Go and Docker (test-deps, browser-deps and podman-deps)
 
 test-deps: ## install the static busybox the test image carries (Debian's busybox-static)
 	@if ! dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then \
 	  $(call APT_INSTALL,busybox-static); \
 	fi
+
+# The Podman tests (the engine suite, the boundary and exactly-once e2e
+# tests on rootless Podman) find the service .ci/podman.sh starts; without
+# it they skip saying so (CI=true fails them).
+podman-deps: ## install Debian's podman, uidmap and slirp4netns and start a rootless Podman service as a scratch user (.ci/podman.sh)
+	@if [ "$$(id -u)" = 0 ]; then .ci/podman.sh >/dev/null; \
+	elif sudo -n true 2>/dev/null; then sudo .ci/podman.sh >/dev/null; \
+	else echo "make: no root: the Podman tests skip unless a rootless Podman service answers (sudo .ci/podman.sh starts one)" >&2; fi
 
 browser-deps: ## install chromium, for the dashboard's browser test only
 	@if ! command -v chromium >/dev/null; then \
@@ -140,7 +154,7 @@ FALLBACK = echo "make:   make test-image && make run IMAGE=bridged-agent:test" >
 # A failed build (no Docker Hub or npm: Docker's DNS error) ends with the
 # way to run on the test image instead.
 image: ## build the production agent image (needs Docker Hub and npm)
-	@docker build --label bridged.inputs=$(IMAGE_INPUTS) -t $(IMAGE) . || { \
+	@$(ENGINE_CLI) build --label bridged.inputs=$(IMAGE_INPUTS) -t $(IMAGE) . || { \
 	  echo >&2; \
 	  echo "make: the agent image $(IMAGE) could not be built (it needs Docker Hub and npm)." >&2; \
 	  echo "make: without them, run bridged on the test image, whose claude is a scripted fake:" >&2; \
@@ -152,7 +166,7 @@ image: ## build the production agent image (needs Docker Hub and npm)
 # image) that is there; else "missing", or "stale" for an image `make
 # image` built (labelled bridged.inputs) from other inputs, or the default
 # image built before images were labelled.
-IMAGE_STATE = have=$$(docker image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { echo missing; exit 0; }; \
+IMAGE_STATE = have=$$($(ENGINE_CLI) image inspect -f '{{index .Config.Labels "bridged.inputs"}}' $(IMAGE) 2>/dev/null) || { echo missing; exit 0; }; \
 	if [ "$$have" = "$(IMAGE_INPUTS)" ]; then echo current; \
 	elif [ -z "$$have" -o "$$have" = "<no value>" ] && [ "$(IMAGE)" != bridged-agent:latest ]; then echo current; \
 	else echo stale; fi

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -148,6 +149,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			"run the container as a non-root user (or set IS_SANDBOX=1 inside a real sandbox)", false)
 	}
 
+	if err := limitNoFile(getenv(ipc.EnvNoFile)); err != nil {
+		return fail("agent-runner: "+err.Error(), false)
+	}
+
 	data, err := io.ReadAll(io.LimitReader(stdin, maxInputBytes+1))
 	if err != nil {
 		return fail(fmt.Sprintf("read run input: %v", err), true)
@@ -201,4 +206,27 @@ func writeEvent(w io.Writer, ev ipc.Event) {
 		return
 	}
 	_, _ = w.Write(append(line, '\n'))
+}
+
+// limitNoFile lowers the process's open-file limit, soft and hard, to n
+// (ipc.EnvNoFile; empty: left as it is). A limit already lower stays: the
+// runner may only lower it. Everything the runner starts inherits it.
+func limitNoFile(n string) error {
+	if n == "" {
+		return nil
+	}
+	v, err := strconv.ParseUint(n, 10, 64)
+	if err != nil || v == 0 {
+		return fmt.Errorf("%s=%q: want a positive whole number", ipc.EnvNoFile, n)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("read the open-file limit: %w", err)
+	}
+	lim.Cur = min(lim.Cur, v)
+	lim.Max = min(lim.Max, v)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("lower the open-file limit to %d: %w", v, err)
+	}
+	return nil
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	containertypes "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
 	"github.com/bridged-app/bridged/internal/channel/telegram/telegramtest"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/testimage"
@@ -296,5 +299,69 @@ func BenchmarkE2ETelegramIdle(b *testing.B) {
 		fmt.Printf("daemon CPU time over %s idle with Telegram connected (%d long polls): %s (%.2f %% of one core)\n",
 			idle, srv.Polls()-polls0, busy.Round(time.Millisecond), pct)
 		d.stop(b)
+	}
+}
+
+// BenchmarkE2EColdStart: a message to a group with no container running,
+// until its reply is out (`bridged chat -m`, which starts the container),
+// on Docker and on rootless Podman in one run, the daemon as each is
+// deployed (root on Docker; the service's user on Podman), 5 rounds each.
+func BenchmarkE2EColdStart(b *testing.B) {
+	for _, engine := range []string{"docker", "podman"} {
+		b.Run(engine, func(b *testing.B) {
+			for range b.N {
+				var e *env
+				args := []string{"--idle-timeout", "1s"}
+				if engine == "podman" {
+					e = makePodmanEnv(b, args)
+				} else {
+					if skipReason != "" {
+						b.Skip("SKIPPING Docker benchmark: " + skipReason)
+					}
+					e = makeEnv(b, args)
+				}
+				e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+				d := e.start()
+				const n = 5
+				var lat []time.Duration
+				for i := range n {
+					e.waitNoContainer(b, time.Minute) // the last round's container closed
+					want := fmt.Sprintf("cold-%02d", i)
+					t0 := time.Now()
+					if out := e.mustCLI("chat", "-m", "fake:reply "+want, "main"); out != want+"\n" {
+						b.Fatalf("chat -m printed %q; want %q", out, want)
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				med := percentile(lat, 0.5)
+				b.ReportMetric(ms(med), "ms-median")
+				fmt.Printf("cold start on %s (message → reply, a new container each), %d runs: median %.0f ms, slowest %.0f ms\n", engine, n, ms(med), ms(percentile(lat, 1)))
+				d.stop(b)
+			}
+		})
+	}
+}
+
+// waitNoContainer waits until the engine lists no container of the home,
+// waiting for each one's removal.
+func (e *env) waitNoContainer(b *testing.B, within time.Duration) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		left := e.containers(ctx)
+		if len(left) == 0 {
+			return
+		}
+		for _, c := range left {
+			w := e.client().ContainerWait(ctx, c.ID, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
+			select {
+			case <-w.Result:
+			case <-w.Error: // gone already, or the deadline
+			}
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("containers still there after %s: %+v", within, left)
+		}
 	}
 }

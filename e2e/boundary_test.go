@@ -191,12 +191,16 @@ func lastID(e *env, chat string) int64 {
 type daemonUser struct {
 	name     string
 	uid, gid int // the daemon's
+	// rootless: the daemon runs rootless Podman's agents (each group its
+	// own uid, granted by ACL).
+	rootless bool
 	env      func(t *testing.T, daemonArgs ...string) *env
 }
 
-// daemonUsers are root (the CI case: containers run as a dedicated uid)
-// and a user that is not root: the test's own, or nonRootUID when the test
-// runs as root. When the test does not run as root, root's env is nil: its
+// daemonUsers are root (the CI case: containers run as a dedicated uid),
+// a user that is not root: the test's own, or nonRootUID when the test
+// runs as root, and (a root test process) the rootless Podman service's
+// user on its engine (newPodmanEnv). When the test does not run as root, root's env is nil: its
 // subtests skip.
 func daemonUsers() []daemonUser {
 	if os.Geteuid() != 0 {
@@ -207,6 +211,7 @@ func daemonUsers() []daemonUser {
 		{name: "user", uid: nonRootUID, gid: nonRootUID, env: func(t *testing.T, args ...string) *env {
 			return newEnvAs(t, nonRootUID, nonRootUID, args...)
 		}},
+		{name: "podman", uid: -1, rootless: true, env: newPodmanEnv},
 	}
 }
 
@@ -469,9 +474,10 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	t.Run("ContainerUID", func(t *testing.T) {
 		e := e.in(t)
 		got := e.bash("local:main", `echo "$(id -u):$(id -g)"`, turnWait)
-		if u.uid == 0 {
-			if got != "61000:61000" {
-				t.Errorf("a container of a root daemon runs as %q; want 61000:61000 (BRIDGED_CONTAINER_UID's default)", got)
+		if u.uid == 0 || u.rootless {
+			uid := groupUID(t, home, "main")
+			if want := fmt.Sprintf("%d:%d", uid, uid); got != want || uid <= 61000 || uid > 61000+4095 {
+				t.Errorf("main's container runs as %q; want its own uid above 61000 (BRIDGED_CONTAINER_UID's default), %s", got, want)
 			}
 		} else if want := fmt.Sprintf("%d:%d", u.uid, u.gid); got != want {
 			t.Errorf("a container of a daemon running as %s runs as %q; want the daemon's own uid:gid", want, got)
@@ -518,8 +524,7 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	d.stop(t)
 }
 
-// j. BRIDGED_CONTAINER_UID and _GID choose the containers' user of a root
-// daemon.
+// j. BRIDGED_CONTAINER_UID chooses where a root daemon's group uids start.
 func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 	parallel(t, light)
 	if os.Geteuid() != 0 {
@@ -529,8 +534,8 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 	e.extraEnv = []string{"BRIDGED_CONTAINER_UID=61234", "BRIDGED_CONTAINER_GID=61234"}
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
-	if got := e.bash("local:main", `echo "$(id -u):$(id -g)"`, turnWait); got != "61234:61234" {
-		t.Errorf("with BRIDGED_CONTAINER_UID=61234 BRIDGED_CONTAINER_GID=61234 a container runs as %q; want 61234:61234", got)
+	if got := e.bash("local:main", `echo "$(id -u):$(id -g)"`, turnWait); got != "61235:61235" || groupUID(t, e.home, "main") != 61235 {
+		t.Errorf("with BRIDGED_CONTAINER_UID=61234 BRIDGED_CONTAINER_GID=61234 the first group's container runs as %q; want 61235:61235 (the first uid above)", got)
 	}
 	d.stop(t)
 }

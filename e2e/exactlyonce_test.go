@@ -62,7 +62,16 @@ func killMidToolCall(t *testing.T, e *env, d *daemon, tool string) (int64, strin
 // and "hello" arrives exactly once.
 func TestE2EKill9SendMessageOnce(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "2s")
+	testKill9SendMessageOnce(t, newEnv(t, "--idle-timeout", "2s"))
+}
+
+// The same on rootless Podman, the daemon running as the service's user.
+func TestE2EKill9SendMessageOncePodman(t *testing.T) {
+	parallel(t, light)
+	testKill9SendMessageOnce(t, newPodmanEnv(t, "--idle-timeout", "2s"))
+}
+
+func testKill9SendMessageOnce(t *testing.T, e *env) {
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	id, reqFile := killMidToolCall(t, e, d, `fake:tool send_message {"text":"hello"}`)

@@ -261,6 +261,17 @@ type env struct {
 	// cred, when set, runs the daemon and the CLI as another user (see
 	// newEnvAs).
 	cred *syscall.Credential
+	// engine is the daemon's engine when it is not the tests' Docker
+	// (newPodmanEnv).
+	engine *client.Client
+}
+
+// client is the Engine API client of the daemon's engine.
+func (e *env) client() *client.Client {
+	if e.engine != nil {
+		return e.engine
+	}
+	return docker
 }
 
 // in returns a copy of e whose helpers report to t: a subtest sharing its
@@ -617,7 +628,7 @@ func (e *env) outSince(chat string, after int64) []chatMessage {
 // containers lists this home's managed containers.
 func (e *env) containers(ctx context.Context) []container.Info {
 	e.t.Helper()
-	res, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true,
+	res, err := e.client().ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
 	if err != nil {
 		e.t.Fatal(err)
@@ -636,7 +647,7 @@ func (e *env) assertNoContainers(t testing.TB) {
 	defer cancel()
 	left := e.containers(ctx)
 	for _, c := range left {
-		docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		e.client().ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 	if len(left) > 0 {
 		t.Errorf("%d managed containers left behind: %+v", len(left), left)
@@ -656,7 +667,7 @@ type containerWatch struct {
 func (e *env) watchContainers(ctx context.Context) *containerWatch {
 	e.t.Helper()
 	w := &containerWatch{running: make(map[string]bool), exist: make(map[string]bool), changed: make(chan struct{}, 1)}
-	res := docker.Events(ctx, client.EventsListOptions{Since: fmt.Sprint(time.Now().Unix() - 1), Filters: make(client.Filters).
+	res := e.client().Events(ctx, client.EventsListOptions{Since: fmt.Sprint(time.Now().Unix() - 1), Filters: make(client.Filters).
 		Add("type", "container").
 		Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
 	ready := make(chan struct{})
@@ -790,6 +801,12 @@ func grepFiles(t testing.TB, dir, s string) []string {
 func newEnvAs(t *testing.T, uid, gid int, daemonArgs ...string) *env {
 	t.Helper()
 	needDocker(t)
+	return makeEnvAs(t, uid, gid, daemonArgs)
+}
+
+// makeEnvAs is newEnvAs for a test or a benchmark.
+func makeEnvAs(t testing.TB, uid, gid int, daemonArgs []string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("newEnvAs needs a root test process")
 	}

@@ -63,8 +63,8 @@ func peakRSSKB(t testing.TB, pid int) int {
 	return 0
 }
 
-// containerUID is the containers' user of a root daemon
-// (BRIDGED_CONTAINER_UID's default).
+// containerUID is BRIDGED_CONTAINER_UID's default: each group's uid is
+// above it (groupUID).
 const containerUID = 61000
 
 // makeDeepTree makes dir/deep and, below it, n nested directories with
@@ -166,8 +166,8 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	}
 	// The walk did its work: the deepest level is the container user's.
 	levels, owner := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
-	if levels != depth || owner != containerUID {
-		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d", levels, owner, depth, containerUID)
+	if want := groupUID(t, e.home, "deep"); levels != depth || int(owner) != want {
+		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d (the group's uid)", levels, owner, depth, want)
 	}
 	d.stop(t)
 }

@@ -416,7 +416,10 @@ type daemon struct {
 	firstStart bool
 	// openDocker
 	docker *container.Docker
-	allow  *container.Allowlist
+	engine container.EngineInfo
+	// groupUIDs gives each group's agent its own uid (a root daemon).
+	groupUIDs *home.GroupUIDs
+	allow     *container.Allowlist
 	// buildIntake
 	outSignal  *outbox.Signal
 	poster     outbox.Poster
@@ -490,7 +493,7 @@ func (d *daemon) openHome(ctx context.Context) error {
 // there, and loads the mount allowlist.
 func (d *daemon) openDocker(ctx context.Context) error {
 	cfg := d.cfg
-	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout})
+	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout, Engine: cfg.Engine})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
@@ -498,6 +501,22 @@ func (d *daemon) openDocker(ctx context.Context) error {
 	d.onRelease(func() { docker.Close() })
 	if err := checkDocker(ctx, docker, cfg.Image); err != nil {
 		return err
+	}
+	if d.engine, err = docker.Info(ctx); err != nil {
+		return err
+	}
+	// Each group's agent runs as a uid of its own, from
+	// BRIDGED_CONTAINER_UID up, which its directories are given to (a root
+	// daemon) or granted to by ACL (a rootless engine's user). A daemon
+	// that is neither, on a rootful engine, cannot look into a container
+	// of another uid to confirm its mounts: its agents run as itself
+	// (docs/decisions.md, record 33).
+	if os.Geteuid() == 0 || d.engine.Rootless {
+		if d.groupUIDs, err = home.OpenGroupUIDs(d.hm.Layout(), cfg.ContainerUID); err != nil {
+			return err
+		}
+	} else {
+		d.log.Info().Int("uid", os.Geteuid()).Msg("every agent runs as the daemon's own uid: a daemon that is not root gives each group a uid of its own only on rootless Podman")
 	}
 	if cfg.MountAllowlist != "" {
 		allow, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
@@ -666,6 +685,9 @@ func (d *daemon) buildRuns(context.Context) error {
 		Home:             d.hm,
 		ContainerUID:     d.uid,
 		ContainerGID:     d.gid,
+		GroupUIDs:        d.groupUIDs,
+		UIDMap:           d.engine.UIDMap,
+		GIDMap:           d.engine.GIDMap,
 		Allowlist:        d.allow,
 		Secrets:          cfg.Secrets,
 		APIProxy:         proxyAdapter{d.proxy},

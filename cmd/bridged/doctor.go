@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/control"
 	"github.com/bridged-app/bridged/internal/credproxy"
+	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/termsafe"
 	"github.com/bridged-app/bridged/internal/transcribe"
 )
@@ -155,7 +157,7 @@ func checkHome(cfg *config.Config) []check {
 }
 
 func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
-	d, err := container.NewDocker(nopLogger())
+	d, err := container.NewDockerWith(nopLogger(), container.DockerOptions{Engine: cfg.Engine})
 	if err != nil {
 		return []check{{name: "docker", status: "FAIL", detail: err.Error(), hint: "check DOCKER_HOST"}}
 	}
@@ -169,6 +171,11 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 		}
 	}
 	out := []check{{name: "docker", status: "ok", detail: "the engine answers"}}
+	if info, err := d.Info(cctx); err != nil {
+		out = append(out, check{name: "engine", status: "FAIL", detail: err.Error(), hint: "set BRIDGED_ENGINE to the engine that answers, or point DOCKER_HOST at the other"})
+	} else if info.Engine == container.EnginePodman {
+		out = append(out, podmanChecks(info, cfg, os.Geteuid(), "/var/lib/systemd/linger")...)
+	}
 	ok, err := d.ImageExists(cctx, cfg.Image)
 	switch {
 	case err != nil:
@@ -384,4 +391,52 @@ func checkDaemon(ctx context.Context, cfg *config.Config) check {
 		detail += "; database " + cfg.StoreDB() + " present"
 	}
 	return check{name: "daemon", status: "ok", detail: detail}
+}
+
+// podmanChecks are what rootless Podman needs, for a daemon running as
+// euid: a version whose Docker API bridged drives (4.3 or later), rootless,
+// subordinate ids for every group uid, cgroup v2 delegating the limits'
+// controllers (else only a configuration without limits starts), and
+// lingering (lingerDir/<user>), so the user's service outlives its login.
+func podmanChecks(info container.EngineInfo, cfg *config.Config, euid int, lingerDir string) []check {
+	var out []check
+	v := check{name: "podman", status: "ok", detail: "Podman " + info.Version + ", rootless"}
+	var major, minor int
+	if _, err := fmt.Sscanf(info.Version, "%d.%d", &major, &minor); err != nil || major < 4 || major == 4 && minor < 3 {
+		v = check{name: "podman", status: "FAIL", detail: "Podman " + info.Version, hint: "install Podman 4.3 or later (Debian 12's podman)"}
+	} else if !info.Rootless {
+		v = check{name: "podman", status: "warn", detail: "Podman " + info.Version + " runs as root", hint: "run the Podman service as bridged's own user (`bridged install-service --user` with BRIDGED_ENGINE=podman)"}
+	}
+	out = append(out, v)
+	if info.Rootless {
+		top := cfg.ContainerUID + home.MaxGroupUIDs
+		if _, ok := container.HostID(info.UIDMap, top); !ok {
+			out = append(out, check{name: "subuid", status: "FAIL",
+				detail: fmt.Sprintf("Podman maps no host id to container uid %d (BRIDGED_CONTAINER_UID + %d, the highest group uid): the subordinate id range is too small", top, home.MaxGroupUIDs),
+				hint:   "give the user 65536 subordinate ids: sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER, then podman system migrate"})
+		} else {
+			out = append(out, check{name: "subuid", status: "ok", detail: fmt.Sprintf("every group uid (%d to %d) maps to a subordinate id", cfg.ContainerUID+1, top)})
+		}
+	}
+	if why := info.LimitsProblem(); why != "" {
+		c := check{name: "cgroups", status: "warn", detail: why + "; agents run without CPU, memory and pids limits (they are set to 0)",
+			hint: "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate cpu, memory and pids to the user (Delegate=cpu memory pids in user@.service)"}
+		if cfg.MemoryBytes > 0 || cfg.CPUs > 0 || cfg.Pids > 0 {
+			c.status = "FAIL"
+			c.detail = why + "; every agent's start is refused while BRIDGED_CONTAINER_MEMORY, _CPUS or _PIDS is set"
+			c.hint += ", or set BRIDGED_CONTAINER_MEMORY=0, BRIDGED_CONTAINER_CPUS=0 and BRIDGED_CONTAINER_PIDS=0"
+		}
+		out = append(out, c)
+	} else if info.Rootless {
+		out = append(out, check{name: "cgroups", status: "ok", detail: "cgroup v2 delegates cpu, memory and pids: the limits hold"})
+	}
+	if u, err := user.LookupId(strconv.Itoa(euid)); err == nil && euid != 0 {
+		if _, err := os.Stat(filepath.Join(lingerDir, u.Username)); err != nil {
+			out = append(out, check{name: "linger", status: "warn", detail: u.Username + " does not linger: its Podman service and bridged stop when it logs out",
+				hint: "sudo loginctl enable-linger " + u.Username})
+		} else {
+			out = append(out, check{name: "linger", status: "ok", detail: u.Username + " lingers"})
+		}
+	}
+	return out
 }

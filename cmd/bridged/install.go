@@ -25,14 +25,17 @@ const watchdogTimeout = 60 * time.Second
 
 // service is what `bridged install-service` installs.
 type service struct {
-	User     bool   // a user unit (systemctl --user), else a system one
-	Bin      string // absolute path of the bridged binary
-	Home     string
-	EnvFile  string
-	Unit     string // where the unit goes
-	Doc      string // where the README goes; the unit's Documentation=
-	RunAs    string // system unit: the service user
-	Docker   bool   // system unit: SupplementaryGroups=docker (the group exists)
+	User    bool   // a user unit (systemctl --user), else a system one
+	Bin     string // absolute path of the bridged binary
+	Home    string
+	EnvFile string
+	Unit    string // where the unit goes
+	Doc     string // where the README goes; the unit's Documentation=
+	RunAs   string // system unit: the service user
+	Docker  bool   // system unit: SupplementaryGroups=docker (the group exists)
+	// Podman: the daemon drives its user's rootless Podman service
+	// (BRIDGED_ENGINE=podman), in no docker group.
+	Podman   bool
 	Watchdog time.Duration
 	// Allowlist is the system unit's BRIDGED_MOUNT_ALLOWLIST: the default
 	// (~/.config/bridged/…) would be inside the service user's home.
@@ -50,7 +53,18 @@ var unitTemplate = template.Must(template.New("unit").Funcs(template.FuncMap{
 [Unit]
 Description=bridged: Claude agents for your WhatsApp chats
 Documentation=file://{{.Doc}}
-{{- if not .User}}
+{{- if .Podman}}
+# The engine is the service user's rootless Podman (its podman.socket, in
+# its own systemd instance, which lingering starts at boot); until its
+# socket answers the daemon fails, and Restart= tries again.
+{{- if .User}}
+Wants=podman.socket
+After=podman.socket
+{{- else}}
+Wants=network-online.target
+After=network-online.target
+{{- end}}
+{{- else if not .User}}
 # Wants=, not Requires=: a Docker installed under another unit name (a snap,
 # socket activation) must not keep bridged from starting; without an engine
 # the daemon says so and fails, and Restart= tries again.
@@ -75,7 +89,7 @@ KillMode=mixed
 {{- if not .User}}
 User={{.RunAs}}
 Group={{.RunAs}}
-{{- if .Docker}}
+{{- if and .Docker (not .Podman)}}
 # The docker group is what reaches /var/run/docker.sock: root-equivalent on
 # the host, which is why the daemon has a user of its own and nothing else.
 SupplementaryGroups=docker
@@ -83,6 +97,13 @@ SupplementaryGroups=docker
 {{- end}}
 EnvironmentFile={{.EnvFile}}
 Environment=BRIDGED_LOG_FORMAT=json
+{{- if .Podman}}
+Environment=BRIDGED_ENGINE=podman
+{{- if not .User}}
+# The user's runtime directory, where its podman.socket listens.
+Environment=XDG_RUNTIME_DIR=/run/user/%U
+{{- end}}
+{{- end}}
 {{- if .Allowlist}}
 Environment=BRIDGED_MOUNT_ALLOWLIST={{.Allowlist}}
 {{- end}}
@@ -178,7 +199,7 @@ func envTemplate(s service) string {
 }
 
 func (a *app) cmdInstallService(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("install-service", "install-service [--user] [--dry-run] [--force] [flags]")
+	fs := a.newFlagSet("install-service", "install-service [--user] [--podman] [--dry-run] [--force] [flags]")
 	userUnit := fs.Bool("user", false, "install a user unit (systemctl --user) for this user instead of a system one")
 	dryRun := fs.Bool("dry-run", false, "print the unit and what would be done; change nothing")
 	force := fs.Bool("force", false, "overwrite a unit that differs from the one bridged writes")
@@ -186,12 +207,16 @@ func (a *app) cmdInstallService(ctx context.Context, args []string) error {
 	envFile := fs.String("env-file", "", "the env file (default /etc/bridged/bridged.env; with --user $XDG_CONFIG_HOME/bridged/bridged.env)")
 	bin := fs.String("bin", "", "the bridged binary the unit runs (default: this one)")
 	runAs := fs.String("service-user", "bridged", "system unit: the user the daemon runs as (created when missing)")
+	podmanFlag := fs.Bool("podman", false, "run the agents on the service user's rootless Podman (BRIDGED_ENGINE=podman), not Docker: sets up its subordinate ids, lingering and podman.socket")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	s, err := a.planService(*userUnit, *home, *envFile, *bin, *runAs)
 	if err != nil {
 		return err
+	}
+	if *podmanFlag {
+		s.Podman, s.Docker = true, false
 	}
 	unit, err := s.render()
 	if err != nil {
@@ -287,7 +312,7 @@ func (a *app) installService(ctx context.Context, s service, unit string, force 
 		if gid, err = strconv.Atoi(u.Gid); err != nil {
 			return fmt.Errorf("user %s: gid %q", s.RunAs, u.Gid)
 		}
-		if !s.Docker {
+		if !s.Docker && !s.Podman {
 			fmt.Fprintln(a.stderr, "warning: there is no docker group; give the service user access to the Docker socket yourself")
 		}
 	}
@@ -353,6 +378,9 @@ func (a *app) installService(ctx context.Context, s service, unit string, force 
 		fmt.Fprintf(a.stdout, "unit       %s (written)\n", s.Unit)
 	default:
 		fmt.Fprintf(a.stdout, "unit       %s (unchanged)\n", s.Unit)
+	}
+	if s.Podman && a.root == "" {
+		a.setUpPodman(ctx, s)
 	}
 	if changed && a.root == "" && systemdRunning() {
 		args := []string{"daemon-reload"}
@@ -427,6 +455,88 @@ func userFlag(s service) string {
 }
 
 // printNext prints the commands that finish the set-up.
+// setUpPodman readies the service user's rootless Podman: a range of 65,536
+// subordinate ids when it has none (a system unit: root adds it), lingering,
+// so its systemd instance and podman.socket run without a login, and the
+// socket itself. What fails is said, with the command to run by hand.
+func (a *app) setUpPodman(ctx context.Context, s service) {
+	name := s.RunAs
+	if s.User {
+		u, err := user.Current()
+		if err != nil {
+			fmt.Fprintf(a.stderr, "warning: who am I: %v\n", err)
+			return
+		}
+		name = u.Username
+	}
+	run := func(what string, args ...string) {
+		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			fmt.Fprintf(a.stderr, "warning: %s: %v: %s\n  run it yourself: %s\n", what, err, strings.TrimSpace(string(out)), strings.Join(args, " "))
+			return
+		}
+		fmt.Fprintf(a.stdout, "podman     %s\n", what)
+	}
+	if !s.User {
+		for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+			if start, ok := subIDStart(f, name); ok {
+				fmt.Fprintf(a.stdout, "podman     %s: %s has subordinate ids from %d\n", f, name, start)
+				continue
+			}
+			next := nextSubIDs(f)
+			flag := "--add-subuids"
+			if f == "/etc/subgid" {
+				flag = "--add-subgids"
+			}
+			run(fmt.Sprintf("%s: 65536 subordinate ids for %s", f, name), "usermod", flag, fmt.Sprintf("%d-%d", next, next+65535), name)
+		}
+	}
+	if !systemdRunning() {
+		fmt.Fprintf(a.stderr, "warning: systemd is not running: enable lingering and podman.socket yourself:\n  loginctl enable-linger %s\n  systemctl --user -M %s@ enable --now podman.socket\n", name, name)
+		return
+	}
+	run("lingering for "+name, "loginctl", "enable-linger", name)
+	if s.User {
+		run("podman.socket enabled", "systemctl", "--user", "enable", "--now", "podman.socket")
+	} else {
+		run("podman.socket enabled for "+name, "systemctl", "--user", "-M", name+"@", "enable", "--now", "podman.socket")
+	}
+}
+
+// subIDStart is the start of name's range in an /etc/subuid-like file.
+func subIDStart(file, name string) (int, bool) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) == 3 && f[0] == name {
+			n, err := strconv.Atoi(f[1])
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// nextSubIDs is the first id after every range of an /etc/subuid-like file
+// (100000 when it has none).
+func nextSubIDs(file string) int {
+	next := 100000
+	data, _ := os.ReadFile(file)
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) != 3 {
+			continue
+		}
+		start, err1 := strconv.Atoi(f[1])
+		size, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil {
+			next = max(next, start+size)
+		}
+	}
+	return next
+}
+
 func (a *app) printNext(s service) {
 	w := a.stdout
 	fmt.Fprintln(w, "\nNext:")

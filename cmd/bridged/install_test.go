@@ -36,6 +36,8 @@ func dryRunUnit(t *testing.T, env map[string]string, args ...string) string {
 func TestServiceUnit(t *testing.T) {
 	sys := dryRunUnit(t, nil, "--bin", "/usr/local/bin/bridged")
 	usr := dryRunUnit(t, map[string]string{"HOME": "/home/alice"}, "--user", "--bin", "/home/alice/bin/bridged")
+	sysPodman := dryRunUnit(t, nil, "--podman", "--bin", "/usr/local/bin/bridged")
+	usrPodman := dryRunUnit(t, map[string]string{"HOME": "/home/alice"}, "--user", "--podman", "--bin", "/home/alice/bin/bridged")
 	for name, tt := range map[string]struct {
 		unit      string
 		want, not []string
@@ -55,6 +57,13 @@ func TestServiceUnit(t *testing.T) {
 			"ExecStart=/home/alice/bin/bridged run --home /home/alice/.local/share/bridged --env-file /home/alice/.config/bridged/bridged.env\n",
 			"NoNewPrivileges=yes\n", "WantedBy=default.target\n",
 		}, []string{"github.com", "User=", "ProtectSystem=", "PrivateUsers=yes", "docker.service"}},
+		// Rootless Podman: the user's own engine, no docker group.
+		"system podman": {sysPodman, []string{
+			"User=bridged\n", "Environment=BRIDGED_ENGINE=podman\n", "Environment=XDG_RUNTIME_DIR=/run/user/%U\n", "ProtectSystem=strict\n",
+		}, []string{"SupplementaryGroups=docker", "docker.service"}},
+		"user podman": {usrPodman, []string{
+			"Environment=BRIDGED_ENGINE=podman\n", "Wants=podman.socket\n", "After=podman.socket\n",
+		}, []string{"SupplementaryGroups=docker", "docker.service", "XDG_RUNTIME_DIR"}},
 	} {
 		for _, w := range tt.want {
 			if !strings.Contains(tt.unit, w) {
@@ -100,12 +109,15 @@ func TestServiceUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"system", "user"} {
+	for _, mode := range []string{"system", "user", "system-podman", "user-podman"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			args, env := []string{"--bin", exe}, map[string]string{"HOME": "/home/alice"}
+			if strings.HasSuffix(mode, "-podman") {
+				args = append(args, "--podman")
+			}
 			verify := []string{"verify"}
-			if mode == "user" {
+			if strings.HasPrefix(mode, "user") {
 				args = append(args, "--user")
 				verify = []string{"--user", "verify"}
 			}

@@ -100,6 +100,9 @@ type Config struct {
 	// ContainerNetwork is the containers' network mode: "bridge" or "none"
 	// (no network; the agent still reaches Claude through the proxy socket).
 	ContainerNetwork string
+	// Engine is the container engine expected behind the Engine API
+	// (BRIDGED_ENGINE): docker, podman, or "" (whichever answers).
+	Engine container.Engine
 	// What one container can make the credential proxy and the host hold
 	// (docs/security.md, "Limits"): connections open at once on its proxy
 	// socket, its group's API requests in flight, the largest request body,
@@ -225,6 +228,7 @@ var settings = []setting{
 	{"max-tasks", "BRIDGED_MAX_TASKS", constant("50"), "most scheduled tasks a group may have that are not done (active or paused); schedule_task past it is refused"},
 	{"max-task-prompt", "BRIDGED_MAX_TASK_PROMPT", constant("16k"), "largest scheduled task prompt (e.g. 16k; at most 64k)"},
 	{"task-max-failures", "BRIDGED_TASK_MAX_FAILURES", constant("5"), "failed runs in a row after which a task pauses itself, with one owner alert (bridged tasks resume restarts it)"},
+	{"engine", "BRIDGED_ENGINE", constant(""), "container engine: docker, or podman (rootless; its socket is DOCKER_HOST, else $XDG_RUNTIME_DIR/podman/podman.sock); empty: whichever answers on DOCKER_HOST"},
 	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
 	{"start-timeout", "BRIDGED_START_TIMEOUT", constant("2m"), "a container that prints nothing this long after it started is stopped as hung (retried once, then reported)"},
 	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
@@ -645,6 +649,9 @@ func build(raw map[string]string) (*Config, error) {
 	c.AnthropicURL = strings.TrimSuffix(raw["BRIDGED_ANTHROPIC_URL"], "/")
 	r.check("BRIDGED_ANTHROPIC_URL", credproxy.CheckUpstream(c.AnthropicURL))
 	c.ContainerNetwork = raw["BRIDGED_CONTAINER_NETWORK"]
+	engine, err := container.ParseEngine(raw["BRIDGED_ENGINE"])
+	c.Engine = engine
+	r.check("BRIDGED_ENGINE", err)
 	r.check("BRIDGED_CONTAINER_NETWORK", container.CheckNetwork(c.ContainerNetwork))
 	// Proxy and container limits.
 	number(r, "BRIDGED_PROXY_MAX_CONNS", &c.ProxyMaxConns, strconv.Atoi, credproxy.Bounds.MaxConns)
@@ -918,6 +925,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_START_TIMEOUT":           c.StartTimeout.String(),
 		"BRIDGED_ANTHROPIC_URL":           c.AnthropicURL,
 		"BRIDGED_CONTAINER_NETWORK":       c.ContainerNetwork,
+		"BRIDGED_ENGINE":                  string(c.Engine),
 		"BRIDGED_CONTAINER_UID":           strconv.Itoa(c.ContainerUID),
 		"BRIDGED_CONTAINER_GID":           strconv.Itoa(c.ContainerGID),
 		"BRIDGED_ENV_FILE":                c.EnvFile,

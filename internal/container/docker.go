@@ -74,6 +74,9 @@ type Docker struct {
 	mu      sync.Mutex // guards closed against runs.Add
 	closed  bool
 	runs    sync.WaitGroup
+
+	infoMu sync.Mutex // guards info
+	info   *EngineInfo
 }
 
 var _ Runtime = (*Docker)(nil)
@@ -86,22 +89,32 @@ type DockerOptions struct {
 	// establishment, not their life. A hung engine thus fails the call
 	// instead of hanging its caller. 0 means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// Engine is the engine expected behind the API (BRIDGED_ENGINE);
+	// empty: whichever answers (see Info).
+	Engine Engine
+	// Host is the engine's address (unix:///…); empty: DOCKER_HOST, else
+	// for EnginePodman the user's Podman socket (PodmanHost), else
+	// Docker's socket.
+	Host string
 }
 
-// NewDocker connects to the engine named by the environment (DOCKER_HOST
-// etc., default the local socket) with the default options. No request is
-// made until the first call; the API version is negotiated then. Close
-// releases the client.
-func NewDocker(log zerolog.Logger) (*Docker, error) {
-	return NewDockerWith(log, DockerOptions{})
-}
-
-// NewDockerWith is NewDocker with options.
+// NewDockerWith connects to the engine opts names (Host, else DOCKER_HOST
+// etc., else the default socket of opts.Engine). No request is made until
+// the first call; the API version is negotiated then. Close releases the
+// client.
 func NewDockerWith(log zerolog.Logger, opts DockerOptions) (*Docker, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
-	cli, err := client.New(client.FromEnv)
+	copts := []client.Opt{client.FromEnv}
+	host := opts.Host
+	if host == "" && opts.Engine == EnginePodman && os.Getenv("DOCKER_HOST") == "" {
+		host = PodmanHost(os.Getenv)
+	}
+	if host != "" {
+		copts = append(copts, client.WithHost(host))
+	}
+	cli, err := client.New(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
@@ -274,6 +287,12 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
 		env = append(env, "HOME="+ContainerHome)
 	}
+	nofile := spec.Limits.NoFile
+	if nofile <= 0 {
+		nofile = DefaultNoFile
+	}
+	// The runner holds the limit itself where the engine drops the ulimit.
+	env = append(env, fmt.Sprintf("%s=%d", NoFileEnv, nofile))
 
 	mounts := make([]mount.Mount, 0, len(spec.Mounts))
 	for _, m := range spec.Mounts {
@@ -296,10 +315,6 @@ func createOptions(spec Spec) client.ContainerCreateOptions {
 	if spec.Limits.Pids > 0 {
 		pids := spec.Limits.Pids
 		res.PidsLimit = &pids
-	}
-	nofile := spec.Limits.NoFile
-	if nofile <= 0 {
-		nofile = DefaultNoFile
 	}
 	res.Ulimits = []*containertypes.Ulimit{{Name: "nofile", Soft: nofile, Hard: nofile}}
 	useInit := true
@@ -352,6 +367,10 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	if d.closing.Err() != nil {
 		return nil, fmt.Errorf("start container for %s: the Docker client is closed", spec.Group)
 	}
+	info, err := d.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start container for %s: %w", spec.Group, err)
+	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, createOptions(spec))
 	err = d.callErr(cctx, err)
@@ -373,16 +392,25 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		stopOnClose()
 		cancelCtx()
 	}
+	if info.Engine == EnginePodman {
+		if err := d.checkLimits(ctx, id, spec.Limits, info); err != nil {
+			if rerr := d.remove(context.WithoutCancel(ctx), id); rerr != nil {
+				return nil, &NotStoppedError{ID: id, Err: fmt.Errorf("start container for %s: %w; then: %w", spec.Group, err, rerr)}
+			}
+			return nil, fmt.Errorf("start container for %s: %w", spec.Group, err)
+		}
+	}
 	r := &dockerRun{
-		d:        d,
-		lostDone: make(chan struct{}),
-		id:       id,
-		log:      log,
-		stderr:   spec.Stderr,
-		events:   make(chan ipc.Event, eventBuffer),
-		exited:   make(chan struct{}),
-		output:   make(chan struct{}),
-		cancel:   cancel,
+		d:            d,
+		removeOnExit: info.Engine == EnginePodman,
+		lostDone:     make(chan struct{}),
+		id:           id,
+		log:          log,
+		stderr:       spec.Stderr,
+		events:       make(chan ipc.Event, eventBuffer),
+		exited:       make(chan struct{}),
+		output:       make(chan struct{}),
+		cancel:       cancel,
 	}
 	cleanup := func(cause error) (Run, error) {
 		cancel()
@@ -403,7 +431,13 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	// that, since the stream itself lives as long as the container.
 	wctx, wcancel := context.WithCancel(runCtx)
 	timer := time.AfterFunc(d.opts.CallTimeout, wcancel)
-	wait := d.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
+	// Podman's "removed" reports exit code 0 (before 4.6): it is waited
+	// for its next exit and removed by the run (watchExit).
+	cond := containertypes.WaitConditionRemoved
+	if r.removeOnExit {
+		cond = containertypes.WaitConditionNextExit
+	}
+	wait := d.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: cond})
 	if !timer.Stop() {
 		wcancel()
 		return cleanup(fmt.Errorf("wait: the Docker engine did not answer within %s", d.opts.CallTimeout))
@@ -427,6 +461,9 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	err = d.callErr(actx, err)
 	acancel()
 	if err != nil {
+		if cause := d.attachCause(ctx, id); cause != "" {
+			err = fmt.Errorf("%w: %s", err, cause)
+		}
 		return cleanup(fmt.Errorf("attach: %w", err))
 	}
 	// Closing the client (or giving up on the start) ends the output
@@ -642,6 +679,10 @@ type dockerRun struct {
 	events chan ipc.Event
 	cancel context.CancelFunc
 
+	// removeOnExit: the run waits for the container's exit, not its
+	// removal, and removes it itself (Podman).
+	removeOnExit bool
+
 	exited chan struct{} // closed once exit is set
 	exit   Exit
 	output chan struct{} // closed when stdout and stderr have ended
@@ -685,8 +726,10 @@ func (r *dockerRun) Wait(ctx context.Context) (Exit, error) {
 func (r *dockerRun) watchExit(ctx context.Context, w client.ContainerWaitResult) {
 	defer close(r.exited)
 	exit := Exit{Code: -1}
+	exited := false
 	select {
 	case res := <-w.Result:
+		exited = true
 		exit = Exit{Code: int(res.StatusCode)}
 		if res.Error != nil && res.Error.Message != "" {
 			exit.Err = errors.New(res.Error.Message)
@@ -702,6 +745,12 @@ func (r *dockerRun) watchExit(ctx context.Context, w client.ContainerWaitResult)
 	if r.lost.Load() {
 		<-r.lostDone
 		exit.Err = r.lostErr
+	} else if r.removeOnExit && exited {
+		// Gone before Wait returns, as the "removed" condition promises.
+		if err := r.d.remove(r.d.closing, r.id); err != nil {
+			r.log.Error().Err(err).Msg("cannot remove the exited container")
+			exit.Err = &NotStoppedError{ID: r.id, Err: err}
+		}
 	}
 	r.exit = exit
 	r.log.Debug().Int("exit_code", r.exit.Code).AnErr("exit_error", r.exit.Err).Msg("container exited")

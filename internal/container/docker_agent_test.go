@@ -59,109 +59,113 @@ func message(text string) string {
 }
 
 func TestDockerAgentRunner(t *testing.T) {
-	d, logs := newDocker(t)
-	requireMainPackage(t, "../../agent-runner")
-	requireMainPackage(t, "../../cmd/fakeclaude")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := testimage.Ensure(ctx, d.Client(), testimage.Options{RepoRoot: "../.."}); err != nil {
-		t.Fatalf("test image: %v", err)
-	}
-
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	secret := "sk-ant-test-SECRET-" + hex.EncodeToString(b[:])
-	h := newHome(t)
-	p := h.Layout()
-	uid, gid := testUser()
-	if err := PrepareGroupDirs(h, "family", false, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureSettings(h, "family", uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	stderr := &stderrLines{}
-	spec := Spec{
-		Name:     uniqueName(t),
-		Image:    testimage.DefaultTag,
-		Group:    "family",
-		Instance: "test-" + uniqueName(t),
-		User:     UserSpec(uid, gid),
-		Mounts:   Mounts(p, "family", false, nil),
-		Env:      []string{"TZ=UTC"},
-		Input: ipc.RunInput{
-			Prompt: message("hello there"), Group: "family", Chat: "local:family",
-			AssistantName: "Andy", Timezone: "UTC",
-		},
-		Forbidden: []string{secret},
-		Limits:    Limits{MemoryBytes: 512 << 20, Pids: 256},
-		Stderr:    stderr.add,
-	}
-	run := start(t, d, spec)
-	var events []ipc.Event
-
-	first := nextResult(t, run, time.Minute)
-	events = append(events, first)
-	if first.Text != "echo: hello there" || first.IsError {
-		t.Fatalf("first result %+v; want \"echo: hello there\"", first)
-	}
-	ins, err := d.Client().ContainerInspect(ctx, run.ID(), client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatalf("inspect: %v", err)
-	}
-	if bytes.Contains(ins.Raw, []byte(secret)) {
-		t.Error("the inspected container holds the credential")
-	}
-
-	layout := ipc.Layout{Root: p.IPCDir("family")}
-	if _, err := ipctest.WriteInput(layout, message("and a follow-up")); err != nil {
-		t.Fatal(err)
-	}
-	second := nextResult(t, run, time.Minute)
-	events = append(events, second)
-	if second.Text != "echo: and a follow-up" || second.IsError {
-		t.Fatalf("second result %+v; want \"echo: and a follow-up\"", second)
-	}
-
-	if err := ipctest.WriteClose(layout); err != nil {
-		t.Fatal(err)
-	}
-	for ev := range run.Events() {
-		events = append(events, ev)
-	}
-	exit := waitExit(t, run, time.Minute)
-	if exit.Code != 0 || exit.Err != nil {
-		t.Errorf("exit %+v; want 0 after the close sentinel (stderr: %q)", exit, stderr.all())
-	}
-	assertGone(t, d, run.ID())
-
-	for _, ev := range events {
-		if strings.Contains(ev.Text+ev.Message+ev.SessionID, secret) {
-			t.Errorf("event %+v shows the credential", ev)
+	forEngines(t, func(t *testing.T, e *testEngine) {
+		d, logs := e.d, e.logs
+		requireMainPackage(t, "../../agent-runner")
+		requireMainPackage(t, "../../cmd/fakeclaude")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := testimage.Ensure(ctx, d.Client(), testimage.Options{RepoRoot: "../.."}); err != nil {
+			t.Fatalf("test image: %v", err)
 		}
-	}
-	for _, l := range stderr.all() {
-		if strings.Contains(l, secret) {
-			t.Errorf("stderr line %q shows the credential", l)
+
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		secret := "sk-ant-test-SECRET-" + hex.EncodeToString(b[:])
+		h := e.newHome(t)
+		p := h.Layout()
+		uid, gid := testUser()
+		hu, hg := e.hostUser(t)
+		if err := PrepareGroupDirs(h, "family", false, hu, hg); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if strings.Contains(logs.String(), secret) {
-		t.Error("the runtime's log shows the credential")
-	}
-	err = filepath.WalkDir(p.Dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || !e.Type().IsRegular() {
-			return err
+		if err := EnsureSettings(h, "family", hu, hg); err != nil {
+			t.Fatal(err)
 		}
-		data, err := os.ReadFile(path)
+		e.share(t, p.Dir)
+		stderr := &stderrLines{}
+		spec := Spec{
+			Name:     uniqueName(t),
+			Image:    testimage.DefaultTag,
+			Group:    "family",
+			Instance: "test-" + uniqueName(t),
+			User:     UserSpec(uid, gid),
+			Mounts:   Mounts(p, "family", false, nil),
+			Env:      []string{"TZ=UTC"},
+			Input: ipc.RunInput{
+				Prompt: message("hello there"), Group: "family", Chat: "local:family",
+				AssistantName: "Andy", Timezone: "UTC",
+			},
+			Forbidden: []string{secret},
+			Limits:    e.limits(t, Limits{MemoryBytes: 512 << 20, Pids: 256}),
+			Stderr:    stderr.add,
+		}
+		run := start(t, d, spec)
+		var events []ipc.Event
+
+		first := nextResult(t, run, time.Minute)
+		events = append(events, first)
+		if first.Text != "echo: hello there" || first.IsError {
+			t.Fatalf("first result %+v; want \"echo: hello there\"", first)
+		}
+		ins, err := d.Client().ContainerInspect(ctx, run.ID(), client.ContainerInspectOptions{})
 		if err != nil {
-			return err
+			t.Fatalf("inspect: %v", err)
 		}
-		if bytes.Contains(data, []byte(secret)) {
-			t.Errorf("%s holds the credential", path)
+		if bytes.Contains(ins.Raw, []byte(secret)) {
+			t.Error("the inspected container holds the credential")
 		}
-		return nil
+
+		layout := ipc.Layout{Root: p.IPCDir("family")}
+		if _, err := ipctest.WriteInput(layout, message("and a follow-up")); err != nil {
+			t.Fatal(err)
+		}
+		second := nextResult(t, run, time.Minute)
+		events = append(events, second)
+		if second.Text != "echo: and a follow-up" || second.IsError {
+			t.Fatalf("second result %+v; want \"echo: and a follow-up\"", second)
+		}
+
+		if err := ipctest.WriteClose(layout); err != nil {
+			t.Fatal(err)
+		}
+		for ev := range run.Events() {
+			events = append(events, ev)
+		}
+		exit := waitExit(t, run, time.Minute)
+		if exit.Code != 0 || exit.Err != nil {
+			t.Errorf("exit %+v; want 0 after the close sentinel (stderr: %q)", exit, stderr.all())
+		}
+		assertGone(t, d, run.ID())
+
+		for _, ev := range events {
+			if strings.Contains(ev.Text+ev.Message+ev.SessionID, secret) {
+				t.Errorf("event %+v shows the credential", ev)
+			}
+		}
+		for _, l := range stderr.all() {
+			if strings.Contains(l, secret) {
+				t.Errorf("stderr line %q shows the credential", l)
+			}
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Error("the runtime's log shows the credential")
+		}
+		err = filepath.WalkDir(p.Dir, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s holds the credential", path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -2,6 +2,7 @@ package container
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -105,6 +106,13 @@ type fakeEngine struct {
 	stopped  int
 	hangStop bool          // stop and remove hang
 	cut      chan struct{} // closing it breaks the wait and attach streams
+	// podman: the engine says it is rootless Podman 4.3.1 on cgroup v1,
+	// and shows every container without resource limits.
+	podman bool
+	waits  []string // the wait conditions asked
+	// refuseAttach, when set, is the reason every attach is refused with
+	// 409 Conflict, in the body.
+	refuseAttach string
 }
 
 func startFakeEngine(t *testing.T, hang string) *fakeEngine {
@@ -137,6 +145,31 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 			}
 			return
 		}
+		switch {
+		case strings.HasSuffix(p, "/version"):
+			w.Header().Set("Content-Type", "application/json")
+			if f.podman {
+				w.Write([]byte(`{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"}]}`))
+			} else {
+				w.Write([]byte(`{"Version":"28.0.0","ApiVersion":"1.48","Components":[{"Name":"Engine","Version":"28.0.0"}]}`))
+			}
+			return
+		case strings.HasSuffix(p, "/libpod/info"):
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"host":{"cgroupVersion":"v1","cgroupControllers":[],"security":{"rootless":true},
+				"idMappings":{"uidmap":[{"container_id":0,"host_id":999,"size":1},{"container_id":1,"host_id":400000,"size":65536}],
+				"gidmap":[{"container_id":0,"host_id":995,"size":1},{"container_id":1,"host_id":400000,"size":65536}]}}}`))
+			return
+		case strings.HasSuffix(p, "/json") && r.Method == http.MethodGet:
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"Id":"0123456789abcdef0123456789abcdef","State":{"Status":"created"},"HostConfig":{"Memory":0,"NanoCpus":0,"PidsLimit":0}}`))
+			return
+		}
+		if kind == "wait" {
+			f.mu.Lock()
+			f.waits = append(f.waits, r.URL.Query().Get("condition"))
+			f.mu.Unlock()
+		}
 		switch kind {
 		case "create":
 			w.Header().Set("Content-Type", "application/json")
@@ -157,6 +190,12 @@ func startFakeEngine(t *testing.T, hang string) *fakeEngine {
 			case <-r.Context().Done():
 			}
 		case "attach":
+			if f.refuseAttach != "" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusConflict)
+				json.NewEncoder(w).Encode(map[string]any{"cause": "no such file or directory", "message": f.refuseAttach, "response": 409})
+				return
+			}
 			conn, buf, err := w.(http.Hijacker).Hijack()
 			if err != nil {
 				return

@@ -64,7 +64,9 @@ func UserSpec(uid, gid int) string { return fmt.Sprintf("%d:%d", uid, gid) }
 // agent replaced by a symlink, file or fifo is moved aside and recreated as
 // a real directory (a home incident). When the daemon runs as root it hands
 // the directories the container writes to — and everything already in them —
-// to uid:gid, so the non-root container user can write its files; each
+// to uid:gid (host ids), so the non-root container user can write its files;
+// a daemon that is not root grants uid the same by ACL (home.Tree.Grant),
+// unless uid is its own; each
 // entry's own owner is changed, never a link's target nor a file with
 // another link (home.Tree.Chown), once per tree for the daemon's life. The
 // global memory is handed over for the main group only, the one container
@@ -110,14 +112,21 @@ func PrepareGroupDirs(h *home.Home, folder string, isMain bool, uid, gid int) er
 		}
 		t.Close()
 	}
-	if os.Geteuid() != 0 {
-		return nil
+	give := (*home.Tree).Chown
+	switch {
+	case os.Geteuid() == 0:
+	case uid == os.Geteuid():
+		return nil // the agent runs as the daemon: its trees are its own
+	default:
+		// A daemon that cannot give files away grants the agent's uid
+		// by ACL (docs/decisions.md, record 33).
+		give = (*home.Tree).Grant
 	}
 	for _, t := range trees {
 		if t == global && !isMain {
 			continue
 		}
-		if err := t.Chown(uid, gid); err != nil {
+		if err := give(t, uid, gid); err != nil {
 			return fmt.Errorf("prepare %s: %w", folder, err)
 		}
 	}

@@ -50,6 +50,15 @@ type SpecBuilder struct {
 	// UID and GID are the user containers run as (and own the group's
 	// directories when the daemon runs as root).
 	UID, GID int
+	// GroupUIDs, when set, gives each group's container a uid (and gid)
+	// of its own, which owns the group's directories, in place of UID and
+	// GID (a daemon running as root: it can give the directories away).
+	GroupUIDs *home.GroupUIDs
+	// UIDMap and GIDMap are the engine's id mappings (EngineInfo): the
+	// host ids that own the group's directories are UID and GID mapped
+	// through them (rootless Podman: the user's subordinate ids). Empty:
+	// the same ids.
+	UIDMap, GIDMap []IDMap
 	// Planted, when set, is told what was moved aside from a group that
 	// is not full (home.Home.Quarantine) before its container starts: the
 	// owner is to hear of it. It must not block for long.
@@ -75,6 +84,10 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 	if err := b.Prepare(g); err != nil {
 		return Spec{}, nil, fmt.Errorf("prepare group directories: %w", err)
 	}
+	uid, gid, err := b.user(folder)
+	if err != nil {
+		return Spec{}, nil, err
+	}
 	layout := b.Home.Layout()
 	if err := WriteManagedSettings(layout, folder, profile); err != nil {
 		return Spec{}, nil, err
@@ -85,7 +98,7 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 		Group:     folder,
 		Instance:  b.Instance,
 		Home:      HomeLabel(layout.Dir),
-		User:      UserSpec(b.UID, b.GID),
+		User:      UserSpec(uid, gid),
 		Mounts:    append(Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)), PolicyMount(layout, folder)),
 		Limits:    b.Limits,
 		Network:   b.Network,
@@ -130,10 +143,42 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	if err := b.installTemplate("global", b.Home.Global); err != nil {
 		return err
 	}
-	if err := EnsureSettings(b.Home, folder, b.UID, b.GID); err != nil {
+	uid, gid, err := b.hostIDs(folder)
+	if err != nil {
 		return err
 	}
-	return PrepareGroupDirs(b.Home, folder, g.IsMain, b.UID, b.GID)
+	if err := EnsureSettings(b.Home, folder, uid, gid); err != nil {
+		return err
+	}
+	return PrepareGroupDirs(b.Home, folder, g.IsMain, uid, gid)
+}
+
+// user is the uid and gid folder's container runs as: its own (GroupUIDs),
+// else UID and GID.
+func (b SpecBuilder) user(folder string) (uid, gid int, err error) {
+	if b.GroupUIDs == nil {
+		return b.UID, b.GID, nil
+	}
+	uid, err = b.GroupUIDs.UID(folder)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the uid of group %s: %w", folder, err)
+	}
+	return uid, uid, nil
+}
+
+// hostIDs are the host uid and gid of folder's container user (user,
+// through the engine's id mappings).
+func (b SpecBuilder) hostIDs(folder string) (uid, gid int, err error) {
+	cuid, cgid, err := b.user(folder)
+	if err != nil {
+		return 0, 0, err
+	}
+	uid, uok := HostID(b.UIDMap, cuid)
+	gid, gok := HostID(b.GIDMap, cgid)
+	if !uok || !gok {
+		return 0, 0, fmt.Errorf("the engine maps no host id to the container user %d:%d (its subordinate id range is too small)", cuid, cgid)
+	}
+	return uid, gid, nil
 }
 
 // quarantine moves aside what g's agent left where claude reads its

@@ -385,13 +385,24 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 		Timezone:      a.loc().String(),
 	}
 	out.ReportedCostToday = rules.RoundUSD(reported)
-	groups, err := a.Groups(ctx)
+	// Only a group with a budget can be paused by it: the others' costs
+	// are not looked up.
+	groups, err := a.DB.Groups.List(ctx)
 	if err != nil {
 		return Status{}, err
 	}
+	start, _ := rules.BudgetDay(now, a.loc())
 	for _, g := range groups {
-		if g.BudgetPaused {
-			out.BudgetPaused = append(out.BudgetPaused, g.Folder)
+		budget := g.ContainerConfig.BudgetDailyUSD
+		if budget <= 0 {
+			continue
+		}
+		cost, err := a.DB.Usage.GroupCostSince(ctx, g.Folder, start)
+		if err != nil {
+			return Status{}, err
+		}
+		if rules.OverBudget(budget, cost) {
+			out.BudgetPaused = append(out.BudgetPaused, string(g.Folder))
 		}
 	}
 	since := now.Add(-failureWindow)

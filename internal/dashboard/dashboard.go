@@ -102,10 +102,11 @@ type Dashboard struct {
 	mux       *http.ServeMux
 	// prefix is the path the dashboard answers under: Prefix, its secret,
 	// a slash.
-	prefix string
-	ln     net.Listener // the loopback TCP listener, nil when off
-	done   chan struct{}
-	costs  costHours // the cost plots' hours gone by (costcache.go)
+	prefix       string
+	ln           net.Listener // the loopback TCP listener, nil when off
+	done         chan struct{}
+	costs        costHours    // the cost plots' hours gone by (costcache.go)
+	messageHours messageHours // the overview's messages per hour (messagecache.go)
 }
 
 // ErrNotLoopback refuses a BRIDGED_DASHBOARD that is not a loopback address.

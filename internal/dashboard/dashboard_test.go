@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -651,5 +652,29 @@ func TestOverviewShowsChannels(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the overview has no %q", want)
 		}
+	}
+}
+
+// The overview's cost plot of many groups: the seven costliest each in a
+// colour of their own, costliest first, the others added up in one series
+// named for how many they are; a few groups are left as they are.
+func TestCostliestFoldsTheRest(t *testing.T) {
+	var ss []series
+	for i := range 10 {
+		ss = append(ss, series{Name: fmt.Sprintf("g%d", i), Values: []float64{float64(i), 1}})
+	}
+	got := costliest(ss, 7)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+	}
+	if want := []string{"g9", "g8", "g7", "g6", "g5", "g4", "g3", "3 other groups"}; !slices.Equal(names, want) {
+		t.Errorf("series = %v; want %v", names, want)
+	}
+	if rest := got[len(got)-1].Values; !slices.Equal(rest, []float64{0 + 1 + 2, 3}) {
+		t.Errorf("the others' values = %v; want [3 3]", rest)
+	}
+	if got := costliest(ss[:8], 7); len(got) != 8 || got[0].Name != "g0" {
+		t.Errorf("8 series folded to %d (first %s); want them as they are", len(got), got[0].Name)
 	}
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -480,8 +481,32 @@ func (d *Dashboard) costPlot(ctx context.Context, folder string) (template.HTML,
 		}
 		ss[k].Values[day] += c.CostUSD
 	}
-	return plot{Title: fmt.Sprintf("Cost per day (last %d days, USD)", costDays), Labels: labels, Series: ss, Unit: usdUnit,
+	return plot{Title: fmt.Sprintf("Cost per day (last %d days, USD)", costDays), Labels: labels, Series: costliest(ss, len(palette)-1), Unit: usdUnit,
 		Empty: "No cost metered in the last 14 days."}.svg(), nil
+}
+
+// costliest keeps the n series of the largest sums, costliest first, and
+// adds the others up into one ("12 other groups"): a plot of a thousand
+// groups stays a plot of n+1 colours, as cheap to draw as one of a few.
+func costliest(ss []series, n int) []series {
+	if len(ss) <= n+1 {
+		return ss
+	}
+	sum := func(s series) (t float64) {
+		for _, v := range s.Values {
+			t += v
+		}
+		return t
+	}
+	ss = slices.Clone(ss)
+	slices.SortStableFunc(ss, func(a, b series) int { return cmp.Compare(sum(b), sum(a)) })
+	rest := series{Name: fmt.Sprintf("%d other groups", len(ss)-n), Values: make([]float64, len(ss[0].Values))}
+	for _, s := range ss[n:] {
+		for i, v := range s.Values {
+			rest.Values[i] += v
+		}
+	}
+	return append(ss[:n:n], rest)
 }
 
 // latencyPlot is the time the last answered turns took (chat "": every
@@ -520,7 +545,13 @@ func latency(ls []store.TurnLatency, loc *time.Location) plot {
 func (d *Dashboard) messagesPlot(ctx context.Context, chat string) (template.HTML, error) {
 	end := d.opts.Now().Truncate(time.Hour)
 	first := end.Add(-23 * time.Hour)
-	hs, err := d.opts.Admin.DB.Messages.ByHour(ctx, store.ChatID(chat), first)
+	var hs []store.HourlyMessages
+	var err error
+	if chat == "" {
+		hs, err = d.messagesByHour(ctx, first)
+	} else {
+		hs, err = d.opts.Admin.DB.Messages.ByHour(ctx, store.ChatID(chat), first)
+	}
 	if err != nil {
 		return "", err
 	}

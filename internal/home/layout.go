@@ -155,7 +155,9 @@ func CheckFolder(folder string) error {
 
 // Prepare makes the owner-controlled levels of the home: the home itself,
 // store/ and data/ (owner only), data/ipc, data/sessions, data/logs,
-// data/outbox, data/uploads, data/policy, data/quarantine and groups/. They are made by path: no agent can reach them.
+// data/outbox, data/uploads, data/policy, data/quarantine and groups/
+// (GroupsDirMode, set again on a home made before). They are made by path:
+// no agent can reach them.
 func (l Layout) Prepare() error {
 	for _, d := range []struct {
 		path string
@@ -171,11 +173,22 @@ func (l Layout) Prepare() error {
 		{l.UploadsDir(), 0o700},
 		{filepath.Join(l.DataDir(), "policy"), 0o700},
 		{filepath.Join(l.DataDir(), "quarantine"), 0o700},
-		{l.GroupsDir(), 0o755},
+		{l.GroupsDir(), GroupsDirMode},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return fmt.Errorf("prepare home: %w", err)
 		}
 	}
+	// A home made before groups/ was only searchable.
+	if err := os.Chmod(l.GroupsDir(), GroupsDirMode); err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
 	return nil
 }
+
+// GroupsDirMode is groups/'s mode: the daemon's, searchable by everyone
+// else, so an agent reaches its own folder by name but can neither list
+// groups/ nor rename, replace or add anything in it, whatever its mounts:
+// the kernel refuses it (every agent runs as a uid that is not the
+// daemon's).
+const GroupsDirMode = 0o711

@@ -221,7 +221,14 @@ func (h *Home) openDir(parent int, parentRel, name, group string) (int, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENOENT):
-			err := unix.Mkdirat(parent, name, 0o755)
+			// Under a default ACL (a granted tree, Grant) the mode's group
+			// bits are the new directory's ACL mask: 0775 keeps the
+			// agent's grant whole (no umask applies there).
+			mode := uint32(0o755)
+			if hasDefaultACL(parent) {
+				mode = 0o775
+			}
+			err := unix.Mkdirat(parent, name, mode)
 			if err == nil {
 				err = inheritOwner(parent, name)
 			}

@@ -42,6 +42,7 @@ const walkBuf = 8 << 10
 type walkKey struct {
 	dev, ino uint64
 	uid, gid int
+	grant    bool
 }
 
 // walkLevel is one directory on the way from the tree's top down to the
@@ -60,6 +61,8 @@ type walkStats struct {
 	firstLinked      string // the first of them, relative to the home
 	otherFS          int    // entries on another file system, left alone
 	firstOtherFS     string
+	private          int // the agent's directories closed to the daemon (Grant), left alone
+	firstPrivate     string
 }
 
 // Chown gives the tree and everything in it to uid:gid (see the walk above:
@@ -69,12 +72,57 @@ type walkStats struct {
 // walked for uid:gid since the daemon started, whose top is still theirs, is
 // not walked again.
 func (t *Tree) Chown(uid, gid int) error {
+	return t.run(walkOp{uid: uid, gid: gid})
+}
+
+// Grant gives uid (and gid) the owner's rights on the tree and everything in
+// it with POSIX ACLs, for a daemon that cannot give files away (not root):
+// the daemon keeps owning what it made, and each directory's default ACL
+// grants both uid and the daemon what the owner has on what is made in it
+// later, whoever makes it. Entries the daemon does not own (the agent's,
+// which inherited the grant) are left alone; otherwise the walk is
+// Chown's: no link followed, no other file system entered, no file with
+// more than one link changed, once per tree and uid for the daemon's life.
+func (t *Tree) Grant(uid, gid int) error {
+	return t.run(walkOp{uid: uid, gid: gid, grant: true, self: os.Geteuid()})
+}
+
+// walkOp is what the walk does to each entry: give it to uid:gid (chown),
+// or grant them it by ACL (grant).
+type walkOp struct {
+	uid, gid int
+	grant    bool
+	self     int // the daemon's uid (grant)
+}
+
+// done reports whether the entry needs nothing.
+func (op walkOp) done(st *unix.Stat_t) bool {
+	if op.grant {
+		return int(st.Uid) != op.self
+	}
+	return int(st.Uid) == op.uid && int(st.Gid) == op.gid
+}
+
+// apply changes the entry open at fd (a directory, or an O_PATH
+// descriptor of anything else).
+func (op walkOp) apply(fd int, st *unix.Stat_t) error {
+	if !op.grant {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return unix.Fchown(fd, op.uid, op.gid)
+		}
+		return unix.Fchownat(fd, "", op.uid, op.gid, unix.AT_EMPTY_PATH)
+	}
+	return grantACL(fd, st, op.uid, op.gid, op.self)
+}
+
+func (t *Tree) run(op walkOp) error {
+	uid, gid := op.uid, op.gid
 	var st unix.Stat_t
 	if err := unix.Fstat(t.fd, &st); err != nil {
 		return t.pathErr("chown", ".", err)
 	}
-	key := walkKey{dev: st.Dev, ino: st.Ino, uid: uid, gid: gid}
-	owned := int(st.Uid) == uid && int(st.Gid) == gid
+	key := walkKey{dev: st.Dev, ino: st.Ino, uid: uid, gid: gid, grant: op.grant}
+	owned := op.grant || int(st.Uid) == uid && int(st.Gid) == gid
 	t.h.mu.Lock()
 	_, done := t.h.walked[key]
 	t.h.mu.Unlock()
@@ -82,7 +130,7 @@ func (t *Tree) Chown(uid, gid int) error {
 		return nil
 	}
 	start := time.Now()
-	stats, err := t.walk(uid, gid)
+	stats, err := t.walk(op)
 	if err != nil {
 		return err
 	}
@@ -93,6 +141,7 @@ func (t *Tree) Chown(uid, gid int) error {
 	log.Str("group", t.group).Str("tree", t.rel).Int("entries", stats.entries).Int("changed", stats.changed).
 		Int("linked_skipped", stats.linked).Str("first_linked", stats.firstLinked).
 		Int("other_fs_skipped", stats.otherFS).Str("first_other_fs", stats.firstOtherFS).
+		Int("private_skipped", stats.private).Str("first_private", stats.firstPrivate).
 		Dur("took", time.Since(start)).
 		Msg("ownership walk: tree given to the container user; files with more than one link and other file systems left alone")
 	t.h.mu.Lock()
@@ -106,7 +155,7 @@ func (t *Tree) Chown(uid, gid int) error {
 
 // walk changes the owner of the tree's entries depth first, one directory
 // at a time (see the package's walk notes above).
-func (t *Tree) walk(uid, gid int) (walkStats, error) {
+func (t *Tree) walk(op walkOp) (walkStats, error) {
 	var stats walkStats
 	// A descriptor of its own (not a dup, which would share the read
 	// offset with the tree's).
@@ -120,8 +169,8 @@ func (t *Tree) walk(uid, gid int) (walkStats, error) {
 		return stats, t.pathErr("chown", ".", err)
 	}
 	stats.entries++
-	if int(top.Uid) != uid || int(top.Gid) != gid {
-		if err := unix.Fchown(fd, uid, gid); err != nil {
+	if !op.done(&top) {
+		if err := op.apply(fd, &top); err != nil {
 			return stats, t.pathErr("chown", ".", err)
 		}
 		stats.changed++
@@ -191,7 +240,7 @@ func (t *Tree) walk(uid, gid int) (walkStats, error) {
 			if name == "." || name == ".." || name == "" {
 				continue
 			}
-			child, ino, err := t.chownEntry(fd, name, dev, uid, gid, &stats, rel)
+			child, ino, err := t.chownEntry(fd, name, dev, op, &stats, rel)
 			if err != nil {
 				return stats, err
 			}
@@ -212,7 +261,7 @@ func (t *Tree) walk(uid, gid int) (walkStats, error) {
 // device, or is a non-directory with more than one link. For a directory
 // on the tree's device it returns an open descriptor of it, for the walk
 // to enter, and its inode; otherwise -1.
-func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats *walkStats, rel func(string) string) (int, uint64, error) {
+func (t *Tree) chownEntry(dir int, name string, dev uint64, op walkOp, stats *walkStats, rel func(string) string) (int, uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -221,7 +270,7 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 		return -1, 0, t.pathErr("chown", rel(name), err)
 	}
 	stats.entries++
-	owned := int(st.Uid) == uid && int(st.Gid) == gid
+	owned := op.done(&st)
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	if !isDir && owned {
 		return -1, 0, nil
@@ -238,6 +287,15 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			return -1, 0, nil
 		}
+		// A directory the agent made and closed to everyone else: its own,
+		// which its grant (inherited when it was made) already covers.
+		if op.grant && owned && errors.Is(err, unix.EACCES) {
+			if stats.private == 0 {
+				stats.firstPrivate = rel(name)
+			}
+			stats.private++
+			return -1, 0, nil
+		}
 		return -1, 0, t.pathErr("chown", rel(name), err)
 	}
 	// From here on, the descriptor is the truth: the name may point
@@ -246,7 +304,7 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 		unix.Close(fd)
 		return -1, 0, t.pathErr("chown", rel(name), err)
 	}
-	owned = int(st.Uid) == uid && int(st.Gid) == gid
+	owned = op.done(&st)
 	isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	switch {
 	case st.Dev != dev:
@@ -265,7 +323,7 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 		stats.linked++
 	case isDir:
 		if !owned {
-			if err := unix.Fchown(fd, uid, gid); err != nil {
+			if err := op.apply(fd, &st); err != nil {
 				unix.Close(fd)
 				return -1, 0, t.pathErr("chown", rel(name), err)
 			}
@@ -275,7 +333,7 @@ func (t *Tree) chownEntry(dir int, name string, dev uint64, uid, gid int, stats 
 	default:
 		// The entry itself, whatever it is (a symlink included): the
 		// descriptor was opened without following anything.
-		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := op.apply(fd, &st); err != nil && !errors.Is(err, unix.ENOENT) {
 			unix.Close(fd)
 			return -1, 0, t.pathErr("chown", rel(name), err)
 		}

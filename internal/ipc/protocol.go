@@ -46,6 +46,11 @@ const (
 	// APIAuthOAuth or APIAuthNone. The runner gives claude a placeholder of
 	// the same kind.
 	EnvAPIAuth = "BRIDGED_AGENT_API_AUTH"
+	// EnvNoFile is the runner's open-file limit: it lowers its own
+	// RLIMIT_NOFILE (soft and hard) to it before anything else runs, so the
+	// limit holds where the engine drops the container's nofile ulimit
+	// (rootless Podman before 5.5).
+	EnvNoFile = "BRIDGED_AGENT_NOFILE"
 )
 
 // Values of EnvAPIAuth.

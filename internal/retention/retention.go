@@ -21,12 +21,16 @@
 // retention, the transcripts of the session each group resumes next aside.
 //
 // A pass runs a minute after the daemon starts and then every hour. It
-// deletes in small batches (Batch rows of each kind per write transaction)
-// with a pause between them, so the router and the outbox sender, which
-// share the one writer connection, never wait long behind it. Each batch
-// finds its rows through indexes, so it takes the same few milliseconds
-// however much is left; a pass of many batches (the first after an upgrade
-// or a shorter retention) logs that it started and its progress. A retention of
+// deletes in small batches (at most Batch rows of each kind per write
+// transaction) with a pause between them, so the router and the outbox
+// sender, which share the one writer connection, never wait long behind
+// it. Each batch finds its rows through indexes, so it costs what its rows
+// cost however much is left; its size follows the time it held the writer
+// (Hold): a pass starts small, halves the batch after one that held the
+// writer longer than Hold and doubles it (up to Batch) after one under half
+// of it, so a cold cache or a loaded machine makes batches smaller rather
+// than longer. A pass of many batches (the first after an upgrade or a
+// shorter retention) logs that it started and its progress. A retention of
 // 0 keeps every row (and the files of local chats). The database file does not shrink: SQLite reuses the
 // freed pages, so it stops growing.
 package retention
@@ -47,8 +51,13 @@ const (
 	DefaultEvery = time.Hour
 	// A batch of 100 rows of each kind holds the writer for a few ms (its
 	// rows are found through indexes, so at any store size); the pause
-	// leaves the writer free most of the time meanwhile.
+	// leaves the writer free most of the time meanwhile. DefaultBatch is
+	// the most; a pass starts at FirstBatch and sizes each batch by the
+	// time the one before held the writer against DefaultHold (see
+	// batchSize).
 	DefaultBatch = 100
+	FirstBatch   = 10
+	DefaultHold  = 10 * time.Millisecond
 	DefaultPause = 50 * time.Millisecond
 	// ProgressEvery is how often a pass that takes many batches logs how
 	// far it got.
@@ -58,8 +67,18 @@ const (
 // Store is the database part the pruner uses (store.DB).
 type Store interface {
 	// Prune removes at most limit rows of each kind older than before, in
-	// one write transaction; it blocks until done or ctx ends.
+	// one write transaction, and says how long it held the writer
+	// (Pruned.Held); it blocks until done or ctx ends.
 	Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error)
+}
+
+// Checkpointer is a Store that can copy its write-ahead log into the
+// database without holding the writer (store.DB.Checkpoint); a pass that
+// has it checkpoints after each batch, so no commit of the router's or
+// the outbox's finds a long log to copy while others wait for the writer.
+type Checkpointer interface {
+	// Checkpoint blocks until done or ctx ends.
+	Checkpoint(ctx context.Context) error
 }
 
 // Files is the spool of files sent with messages (home.Spool).
@@ -133,10 +152,12 @@ type Pruner struct {
 	Now       func() time.Time
 	Log       zerolog.Logger
 	// First is the delay before the first pass, Every the time between
-	// passes, Batch the rows of each kind per transaction, Pause the wait
-	// between transactions. Zero values take the defaults.
+	// passes, Batch the most rows of each kind per transaction, Hold the
+	// time a batch aims to hold the writer at most, Pause the wait between
+	// transactions. Zero values take the defaults.
 	First, Every time.Duration
 	Batch        int
+	Hold         time.Duration
 	Pause        time.Duration
 }
 
@@ -153,8 +174,38 @@ func (p *Pruner) defaults() {
 	if p.Batch == 0 {
 		p.Batch = DefaultBatch
 	}
+	if p.Hold == 0 {
+		p.Hold = DefaultHold
+	}
 	if p.Pause == 0 {
 		p.Pause = DefaultPause
+	}
+}
+
+// batchSize is the rows of each kind a pass's next batch takes: FirstBatch
+// (or max, when smaller) at first; half as many (at least 1) after a batch
+// that held the writer longer than hold; twice as many (at most max) after
+// one that held it less than half of hold, so the doubled batch, costing
+// about twice as much, stays under hold. A batch costs what its rows cost
+// (they are found through indexes), so the size settles where a batch
+// holds the writer between hold/2 and hold, smaller while the cache is cold
+// or the machine loaded.
+type batchSize struct {
+	n, max int
+	hold   time.Duration
+}
+
+func newBatchSize(most int, hold time.Duration) batchSize {
+	return batchSize{n: min(FirstBatch, most), max: most, hold: hold}
+}
+
+// after sizes the next batch by the time the last one held the writer.
+func (b *batchSize) after(held time.Duration) {
+	switch {
+	case held > b.hold:
+		b.n = max(1, b.n/2)
+	case held < b.hold/2:
+		b.n = min(b.max, b.n*2)
 	}
 }
 
@@ -205,31 +256,38 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 	log := p.Log.With().Str("component", "retention").Logger()
 	var batches int
 	var longest time.Duration
+	size := newBatchSize(p.Batch, p.Hold)
 	started, said := time.Now(), time.Now()
 	for {
-		t0 := time.Now()
-		n, err := p.DB.Prune(ctx, before, p.Batch)
+		limit := size.n
+		n, err := p.DB.Prune(ctx, before, limit)
 		if err != nil {
 			return total, err
 		}
-		longest = max(longest, time.Since(t0))
+		longest = max(longest, n.Held)
+		size.after(n.Held)
 		batches++
 		total = total.Add(n)
-		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < p.Batch {
+		if max(n.Messages, n.Outbox, n.TaskRuns, n.Usage) < limit {
 			if batches > 1 {
 				log.Info().Int("batches", batches).Int("rows", total.Total()).Dur("took", time.Since(started)).
 					Dur("longest_batch", longest).Msg("pruned a backlog of old rows")
 			}
 			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now), p.pruneChanges(ctx, before))
 		}
+		if c, ok := p.DB.(Checkpointer); ok {
+			if err := c.Checkpoint(ctx); err != nil {
+				return total, err
+			}
+		}
 		// A large prune (the first after an upgrade, or a shorter
 		// retention) says so, then how far it got every ProgressEvery.
 		if batches == 1 {
-			log.Info().Int("batch", p.Batch).Dur("pause", p.Pause).Msg("pruning a backlog of old rows in batches")
+			log.Info().Int("most_rows", p.Batch).Dur("hold", p.Hold).Dur("pause", p.Pause).Msg("pruning a backlog of old rows in batches")
 		} else if time.Since(said) >= ProgressEvery {
 			said = time.Now()
 			log.Info().Int("batches", batches).Int("messages", total.Messages).Int("outbox", total.Outbox).
-				Int("task_runs", total.TaskRuns).Int("usage", total.Usage).Dur("longest_batch", longest).Msg("pruning old rows: progress")
+				Int("task_runs", total.TaskRuns).Int("usage", total.Usage).Int("batch", size.n).Dur("longest_batch", longest).Msg("pruning old rows: progress")
 		}
 		t := time.NewTimer(p.Pause)
 		select {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,8 +54,13 @@ func TestPassPrunesOldAnsweredMessages(t *testing.T) {
 	if err != nil || n.Messages != 1200 {
 		t.Fatalf("Pass = %+v, %v; want 1200 messages", n, err)
 	}
-	if want := 1200/DefaultBatch + 1; len(prunes) != want || prunes[0].Messages != DefaultBatch {
-		t.Errorf("batches = %+v; want %d of at most %d", prunes, want, DefaultBatch)
+	if len(prunes) < 1200/DefaultBatch+1 || prunes[0].Messages != FirstBatch {
+		t.Errorf("batches = %+v; want the first of %d, none over %d", prunes, FirstBatch, DefaultBatch)
+	}
+	for _, b := range prunes {
+		if b.Messages > DefaultBatch {
+			t.Errorf("a batch of %d messages; want at most %d", b.Messages, DefaultBatch)
+		}
 	}
 	left, _ := db.Messages.After(ctx, "local:main", 0, 0)
 	if len(left) != 10 {
@@ -109,7 +115,7 @@ func (f *fakeStore) snapshot() []call {
 func TestRunSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		f := &fakeStore{left: 2*DefaultBatch + DefaultBatch/5}
+		f := &fakeStore{left: 3*FirstBatch + FirstBatch/2}
 		p := &Pruner{DB: f, Keep: 48 * time.Hour, Log: zerolog.Nop()}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -118,8 +124,9 @@ func TestRunSchedule(t *testing.T) {
 		time.Sleep(2*time.Hour + 2*time.Minute)
 		synctest.Wait()
 		calls := f.snapshot()
-		// First pass: two full batches and a fifth of one, with pauses;
-		// then one call an hour.
+		// First pass: two full batches (the first, then twice as many:
+		// the fake holds the writer no time) and half of the first, with
+		// pauses; then one call an hour.
 		offsets := []time.Duration{time.Minute, time.Minute + DefaultPause, time.Minute + 2*DefaultPause,
 			time.Hour + time.Minute + 2*DefaultPause, 2*time.Hour + time.Minute + 2*DefaultPause}
 		if len(calls) != len(offsets) {
@@ -148,6 +155,83 @@ func TestRunSchedule(t *testing.T) {
 			t.Errorf("retention 0: Run = %v with %d prunes; want nil and none", err, len(off.snapshot()))
 		}
 	})
+}
+
+// heldStore has rows left to prune; each batch holds the writer for the
+// time perRow says a row costs at that batch (the store's clock, scripted),
+// and it records the limit each batch was asked with.
+type heldStore struct {
+	left   int
+	perRow func(batch int) time.Duration
+	limits []int
+	held   []time.Duration
+}
+
+func (h *heldStore) Prune(_ context.Context, _ time.Time, limit int) (store.Pruned, error) {
+	n := min(h.left, limit)
+	h.left -= n
+	held := time.Duration(n) * h.perRow(len(h.limits))
+	h.limits, h.held = append(h.limits, limit), append(h.held, held)
+	return store.Pruned{Outbox: n, Held: held}, nil
+}
+
+// A pass sizes each batch by the time the one before held the writer: it
+// starts at FirstBatch, halves after a batch over Hold (a cold cache, a
+// loaded machine), doubles after one under half of Hold, never over Batch;
+// so after the first batch at a new cost a batch holds the writer at most
+// Hold.
+func TestPassSizesBatchesByHold(t *testing.T) {
+	const ms = time.Millisecond
+	// A row costs 2 ms for the first 3 batches (pages read cold), then
+	// 40 µs, then 200 µs from batch 12 on (a loaded machine).
+	h := &heldStore{left: 2000, perRow: func(i int) time.Duration {
+		switch {
+		case i < 3:
+			return 2 * ms
+		case i < 12:
+			return 40 * time.Microsecond
+		}
+		return 200 * time.Microsecond
+	}}
+	p := &Pruner{DB: h, Keep: 48 * time.Hour, Pause: time.Nanosecond, Log: zerolog.Nop()}
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 10 rows held 20 ms (> 10): halve; 5 rows 10 ms (not over, not under
+	// 5): keep; then 40 µs a row: double up to the most; at 200 µs a row
+	// 100 rows hold 20 ms: halve to 50 (10 ms), which stays.
+	want := []int{10, 5, 5, 5, 10, 20, 40, 80, 100, 100, 100, 100, 100, 50, 50, 50}
+	if len(h.limits) < len(want) || !slices.Equal(h.limits[:len(want)], want) {
+		t.Errorf("batch limits = %v; want %v…", h.limits, want)
+	}
+	for i, d := range h.held {
+		if d > DefaultHold && i != 0 && i != 12 {
+			t.Errorf("batch %d held the writer %s; want at most %s after the first at a new cost", i, d, DefaultHold)
+		}
+	}
+}
+
+// The rule alone: over hold halves, under half of it doubles, in between
+// keeps; never under 1 nor over the most.
+func TestBatchSizeAfter(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		n    int
+		held time.Duration
+		want int
+	}{
+		{10, 11 * ms, 5}, {10, 10 * ms, 10}, {10, 5 * ms, 10}, {10, 4999 * time.Microsecond, 20},
+		{1, 50 * ms, 1}, {80, 0, 100}, {100, 1 * ms, 100}, {100, 40 * ms, 50},
+	} {
+		b := batchSize{n: c.n, max: 100, hold: 10 * ms}
+		b.after(c.held)
+		if b.n != c.want {
+			t.Errorf("%d rows after %s: next %d; want %d", c.n, c.held, b.n, c.want)
+		}
+	}
+	if b := newBatchSize(4, DefaultHold); b.n != 4 {
+		t.Errorf("first batch with a most of 4: %d; want 4", b.n)
+	}
 }
 
 // The spooled copies of files sent with messages go once they are older
@@ -436,5 +520,36 @@ func TestPassPrunesChangesAtTheRetention(t *testing.T) {
 	p.Keep = 0
 	if _, err := p.Pass(context.Background()); err != nil || len(ch.befores) != 1 {
 		t.Fatalf("retention 0: pruned %v, %v; want nothing", ch.befores, err)
+	}
+}
+
+// checkpointStore is a heldStore that can checkpoint: it records, in one
+// list, each batch ("b") and each checkpoint ("c").
+type checkpointStore struct {
+	heldStore
+	log []string
+}
+
+func (c *checkpointStore) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
+	c.log = append(c.log, "b")
+	return c.heldStore.Prune(ctx, before, limit)
+}
+
+func (c *checkpointStore) Checkpoint(context.Context) error {
+	c.log = append(c.log, "c")
+	return nil
+}
+
+// A store that can checkpoint is checkpointed after each batch but the
+// last, so no commit of a batch finds a long write-ahead log to copy.
+func TestPassCheckpointsBetweenBatches(t *testing.T) {
+	c := &checkpointStore{heldStore: heldStore{left: 25, perRow: func(int) time.Duration { return 0 }}}
+	p := &Pruner{DB: c, Keep: 48 * time.Hour, Pause: time.Nanosecond, Log: zerolog.Nop()}
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 10, then 15 of 20: two batches.
+	if got := strings.Join(c.log, ""); got != "bcb" {
+		t.Errorf("batches and checkpoints = %q; want \"bcb\"", got)
 	}
 }

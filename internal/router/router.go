@@ -80,6 +80,11 @@ type Config struct {
 	// ContainerUID and ContainerGID are the user containers run as (and
 	// own the group's directories when the daemon runs as root). Never 0.
 	ContainerUID, ContainerGID int
+	// GroupUIDs, when set, gives each group's container a uid of its own
+	// in place of ContainerUID and ContainerGID (container.SpecBuilder).
+	GroupUIDs *home.GroupUIDs
+	// UIDMap and GIDMap are the engine's id mappings (rootless Podman).
+	UIDMap, GIDMap []container.IDMap
 
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
@@ -245,7 +250,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		Specs: container.SpecBuilder{
 			Home: cfg.Home, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Image: cfg.Image, Instance: cfg.Instance,
 			Limits: cfg.Limits, Allowlist: cfg.Allowlist, Secrets: cfg.Secrets, APIProxy: cfg.APIProxy, Network: cfg.Network,
-			UID: cfg.ContainerUID, GID: cfg.ContainerGID, Planted: r.planted,
+			UID: cfg.ContainerUID, GID: cfg.ContainerGID, GroupUIDs: cfg.GroupUIDs, UIDMap: cfg.UIDMap, GIDMap: cfg.GIDMap,
+			Planted: r.planted,
 		},
 	})
 	// The queue's handlers are the runs' own: they pipe, start and end

@@ -132,3 +132,46 @@ func (q *MessageQuery) ByHour(ctx context.Context, chat ChatID, since time.Time)
 	}
 	return out, rows.Err()
 }
+
+// ByHourAfter counts, by hour, the messages of every registered group's
+// chat sent since since and stored after the message after (0: every
+// one), and returns the newest message id it counted up to: a caller that
+// keeps the counts asks next time only for what was stored since, reading
+// those rows alone (a range of ids), whatever the store's size.
+func (q *MessageQuery) ByHourAfter(ctx context.Context, after MessageID, since time.Time) ([]HourlyMessages, MessageID, error) {
+	var out []HourlyMessages
+	var last MessageID
+	err := q.db.readTx(ctx, func(tx querier) error {
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM messages`).Scan(&last); err != nil {
+			return err
+		}
+		// The first time, each chat's span from the index; then the rows
+		// stored since, by id.
+		query := `SELECT m.sent_at / 3600000 AS h, SUM(m.is_bot = 0), SUM(m.is_bot = 1)
+			FROM registered_groups g CROSS JOIN messages m INDEXED BY messages_chat_sent ON m.chat = g.chat AND m.sent_at >= ?
+			WHERE m.id > ? AND m.id <= ? GROUP BY h ORDER BY h`
+		if after > 0 {
+			query = `SELECT sent_at / 3600000 AS h, SUM(is_bot = 0), SUM(is_bot = 1) FROM messages
+				WHERE sent_at >= ? AND id > ? AND id <= ? AND chat IN (SELECT chat FROM registered_groups) GROUP BY h ORDER BY h`
+		}
+		rows, err := tx.QueryContext(ctx, query, toMS(since), after, last)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m HourlyMessages
+			var h int64
+			if err := rows.Scan(&h, &m.In, &m.Out); err != nil {
+				return err
+			}
+			m.Hour = fromMS(h * 3600000)
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("messages by hour after %d: %w", after, err)
+	}
+	return out, last, nil
+}

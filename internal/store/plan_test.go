@@ -415,6 +415,10 @@ func TestPagesUseIndexes(t *testing.T) {
 		_, err = db.Turns.Latencies(ctx, chat, day, 60)
 		must(err)
 	}
+	_, last, err := db.Messages.ByHourAfter(ctx, 0, day)
+	must(err)
+	_, _, err = db.Messages.ByHourAfter(ctx, last-1, day)
+	must(err)
 	_, err = db.Usage.CostByHour(ctx, day)
 	must(err)
 	_, err = db.Messages.Recent(ctx, "g@g.us", 50)

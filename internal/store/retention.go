@@ -12,6 +12,9 @@ type Pruned struct {
 	Outbox   int // sent or failed, never pending
 	TaskRuns int // finished, never running
 	Usage    int // folded into usage_daily (the CLI's rows) or api_usage_daily (the ledger's) first
+	// Held is how long the batch held the writer: from the start of its
+	// transaction to its commit (summed by Add).
+	Held time.Duration
 }
 
 // Total is the number of rows removed.
@@ -19,7 +22,7 @@ func (p Pruned) Total() int { return p.Messages + p.Outbox + p.TaskRuns + p.Usag
 
 // Add sums two counts.
 func (p Pruned) Add(q Pruned) Pruned {
-	return Pruned{p.Messages + q.Messages, p.Outbox + q.Outbox, p.TaskRuns + q.TaskRuns, p.Usage + q.Usage}
+	return Pruned{p.Messages + q.Messages, p.Outbox + q.Outbox, p.TaskRuns + q.TaskRuns, p.Usage + q.Usage, p.Held + q.Held}
 }
 
 // Prune removes at most limit rows of each kind older than before, in one
@@ -41,11 +44,15 @@ func (p Pruned) Add(q Pruned) Pruned {
 //   - what a message's story is told from: turn ends and the budget's
 //     decisions made before before.
 //
-// Sessions, cursors, groups, tasks and chats are never pruned.
+// Sessions, cursors, groups, tasks and chats are never pruned. Pruned.Held
+// says how long the batch held the writer (the wait for it left out), so a
+// caller can size the next batch by it.
 func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, error) {
 	var p Pruned
 	cut := toMS(before)
+	var began time.Time
 	err := db.Tx(ctx, func(tx *Tx) error {
+		began = time.Now()
 		q := tx.stx
 		// Each batch is found through indexes and reads about the rows it
 		// removes: a chat's oldest messages first (by time), never sorted
@@ -148,6 +155,7 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 	if err != nil {
 		return Pruned{}, err
 	}
+	p.Held = time.Since(began)
 	// A pruned row may have been in a cached total.
 	db.spent.forget()
 	return p, nil
@@ -190,6 +198,22 @@ func (q *UsageQuery) ByDay(ctx context.Context) ([]DailyUsage, error) {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
 	return out, nil
+}
+
+// Checkpoint copies what the write-ahead log holds into the database, on a
+// reading connection and without waiting for readers (SQLite's passive
+// checkpoint), and blocks until done or ctx ends. SQLite checkpoints the
+// log itself at the commit that makes it 1,000 pages long, on the one
+// writer connection, which everything that writes then waits behind: a
+// caller that writes many pages (a prune) checkpoints between its batches,
+// so no commit finds the log that long, and a checkpoint never holds the
+// writer.
+func (db *DB) Checkpoint(ctx context.Context) error {
+	var busy, logged, done int
+	if err := db.read.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
 }
 
 // Size is the database's size in bytes (its pages, free ones included; the

@@ -1,10 +1,16 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -77,12 +83,6 @@ func quantile(d []time.Duration, q float64) time.Duration {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// pathTimes runs messagePath n times in the big chat.
-func pathTimes(tb testing.TB, db *store.DB, n int) []time.Duration {
-	wall, _ := pathCPU(tb, db, n)
-	return wall
-}
-
 // pathCPU runs messagePath n times in the big chat: the time each took,
 // and its CPU.
 func pathCPU(tb testing.TB, db *store.DB, n int) (wall, cpu []time.Duration) {
@@ -120,99 +120,225 @@ func BenchmarkScaleMessagePath(b *testing.B) {
 	}
 }
 
-// BenchmarkScalePrune: a first prune of 97 % of the large store, in batches
-// of rows of each kind as the retention pass takes them: each batch's
-// time (how long it holds the writer) at the start and at the end, the
-// longest, and the message path's p95 while a paced prune (the retention's
-// pause between batches) runs against its p95 without one.
+// prunes is a retention pass's way to the store in BenchmarkScalePrune: it
+// records each batch (its limit, the time it held the writer, the CPU the
+// call took on its thread: SQLite's work, apart from the machine's load),
+// and gate, held by the benchmark, keeps the next batch from starting.
+type prunes struct {
+	db   *store.DB
+	wal  string // the write-ahead log: a batch after a checkpoint restarts it
+	gate sync.Mutex
+	mu   sync.Mutex
+	runs []pruneRun
+	// checkpoints is the CPU of each checkpoint the pass ran between
+	// batches, on a reading connection.
+	checkpoints  []time.Duration
+	checkpointed bool // since the last batch: a new log round is its doing
+}
+
+type pruneRun struct {
+	limit, rows int
+	held, cpu   time.Duration
+	// checkpoint: the batch's commit ran SQLite's automatic checkpoint
+	// (the next write restarted the log).
+	checkpoint bool
+}
+
+// walRound is the write-ahead log header's checkpoint sequence number:
+// each write after a checkpoint that emptied the log adds one.
+func walRound(path string) uint32 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var h [16]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(h[12:])
+}
+
+func (p *prunes) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
+	p.gate.Lock()
+	defer p.gate.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ru0, ru1 syscall.Rusage
+	round := walRound(p.wal)
+	_ = syscall.Getrusage(1, &ru0) // RUSAGE_THREAD
+	n, err := p.db.Prune(ctx, before, limit)
+	_ = syscall.Getrusage(1, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	if err == nil {
+		p.mu.Lock()
+		if k := len(p.runs) - 1; k >= 0 && walRound(p.wal) != round && !p.checkpointed {
+			p.runs[k].checkpoint = true
+		}
+		p.checkpointed = false
+		p.runs = append(p.runs, pruneRun{limit: limit, rows: n.Total(), held: n.Held, cpu: cpu})
+		p.mu.Unlock()
+	}
+	return n, err
+}
+
+// Checkpoint is the store's, timed: its CPU does not hold the writer.
+func (p *prunes) Checkpoint(ctx context.Context) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(1, &ru0) // RUSAGE_THREAD
+	err := p.db.Checkpoint(ctx)
+	_ = syscall.Getrusage(1, &ru1)
+	p.mu.Lock()
+	p.checkpoints = append(p.checkpoints, time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()))
+	p.checkpointed = true
+	p.mu.Unlock()
+	return err
+}
+
+// take returns the batches recorded since the last take.
+func (p *prunes) take() []pruneRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.runs
+	p.runs = nil
+	return out
+}
+
+func spread(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("median %.2f ms, p99 %.2f ms, most %.2f ms", msf(quantile(d, .5)), msf(quantile(d, .99)), msf(slices.Max(d)))
+}
+
+func batchFigures(rs []pruneRun) (held, cpu []time.Duration, limits []int) {
+	for _, r := range rs {
+		held, cpu, limits = append(held, r.held), append(cpu, r.cpu), append(limits, r.limit)
+	}
+	return held, cpu, limits
+}
+
+// BenchmarkScalePrune: a first prune of 97 % of the large store by the
+// retention's pass (its batch sizing and pause). First the message path
+// with the paced pass running against without it, in interleaved rounds
+// (the pass held between the rounds without it): the median of the rounds'
+// p95s and their ratio, by wall time and by the path's CPU. Then the rest
+// of the prune without pauses: each batch's time holding the writer (wall
+// in its transaction, and CPU), its size, and the CPU per row at the
+// start, the middle and the end (linear: the same).
 func BenchmarkScalePrune(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
-	ctx := context.Background()
-	batch := retention.DefaultBatch
+	const rounds, perRound = 20, 150
 	for range b.N {
-		db := openSeeded(b, large)
-		before := time.Now().Add(-storetest.Span * 3 / 100)
-		quiet := pathTimes(b, db, 300)
-
-		// A paced prune (the retention's batch and pause) while messages flow.
-		stop, done := make(chan struct{}), make(chan []time.Duration)
+		path := storetest.Seeded(b, b.TempDir(), large)
+		db := storetest.OpenAt(b, path)
+		keep := storetest.Span * 3 / 100
+		ps := &prunes{db: db, wal: path + "-wal"}
+		ctx, cancel := context.WithCancel(context.Background())
+		ps.gate.Lock()
+		passDone := make(chan error, 1)
 		go func() {
-			var batches []time.Duration
-			defer func() { done <- batches }()
-			for {
-				t0 := time.Now()
-				p, err := db.Prune(ctx, before, batch)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				batches = append(batches, time.Since(t0))
-				if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < batch {
-					return
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(retention.DefaultPause):
-				}
-			}
+			_, err := (&retention.Pruner{DB: ps, Keep: keep}).Pass(ctx)
+			passDone <- err
 		}()
-		during := pathTimes(b, db, 300)
-		close(stop)
-		paced := <-done
+		type half struct{ p95, cpu95, p50 []time.Duration }
+		var with, without half
+		var ratios []float64
+		measure := func(h *half) time.Duration {
+			wall, cpu := pathCPU(b, db, perRound)
+			p95 := quantile(wall, .95)
+			h.p95, h.cpu95, h.p50 = append(h.p95, p95), append(h.cpu95, quantile(cpu, .95)), append(h.p50, quantile(wall, .5))
+			return p95
+		}
+		for r := range rounds {
+			var w, wo time.Duration
+			if r%2 == 0 {
+				wo = measure(&without)
+				ps.gate.Unlock()
+				w = measure(&with)
+				ps.gate.Lock()
+			} else {
+				ps.gate.Unlock()
+				w = measure(&with)
+				ps.gate.Lock()
+				wo = measure(&without)
+			}
+			ratios = append(ratios, msf(w)/msf(wo))
+		}
+		cancel()
+		ps.gate.Unlock()
+		if err := <-passDone; err != nil && ctx.Err() == nil {
+			b.Fatal(err)
+		}
+		paced := ps.take()
+		med := func(d []time.Duration) float64 { return msf(quantile(d, .5)) }
+		slices.Sort(ratios)
+		fmt.Printf("scale: message path p95 while the retention's paced pass runs against without, %d interleaved rounds of %d messages each: median of the rounds' p95s %.2f vs %.2f ms (%.2fx); the rounds' ratios median %.2fx, from %.2fx to %.2fx; medians %.2f vs %.2f ms\n",
+			rounds, perRound, med(with.p95), med(without.p95), med(with.p95)/med(without.p95), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], med(with.p50), med(without.p50))
+		fmt.Printf("scale: the same by the message path's CPU (apart from the machine's load; a wait for the writer takes none): median of the rounds' p95s %.3f vs %.3f ms (%.2fx)\n",
+			med(with.cpu95), med(without.cpu95), med(with.cpu95)/med(without.cpu95))
+		held, cpu, _ := batchFigures(paced)
+		fmt.Printf("scale: the paced pass's %d batches meanwhile (the first of the prune: cold cache): writer held (wall in the transaction) %s; CPU %s\n", len(paced), spread(held), spread(cpu))
 
-		// The rest at once, batch after batch.
-		var batches, cpu []time.Duration
-		var rows []int
+		// The rest at once: the retention's pass with no pause.
 		t0 := time.Now()
-		var total store.Pruned
-		runtime.LockOSThread()
-		for {
-			t, c := time.Now(), threadCPU(b)
-			p, err := db.Prune(ctx, before, batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			batches = append(batches, time.Since(t))
-			cpu = append(cpu, threadCPU(b)-c)
-			rows = append(rows, p.Total())
-			total = total.Add(p)
-			if max(p.Messages, p.Outbox, p.TaskRuns, p.Usage) < batch {
-				break
-			}
+		total, err := (&retention.Pruner{DB: ps, Keep: keep, Pause: time.Nanosecond}).Pass(context.Background())
+		if err != nil {
+			b.Fatal(err)
 		}
-		runtime.UnlockOSThread()
-		kc := min(20, len(cpu)/3)
-		all := append(slices.Clone(paced), batches...)
-		mean := func(d []time.Duration) time.Duration {
-			var s time.Duration
+		took := time.Since(t0)
+		rest := ps.take()
+		held, cpu, limits := batchFigures(rest)
+		all := append(slices.Clone(paced), rest...)
+		allHeld, allCPU, _ := batchFigures(all)
+		over := func(d []time.Duration) (n int) {
 			for _, x := range d {
-				s += x
+				if x > 20*time.Millisecond {
+					n++
+				}
 			}
-			return s / time.Duration(max(len(d), 1))
+			return n
 		}
-		k := min(20, len(all)/3)
-		q95, d95 := quantile(quiet, .95), quantile(during, .95)
-		b.ReportMetric(msf(slices.Max(all)), "ms-longest-batch")
-		fmt.Printf("scale: pruning 97 %% of %d messages: %d batches of %d (%d rows after the paced part) in %s unpaced; batch mean first %d %.2f ms, last %d %.2f ms, median %.2f ms, longest %.2f ms\n",
-			large.Messages, len(all), batch, total.Total(), time.Since(t0).Round(time.Millisecond), k, msf(mean(all[:k])), k, msf(mean(all[len(all)-k:])), msf(quantile(all, .5)), msf(slices.Max(all)))
-		fmt.Printf("scale: the same unpaced batches' CPU (SQLite's work, apart from the machine's load): first %d %.2f ms, last %d %.2f ms, median %.2f ms, most %.2f ms\n",
-			kc, msf(mean(cpu[:kc])), kc, msf(mean(cpu[len(cpu)-kc:])), msf(quantile(cpu, .5)), msf(slices.Max(cpu)))
-		// Later batches remove fewer kinds (the outbox, turn ends and ledger
-		// run out before the messages do): linear means the same CPU per
-		// row removed at the start, the middle and the end.
+		slices.Sort(limits)
+		fmt.Printf("scale: pruning 97 %% of %d messages: %d paced batches, then %d batches (%d rows) unpaced in %s; batch size (rows of each kind) from %d to %d, median %d\n",
+			large.Messages, len(paced), len(rest), total.Total(), took.Round(time.Millisecond), limits[0], limits[len(limits)-1], limits[len(limits)/2])
+		fmt.Printf("scale: the unpaced batches: writer held (wall in the transaction) %s; CPU %s\n", spread(held), spread(cpu))
+		fmt.Printf("scale: every batch of the prune (%d): writer held %s, %d over 20 ms; CPU %s, %d over 20 ms\n",
+			len(all), spread(allHeld), over(allHeld), spread(allCPU), over(allCPU))
+		top := slices.Clone(all)
+		slices.SortFunc(top, func(a, b pruneRun) int { return cmp.Compare(b.cpu, a.cpu) })
+		var tops []string
+		for _, r := range top[:min(5, len(top))] {
+			tops = append(tops, fmt.Sprintf("%.1f ms (%d rows of %d)", msf(r.cpu), r.rows, r.limit))
+		}
+		fmt.Printf("scale: the batches of most CPU: %s\n", strings.Join(tops, ", "))
+		var ckHeld, ckCPU, otherHeld, otherCPU []time.Duration
+		for _, r := range all {
+			if r.checkpoint {
+				ckHeld, ckCPU = append(ckHeld, r.held), append(ckCPU, r.cpu)
+			} else {
+				otherHeld, otherCPU = append(otherHeld, r.held), append(otherCPU, r.cpu)
+			}
+		}
+		fmt.Printf("scale: the pass's %d checkpoints between batches (on a reading connection: the writer free meanwhile): CPU %s\n", len(ps.checkpoints), spread(ps.checkpoints))
+		fmt.Printf("scale: %d batches whose commit ran SQLite's automatic checkpoint: CPU %s, %d over 20 ms; the other %d: CPU %s, %d over 20 ms; writer held %s, %d over 20 ms\n",
+			len(ckCPU), spread(ckCPU), over(ckCPU), len(otherCPU), spread(otherCPU), over(otherCPU), spread(otherHeld), over(otherHeld))
+		kc := min(20, len(rest)/3)
 		perK := func(from, to int) float64 {
 			var c time.Duration
 			var r int
-			for i := from; i < to; i++ {
-				c, r = c+cpu[i], r+rows[i]
+			for _, x := range rest[from:to] {
+				c, r = c+x.cpu, r+x.rows
 			}
 			return msf(c) * 1000 / float64(max(r, 1))
 		}
-		mid := len(cpu) / 2
-		fmt.Printf("scale: CPU per 1,000 rows removed: first %d batches %.2f ms, middle %d %.2f ms, last %d %.2f ms\n",
-			kc, perK(0, kc), kc, perK(mid, mid+kc), kc, perK(len(cpu)-kc, len(cpu)))
-		fmt.Printf("scale: message path p95 while a paced prune runs (%d batches, %s apart) %.2f ms against %.2f ms without (%.2fx); median %.2f vs %.2f ms\n",
-			len(paced), retention.DefaultPause, msf(d95), msf(q95), msf(d95)/msf(q95), msf(quantile(during, .5)), msf(quantile(quiet, .5)))
+		mid := len(rest) / 2
+		fmt.Printf("scale: CPU per 1,000 rows removed, unpaced: first %d batches %.2f ms, middle %d %.2f ms, last %d %.2f ms\n",
+			kc, perK(0, kc), kc, perK(mid, mid+kc), kc, perK(len(rest)-kc, len(rest)))
+		b.ReportMetric(msf(slices.Max(allHeld)), "ms-longest-batch")
+		b.ReportMetric(msf(slices.Max(allCPU)), "ms-longest-batch-cpu")
+		b.ReportMetric(med(with.p95)/med(without.p95), "x-p95-during-prune")
 	}
 }

@@ -42,3 +42,23 @@ func TestDockerSkipReason(t *testing.T) {
 		})
 	}
 }
+
+// A Podman test skips with the reason and the way to start the service, or
+// fails under CI=true.
+func TestPodmanSkipReason(t *testing.T) {
+	down := func(context.Context) error { return errors.New("connection refused") }
+	t.Setenv("BRIDGED_SKIP_DOCKER", "")
+	t.Setenv("BRIDGED_SKIP_PODMAN", "")
+	t.Setenv("CI", "")
+	skip, err := PodmanSkipReason(context.Background(), "unix:///nowhere.sock", down)
+	if err != nil || !strings.Contains(skip, "no rootless Podman answers") || !strings.Contains(skip, ".ci/podman.sh") {
+		t.Errorf("skip %q, err %v; want the reason and .ci/podman.sh", skip, err)
+	}
+	if skip, err := PodmanSkipReason(context.Background(), "", down); err != nil || !strings.Contains(skip, PodmanUser) {
+		t.Errorf("no host: skip %q, err %v; want it to name the missing user", skip, err)
+	}
+	t.Setenv("CI", "true")
+	if _, err := PodmanSkipReason(context.Background(), "unix:///nowhere.sock", down); err == nil {
+		t.Error("under CI=true a missing Podman skipped; want an error")
+	}
+}

@@ -702,3 +702,27 @@ func TestOutboxRecordsAnAmbiguousSend(t *testing.T) {
 		t.Errorf("delivered %d times; want once", n)
 	}
 }
+
+// `--allow admins` admits the group's admins as getChatAdministrators
+// names them, and nobody else but the owner.
+func TestAllowAdmins(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	g, err := r.db.Groups.ByChat(ctx, store.ChatID(ChatID(group)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Allow = []string{store.AllowAdmins}
+	if err := r.db.Groups.Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.SetAdmins(group, bob.ID)
+	r.start(nil)
+	r.srv.Message(telegramtest.Msg{Chat: groupChat, From: bob, Text: "from an admin"})
+	upd, _ := r.srv.Message(telegramtest.Msg{Chat: groupChat, From: telegramtest.User{ID: 66, Name: "Eve"}, Text: "from a member"})
+	r.waitCommitted(upd)
+	ms := r.stored()
+	if len(ms) != 2 || ms[0].NotAllowed || !ms[1].NotAllowed {
+		t.Errorf("stored %+v; want the admin's allowed, the member's not", ms)
+	}
+}

@@ -22,6 +22,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -92,6 +93,21 @@ func run() int {
 			} else {
 				fmt.Fprintln(os.Stderr, "wrote", arg)
 			}
+		case "rename", "symlink":
+			// rename OLD NEW, symlink TARGET LINK: the outcome, with the
+			// kernel's errno when refused.
+			x, y, _ := strings.Cut(arg, " ")
+			do := os.Rename
+			if verb == "symlink" {
+				do = os.Symlink
+			}
+			if err := do(x, y); err != nil {
+				var errno syscall.Errno
+				errors.As(err, &errno)
+				fmt.Fprintf(os.Stderr, "cannot %s %s: %s\n", verb, y, errnoName(errno))
+			} else {
+				fmt.Fprintln(os.Stderr, verb, "done:", y)
+			}
 		case "exit":
 			code, _ := strconv.Atoi(arg)
 			return code
@@ -99,4 +115,19 @@ func run() int {
 	}
 	emit(ipc.Event{Type: ipc.EventResult, Text: "echo: " + in.Prompt, SessionID: "echo-session"})
 	return 0
+}
+
+// errnoName names the errnos the attacks expect.
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EROFS:
+		return "EROFS"
+	case syscall.ENOENT:
+		return "ENOENT"
+	}
+	return e.Error()
 }
