@@ -314,10 +314,10 @@ func BenchmarkScalePrune(b *testing.B) {
 			tops = append(tops, fmt.Sprintf("%.1f ms (%d rows of %d)", msf(r.cpu), r.rows, r.limit))
 		}
 		fmt.Printf("scale: the batches of most CPU: %s\n", strings.Join(tops, ", "))
-		var ckHeld, ckCPU, otherHeld, otherCPU []time.Duration
+		var ckCPU, otherHeld, otherCPU []time.Duration
 		for _, r := range all {
 			if r.checkpoint {
-				ckHeld, ckCPU = append(ckHeld, r.held), append(ckCPU, r.cpu)
+				ckCPU = append(ckCPU, r.cpu)
 			} else {
 				otherHeld, otherCPU = append(otherHeld, r.held), append(otherCPU, r.cpu)
 			}
