@@ -25,8 +25,10 @@
 // (Hold): a pass starts small, halves the batch after one that held the
 // writer longer than Hold and doubles it (up to Batch) after one under half
 // of it, so a cold cache or a loaded machine makes batches smaller rather
-// than longer. A pass of many batches (the first after an upgrade or a
-// shorter retention) logs that it started and its progress. A retention of
+// than longer; between batches the pass checkpoints the database's
+// write-ahead log beside the writer (Checkpointer), so no batch's commit
+// does it while others wait. A pass of many batches (the first after an
+// upgrade or a shorter retention) logs that it started and its progress. A retention of
 // 0 keeps every row (and the files of local chats). The database file does not shrink: SQLite reuses the
 // freed pages, so it stops growing.
 package retention
