@@ -75,8 +75,9 @@ type Store interface {
 // has it checkpoints after each batch, so no commit of the router's or
 // the outbox's finds a long log to copy while others wait for the writer.
 type Checkpointer interface {
-	// Checkpoint blocks until done or ctx ends.
-	Checkpoint(ctx context.Context) error
+	// Checkpoint returns the pages the log held; it blocks until done
+	// or ctx ends.
+	Checkpoint(ctx context.Context) (int, error)
 }
 
 // Files is the spool of files sent with messages (home.Spool).
@@ -263,7 +264,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now))
 		}
 		if c, ok := p.DB.(Checkpointer); ok {
-			if err := c.Checkpoint(ctx); err != nil {
+			if _, err := c.Checkpoint(ctx); err != nil {
 				return total, err
 			}
 		}
