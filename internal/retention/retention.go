@@ -29,8 +29,10 @@
 // (Hold): a pass starts small, halves the batch after one that held the
 // writer longer than Hold and doubles it (up to Batch) after one under half
 // of it, so a cold cache or a loaded machine makes batches smaller rather
-// than longer. A pass of many batches (the first after an upgrade or a
-// shorter retention) logs that it started and its progress. A retention of
+// than longer; between batches the pass checkpoints the database's
+// write-ahead log beside the writer (Checkpointer), so no batch's commit
+// does it while others wait. A pass of many batches (the first after an
+// upgrade or a shorter retention) logs that it started and its progress. A retention of
 // 0 keeps every row (and the files of local chats). The database file does not shrink: SQLite reuses the
 // freed pages, so it stops growing.
 package retention
@@ -77,8 +79,9 @@ type Store interface {
 // has it checkpoints after each batch, so no commit of the router's or
 // the outbox's finds a long log to copy while others wait for the writer.
 type Checkpointer interface {
-	// Checkpoint blocks until done or ctx ends.
-	Checkpoint(ctx context.Context) error
+	// Checkpoint returns the pages the log held; it blocks until done
+	// or ctx ends.
+	Checkpoint(ctx context.Context) (int, error)
 }
 
 // Files is the spool of files sent with messages (home.Spool).
@@ -276,7 +279,7 @@ func (p *Pruner) Pass(ctx context.Context) (store.Pruned, error) {
 			return total, errors.Join(p.pruneFiles(ctx, now.Add(-SpoolGrace)), p.pruneTrees(ctx, now), p.pruneChanges(ctx, before))
 		}
 		if c, ok := p.DB.(Checkpointer); ok {
-			if err := c.Checkpoint(ctx); err != nil {
+			if _, err := c.Checkpoint(ctx); err != nil {
 				return total, err
 			}
 		}

@@ -535,9 +535,9 @@ func (c *checkpointStore) Prune(ctx context.Context, before time.Time, limit int
 	return c.heldStore.Prune(ctx, before, limit)
 }
 
-func (c *checkpointStore) Checkpoint(context.Context) error {
+func (c *checkpointStore) Checkpoint(context.Context) (int, error) {
 	c.log = append(c.log, "c")
-	return nil
+	return 0, nil
 }
 
 // A store that can checkpoint is checkpointed after each batch but the

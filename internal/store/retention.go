@@ -207,13 +207,13 @@ func (q *UsageQuery) ByDay(ctx context.Context) ([]DailyUsage, error) {
 // writer connection, which everything that writes then waits behind: a
 // caller that writes many pages (a prune) checkpoints between its batches,
 // so no commit finds the log that long, and a checkpoint never holds the
-// writer.
-func (db *DB) Checkpoint(ctx context.Context) error {
+// writer. It returns how many pages the log held.
+func (db *DB) Checkpoint(ctx context.Context) (int, error) {
 	var busy, logged, done int
 	if err := db.read.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	return nil
+	return logged, nil
 }
 
 // Size is the database's size in bytes (its pages, free ones included; the

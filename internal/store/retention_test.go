@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"testing"
 	"time"
 )
@@ -188,5 +191,50 @@ func TestPrune(t *testing.T) {
 
 	if size, err := db.Size(ctx); err != nil || size < 4096 {
 		t.Errorf("Size = %d, %v; want the file's pages", size, err)
+	}
+}
+
+// Checkpoint empties the write-ahead log beside the writer: the next write
+// starts the log over (its header's checkpoint sequence goes up by one),
+// which a log left as it was (under SQLite's 1,000 pages) would not.
+func TestCheckpointEmptiesTheLog(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	addGroup(t, db, "local:a", "a")
+	var path string
+	if err := db.read.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		t.Fatal(err)
+	}
+	round := func() uint32 {
+		t.Helper()
+		h := make([]byte, 16)
+		f, err := os.Open(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := io.ReadFull(f, h); err != nil {
+			t.Fatal(err)
+		}
+		return binary.BigEndian.Uint32(h[12:])
+	}
+	write := func(i int) {
+		t.Helper()
+		if _, _, err := db.Messages.Insert(ctx, Message{Chat: "local:a", ExternalID: fmt.Sprint("c", i), Sender: "a", Text: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1)
+	r0 := round()
+	write(2)
+	if r := round(); r != r0 {
+		t.Fatalf("the log started over without a checkpoint (%d → %d)", r0, r)
+	}
+	if n, err := db.Checkpoint(ctx); err != nil || n == 0 {
+		t.Fatalf("Checkpoint = %d, %v; want the pages the log held", n, err)
+	}
+	write(3)
+	if r := round(); r != r0+1 {
+		t.Errorf("after Checkpoint the log's round is %d; want %d (started over)", r, r0+1)
 	}
 }
