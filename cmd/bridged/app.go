@@ -87,7 +87,7 @@ func commands() []command {
 // stderr after a usage error.
 func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: bridged <command> [flags] [args]")
-	fmt.Fprintln(w, "\nCommands:")
+	fmt.Fprintln(w, "Commands:")
 	width := 0
 	for _, c := range commands() {
 		width = max(width, len(c.name))
@@ -95,9 +95,8 @@ func (a *app) usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --home DIR (env BRIDGED_HOME; default $XDG_DATA_HOME/bridged,")
-	fmt.Fprintln(w, "i.e. ~/.local/share/bridged) and --env-file FILE (default ./.env if present).")
-	fmt.Fprintln(w, "`bridged <command> -h` lists a command's flags.")
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (env BRIDGED_HOME; default ~/.local/share/bridged)")
+	fmt.Fprintln(w, "and --env-file FILE (default ./.env if present); `bridged <command> -h` lists its flags.")
 }
 
 func (a *app) run(ctx context.Context, args []string) error {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -337,9 +338,12 @@ func (p *Proxy) guard(group, name string, next http.Handler) http.Handler {
 			} else if v == http.ErrAbortHandler {
 				cause := "the upstream broke off the response"
 				switch {
-				case gw.werr != nil:
+				case gw.werr != nil && !peerClosed(gw.werr):
 					cause = "the container stopped reading the response: " + gw.werr.Error()
-				case caller.Err() != nil:
+				case gw.werr != nil || caller.Err() != nil:
+					// A write the closed connection refused is the same
+					// departure as the cancelled request: whichever the
+					// proxy saw first.
 					cause = "the container went away"
 				}
 				p.lim.warn(p.log, group, reasonAborted, func(e *zerolog.Event) {
@@ -610,4 +614,10 @@ func mask(n int) []byte {
 		return m[:n]
 	}
 	return append(m, bytes.Repeat([]byte{'*'}, n-len(m))...)
+}
+
+// peerClosed says whether a write failed because the other end closed the
+// connection (rather than stalling until the write's deadline).
+func peerClosed(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
