@@ -612,6 +612,16 @@ func (d *Docker) remove(ctx context.Context, id string) error {
 	switch {
 	case err == nil, cerrdefs.IsNotFound(err):
 		return nil
+	case stoppedMeanwhile(err):
+		// Podman: the container stopped between its check and its kill;
+		// stopped now, it is removed without one.
+		rctx, cancel := d.call(ctx)
+		defer cancel()
+		_, err = d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(rctx, err))
 	case cerrdefs.IsConflict(err):
 		// Auto-remove got there first: wait for it to finish.
 		wctx, cancel := d.call(ctx)
@@ -619,13 +629,21 @@ func (d *Docker) remove(ctx context.Context, id string) error {
 		w := d.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: containertypes.WaitConditionRemoved})
 		select {
 		case <-w.Result:
-			return nil
 		case err := <-w.Error:
 			if cerrdefs.IsNotFound(err) {
 				return nil
 			}
 			return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(wctx, err))
 		}
+		// Podman's "removed" wait returns at once before 4.6: remove
+		// again (on Docker the container is gone by now: not found).
+		rctx, cancel := d.call(ctx)
+		defer cancel()
+		_, err = d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(rctx, err))
 	default:
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
@@ -951,4 +969,12 @@ func (w *lineWriter) flush() {
 	if len(w.buf) > 0 || w.over {
 		w.end()
 	}
+}
+
+// stoppedMeanwhile says whether a forced remove failed because the
+// container stopped on its own while the engine was killing it: Podman
+// answers that with a server error ("container state improper: stopped")
+// where Docker removes the container.
+func stoppedMeanwhile(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "container state improper")
 }
