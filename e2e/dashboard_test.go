@@ -96,7 +96,14 @@ func TestE2EDashboardInBrowser(t *testing.T) {
 				problems = append(problems, "console error: "+strings.Join(args, " "))
 			}
 		case *log.EventEntryAdded:
-			if ev.Entry.Level == "error" {
+			switch {
+			case ev.Entry.Level != "error":
+			case strings.Contains(ev.Entry.Text, "net::ERR_NETWORK_CHANGED"):
+				// The machine's, not the page's: chromium drops a load
+				// in flight when a network interface comes or goes, as
+				// the containers of the tests beside this one start.
+				t.Logf("browser, not counted: %s %s", ev.Entry.Text, ev.Entry.URL)
+			default:
 				problems = append(problems, "log error: "+ev.Entry.Text+" "+ev.Entry.URL)
 			}
 		}
