@@ -77,14 +77,12 @@ type Config struct {
 	APIProxy container.APIProxy
 	// Network is the containers' network mode: "" or "bridge", or "none".
 	Network string
-	// ContainerUID and ContainerGID are the user containers run as (and
-	// own the group's directories when the daemon runs as root). Never 0.
+	// The user containers run as (never 0), or with GroupUIDs each
+	// group's own, and the engine's id maps (rootless Podman): as in
+	// container.SpecBuilder.
 	ContainerUID, ContainerGID int
-	// GroupUIDs, when set, gives each group's container a uid of its own
-	// in place of ContainerUID and ContainerGID (container.SpecBuilder).
-	GroupUIDs *home.GroupUIDs
-	// UIDMap and GIDMap are the engine's id mappings (rootless Podman).
-	UIDMap, GIDMap []container.IDMap
+	GroupUIDs                  *home.GroupUIDs
+	UIDMap, GIDMap             []container.IDMap
 
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
