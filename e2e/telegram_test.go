@@ -84,7 +84,7 @@ func TestE2ETelegramKill9BetweenPollAndCommit(t *testing.T) {
 	// Two groups a round, one message each: a group's first message in a
 	// daemon's life asks for its admins, a point inside the update's
 	// handling. A trigger is required: no message here starts a turn.
-	const rounds = 6
+	const rounds = 10 // the ten kills
 	var groups []telegramtest.Chat
 	for i := range 2 * rounds {
 		g := telegramtest.Chat{ID: int64(-100300 - i), Title: fmt.Sprintf("g%d", i)}
