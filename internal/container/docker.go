@@ -602,26 +602,16 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 	return d.remove(ctx, id)
 }
 
-// remove force-removes id and waits until it is gone; each of the two calls
-// has the call deadline.
+// remove force-removes id and waits until it is gone; each call has the
+// call deadline.
 func (d *Docker) remove(ctx context.Context, id string) error {
-	rctx, cancel := d.call(ctx)
-	_, err := d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
-	err = d.callErr(rctx, err)
-	cancel()
+	err := d.forceRemove(ctx, id)
 	switch {
-	case err == nil, cerrdefs.IsNotFound(err):
+	case err == nil:
 		return nil
 	case stoppedMeanwhile(err):
 		// Podman: the container stopped between its check and its kill;
-		// stopped now, it is removed without one.
-		rctx, cancel := d.call(ctx)
-		defer cancel()
-		_, err = d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
-		if err == nil || cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(rctx, err))
+		// stopped now, it is removed without one (below).
 	case cerrdefs.IsConflict(err):
 		// Auto-remove got there first: wait for it to finish.
 		wctx, cancel := d.call(ctx)
@@ -637,16 +627,25 @@ func (d *Docker) remove(ctx context.Context, id string) error {
 		}
 		// Podman's "removed" wait returns at once before 4.6: remove
 		// again (on Docker the container is gone by now: not found).
-		rctx, cancel := d.call(ctx)
-		defer cancel()
-		_, err = d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
-		if err == nil || cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("remove container %s: %w", shortID(id), d.callErr(rctx, err))
 	default:
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
+	if err := d.forceRemove(ctx, id); err != nil {
+		return fmt.Errorf("remove container %s: %w", shortID(id), err)
+	}
+	return nil
+}
+
+// forceRemove asks the engine once to remove id, running or not: nil
+// when it is removed or was not there.
+func (d *Docker) forceRemove(ctx context.Context, id string) error {
+	rctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+	if err = d.callErr(rctx, err); err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // ListManaged lists every container carrying the bridged.managed label, in
