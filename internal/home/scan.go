@@ -29,6 +29,7 @@ type ScanEntry struct {
 	Mode         uint32 // st_mode: type and permission bits
 	Size         int64
 	Dev, Ino     uint64
+	Nlink        uint64
 	Mtime, Ctime int64 // nanoseconds since the epoch
 	// Target is a symlink's target, as stored in the link (never followed).
 	Target string
@@ -70,8 +71,96 @@ func (t *Tree) Scan(visit func(e ScanEntry, open func() (*os.File, error)) error
 // scanDir scans the directory open as fd (which it closes), whose path in
 // the tree is rel.
 func (t *Tree) scanDir(fd int, rel string, depth int, visit func(ScanEntry, func() (*os.File, error)) error) error {
-	dir := os.NewFile(uintptr(fd), rel)
+	d := &ScanDir{t: t, fd: fd, rel: rel, depth: depth}
+	defer d.Close()
+	return d.entries(func(e ScanEntry, open func() (*os.File, error)) error {
+		err := visit(e, open)
+		if errors.Is(err, fs.SkipDir) {
+			return nil
+		}
+		if err != nil || !e.IsDir() || e.Deep || e.Truncated {
+			return err
+		}
+		sub, err := d.Sub(path.Base(e.Path))
+		if err != nil {
+			if errors.Is(err, ErrVanished) {
+				return nil // swapped since the stat: the agent is changing its tree
+			}
+			return err
+		}
+		return t.scanDir(sub.fd, e.Path, depth+1, visit)
+	})
+}
+
+// ErrVanished: a directory Tree.Scan or ScanDir.Sub was to enter is gone,
+// or no longer a directory (the agent is changing its tree).
+var ErrVanished = errors.New("gone or no longer a directory")
+
+// ScanDir is one directory of a tree, opened without following anything,
+// for a caller that walks the tree itself (entering only the directories
+// it wants). Close it when done.
+type ScanDir struct {
+	t     *Tree
+	fd    int
+	rel   string
+	depth int
+}
+
+// OpenScan opens the tree's top for reading its entries.
+func (t *Tree) OpenScan() (*ScanDir, error) {
+	fd, err := unix.Openat(t.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, t.pathErr("scan", ".", err)
+	}
+	return &ScanDir{t: t, fd: fd}, nil
+}
+
+// Sub opens the subdirectory name of d (openat with O_NOFOLLOW and
+// O_DIRECTORY). ErrVanished: it is gone or not a directory.
+func (d *ScanDir) Sub(name string) (*ScanDir, error) {
+	p := path.Join(d.rel, name)
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			err = fmt.Errorf("%w: %w", ErrVanished, err)
+		}
+		return nil, d.t.pathErr("scan", p, err)
+	}
+	return &ScanDir{t: d.t, fd: fd, rel: p, depth: d.depth + 1}, nil
+}
+
+// Fd is the directory's descriptor, valid until Close (to watch the very
+// directory opened, through /proc/self/fd).
+func (d *ScanDir) Fd() int { return d.fd }
+
+// Close releases the directory.
+func (d *ScanDir) Close() error {
+	if d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+// Entries calls visit for each entry of d in name order, as Tree.Scan
+// does, without entering any directory (fs.SkipDir is not needed). An
+// entry that vanishes while it is read is skipped.
+func (d *ScanDir) Entries(visit func(e ScanEntry, open func() (*os.File, error)) error) error {
+	return d.entries(visit)
+}
+
+func (d *ScanDir) entries(visit func(ScanEntry, func() (*os.File, error)) error) error {
+	t, fd, rel, depth := d.t, d.fd, d.rel, d.depth
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return t.pathErr("scan", rel, err)
+	}
+	dir := os.NewFile(uintptr(dup), rel)
 	defer dir.Close()
+	if _, err := unix.Seek(dup, 0, io.SeekStart); err != nil { // the offset is shared with fd
+		return t.pathErr("scan", rel, err)
+	}
 	var names []string
 	truncated := false
 	for {
@@ -103,7 +192,7 @@ func (t *Tree) scanDir(fd int, rel string, depth int, visit func(ScanEntry, func
 			}
 			return t.pathErr("scan", p, err)
 		}
-		e := ScanEntry{Path: p, Mode: st.Mode, Size: st.Size, Dev: st.Dev, Ino: st.Ino,
+		e := ScanEntry{Path: p, Mode: st.Mode, Size: st.Size, Dev: st.Dev, Ino: st.Ino, Nlink: uint64(st.Nlink),
 			Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
 		switch {
 		case e.IsLink():
@@ -123,24 +212,7 @@ func (t *Tree) scanDir(fd int, rel string, depth int, visit func(ScanEntry, func
 		if e.IsRegular() {
 			open = func() (*os.File, error) { return openEntry(fd, name, p, st) }
 		}
-		err := visit(e, open)
-		if errors.Is(err, fs.SkipDir) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !e.IsDir() || e.Deep {
-			continue
-		}
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-				continue // swapped since the stat: the agent is changing its tree
-			}
-			return t.pathErr("scan", p, err)
-		}
-		if err := t.scanDir(sub, p, depth+1, visit); err != nil {
+		if err := visit(e, open); err != nil {
 			return err
 		}
 	}

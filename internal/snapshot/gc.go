@@ -96,21 +96,28 @@ func (s *Service) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 		p.Bytes += c.size
 	}
 	// A group's caches may name what is gone (a snapshot whose change was
-	// never recorded): those entries are read again next time.
+	// never recorded): those entries are read again next time, and every
+	// directory is listed (one of last time may name what is gone).
 	s.mu.Lock()
 	for _, g := range s.groups {
-		for _, m := range []map[string]cached{g.files, g.memory} {
-			for k, c := range m {
+		for _, t := range []*treeState{g.files, g.memory} {
+			lost := false
+			for k, c := range t.files {
 				if gone[c.hash] {
-					delete(m, k)
+					delete(t.files, k)
+					lost = true
 				}
 			}
-		}
-		for _, m := range []map[string]dirCache{g.fileDirs, g.memoryDirs} {
-			for k, c := range m {
+			for k, c := range t.dirs {
 				if gone[c.hash] {
-					delete(m, k)
+					delete(t.dirs, k)
+					lost = true
 				}
+			}
+			if lost {
+				s.w.mu.Lock()
+				t.full = true
+				s.w.mu.Unlock()
 			}
 		}
 	}

@@ -52,6 +52,7 @@ type Service struct {
 	db   *store.DB
 	home *home.Home
 	o    *objects
+	w    *watcher
 	log  zerolog.Logger
 	// gc is held for writing by a collection of unused objects, for
 	// reading by everything that writes objects or relies on them.
@@ -63,13 +64,12 @@ type Service struct {
 	betweenWrites func()
 }
 
-// groupState is one group's snapshots: its lock, the stat caches of the
-// last snapshot of its two trees, and its change begun and not ended.
+// groupState is one group's snapshots: its lock, what the last snapshot
+// of its two trees recorded, and its change begun and not ended.
 type groupState struct {
 	mu            sync.Mutex
-	files, memory map[string]cached
-	fileDirs      map[string]dirCache
-	memoryDirs    map[string]dirCache
+	files, memory *treeState
+	note          string // the last snapshot's note
 	open          store.ChangeID
 	openRoots     roots
 	// last is what the group's files were at its last snapshot recorded
@@ -95,15 +95,19 @@ func New(cfg Config, db *store.DB, h *home.Home, log zerolog.Logger) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, db: db, home: h, o: newObjects(filepath.Join(cfg.Dir, "objects")), log: log, groups: map[store.Folder]*groupState{}}
+	return &Service{cfg: cfg, db: db, home: h, o: newObjects(filepath.Join(cfg.Dir, "objects")), w: newWatcher(log), log: log,
+		groups: map[store.Folder]*groupState{}}
 }
+
+// Close drops the watches of the groups' trees.
+func (s *Service) Close() { s.w.close() }
 
 func (s *Service) group(folder store.Folder) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[folder]
 	if g == nil {
-		g = &groupState{}
+		g = &groupState{files: newTreeState(), memory: newTreeState()}
 		s.groups[folder] = g
 	}
 	return g
@@ -278,60 +282,83 @@ func contains(list []string, s string) bool {
 }
 
 // take snapshots folder's group folder and memory and makes the objects
-// durable. g.mu held.
-func (s *Service) take(folder store.Folder, g *groupState) (roots, string, error) {
+// durable. Only the directories written since the last snapshot (the
+// watch) are listed; when none was, the snapshot is the last one, taken
+// without opening anything. g.mu held.
+func (s *Service) take(folder store.Folder, g *groupState) (r roots, note string, err error) {
 	now := s.cfg.Now()
+	fs := &scan{w: s.w, t: g.files, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, now: now}
+	ms := &scan{w: s.w, t: g.memory, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, now: now, include: isMemory}
+	fs.full, fs.dirty = s.w.plan(g.files, now)
+	ms.full, ms.dirty = s.w.plan(g.memory, now)
+	if !fs.full && !ms.full && len(fs.dirty)+len(ms.dirty) == 0 {
+		return roots{g.files.root, g.memory.root}, g.note, nil
+	}
+	defer func() {
+		if err != nil {
+			// What the watch marked was taken: list it all next time.
+			g.files.reset(s.w)
+			g.memory.reset(s.w)
+		}
+	}()
 	b := s.o.batch()
 	defer b.abort() // what a failed snapshot wrote
-	ft, err := s.home.Group(string(folder))
-	if err != nil {
-		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
-	}
-	defer ft.Close()
-	fs := &scan{b: b, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.files, prevDirs: g.fileDirs, now: now}
-	fr, err := fs.run(ft)
-	if err != nil {
-		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
-	}
-	ct, err := s.home.Claude(string(folder))
-	if err != nil {
-		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
-	}
-	defer ct.Close()
-	ms := &scan{b: b, maxFile: s.cfg.MaxFile, maxEntries: s.cfg.MaxEntries, prev: g.memory, prevDirs: g.memoryDirs, now: now, include: isMemory}
-	mr, err := ms.run(ct)
-	if err != nil {
-		return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+	for _, part := range []struct {
+		sc   *scan
+		open func(string) (*home.Tree, error)
+		root *string
+	}{{fs, s.home.Group, &r.files}, {ms, s.home.Claude, &r.memory}} {
+		part.sc.b = b
+		if !part.sc.full && len(part.sc.dirty) == 0 {
+			*part.root = part.sc.t.root
+			continue
+		}
+		t, err := part.open(string(folder))
+		if err != nil {
+			return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+		}
+		*part.root, err = part.sc.run(t)
+		t.Close()
+		if err != nil {
+			return roots{}, "", fmt.Errorf("snapshot %s: %w", folder, err)
+		}
 	}
 	if err := b.commit(); err != nil {
 		return roots{}, "", err
 	}
-	g.files, g.memory = fs.next, ms.next
-	g.fileDirs, g.memoryDirs = fs.nextDirs, ms.nextDirs
+	s.w.relist(g.files, fs.relist)
+	s.w.relist(g.memory, ms.relist)
 	var notes []string
-	for _, sc := range []*scan{fs, ms} {
-		if len(sc.large) > 0 {
-			notes = append(notes, fmt.Sprintf("%d file(s) over %s recorded by size and hash only (%s)", len(sc.large), sizeText(s.cfg.MaxFile), firstOf(sc.large)))
+	for _, t := range []*treeState{g.files, g.memory} {
+		if len(t.large) > 0 {
+			notes = append(notes, fmt.Sprintf("%d file(s) over %s recorded by size and hash only (%s)", len(t.large), sizeText(s.cfg.MaxFile), firstOf(t.large)))
 		}
-		if sc.partial {
+		if t.partial {
 			notes = append(notes, fmt.Sprintf("more than %d entries, or more than %d in one directory: the rest not recorded", s.cfg.MaxEntries, home.ScanNames))
 		}
-		if len(sc.skipped) > 0 {
-			notes = append(notes, fmt.Sprintf("%d entr(ies) could not be read (%s)", len(sc.skipped), firstOf(sc.skipped)))
+		if len(t.skipped) > 0 {
+			notes = append(notes, fmt.Sprintf("%d entr(ies) could not be read (%s)", len(t.skipped), firstOf(t.skipped)))
 		}
 	}
-	s.log.Debug().Str("group", string(folder)).Int("entries", fs.entries+ms.entries).Int("hashed", fs.hashed+ms.hashed).
-		Int64("written", fs.written+ms.written).Dur("took", s.cfg.Now().Sub(now)).Msg("snapshot taken")
-	return roots{fr, mr}, strings.Join(notes, "; "), nil
+	g.note = strings.Join(notes, "; ")
+	s.log.Debug().Str("group", string(folder)).Int("entries", fs.entries+ms.entries).Int("listed", fs.listed+ms.listed).
+		Int("hashed", fs.hashed+ms.hashed).Int64("written", fs.written+ms.written).Dur("took", s.cfg.Now().Sub(now)).Msg("snapshot taken")
+	return r, g.note, nil
 }
 
-func firstOf(list []string) string {
-	if len(list) == 1 {
-		return list[0]
+// firstOf names the first path of set, and "…" when there are more.
+func firstOf(set map[string]bool) string {
+	first := ""
+	for p := range set {
+		if first == "" || p < first {
+			first = p
+		}
 	}
-	return list[0] + ", …"
+	if len(set) == 1 {
+		return first
+	}
+	return first + ", …"
 }
-
 func sizeText(n int64) string {
 	switch {
 	case n < 0:
