@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,6 +63,8 @@ type Service struct {
 	// betweenWrites, when set (tests), runs between two writes of an
 	// undo: the window in which a kill cuts an undo off.
 	betweenWrites func()
+	// listed counts the directories snapshots listed (tests).
+	listed atomic.Int64
 }
 
 // groupState is one group's snapshots: its lock, what the last snapshot
@@ -341,6 +344,7 @@ func (s *Service) take(folder store.Folder, g *groupState) (r roots, note string
 		}
 	}
 	g.note = strings.Join(notes, "; ")
+	s.listed.Add(int64(fs.listed + ms.listed))
 	s.log.Debug().Str("group", string(folder)).Int("entries", fs.entries+ms.entries).Int("listed", fs.listed+ms.listed).
 		Int("hashed", fs.hashed+ms.hashed).Int64("written", fs.written+ms.written).Dur("took", s.cfg.Now().Sub(now)).Msg("snapshot taken")
 	return r, g.note, nil
