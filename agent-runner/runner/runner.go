@@ -137,6 +137,8 @@ func Run(ctx context.Context, cfg Config) error {
 			r.emit(ev)
 		})
 	}
+	// A turn cut off ends when the container is gone.
+	defer keepReadable(r.claudeHome)
 	return r.loop(ctx)
 }
 
@@ -152,6 +154,8 @@ type run struct {
 	addDirs []string
 	hooks   []claudecli.Hook
 	perms   *permissions
+	// claudeHome is claude's config directory, the agent's memory.
+	claudeHome string
 
 	// State below is owned by loop's goroutine: the claude process and
 	// how it is supervised; what its turns saw and settled is in turns.
@@ -186,6 +190,7 @@ func newRun(cfg Config, api map[string]string) (*run, error) {
 		r.log.Warn().Strs("names", skipped).Msg("API variables with unusable names ignored")
 	}
 	r.env = env
+	r.claudeHome = claudeDir(cfg.Environ)
 	r.prefix = unsetPrefix(nil)
 	r.resume = cfg.Input.SessionID
 	r.resumeAt = cfg.Input.ResumeAt
@@ -543,6 +548,8 @@ func (r *run) handle(m claudecli.Message) {
 		}
 		ev := r.turns.result(res, r.now(), r.proc.LastAssistantUUID())
 		r.reportSession(res.SessionID)
+		// The daemon records the agent's memory once it has the result.
+		keepReadable(r.claudeHome)
 		r.emit(ev)
 		r.log.Info().Bool("is_error", res.IsError).Int("turns", res.NumTurns).
 			Int64("duration_ms", res.DurationMS).Float64("cost_usd", ev.CostUSD).Msg("turn finished")
