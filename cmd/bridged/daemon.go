@@ -649,6 +649,7 @@ func (d *daemon) buildServices(context.Context) error {
 	d.turnEnds = turns.New(time.Now, rec.Add)
 	d.snaps = snapshot.New(snapshot.Config{Dir: d.hm.Layout().SnapshotsDir(), MaxFile: cfg.SnapshotMaxFile, Tell: tellOwner(db, d.poster, log)},
 		db, d.hm, log.With().Str("component", "snapshot").Logger())
+	d.onRelease(d.snaps.Close)
 	al, err := alerts.New(alerts.Config{
 		DB: db, State: filepath.Join(d.hm.Layout().StoreDir(), "alerts.json"), Home: cfg.Home,
 		Timezone: cfg.Timezone, Channels: d.channels, Log: log, MinFree: uint64(cfg.MinFree),

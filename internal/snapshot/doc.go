@@ -21,8 +21,29 @@
 // root. A file larger than Config.MaxFile is recorded by size and hash
 // only, and the change's note says so. A file is hashed again only when
 // its device, inode, size, mtime or ctime changed since the last snapshot
-// (a file changed within two seconds of being hashed is hashed again next
-// time, whatever its stamp).
+// (a file changed within two seconds of being hashed is hashed again the
+// next time its directory is listed, whatever its stamp).
+//
+// # What is listed
+//
+// Every directory a snapshot lists is watched by the Service's inotify
+// instance (watch.go), added before it is listed, so nothing written after
+// the listing is missed; a write in a container through its bind mount is
+// the same inode's and is seen the same. A snapshot lists only the
+// directories the watch saw written since the last (and opens the ones on
+// their way), so a turn that changed nothing lists none and opens nothing:
+// its snapshot is the last one. Every directory is listed again when the
+// watch cannot be trusted: the kernel's queue overflowed, a snapshot failed,
+// the group is new to this process (a restart), a collection removed what a
+// cache named, the tree's top went away, or an hour passed. A directory
+// made, moved in, or not the one recorded at its place is listed whole; one
+// that could not be watched (the watch limit), one holding an unreadable
+// entry, and one holding a file with a second link (written through the
+// other, its directory sees nothing) is listed at every snapshot.
+//
+// A directory or file the agent closed to the daemon is recorded as
+// unreadable (shown so by diff, and counted in the change's note); the
+// snapshot does not fail.
 //
 // Each change is a row of turn_changes (store.ChangeQuery) naming the root
 // trees before and after it, written only once every object it names is
