@@ -323,6 +323,56 @@ func tmpName(name string) string {
 	return "." + name + "." + hex.EncodeToString(b[:]) + ".tmp"
 }
 
+// isTempOf reports whether entry is a temporary file tmpName(name) made.
+func isTempOf(entry, name string) bool {
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	mid, ok := strings.CutPrefix(entry, "."+name+".")
+	if !ok {
+		return false
+	}
+	mid, ok = strings.CutSuffix(mid, ".tmp")
+	if !ok || len(mid) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(mid)
+	return err == nil
+}
+
+// RemoveTemps removes the temporary files an atomic write of rel (Put,
+// PutLink, WriteFile) cut off by a crash left beside it. A directory on
+// the way that is missing holds none.
+func (t *Tree) RemoveTemps(rel string) error {
+	dir, name, err := splitRel(rel)
+	if err != nil {
+		return t.pathErr("remove", rel, err)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	f, err := t.root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return t.pathErr("remove", rel, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return t.pathErr("remove", rel, err)
+	}
+	for _, n := range names {
+		if isTempOf(n, name) {
+			if err := t.root.Remove(path.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return t.pathErr("remove", path.Join(dir, n), err)
+			}
+		}
+	}
+	return nil
+}
+
 // Create creates name exclusively, open for reading and writing (a
 // download is read back to be checked and decrypted in place): it fails
 // with fs.ErrExist if anything, a dangling symlink included, is there

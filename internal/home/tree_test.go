@@ -407,3 +407,32 @@ func TestExistingMakesNothing(t *testing.T) {
 		t.Errorf("read through Existing: %q, %v", b, err)
 	}
 }
+
+// What an atomic write cut off by a crash left beside a path goes; the
+// path itself, other files' temporaries and look-alikes stay.
+func TestRemoveTempsOfAPath(t *testing.T) {
+	h, _ := newHome(t)
+	g, err := h.Group("fam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	names := []string{"a.txt", ".a.txt.0123456789abcdef.tmp", ".a.txt.0123456789abcdeg.tmp", ".b.0123456789abcdef.tmp", ".a.txt.01234567.tmp"}
+	for _, n := range names {
+		if err := g.Put("sub/"+n, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.RemoveTemps("sub/a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		_, err := g.Lstat("sub/" + n)
+		if gone := errors.Is(err, fs.ErrNotExist); gone != (i == 1) {
+			t.Errorf("%s: gone = %v", n, gone)
+		}
+	}
+	if err := g.RemoveTemps("missing/a.txt"); err != nil {
+		t.Errorf("a missing directory: %v", err)
+	}
+}

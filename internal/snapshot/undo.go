@@ -418,6 +418,9 @@ func (s *Service) recoverOne(ctx context.Context, c store.Change, g *groupState)
 		if err := json.Unmarshal(data, &plan); err != nil {
 			return err
 		}
+		if err := s.removeTemps(c.Folder, plan); err != nil {
+			return err
+		}
 		if err := s.apply(c.Folder, plan); err != nil {
 			return err
 		}
@@ -426,6 +429,34 @@ func (s *Service) recoverOne(ctx context.Context, c store.Change, g *groupState)
 	g.loadedOpenFrom = true
 	g.open, g.openRoots, g.openKind = c.ID, roots{c.BeforeFiles, c.BeforeMemory}, c.Kind
 	return s.endOpen(ctx, c.Folder, g, why)
+}
+
+// removeTemps removes what the writes of plan cut off by a crash left
+// beside their paths: the undo is finished as if it had never stopped.
+func (s *Service) removeTemps(folder store.Folder, plan []op) error {
+	for _, memory := range []bool{false, true} {
+		open := s.home.Group
+		if memory {
+			open = s.home.Claude
+		}
+		var t *home.Tree
+		for _, p := range plan {
+			if p.Memory != memory || p.Dir {
+				continue
+			}
+			if t == nil {
+				var err error
+				if t, err = open(string(folder)); err != nil {
+					return err
+				}
+				defer t.Close()
+			}
+			if err := t.RemoveTemps(p.Path); err != nil {
+				return fmt.Errorf("undo: %s: %w", p.Path, err)
+			}
+		}
+	}
+	return nil
 }
 
 // lookup finds path in tree root (nil: not there).
