@@ -175,3 +175,38 @@ func TestE2EMemoryFromOthersIsHeld(t *testing.T) {
 		t.Errorf("main chat answered %q, %q", replies[0].Text, replies[1].Text)
 	}
 }
+
+// On rootless Podman the daemon reads the agent's files through an ACL
+// entry that a directory the CLI makes 0700 masks: the runner opens the
+// agent's memory to it before each result, so a memory the agent writes
+// there is recorded and told, and no snapshot fails or leaves it out.
+func TestE2EMemoryRecordedOnRootlessPodman(t *testing.T) {
+	parallel(t, light)
+	e := newPodmanEnv(t, "--idle-timeout", "2m")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "fam", "--no-trigger", "local:fam")
+	d := e.start()
+	defer d.stop(t)
+	// The first turn's transcript makes projects/ and the project's
+	// directory, 0700.
+	id := e.post("local:fam", "fake:reply hello")
+	e.waitOut("local:fam", id, 1, 3*time.Minute)
+	id = e.post("local:fam", `fake:bash m="$HOME/.claude/projects/-workspace-group/memory" && mkdir -p "$m" && printf 'the dog is Rex\n' > "$m/MEMORY.md"`+
+		"\nfake:reply noted")
+	e.waitOut("local:fam", id, 1, 3*time.Minute)
+	hasStep(t, "why", e.why(t, fmt.Sprint(id)), "changes", "changed", "memory changed: 1 line")
+	var cs []struct {
+		Line string `json:"line"`
+		Note string `json:"note"`
+	}
+	if err := json.Unmarshal([]byte(e.mustCLI("changes", "--json", "fam")), &cs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if strings.Contains(c.Note, "could not be read") {
+			t.Errorf("a change says %q: the agent's files were closed to the daemon", c.Note)
+		}
+	}
+	if strings.Contains(d.logs(), "cannot record the group's files") {
+		t.Error("a snapshot failed")
+	}
+}

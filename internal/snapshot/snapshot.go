@@ -411,7 +411,7 @@ func (s *Service) summarize(a, b roots) (store.Summary, string, error) {
 		for _, d := range ds {
 			if part.memory || isMemoryFile(d.path) {
 				add, rem, ok := s.lines(d)
-				if !ok {
+				if !ok && !skipped(d.old) && !skipped(d.new) { // an unreadable one is noted as such
 					notes = append(notes, "memory file "+d.path+" is not text")
 				}
 				sum.MemoryAdded += add
@@ -430,6 +430,9 @@ func (s *Service) summarize(a, b roots) (store.Summary, string, error) {
 	}
 	return sum, strings.Join(notes, "; "), nil
 }
+
+// skipped reports whether e is recorded as not read.
+func skipped(e *entry) bool { return e != nil && e.Type == typeSkipped }
 
 // lines counts the lines d adds and removes; ok is false when a side is
 // not text whose content is kept (then a change counts as one line).
