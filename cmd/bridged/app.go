@@ -414,10 +414,13 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config, create bool) 
 		return nil, false, nil, err
 	}
 	adm := &control.Admin{DB: db, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, CheckMounts: allowlistChecker(cfg)}
+	release := func() { db.Close() }
 	if hm, err := home.New(cfg.Home, a.cliLogger()); err == nil {
-		adm.Snapshots = snapshot.New(snapshot.Config{Dir: hm.Layout().SnapshotsDir()}, db, hm, a.cliLogger())
+		snaps := snapshot.New(snapshot.Config{Dir: hm.Layout().SnapshotsDir()}, db, hm, a.cliLogger())
+		adm.Snapshots = snaps
+		release = func() { snaps.Close(); db.Close() }
 	}
-	return adm, false, func() { db.Close() }, nil
+	return adm, false, release, nil
 }
 
 // oneLine shortens s to one line of at most n runes.
