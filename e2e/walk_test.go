@@ -197,17 +197,33 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
 	}
 }
 
-// TestE2EOwnershipWalkHardLink: a file outside the home, owned by someone
-// else, hard-linked into a group's folder (the link is made here, as root:
-// the host's fs.protected_hardlinks would stop the agent) keeps its owner
-// when a root daemon's walk hands the folder to the container user, and the
-// daemon says which file it left alone.
+// TestE2EOwnershipWalkHardLink: a file outside the home hard-linked into a
+// group's folder (the link is made here, as root: the host's
+// fs.protected_hardlinks would stop the agent) is left as it is when the
+// daemon's walk hands the folder to the group's uid, and the daemon says
+// which file it left alone. On Docker the root daemon's walk changes
+// owners: the file, someone else's, keeps its owner. On rootless Podman
+// the walk grants the group's uid by ACL what the daemon owns: the file,
+// the daemon's own and private to it, gets no grant, and the agent cannot
+// read it.
 func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	parallel(t, light)
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
-	e := newEnv(t)
+	for _, u := range daemonUsers() {
+		t.Run(u.name, func(t *testing.T) {
+			u.skipUnavailable(t)
+			if u.uid != 0 && !u.rootless {
+				t.Skip("SKIPPING: a daemon that is neither root nor on rootless Podman runs its agents as itself and walks no tree")
+			}
+			testOwnershipWalkHardLink(t, u)
+		})
+	}
+}
+
+func testOwnershipWalkHardLink(t *testing.T, u daemonUser) {
+	e := u.env(t)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "linked", "--no-trigger", "local:linked")
 	d := e.start()
@@ -216,9 +232,18 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	}
 	d.stop(t)
 
+	// Outside the home: someone else's file on Docker, the daemon's own,
+	// private to it, on Podman.
+	owner, mode := 4321, os.FileMode(0o644)
+	if u.rootless {
+		owner, mode = podman.uid, 0o600
+	}
 	victim := filepath.Join(t.TempDir(), "shadow")
 	writeFile(t, victim, "root:x:0:0::/root:/bin/sh\n")
-	if err := os.Chown(victim, 4321, 4321); err != nil {
+	if err := os.Chown(victim, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, mode); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Link(victim, filepath.Join(e.home, "groups", "linked", "shadow")); err != nil {
@@ -226,16 +251,23 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	}
 
 	d = e.start()
-	got := e.bash("local:linked", "ls -ln /workspace/group/shadow", turnWait)
+	got := e.bash("local:linked", "ls -ln /workspace/group/shadow; cat /workspace/group/shadow 2>&1", turnWait)
 	if !strings.Contains(got, "shadow") {
 		t.Fatalf("the agent does not see the linked file: %q", got)
+	}
+	t.Logf("the agent: %q", got)
+	if u.rootless && !strings.Contains(got, "Permission denied") {
+		t.Errorf("the agent read the daemon's private file through the hard link: %q; want Permission denied (the walk granted it)", got)
 	}
 	fi, err := os.Stat(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 4321 {
-		t.Errorf("the file outside the home is now owned by %d:%d; want 4321:4321 (the walk changed it through the hard link)", st.Uid, st.Gid)
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != owner || int(st.Gid) != owner || fi.Mode().Perm() != mode {
+		t.Errorf("the file outside the home is now %d:%d %v; want %d:%d %v (the walk changed it through the hard link)", st.Uid, st.Gid, fi.Mode().Perm(), owner, owner, mode)
+	}
+	if n, err := syscall.Getxattr(victim, "system.posix_acl_access", nil); err == nil {
+		t.Errorf("the file outside the home has an access ACL now (%d bytes); want none (the walk granted it through the hard link)", n)
 	}
 	if !d.waitLog(`"first_linked":"groups/linked/shadow"`, 10*time.Second) {
 		t.Errorf("the daemon did not report the hard-linked file it left alone")
