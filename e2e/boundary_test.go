@@ -545,7 +545,11 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 // after the tool's 30 s timeout.
 func TestE2EBoundaryRequestFlood(t *testing.T) {
 	parallel(t, timed)
-	e := newEnv(t, "--idle-timeout", "2m")
+	onEngines(t, testBoundaryRequestFlood)
+}
+
+func testBoundaryRequestFlood(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"flood", "calm"} {
 		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)

@@ -189,3 +189,22 @@ func TestE2EPodmanRefusesDroppedLimits(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// engineUsers are the daemon as each engine's is deployed: root on Docker
+// (the test's own user when it is not root) and the Podman service's user
+// on rootless Podman (newPodmanEnv, which skips saying why without it).
+func engineUsers() []daemonUser {
+	docker := daemonUser{name: "docker", env: newEnv}
+	if os.Geteuid() != 0 {
+		docker.uid, docker.gid = os.Geteuid(), os.Getegid()
+	}
+	return []daemonUser{docker, {name: "podman", uid: -1, rootless: true, env: newPodmanEnv}}
+}
+
+// onEngines runs test once per engine (engineUsers), each a subtest of
+// its own.
+func onEngines(t *testing.T, test func(t *testing.T, u daemonUser)) {
+	for _, u := range engineUsers() {
+		t.Run(u.name, func(t *testing.T) { test(t, u) })
+	}
+}
