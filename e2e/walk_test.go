@@ -109,7 +109,16 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
-	e := newEnv(t)
+	onEngines(t, testOwnershipWalkDeepTree)
+}
+
+// testOwnershipWalkDeepTree is TestE2EOwnershipWalkDeepTree on u's engine.
+// On Docker the trees are the old shared uid's, which the root daemon's
+// walk gives to each group's; on rootless Podman they are the daemon's
+// own, which its walk grants each group's uid by ACL, entry by entry: the
+// most work either walk can be given.
+func testOwnershipWalkDeepTree(t *testing.T, u daemonUser) {
+	e := u.env(t)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"deep", "other"} {
 		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
@@ -134,8 +143,12 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	before := turns()
 	beforeKB := peakRSSKB(t, d.cmd.Process.Pid)
 	const depth = 2000
+	owner := containerUID
+	if u.rootless {
+		owner = podman.uid
+	}
 	for _, folder := range []string{"deep", "main", "global"} { // main's agent has groups/global too
-		makeDeepTree(t, filepath.Join(e.home, "groups", folder), depth, containerUID, containerUID)
+		makeDeepTree(t, filepath.Join(e.home, "groups", folder), depth, owner, owner)
 	}
 	d.stop(t)
 
@@ -164,17 +177,22 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	if afterKB > beforeKB+64<<10 {
 		t.Errorf("the daemon's peak RSS grew from %d MB to %d MB walking the deep trees; want under 64 MB more", beforeKB>>10, afterKB>>10)
 	}
-	// The walk did its work: the deepest level is the container user's.
-	levels, owner := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
-	if want := groupUID(t, e.home, "deep"); levels != depth || int(owner) != want {
-		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d (the group's uid)", levels, owner, depth, want)
+	// The walk did its work: the deepest level is the container user's
+	// (Docker), or grants it by ACL (Podman).
+	levels, deepest, acl := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
+	switch want := groupUID(t, e.home, "deep"); {
+	case u.rootless && (levels != depth || !acl):
+		t.Errorf("groups/deep: %d levels, the deepest with an access ACL: %v; want %d levels, the deepest granted to the group's uid", levels, acl, depth)
+	case !u.rootless && (levels != depth || int(deepest) != want):
+		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d (the group's uid)", levels, deepest, depth, want)
 	}
 	d.stop(t)
 }
 
 // deepestOwner follows the only subdirectory of each level under dir down
-// to the last, by descriptor, and returns the levels and the last's owner.
-func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
+// to the last, by descriptor, and returns the levels, the last's owner and
+// whether it has an access ACL.
+func deepestOwner(t *testing.T, dir string) (levels int, uid uint32, acl bool) {
 	t.Helper()
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
@@ -188,8 +206,9 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
 			if err := syscall.Fstat(fd, &st); err != nil {
 				t.Fatal(err)
 			}
+			_, err := syscall.Getxattr(fmt.Sprintf("/proc/self/fd/%d", fd), "system.posix_acl_access", nil)
 			syscall.Close(fd)
-			return levels, st.Uid
+			return levels, st.Uid, err == nil
 		}
 		syscall.Close(fd)
 		fd = next
