@@ -145,8 +145,9 @@ func groupUID(t *testing.T, homeDir, folder string) int {
 // A limit this Podman would drop (rootless on a host that cannot delegate
 // cgroup controllers to its user: cgroup v1 here) is refused when the
 // group's container starts, and the owner is told why: the chat's failure
-// notice names the dropped limits, and `bridged status` has the whole
-// reason: the cause and the settings that turn the limits off. No container is left. Where
+// notice names the dropped limits, `bridged status` has the whole reason
+// (the cause and the settings that turn the limits off), and `bridged
+// doctor` fails its cgroups check saying so. No container is left. Where
 // the engine applies the limits, the agent answers.
 func TestE2EPodmanRefusesDroppedLimits(t *testing.T) {
 	parallel(t, light)
@@ -185,6 +186,22 @@ func TestE2EPodmanRefusesDroppedLimits(t *testing.T) {
 	for _, want := range []string{"memory (asked 2147483648 bytes, got 0)", "pids (asked", podman.limits, "BRIDGED_CONTAINER_MEMORY"} {
 		if f := st.Failures[0]; f.Kind != "run" || f.Where != "main" || !strings.Contains(f.Error, want) {
 			t.Errorf("bridged status --json's failure %+v; want main's run failure saying %q", f, want)
+		}
+	}
+	// `bridged doctor`, which the reason points to, fails the cgroups
+	// check with the same cause and both fixes.
+	doctor, _ := e.cli("doctor")
+	var line string // the check and its hint, on the line after it
+	lines := strings.Split(doctor, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "cgroups") && i+1 < len(lines) {
+			line = l + " " + strings.TrimSpace(lines[i+1])
+		}
+	}
+	t.Logf("bridged doctor: %s", line)
+	for _, want := range []string{"FAIL", "every agent's start is refused", "cgroup v2", "BRIDGED_CONTAINER_MEMORY=0"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("bridged doctor's cgroups check %q does not say %q:\n%s", line, want, doctor)
 		}
 	}
 	d.stop(t)
