@@ -271,3 +271,31 @@ func TestPackageMethodCounts(t *testing.T) {
 		}
 	}
 }
+
+// packageMaxLines bounds the non-test Go lines of a package that must stay
+// small: the router is the glue between the channels, the store and the
+// runs (docs/architecture.md), and what grows in it belongs to one of them.
+var packageMaxLines = map[string]int{
+	"internal/router": 1200,
+}
+
+// Each package in packageMaxLines has at most its bound of non-test lines.
+func TestPackageLines(t *testing.T) {
+	fset, files := parseSources(t)
+	got := map[string]int{}
+	for _, f := range files {
+		if _, ok := packageMaxLines[f.dir]; ok {
+			got[f.dir] += fset.File(f.file.Pos()).LineCount()
+		}
+	}
+	for dir, limit := range packageMaxLines {
+		switch n := got[dir]; {
+		case n == 0:
+			t.Errorf("%s has no Go files: is it still there?", dir)
+		case n > limit:
+			t.Errorf("%s has %d lines of non-test Go, over its bound of %d: move what is not its own to the package it belongs to", dir, n, limit)
+		default:
+			t.Logf("%s: %d lines (bound %d)", dir, n, limit)
+		}
+	}
+}

@@ -37,6 +37,9 @@ command -v newuidmap >/dev/null || need+=(uidmap)
 command -v slirp4netns >/dev/null || need+=(slirp4netns)
 command -v runc >/dev/null || need+=(runc)
 command -v curl >/dev/null || need+=(curl)
+# The init Podman runs as each container's pid 1 (HostConfig.Init): a
+# Recommends of Debian's podman, so --no-install-recommends leaves it out.
+[ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]}"
   apt-get update -qq

@@ -335,7 +335,11 @@ func BenchmarkE2EColdStart(b *testing.B) {
 				}
 				med := percentile(lat, 0.5)
 				b.ReportMetric(ms(med), "ms-median")
-				fmt.Printf("cold start on %s (message → reply, a new container each), %d runs: median %.0f ms, slowest %.0f ms\n", engine, n, ms(med), ms(percentile(lat, 1)))
+				rounds := make([]string, len(lat))
+				for i, l := range lat {
+					rounds[i] = fmt.Sprintf("%.0f", ms(l))
+				}
+				fmt.Printf("cold start on %s (message → reply, a new container each), %d runs: median %.0f ms, slowest %.0f ms (each, in ms: %s)\n", engine, n, ms(med), ms(percentile(lat, 1)), strings.Join(rounds, " "))
 				d.stop(b)
 			}
 		})

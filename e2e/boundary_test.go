@@ -545,7 +545,11 @@ func TestE2EBoundaryContainerUIDConfig(t *testing.T) {
 // after the tool's 30 s timeout.
 func TestE2EBoundaryRequestFlood(t *testing.T) {
 	parallel(t, timed)
-	e := newEnv(t, "--idle-timeout", "2m")
+	onEngines(t, testBoundaryRequestFlood)
+}
+
+func testBoundaryRequestFlood(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"flood", "calm"} {
 		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
@@ -587,15 +591,23 @@ func TestE2EBoundaryRequestFlood(t *testing.T) {
 // plant it (groups/ is read-only in its container: TestE2EMountRace), so
 // the link is planted on the host, as the daemon's user could have (or an
 // agent before groups/ was read-only). The daemon runs as a non-root user
-// here: the one whose containers could write groups/.
+// here, on Docker (the one whose containers could write groups/) and on
+// rootless Podman.
 func TestE2EBoundaryGroupFolderSymlink(t *testing.T) {
 	parallel(t, light)
-	var e *env
-	if os.Geteuid() == 0 {
-		e = newEnvAs(t, nonRootUID, nonRootUID, "--idle-timeout", "2m")
-	} else {
-		e = newEnv(t, "--idle-timeout", "2m")
+	for _, u := range daemonUsers() {
+		if u.name == "root" {
+			continue // the daemon users that are not root: on Docker and on rootless Podman
+		}
+		t.Run(u.name, func(t *testing.T) {
+			u.skipUnavailable(t)
+			testBoundaryGroupFolderSymlink(t, u)
+		})
 	}
+}
+
+func testBoundaryGroupFolderSymlink(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "victim", "--no-trigger", "local:victim")
 	d := e.start()

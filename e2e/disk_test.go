@@ -50,8 +50,12 @@ func diskUsage(t *testing.T, dir string) (bytes int64, files int) {
 // per-group cap.
 func TestE2EOutboxFlood(t *testing.T) {
 	parallel(t, timed)
-	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = []string{"BRIDGED_OUTBOX_FILES_PER_MINUTE=3", "BRIDGED_OUTBOX_BYTES_PER_DAY=64m"}
+	onEngines(t, testOutboxFlood)
+}
+
+func testOutboxFlood(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "BRIDGED_OUTBOX_FILES_PER_MINUTE=3", "BRIDGED_OUTBOX_BYTES_PER_DAY=64m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	spool := filepath.Join(e.home, "data", "outbox")

@@ -19,7 +19,11 @@ var fileLineRE = regexp.MustCompile(`\[file: (\S+) \(([^,]+), (\w+)\) (/\S+)\]`)
 // a clear error and nothing of it leaves the host's file system.
 func TestE2ESendMessageFile(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "2m")
+	onEngines(t, testSendMessageFile)
+}
+
+func testSendMessageFile(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 

@@ -15,7 +15,6 @@ package e2e
 // tests that check on its own).
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,26 +55,25 @@ func testMountRace(t *testing.T, u daemonUser) {
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := e.watchContainers(ctx)
 
-	// The other group's folder exists once it has run.
+	// The other group's folder exists once it has run. Each step waits on
+	// the daemon's own view of its agents (its status), not on the
+	// engine's events, which Podman delivers late.
 	if got := e.bash("local:other", "echo mine > /workspace/group/mine.txt && ls -A /workspace/group", turnWait); !strings.Contains(got, "mine.txt") {
 		t.Fatalf("the other group's first run answered %q; want its folder's listing", got)
 	}
-	w.waitRunning(t, 0, turnWait)
+	waitNoAgent(t, e, "other", turnWait)
 
 	// The race: the main agent swaps the other group's folder for a symlink
 	// to ../store and back in a loop (its turn lasts until the test puts
 	// the stop file in its folder), while the other group's container is
 	// started again and again and lists its /workspace/group.
 	stop := filepath.Join(home, "groups", "main", "stop-swapping")
-	loop := `cd /workspace/groups; s=0; f=0; while [ ! -e /workspace/group/stop-swapping ]; do ` +
+	loop := `cd /workspace/groups; touch /workspace/group/swapping; s=0; f=0; while [ ! -e /workspace/group/stop-swapping ]; do ` +
 		`if mv other .held 2>/dev/null; then ln -s ../store other; s=$((s+1)); sleep 0.05; rm -f other; mv .held other 2>/dev/null; else f=$((f+1)); fi; sleep 0.02; done; ` +
 		`echo "swaps=$s refused=$f"`
 	mainID := e.post("local:main", "fake:bash "+loop)
-	w.waitRunning(t, 1, turnWait)
+	waitFile(t, filepath.Join(home, "groups", "main", "swapping"), 2*turnWait)
 	leaked := false
 	for i := 0; i < raceRestarts && !leaked; i++ {
 		id := e.post("local:other", "fake:bash ls -A /workspace/group; echo listed")
@@ -86,7 +84,7 @@ func testMountRace(t *testing.T, u daemonUser) {
 		} else if !strings.Contains(got, "listed") {
 			t.Logf("start %d of the other group's container answered %q", i+1, got)
 		}
-		w.waitRunning(t, 1, turnWait) // idle close: the next message starts a new container
+		waitNoAgent(t, e, "other", turnWait) // idle close: the next message starts a new container
 	}
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -186,21 +184,20 @@ func testMountRaceExtraMount(t *testing.T, u daemonUser) {
 	e.mustCLI("groups", "set", "--mount", project+":proj:rw", "main")
 	e.mustCLI("groups", "set", "--mount", app+":app", "other")
 	d := e.start()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := e.watchContainers(ctx)
 
+	// Each step waits on the daemon's own view of its agents (its status),
+	// not on the engine's events, which Podman delivers late.
 	if got := e.bash("local:other", "ls -A /workspace/extra/app", turnWait); !strings.Contains(got, "app.txt") {
 		t.Fatalf("the other group's first run lists %q in /workspace/extra/app; want app.txt", got)
 	}
-	w.waitRunning(t, 0, turnWait)
+	waitNoAgent(t, e, "other", turnWait)
 
 	stop := filepath.Join(e.home, "groups", "main", "stop-swapping")
-	loop := `cd /workspace/extra/proj; s=0; while [ ! -e /workspace/group/stop-swapping ]; do ` +
+	loop := `cd /workspace/extra/proj; touch /workspace/group/swapping; s=0; while [ ! -e /workspace/group/stop-swapping ]; do ` +
 		`if mv app .held 2>/dev/null; then ln -s ` + secret + ` app; s=$((s+1)); sleep 0.2; rm -f app; mv .held app 2>/dev/null; fi; sleep 0.2; done; ` +
 		`echo "swaps=$s"`
 	mainID := e.post("local:main", "fake:bash "+loop)
-	w.waitRunning(t, 1, turnWait)
+	waitFile(t, filepath.Join(e.home, "groups", "main", "swapping"), 2*turnWait)
 	for i := 0; i < extraRaceRestarts; i++ {
 		// The answer is the agent's listing, or the failure notice when
 		// every start of the retry sequence was caught with a swapped mount.
@@ -211,7 +208,8 @@ func testMountRaceExtraMount(t *testing.T, u daemonUser) {
 			break
 		}
 		t.Logf("start %d of the other group's container answered %q", i+1, got)
-		w.waitRunning(t, 1, turnWait)
+		// The next message starts a container of its own.
+		waitNoAgent(t, e, "other", turnWait)
 	}
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +97,18 @@ func newPodmanEnv(t *testing.T, daemonArgs ...string) *env {
 // makePodmanEnv is newPodmanEnv for a test or a benchmark.
 func makePodmanEnv(t testing.TB, daemonArgs []string) *env {
 	t.Helper()
+	e := podmanEnvWithLimits(t, daemonArgs)
+	if podman.limits != "" {
+		t.Logf("no container limits on this Podman: %s", podman.limits)
+		e.extraEnv = append(e.extraEnv, "BRIDGED_CONTAINER_MEMORY=0", "BRIDGED_CONTAINER_CPUS=0", "BRIDGED_CONTAINER_PIDS=0")
+	}
+	return e
+}
+
+// podmanEnvWithLimits is makePodmanEnv with the default container limits
+// kept, whether or not this Podman can apply them.
+func podmanEnvWithLimits(t testing.TB, daemonArgs []string) *env {
+	t.Helper()
 	if skipReason != "" {
 		t.Skip("SKIPPING Podman end-to-end test: " + skipReason)
 	}
@@ -105,10 +118,6 @@ func makePodmanEnv(t testing.TB, daemonArgs []string) *env {
 	e.engine = podman.cli
 	e.extraEnv = append(e.extraEnv, "BRIDGED_ENGINE=podman", "DOCKER_HOST="+podman.host,
 		"XDG_RUNTIME_DIR=/run/user/"+strconv.Itoa(podman.uid))
-	if podman.limits != "" {
-		t.Logf("no container limits on this Podman: %s", podman.limits)
-		e.extraEnv = append(e.extraEnv, "BRIDGED_CONTAINER_MEMORY=0", "BRIDGED_CONTAINER_CPUS=0", "BRIDGED_CONTAINER_PIDS=0")
-	}
 	return e
 }
 
@@ -131,4 +140,88 @@ func groupUID(t *testing.T, homeDir, folder string) int {
 		t.Fatalf("group uids %s: no uid for %s", data, folder)
 	}
 	return uid
+}
+
+// A limit this Podman would drop (rootless on a host that cannot delegate
+// cgroup controllers to its user: cgroup v1 here) is refused when the
+// group's container starts, and the owner is told why: the chat's failure
+// notice names the dropped limits, `bridged status` has the whole reason
+// (the cause and the settings that turn the limits off), and `bridged
+// doctor` fails its cgroups check saying so. No container is left. Where
+// the engine applies the limits, the agent answers.
+func TestE2EPodmanRefusesDroppedLimits(t *testing.T) {
+	parallel(t, light)
+	e := podmanEnvWithLimits(t, []string{"--retry-base", "100ms", "--idle-timeout", "2s"})
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	d := e.start()
+	id := e.post("local:main", "fake:reply limited")
+	got := e.waitOut("local:main", id, 1, 3*time.Minute)[0].Text
+	if podman.limits == "" {
+		if got != "limited" {
+			t.Errorf("on a Podman that applies the limits the agent answered %q; want %q", got, "limited")
+		}
+		d.stop(t)
+		return
+	}
+	t.Logf("the owner's chat: %q", got)
+	if got == "limited" {
+		t.Fatalf("the agent answered on a Podman that drops the limits (%s); want the start refused", podman.limits)
+	}
+	for _, want := range []string{"could not answer", "the engine dropped resource limits: memory (asked"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the chat got %q; want a failure notice saying %q", got, want)
+		}
+	}
+	// The whole reason, with its fix, is the failure's in `bridged status`.
+	var st struct {
+		Failures []struct{ Kind, Where, Error string } `json:"failures"`
+	}
+	if err := json.Unmarshal([]byte(e.mustCLI("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Failures) == 0 {
+		t.Fatalf("bridged status --json shows no failure")
+	}
+	t.Logf("bridged status --json's failure: %+v", st.Failures[0])
+	for _, want := range []string{"memory (asked 2147483648 bytes, got 0)", "pids (asked", podman.limits, "BRIDGED_CONTAINER_MEMORY"} {
+		if f := st.Failures[0]; f.Kind != "run" || f.Where != "main" || !strings.Contains(f.Error, want) {
+			t.Errorf("bridged status --json's failure %+v; want main's run failure saying %q", f, want)
+		}
+	}
+	// `bridged doctor`, which the reason points to, fails the cgroups
+	// check with the same cause and both fixes.
+	doctor, _ := e.cli("doctor")
+	var line string // the check and its hint, on the line after it
+	lines := strings.Split(doctor, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "cgroups") && i+1 < len(lines) {
+			line = l + " " + strings.TrimSpace(lines[i+1])
+		}
+	}
+	t.Logf("bridged doctor: %s", line)
+	for _, want := range []string{"FAIL", "every agent's start is refused", "cgroup v2", "BRIDGED_CONTAINER_MEMORY=0"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("bridged doctor's cgroups check %q does not say %q:\n%s", line, want, doctor)
+		}
+	}
+	d.stop(t)
+}
+
+// engineUsers are the daemon as each engine's is deployed: root on Docker
+// (the test's own user when it is not root) and the Podman service's user
+// on rootless Podman (newPodmanEnv, which skips saying why without it).
+func engineUsers() []daemonUser {
+	docker := daemonUser{name: "docker", env: newEnv}
+	if os.Geteuid() != 0 {
+		docker.uid, docker.gid = os.Geteuid(), os.Getegid()
+	}
+	return []daemonUser{docker, {name: "podman", uid: -1, rootless: true, env: newPodmanEnv}}
+}
+
+// onEngines runs test once per engine (engineUsers), each a subtest of
+// its own.
+func onEngines(t *testing.T, test func(t *testing.T, u daemonUser)) {
+	for _, u := range engineUsers() {
+		t.Run(u.name, func(t *testing.T) { test(t, u) })
+	}
 }

@@ -105,10 +105,14 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 // with a nofile limit of 4096.
 func TestE2EProxyFlood(t *testing.T) {
 	parallel(t, timed)
+	onEngines(t, testProxyFlood)
+}
+
+func testProxyFlood(t *testing.T, u daemonUser) {
 	const n = 3000
 	up := newFakeUpstream(t)
-	e := newEnv(t, "--idle-timeout", "3m")
-	e.extraEnv = []string{"BRIDGED_ANTHROPIC_URL=" + up.srv.URL}
+	e := u.env(t, "--idle-timeout", "3m")
+	e.extraEnv = append(e.extraEnv, "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "evil", "--no-trigger", "local:evil")
 	d := e.start()

@@ -109,7 +109,16 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
-	e := newEnv(t)
+	onEngines(t, testOwnershipWalkDeepTree)
+}
+
+// testOwnershipWalkDeepTree is TestE2EOwnershipWalkDeepTree on u's engine.
+// On Docker the trees are the old shared uid's, which the root daemon's
+// walk gives to each group's; on rootless Podman they are the daemon's
+// own, which its walk grants each group's uid by ACL, entry by entry: the
+// most work either walk can be given.
+func testOwnershipWalkDeepTree(t *testing.T, u daemonUser) {
+	e := u.env(t)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	for _, g := range []string{"deep", "other"} {
 		e.mustCLI("groups", "add", "--tools", "full", "--name", g, "--no-trigger", "local:"+g)
@@ -134,8 +143,12 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	before := turns()
 	beforeKB := peakRSSKB(t, d.cmd.Process.Pid)
 	const depth = 2000
+	owner := containerUID
+	if u.rootless {
+		owner = podman.uid
+	}
 	for _, folder := range []string{"deep", "main", "global"} { // main's agent has groups/global too
-		makeDeepTree(t, filepath.Join(e.home, "groups", folder), depth, containerUID, containerUID)
+		makeDeepTree(t, filepath.Join(e.home, "groups", folder), depth, owner, owner)
 	}
 	d.stop(t)
 
@@ -164,17 +177,22 @@ func TestE2EOwnershipWalkDeepTree(t *testing.T) {
 	if afterKB > beforeKB+64<<10 {
 		t.Errorf("the daemon's peak RSS grew from %d MB to %d MB walking the deep trees; want under 64 MB more", beforeKB>>10, afterKB>>10)
 	}
-	// The walk did its work: the deepest level is the container user's.
-	levels, owner := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
-	if want := groupUID(t, e.home, "deep"); levels != depth || int(owner) != want {
-		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d (the group's uid)", levels, owner, depth, want)
+	// The walk did its work: the deepest level is the container user's
+	// (Docker), or grants it by ACL (Podman).
+	levels, deepest, acl := deepestOwner(t, filepath.Join(e.home, "groups", "deep", "deep"))
+	switch want := groupUID(t, e.home, "deep"); {
+	case u.rootless && (levels != depth || !acl):
+		t.Errorf("groups/deep: %d levels, the deepest with an access ACL: %v; want %d levels, the deepest granted to the group's uid", levels, acl, depth)
+	case !u.rootless && (levels != depth || int(deepest) != want):
+		t.Errorf("groups/deep: %d levels, the deepest owned by %d; want %d levels owned by %d (the group's uid)", levels, deepest, depth, want)
 	}
 	d.stop(t)
 }
 
 // deepestOwner follows the only subdirectory of each level under dir down
-// to the last, by descriptor, and returns the levels and the last's owner.
-func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
+// to the last, by descriptor, and returns the levels, the last's owner and
+// whether it has an access ACL.
+func deepestOwner(t *testing.T, dir string) (levels int, uid uint32, acl bool) {
 	t.Helper()
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
@@ -188,8 +206,9 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
 			if err := syscall.Fstat(fd, &st); err != nil {
 				t.Fatal(err)
 			}
+			_, err := syscall.Getxattr(fmt.Sprintf("/proc/self/fd/%d", fd), "system.posix_acl_access", nil)
 			syscall.Close(fd)
-			return levels, st.Uid
+			return levels, st.Uid, err == nil
 		}
 		syscall.Close(fd)
 		fd = next
@@ -197,17 +216,33 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32) {
 	}
 }
 
-// TestE2EOwnershipWalkHardLink: a file outside the home, owned by someone
-// else, hard-linked into a group's folder (the link is made here, as root:
-// the host's fs.protected_hardlinks would stop the agent) keeps its owner
-// when a root daemon's walk hands the folder to the container user, and the
-// daemon says which file it left alone.
+// TestE2EOwnershipWalkHardLink: a file outside the home hard-linked into a
+// group's folder (the link is made here, as root: the host's
+// fs.protected_hardlinks would stop the agent) is left as it is when the
+// daemon's walk hands the folder to the group's uid, and the daemon says
+// which file it left alone. On Docker the root daemon's walk changes
+// owners: the file, someone else's, keeps its owner. On rootless Podman
+// the walk grants the group's uid by ACL what the daemon owns: the file,
+// the daemon's own and private to it, gets no grant, and the agent cannot
+// read it.
 func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	parallel(t, light)
 	if os.Geteuid() != 0 {
 		t.Skip("the ownership walk is the root daemon's; run the tests as root")
 	}
-	e := newEnv(t)
+	for _, u := range daemonUsers() {
+		t.Run(u.name, func(t *testing.T) {
+			u.skipUnavailable(t)
+			if u.uid != 0 && !u.rootless {
+				t.Skip("SKIPPING: a daemon that is neither root nor on rootless Podman runs its agents as itself and walks no tree")
+			}
+			testOwnershipWalkHardLink(t, u)
+		})
+	}
+}
+
+func testOwnershipWalkHardLink(t *testing.T, u daemonUser) {
+	e := u.env(t)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "linked", "--no-trigger", "local:linked")
 	d := e.start()
@@ -216,9 +251,18 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	}
 	d.stop(t)
 
+	// Outside the home: someone else's file on Docker, the daemon's own,
+	// private to it, on Podman.
+	owner, mode := 4321, os.FileMode(0o644)
+	if u.rootless {
+		owner, mode = podman.uid, 0o600
+	}
 	victim := filepath.Join(t.TempDir(), "shadow")
 	writeFile(t, victim, "root:x:0:0::/root:/bin/sh\n")
-	if err := os.Chown(victim, 4321, 4321); err != nil {
+	if err := os.Chown(victim, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, mode); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Link(victim, filepath.Join(e.home, "groups", "linked", "shadow")); err != nil {
@@ -226,16 +270,23 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	}
 
 	d = e.start()
-	got := e.bash("local:linked", "ls -ln /workspace/group/shadow", turnWait)
+	got := e.bash("local:linked", "ls -ln /workspace/group/shadow; cat /workspace/group/shadow 2>&1", turnWait)
 	if !strings.Contains(got, "shadow") {
 		t.Fatalf("the agent does not see the linked file: %q", got)
+	}
+	t.Logf("the agent: %q", got)
+	if u.rootless && !strings.Contains(got, "Permission denied") {
+		t.Errorf("the agent read the daemon's private file through the hard link: %q; want Permission denied (the walk granted it)", got)
 	}
 	fi, err := os.Stat(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 4321 {
-		t.Errorf("the file outside the home is now owned by %d:%d; want 4321:4321 (the walk changed it through the hard link)", st.Uid, st.Gid)
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != owner || int(st.Gid) != owner || fi.Mode().Perm() != mode {
+		t.Errorf("the file outside the home is now %d:%d %v; want %d:%d %v (the walk changed it through the hard link)", st.Uid, st.Gid, fi.Mode().Perm(), owner, owner, mode)
+	}
+	if n, err := syscall.Getxattr(victim, "system.posix_acl_access", nil); err == nil {
+		t.Errorf("the file outside the home has an access ACL now (%d bytes); want none (the walk granted it through the hard link)", n)
 	}
 	if !d.waitLog(`"first_linked":"groups/linked/shadow"`, 10*time.Second) {
 		t.Errorf("the daemon did not report the hard-linked file it left alone")

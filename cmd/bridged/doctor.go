@@ -175,6 +175,7 @@ func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 		out = append(out, check{name: "engine", status: "FAIL", detail: err.Error(), hint: "set BRIDGED_ENGINE to the engine that answers, or point DOCKER_HOST at the other"})
 	} else if info.Engine == container.EnginePodman {
 		out = append(out, podmanChecks(info, cfg, os.Geteuid(), "/var/lib/systemd/linger")...)
+		out = append(out, podmanInitCheck(podmanInitPath))
 	}
 	ok, err := d.ImageExists(cctx, cfg.Image)
 	switch {
@@ -391,6 +392,24 @@ func checkDaemon(ctx context.Context, cfg *config.Config) check {
 		detail += "; database " + cfg.StoreDB() + " present"
 	}
 	return check{name: "daemon", status: "ok", detail: detail}
+}
+
+// podmanInitPath is where Podman looks for the init it runs as each
+// container's pid 1 (containers.conf's init_path, whose default Debian's
+// catatonit package fills).
+const podmanInitPath = "/usr/libexec/podman/catatonit"
+
+// podmanInitCheck checks that Podman's init is at path: bridged starts
+// every agent with an init, and without one Podman refuses every start
+// ("container-init binary not found on the host"). The package is only a
+// recommendation of Debian's podman, which an install without
+// recommendations leaves out.
+func podmanInitCheck(path string) check {
+	if _, err := os.Stat(path); err != nil {
+		return check{name: "podman init", status: "FAIL", detail: "Podman's init is not at " + path + ": every agent's start is refused",
+			hint: "sudo apt install catatonit (or set init_path in containers.conf to a static init such as /usr/bin/tini-static)"}
+	}
+	return check{name: "podman init", status: "ok", detail: path}
 }
 
 // podmanChecks are what rootless Podman needs, for a daemon running as

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,6 +58,12 @@ func TestDoctorPodmanChecks(t *testing.T) {
 	}
 	if c := status(podmanChecks(bad, unlimited, 0, linger))["cgroups"]; c.status != "warn" {
 		t.Errorf("cgroups without limits configured: %+v; want a warning", c)
+	}
+	if c := podmanInitCheck(filepath.Join(linger, "catatonit")); c.status != "FAIL" || !strings.Contains(c.hint, "apt install catatonit") {
+		t.Errorf("no init where Podman looks: %+v; want FAIL naming the package", c)
+	}
+	if c := podmanInitCheck(os.Args[0]); c.status != "ok" {
+		t.Errorf("an init where Podman looks: %+v; want ok", c)
 	}
 	if c := status(podmanChecks(good, limited, 65534, linger))["linger"]; c.status != "warn" || !strings.Contains(c.hint, "enable-linger nobody") {
 		t.Errorf("a user that does not linger: %+v; want a warning naming loginctl enable-linger", c)

@@ -117,7 +117,7 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := router.New(router.Config{AssistantName: "Andy", Home: hm, ContainerUID: 1000, ContainerGID: 1000, Image: "none"},
+	rt, err := router.New(router.Config{AssistantName: "Andy", Home: hm, Container: container.SpecBuilder{UID: 1000, GID: 1000, Image: "none"}},
 		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", ing.Inbound, zerolog.Nop())},
 			Log: zerolog.Nop(), Budget: budget, Ingest: ing})
 	if err != nil {

@@ -192,7 +192,7 @@ func TestNewRefusesRootContainerUser(t *testing.T) {
 	for _, ids := range [][2]int{{0, 0}, {0, 61000}, {-1, 5}} {
 		h := newHarness(t, nil)
 		cfg := h.cfg
-		cfg.ContainerUID, cfg.ContainerGID = ids[0], ids[1]
+		cfg.Container.UID, cfg.Container.GID = ids[0], ids[1]
 		if _, err := New(cfg, Deps{Store: h.db, Runtime: h.rt}); err == nil || !strings.Contains(err.Error(), "root") {
 			t.Errorf("New with container user %d:%d: got %v; want an error", ids[0], ids[1], err)
 		}
@@ -201,7 +201,7 @@ func TestNewRefusesRootContainerUser(t *testing.T) {
 
 // The container runs as the configured user.
 func TestContainerUser(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ContainerUID, c.ContainerGID = 61000, 61001 })
+	h := newHarness(t, func(c *Config) { c.Container.UID, c.Container.GID = 61000, 61001 })
 	h.start()
 	h.post(mainChat, "hello")
 	run := h.nextRun()

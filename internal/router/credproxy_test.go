@@ -36,8 +36,8 @@ func TestContainerGetsItsOwnProxySocket(t *testing.T) {
 	var fp *fakeProxy
 	h := newHarness(t, func(c *Config) {
 		fp = &fakeProxy{dir: filepath.Join(c.Home.Layout().DataDir(), "proxy"), closed: make(chan string, 4)}
-		c.APIProxy = fp
-		c.Network = "none"
+		c.Container.APIProxy = fp
+		c.Container.Network = "none"
 	})
 	h.start()
 	h.post(mainChat, "hi")

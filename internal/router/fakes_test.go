@@ -196,13 +196,11 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	cfg := Config{
 		AssistantName: testName,
 		Timezone:      time.UTC,
-		Image:         "bridged-agent:test",
 		Instance:      "test-instance",
 		Home:          hm,
-		ContainerUID:  uid,
-		ContainerGID:  gid,
-		RetryDelays:   []time.Duration{time.Millisecond},
-		Secrets:       map[string]string{"ANTHROPIC_API_KEY": "sk-secret-value"},
+		Container: container.SpecBuilder{Image: "bridged-agent:test", UID: uid, GID: gid,
+			Secrets: map[string]string{"ANTHROPIC_API_KEY": "sk-secret-value"}},
+		RetryDelays: []time.Duration{time.Millisecond},
 	}
 	if mod != nil {
 		mod(&cfg)

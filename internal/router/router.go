@@ -62,27 +62,15 @@ type Config struct {
 	// task, with one owner alert (Alerts.TaskPaused); 0 never pauses one.
 	TaskMaxFailures int
 
-	Image, Instance string
-	Limits          container.Limits
+	Instance string
 	// Home is the bridged home; every file the router touches in an
 	// agent-writable tree goes through it. Required.
-	Home      *home.Home
-	Allowlist *container.Allowlist // nil: no extra mounts
-	// Secrets are the Claude credentials: never sent to a container; a
-	// spec holding one is refused (container.Spec.Forbidden).
-	Secrets map[string]string
-	// APIProxy gives each container its own socket of the daemon's
-	// credential proxy, mounted read-only (nil: containers get no API
-	// access from bridged).
-	APIProxy container.APIProxy
-	// Network is the containers' network mode: "" or "bridge", or "none".
-	Network string
-	// The user containers run as (never 0), or with GroupUIDs each
-	// group's own, and the engine's id maps (rootless Podman): as in
-	// container.SpecBuilder.
-	ContainerUID, ContainerGID int
-	GroupUIDs                  *home.GroupUIDs
-	UIDMap, GIDMap             []container.IDMap
+	Home *home.Home
+	// Container is how each group's container is built: the image, the
+	// limits, the user (never 0), the allowlist, the credential proxy
+	// and the secrets it must never hold. Its Home, AssistantName,
+	// Timezone, Instance and Planted are filled from the router's.
+	Container container.SpecBuilder
 
 	// ShutdownTimeout bounds the drain when Run's context ends: runs still
 	// busy then are stopped (their messages stay pending). 0: 60 s.
@@ -192,9 +180,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 		return nil, errors.New("new router: assistant name is empty")
 	case cfg.Home == nil:
 		return nil, errors.New("new router: no home")
-	case cfg.ContainerUID <= 0 || cfg.ContainerGID < 0:
-		return nil, fmt.Errorf("new router: container user %d:%d: an agent never runs as root", cfg.ContainerUID, cfg.ContainerGID)
-	case cfg.Image == "":
+	case cfg.Container.UID <= 0 || cfg.Container.GID < 0:
+		return nil, fmt.Errorf("new router: container user %d:%d: an agent never runs as root", cfg.Container.UID, cfg.Container.GID)
+	case cfg.Container.Image == "":
 		return nil, errors.New("new router: image is empty")
 	case cfg.PromptCap < 0, cfg.IdleTimeout < 0, cfg.ContainerTimeout < 0, cfg.TaskCloseDelay < 0, cfg.ShutdownTimeout < 0, cfg.StartTimeout < 0:
 		return nil, errors.New("new router: negative prompt cap or duration")
@@ -230,6 +218,8 @@ func New(cfg Config, d Deps) (*Router, error) {
 		pings:    make(chan chan struct{}),
 	}
 	r.out = r.newSender(outbox.DefaultBackoff)
+	specs := cfg.Container
+	specs.Home, specs.AssistantName, specs.Timezone, specs.Instance, specs.Planted = cfg.Home, cfg.AssistantName, cfg.Timezone, cfg.Instance, r.planted
 	r.runs = agentrun.New(agentrun.Config{
 		AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Instance: cfg.Instance,
 		IdleTimeout: cfg.IdleTimeout, TaskCloseDelay: cfg.TaskCloseDelay, ContainerTimeout: cfg.ContainerTimeout, StartTimeout: cfg.StartTimeout,
@@ -245,12 +235,7 @@ func New(cfg Config, d Deps) (*Router, error) {
 		ContainerGone: d.ContainerGone,
 		ApprovalWait:  d.ApprovalWait,
 		Snapshots:     d.Snapshots,
-		Specs: container.SpecBuilder{
-			Home: cfg.Home, AssistantName: cfg.AssistantName, Timezone: cfg.Timezone, Image: cfg.Image, Instance: cfg.Instance,
-			Limits: cfg.Limits, Allowlist: cfg.Allowlist, Secrets: cfg.Secrets, APIProxy: cfg.APIProxy, Network: cfg.Network,
-			UID: cfg.ContainerUID, GID: cfg.ContainerGID, GroupUIDs: cfg.GroupUIDs, UIDMap: cfg.UIDMap, GIDMap: cfg.GIDMap,
-			Planted: r.planted,
-		},
+		Specs:         specs,
 	})
 	// The queue's handlers are the runs' own: they pipe, start and end
 	// runs, and ask the queue for slots (Deps.Queue) through it.

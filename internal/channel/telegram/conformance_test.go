@@ -96,6 +96,9 @@ func (n *tgNetwork) Typing() bool { return len(n.srv.Actions()) > 0 }
 
 var _ channeltest.MediaNetwork = (*tgNetwork)(nil)
 
+// Fetcher is the channel: it downloads a message's file with getFile.
+func (n *tgNetwork) Fetcher() channeltest.Fetcher { return n.c }
+
 func (n *tgNetwork) DeliverFile(who channeltest.Who, caption string, data []byte) func() bool {
 	upd, _ := n.srv.Message(telegramtest.Msg{Chat: groupChat, From: n.user(who), Text: caption,
 		File: &telegramtest.File{Kind: "photo", ID: fmt.Sprintf("img%d", time.Now().UnixNano()), Data: data}})

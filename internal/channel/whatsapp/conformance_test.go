@@ -114,6 +114,9 @@ func (n *waNetwork) Typing() bool {
 
 var _ channeltest.MediaNetwork = (*waNetwork)(nil)
 
+// Fetcher is the client: it downloads a message's file.
+func (n *waNetwork) Fetcher() channeltest.Fetcher { return n.tc.Client }
+
 // DeliverFile dispatches an image message whose download writes data.
 func (n *waNetwork) DeliverFile(who channeltest.Who, caption string, data []byte) func() bool {
 	n.tc.wa.mu.Lock()
