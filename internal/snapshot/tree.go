@@ -199,7 +199,7 @@ type scan struct {
 	written int64 // bytes of new objects
 }
 
-// errUnreadable marks an error the agent can cause in its own tree (a
+// unreadable reports whether err is one the agent can cause in its own tree (a
 // directory it closed to the daemon): the entry is recorded as unreadable.
 func unreadable(err error) bool {
 	return errors.Is(err, fs.ErrPermission)
