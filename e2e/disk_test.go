@@ -124,7 +124,11 @@ func testOutboxFlood(t *testing.T, u daemonUser) {
 // chat still shows a file that holds what the agent wrote.
 func TestE2ESentFileCopyRemoved(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "2m")
+	onEngines(t, testE2ESentFileCopyRemoved)
+}
+
+func testE2ESentFileCopyRemoved(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 	spool := filepath.Join(e.home, "data", "outbox")
@@ -171,8 +175,12 @@ func TestE2ESentFileCopyRemoved(t *testing.T) {
 // downloaded and why, and the owner's low-disk alert is in the main chat.
 func TestE2ELowDiskFloor(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "2m")
-	e.extraEnv = []string{"BRIDGED_MIN_FREE=900000g"}
+	onEngines(t, testE2ELowDiskFloor)
+}
+
+func testE2ELowDiskFloor(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "BRIDGED_MIN_FREE=900000g")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()
 
@@ -212,7 +220,15 @@ func TestE2ELowDiskFloor(t *testing.T) {
 		t.Errorf("data/outbox holds %d files below the floor; want none", files)
 	}
 
-	shown := e.mustCLI("chat", "-m", "what is this?", "--attach", attachFile(t, "scan.pdf", []byte("%PDF-1.4 scan")), "main")
+	// The CLI runs as the daemon's user (Podman's is not root): the file
+	// and its directories are readable to every user.
+	scan := attachFile(t, "scan.pdf", []byte("%PDF-1.4 scan"))
+	for _, p := range []string{scan, filepath.Dir(scan), filepath.Dir(filepath.Dir(scan))} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shown := e.mustCLI("chat", "-m", "what is this?", "--attach", scan, "main")
 	if !strings.Contains(shown, "not downloaded") || !strings.Contains(shown, "almost full") {
 		t.Errorf("with an attached file below the floor the agent answered %q; want the placeholder saying it was not downloaded, the disk being almost full", shown)
 	}

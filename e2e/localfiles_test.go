@@ -14,7 +14,11 @@ import (
 // files for the chat, nothing more, nothing lost without a word.
 func TestE2ELocalFilesCapped(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "2m")
+	onEngines(t, testE2ELocalFilesCapped)
+}
+
+func testE2ELocalFilesCapped(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "2m")
 	e.extraEnv = append(e.extraEnv, "BRIDGED_LOCAL_FILES=2")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	d := e.start()

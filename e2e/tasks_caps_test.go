@@ -80,7 +80,11 @@ func scheduleCall(prompt, targetGroup string) string {
 // task makes room for one.
 func TestE2ETaskCapAndPromptSize(t *testing.T) {
 	parallel(t, light)
-	e := newEnv(t, "--idle-timeout", "30s")
+	onEngines(t, testE2ETaskCapAndPromptSize)
+}
+
+func testE2ETaskCapAndPromptSize(t *testing.T, u daemonUser) {
+	e := u.env(t, "--idle-timeout", "30s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "family", "--no-trigger", "local:family")
 	d := e.start()
