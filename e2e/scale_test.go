@@ -34,7 +34,7 @@ type scaleSide struct {
 // internal/store measures a prune).
 func BenchmarkE2EScale(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
-	const rounds, posts, chats = 10, 20, 5
+	const rounds, posts, chats = 10, 20, 10
 	for range b.N {
 		sides := []*scaleSide{
 			{name: "empty", scale: storetest.Empty},
