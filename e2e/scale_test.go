@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type scaleSide struct {
 	name   string
 	scale  storetest.Scale
+	keep   string // BRIDGED_RETENTION
 	e      *env
 	d      *daemon
 	posted map[string]time.Time // message → agent: each key's post
@@ -29,21 +31,26 @@ type scaleSide struct {
 // live container, over a copy of the seeded store of issue 36 (a million
 // messages over a year, 100,000 replies in the main group's chat, a
 // thousand groups; BRIDGED_SCALE_MESSAGES makes it smaller) against an
-// empty store of ten groups, both daemons running, alternated round by
-// round in one run. The retention is off in both (BenchmarkScalePrune in
-// internal/store measures a prune).
+// empty store of ten groups, alternated round by round in one run. A third
+// daemon over another copy of the seeded store runs its retention's first
+// pass meanwhile, pruning 97 % of it (BRIDGED_RETENTION=11d; the pass
+// starts a minute after the daemon, paced as in production): its chat -m
+// p95 against the seeded store's without a prune. The retention is off in
+// the other two (BenchmarkScalePrune in internal/store measures each
+// batch).
 func BenchmarkE2EScale(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
 	const rounds, posts, chats = 10, 20, 10
 	for range b.N {
 		sides := []*scaleSide{
-			{name: "empty", scale: storetest.Empty},
-			{name: fmt.Sprintf("%d messages", large.Messages), scale: large},
+			{name: "empty", scale: storetest.Empty, keep: "0"},
+			{name: fmt.Sprintf("%d messages", large.Messages), scale: large, keep: "0"},
+			{name: fmt.Sprintf("%d messages, pruning 97 %%", large.Messages), scale: large, keep: "11d"},
 		}
 		folder, chat := string(storetest.Folder(0)), string(storetest.Chat(0))
 		for _, s := range sides {
 			s.e = benchEnv(b, "--idle-timeout", "10m")
-			s.e.extraEnv = append(s.e.extraEnv, "BRIDGED_RETENTION=0")
+			s.e.extraEnv = append(s.e.extraEnv, "BRIDGED_RETENTION="+s.keep)
 			t0 := time.Now()
 			storetest.Seeded(b, s.e.home, s.scale)
 			fmt.Printf("scale e2e: the %s store copied in %s\n", s.name, time.Since(t0).Round(time.Millisecond))
@@ -54,10 +61,25 @@ func BenchmarkE2EScale(b *testing.B) {
 			s.e.waitOut(chat, id, 1, 2*time.Minute)
 			s.e.mustCLI("chat", "-m", "fake:reply warm", folder)
 		}
+		// While the third daemon's first pass is due, the other two idle:
+		// their CPU over that time, ten groups against a thousand (one
+		// live container each).
+		idle0, idleAt := [2]time.Duration{cpuTime(b, sides[0].d.cmd.Process.Pid), cpuTime(b, sides[1].d.cmd.Process.Pid)}, time.Now()
+		pruning := sides[2]
+		if !pruning.d.waitLog("pruning a backlog of old rows in batches", 3*time.Minute) {
+			b.Fatalf("the retention's first pass did not start within 3m\n%s", tail(pruning.d.logs(), 20))
+		}
+		idleFor := time.Since(idleAt)
+		var idle [2]time.Duration
+		for i := range idle {
+			idle[i] = (cpuTime(b, sides[i].d.cmd.Process.Pid) - idle0[i]) * time.Minute / idleFor
+		}
+		fmt.Printf("scale e2e: idle daemon CPU per minute (over %s): %d groups %.0f ms, %d groups %.0f ms (%.2fx)\n",
+			idleFor.Round(time.Second), sides[0].scale.Groups, ms(idle[0]), sides[1].scale.Groups, ms(idle[1]), float64(idle[1])/float64(max(idle[0], 1)))
 		for r := range rounds {
-			order := sides
+			order := slices.Clone(sides)
 			if r%2 == 1 {
-				order = []*scaleSide{sides[1], sides[0]}
+				slices.Reverse(order)
 			}
 			for _, s := range order {
 				cpu0 := cpuTime(b, s.d.cmd.Process.Pid)
@@ -80,8 +102,9 @@ func BenchmarkE2EScale(b *testing.B) {
 				s.msgs += posts + chats
 			}
 		}
-		var warm [2]time.Duration
-		var chatMed [2]time.Duration
+		// The pass must have run through every round.
+		pruneRan := !strings.Contains(pruning.d.logs(), "pruned a backlog of old rows")
+		var warm, chatMed, chat95 [3]time.Duration
 		for i, s := range sides {
 			stamps := stdinStamps(b, filepath.Join(s.e.home, "groups", folder, ".fakeclaude-stdin.log"))
 			var lat []time.Duration
@@ -93,14 +116,20 @@ func BenchmarkE2EScale(b *testing.B) {
 			if len(lat) != len(s.posted) {
 				b.Fatalf("%s: found %d of %d messages in claude's stdin log", s.name, len(lat), len(s.posted))
 			}
-			warm[i], chatMed[i] = percentile(lat, 0.5), percentile(s.chat, 0.5)
+			warm[i], chatMed[i], chat95[i] = percentile(lat, 0.5), percentile(s.chat, 0.5), percentile(s.chat, 0.95)
 			fmt.Printf("scale e2e: %s (%d groups): message → agent (control API → claude stdin), %d messages: median %.2f ms, p95 %.2f ms; chat -m round trip, %d runs: median %.2f ms, p95 %.2f ms; daemon CPU %.2f ms a message\n",
-				s.name, s.scale.Groups, len(lat), ms(warm[i]), ms(percentile(lat, 0.95)), len(s.chat), ms(chatMed[i]), ms(percentile(s.chat, 0.95)),
+				s.name, s.scale.Groups, len(lat), ms(warm[i]), ms(percentile(lat, 0.95)), len(s.chat), ms(chatMed[i]), ms(chat95[i]),
 				ms(s.cpu)/float64(s.msgs))
 		}
 		cpuRatio := float64(sides[1].cpu) / float64(max(sides[0].cpu, 1))
 		fmt.Printf("scale e2e: %d messages against empty, %d alternated rounds: message → agent %.2fx, chat -m %.2fx (medians); daemon CPU a message %.2fx\n",
 			large.Messages, rounds, ms(warm[1])/ms(warm[0]), ms(chatMed[1])/ms(chatMed[0]), cpuRatio)
+		fmt.Printf("scale e2e: while the retention prunes 97 %% of %d messages (through every round: %v), against the same store without: chat -m p95 %.2fx (%.2f vs %.2f ms), median %.2fx; message → agent median %.2fx\n",
+			large.Messages, pruneRan, ms(chat95[2])/ms(chat95[1]), ms(chat95[2]), ms(chat95[1]), ms(chatMed[2])/ms(chatMed[1]), ms(warm[2])/ms(warm[1]))
+		if !pruneRan {
+			fmt.Println("scale e2e: the prune ended before the last round: its figures are partly without it")
+		}
+		b.ReportMetric(ms(chat95[2])/ms(chat95[1]), "x-chat-m-p95-pruning")
 		b.ReportMetric(ms(warm[1])/ms(warm[0]), "x-message-to-agent")
 		b.ReportMetric(ms(chatMed[1])/ms(chatMed[0]), "x-chat-m")
 		for _, s := range slices.Backward(sides) {
