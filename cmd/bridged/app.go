@@ -345,6 +345,7 @@ func (a *app) cliLogger() zerolog.Logger {
 // the database when the daemon is stopped.
 type backend interface {
 	Groups(ctx context.Context) ([]control.Group, error)
+	FindGroups(ctx context.Context, name string) ([]control.Group, error)
 	AddGroup(ctx context.Context, req control.GroupAdd) (control.Group, error)
 	RemoveGroup(ctx context.Context, folder string) error
 	UpdateGroup(ctx context.Context, folder string, p control.GroupPatch) (control.Group, error)

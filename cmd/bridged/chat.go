@@ -127,54 +127,39 @@ func checkAttachment(path string) error {
 	return err
 }
 
-// groupLister lists the registered groups (the daemon's API, or the
-// database when it is stopped).
-type groupLister interface {
-	Groups(ctx context.Context) ([]control.Group, error)
+// groupFinder finds the registered groups a name names (the daemon's API,
+// or the database when it is stopped).
+type groupFinder interface {
+	FindGroups(ctx context.Context, name string) ([]control.Group, error)
 }
 
 // findGroup returns the group pos[0] names, or the main group: pos[0] is
-// a folder, a chat id, or a group's name (exactly, else ignoring case);
-// a name two groups share is refused with their folders.
-func findGroup(ctx context.Context, c groupLister, pos []string) (control.Group, error) {
-	gs, err := c.Groups(ctx)
+// a folder, a chat id, or a group's name (exactly, else ignoring case:
+// control.MatchGroups); a name two groups share is refused with their
+// folders. Only the groups named are asked for, so it costs the same
+// however many groups are registered.
+func findGroup(ctx context.Context, c groupFinder, pos []string) (control.Group, error) {
+	want := ""
+	if len(pos) > 0 {
+		want = pos[0]
+	}
+	found, err := c.FindGroups(ctx, want)
 	if err != nil {
 		return control.Group{}, err
 	}
-	if len(pos) == 0 {
-		for _, g := range gs {
-			if g.IsMain {
-				return g, nil
-			}
-		}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) == 0 && want == "":
 		return control.Group{}, errors.New("no main group is registered: name a GROUP, or add one with `bridged groups add --name main --main local:main`")
+	case len(found) == 0:
+		return control.Group{}, fmt.Errorf("no group with folder, chat id or name %q (see `bridged groups list`)", want)
 	}
-	want := pos[0]
-	for _, match := range []func(g control.Group) bool{
-		func(g control.Group) bool { return g.Folder == want },
-		func(g control.Group) bool { return g.Chat == want },
-		func(g control.Group) bool { return g.Name == want },
-		func(g control.Group) bool { return strings.EqualFold(g.Name, want) },
-	} {
-		var found []control.Group
-		for _, g := range gs {
-			if match(g) {
-				found = append(found, g)
-			}
-		}
-		switch len(found) {
-		case 0:
-			continue
-		case 1:
-			return found[0], nil
-		}
-		folders := make([]string, len(found))
-		for i, g := range found {
-			folders[i] = g.Folder
-		}
-		return control.Group{}, fmt.Errorf("%q names %d groups (folders %s): name the folder", want, len(found), strings.Join(folders, ", "))
+	folders := make([]string, len(found))
+	for i, g := range found {
+		folders[i] = g.Folder
 	}
-	return control.Group{}, fmt.Errorf("no group with folder, chat id or name %q (see `bridged groups list`)", want)
+	return control.Group{}, fmt.Errorf("%q names %d groups (folders %s): name the folder", want, len(found), strings.Join(folders, ", "))
 }
 
 // post posts text (and files) as the owner, or as o.as.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bridged-app/bridged/internal/channel/local"
@@ -85,6 +86,54 @@ func (a *Admin) Groups(ctx context.Context) ([]Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.groupsOut(ctx, gs)
+}
+
+// FindGroups lists the groups name names (MatchGroups): only those are
+// looked up and answered, so a command that acts on one group costs the
+// same however many are registered.
+func (a *Admin) FindGroups(ctx context.Context, name string) ([]Group, error) {
+	gs, err := a.DB.Groups.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.groupsOut(ctx, MatchGroups(gs, name, func(g store.Group) (string, string, string, bool) {
+		return string(g.Folder), string(g.Chat), g.Name, g.IsMain
+	}))
+}
+
+// MatchGroups returns the groups of gs that name names, by the first rule
+// that any matches: its folder, its chat id, its name exactly, its name
+// ignoring case; an empty name names the main group. More than one is a
+// name groups share. of says a group's folder, chat, name and whether it
+// is the main group.
+func MatchGroups[G any](gs []G, name string, of func(G) (folder, chat, gname string, main bool)) []G {
+	by := []func(folder, chat, gname string, main bool) bool{
+		func(folder, _, _ string, _ bool) bool { return folder == name },
+		func(_, chat, _ string, _ bool) bool { return chat == name },
+		func(_, _, gname string, _ bool) bool { return gname == name },
+		func(_, _, gname string, _ bool) bool { return strings.EqualFold(gname, name) },
+	}
+	if name == "" {
+		by = []func(folder, chat, gname string, main bool) bool{func(_, _, _ string, main bool) bool { return main }}
+	}
+	for _, match := range by {
+		var found []G
+		for _, g := range gs {
+			if match(of(g)) {
+				found = append(found, g)
+			}
+		}
+		if len(found) > 0 {
+			return found
+		}
+	}
+	return nil
+}
+
+// groupsOut is gs as the API answers them, with today's cost.
+func (a *Admin) groupsOut(ctx context.Context, gs []store.Group) ([]Group, error) {
+	var err error
 	start, end := rules.BudgetDay(a.now(), a.loc())
 	out := make([]Group, 0, len(gs))
 	for _, g := range gs {

@@ -151,6 +151,17 @@ func (c *Client) Groups(ctx context.Context) ([]Group, error) {
 	return gs, err
 }
 
+// FindGroups lists the groups name names (MatchGroups; "" names the main
+// group), answered alone: a daemon before this asked ignores the question
+// and lists every group, which MatchGroups narrows here.
+func (c *Client) FindGroups(ctx context.Context, name string) ([]Group, error) {
+	var gs []Group
+	if err := c.do(ctx, http.MethodGet, "/v1/groups?find="+url.QueryEscape(name), nil, &gs); err != nil {
+		return nil, err
+	}
+	return MatchGroups(gs, name, func(g Group) (string, string, string, bool) { return g.Folder, g.Chat, g.Name, g.IsMain }), nil
+}
+
 // AddGroup registers a group.
 func (c *Client) AddGroup(ctx context.Context, req GroupAdd) (Group, error) {
 	var g Group

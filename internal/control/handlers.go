@@ -82,7 +82,11 @@ func (s *Server) wakeTasks() {
 }
 
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
-	gs, err := s.opts.Admin.Groups(r.Context())
+	list := s.opts.Admin.Groups
+	if q := r.URL.Query(); q.Has("find") {
+		list = func(ctx context.Context) ([]Group, error) { return s.opts.Admin.FindGroups(ctx, q.Get("find")) }
+	}
+	gs, err := list(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// autoCheckpoint is SQLite's default: the writer's commit that makes the
+// write-ahead log this many pages long copies it into the database.
+const autoCheckpoint = 1000
 
 // Pruned counts the rows one Prune batch removed, by kind.
 type Pruned struct {
@@ -54,6 +59,15 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 	err := db.Tx(ctx, func(tx *Tx) error {
 		began = time.Now()
 		q := tx.stx
+		// Its commit does not checkpoint the write-ahead log, which would
+		// copy the log's pages into the database while every writer waits
+		// (SQLite does at the commit that makes the log autoCheckpoint
+		// pages long; a batch, writing hundreds, is the commit most likely
+		// to): the caller checkpoints between batches, beside the writer
+		// (Checkpoint). Set back after the commit.
+		if _, err := q.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
 		// Each batch is found through indexes and reads about the rows it
 		// removes: a chat's oldest messages first (by time), never sorted
 		// as a whole, so a batch costs the same however much is left.
@@ -152,10 +166,15 @@ func (db *DB) Prune(ctx context.Context, before time.Time, limit int) (Pruned, e
 		p.Usage += affected(res)
 		return nil
 	})
+	p.Held = time.Since(began)
+	// Back to SQLite's default for every other commit, whether or not the
+	// batch committed (and if ctx ended, all the same).
+	if _, rerr := db.write.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, autoCheckpoint)); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("prune: %w", rerr))
+	}
 	if err != nil {
 		return Pruned{}, err
 	}
-	p.Held = time.Since(began)
 	// A pruned row may have been in a cached total.
 	db.spent.forget()
 	return p, nil

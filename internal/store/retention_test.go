@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -236,5 +237,73 @@ func TestCheckpointEmptiesTheLog(t *testing.T) {
 	write(3)
 	if r := round(); r != r0+1 {
 		t.Errorf("after Checkpoint the log's round is %d; want %d (started over)", r, r0+1)
+	}
+}
+
+// A prune batch's commit never checkpoints the write-ahead log (the copy
+// would hold every writer behind it): even one that finds the log past
+// SQLite's 1,000 pages leaves it for the pass's checkpoint beside the
+// writer; the next other commit checkpoints as SQLite does.
+func TestPruneCommitDoesNotCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	addGroup(t, db, "local:a", "a")
+	var path string
+	if err := db.read.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		t.Fatal(err)
+	}
+	// The log index: frames in the log, and how many a checkpoint copied.
+	index := func() (frames, backfill uint32) {
+		t.Helper()
+		b, err := os.ReadFile(path + "-shm")
+		if err != nil || len(b) < 100 {
+			t.Fatalf("read the log index: %v (%d bytes)", err, len(b))
+		}
+		return binary.NativeEndian.Uint32(b[16:]), binary.NativeEndian.Uint32(b[96:])
+	}
+	old := time.Now().Add(-48 * time.Hour).UnixMilli()
+	// A log of over 1,000 pages that no commit checkpointed: old usage
+	// rows to prune, and pages of padding.
+	err := db.Tx(ctx, func(tx *Tx) error {
+		if _, err := tx.stx.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
+			return err
+		}
+		for i := range 50 {
+			if _, err := tx.stx.ExecContext(ctx, `INSERT INTO api_usage (folder, at, model, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd)
+				VALUES ('a', ?, 'm', 1, 1, 0, 0, 0.01)`, old+int64(i)); err != nil {
+				return err
+			}
+		}
+		for i := range 1100 {
+			if _, err := tx.stx.ExecContext(ctx, `INSERT INTO chats (id, name, channel, is_group, last_activity) VALUES (?, ?, 'local', 1, 0)`,
+				fmt.Sprintf("local:pad%d", i), strings.Repeat("x", 3000)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 1000`); err != nil {
+		t.Fatal(err)
+	}
+	frames, back := index()
+	if frames < 1000 || back != 0 {
+		t.Fatalf("log index %d frames, %d copied; want over 1,000, none copied", frames, back)
+	}
+	n, err := db.Prune(ctx, time.Now().Add(-time.Hour), 10)
+	if err != nil || n.Usage != 10 {
+		t.Fatalf("Prune = %+v, %v; want 10 usage rows", n, err)
+	}
+	if _, back := index(); back != 0 {
+		t.Fatalf("the prune's commit copied %d frames of the log into the database; want none (the writer held meanwhile)", back)
+	}
+	// Any other commit checkpoints as before.
+	if _, _, err := db.Messages.Insert(ctx, Message{Chat: "local:a", ExternalID: "after", Sender: "a", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, back := index(); back == 0 {
+		t.Error("the next commit did not checkpoint the long log: the prune left SQLite's automatic checkpoint off")
 	}
 }

@@ -3,8 +3,11 @@ package store_test
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -123,6 +126,7 @@ func BenchmarkScaleMessagePath(b *testing.B) {
 // and gate, held by the benchmark, keeps the next batch from starting.
 type prunes struct {
 	db   *store.DB
+	shm  string // the database's write-ahead log index (path + "-shm")
 	gate sync.Mutex
 	mu   sync.Mutex
 	runs []pruneRun
@@ -135,6 +139,34 @@ type prunes struct {
 type pruneRun struct {
 	limit, rows int
 	held, cpu   time.Duration
+	// checkpointed is whether frames of the log were copied into the
+	// database during the batch (the log index's backfill grew): the
+	// commit's own checkpoint. gcs is the garbage collections that
+	// ended meanwhile; inblock the blocks the thread read from disk.
+	checkpointed bool
+	logFrames    int // the log's frames before the batch
+	gcs, inblock int64
+}
+
+// walIndex reads the write-ahead log index's frame count and backfill
+// (how many of them a checkpoint copied into the database).
+func walIndex(shm string) (frames, backfill uint32) {
+	f, err := os.Open(shm)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	var b [100]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return 0, 0
+	}
+	return binary.NativeEndian.Uint32(b[16:]), binary.NativeEndian.Uint32(b[96:])
+}
+
+func gcCycles() int64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 func (p *prunes) Prune(ctx context.Context, before time.Time, limit int) (store.Pruned, error) {
@@ -143,13 +175,18 @@ func (p *prunes) Prune(ctx context.Context, before time.Time, limit int) (store.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var ru0, ru1 syscall.Rusage
+	frames0, back0 := walIndex(p.shm)
+	gc0 := gcCycles()
 	_ = syscall.Getrusage(1, &ru0) // RUSAGE_THREAD
 	n, err := p.db.Prune(ctx, before, limit)
 	_ = syscall.Getrusage(1, &ru1)
+	gc1 := gcCycles()
+	_, back1 := walIndex(p.shm)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	if err == nil {
 		p.mu.Lock()
-		p.runs = append(p.runs, pruneRun{limit: limit, rows: n.Total(), held: n.Held, cpu: cpu})
+		p.runs = append(p.runs, pruneRun{limit: limit, rows: n.Total(), held: n.Held, cpu: cpu,
+			checkpointed: back1 > back0, logFrames: int(frames0), gcs: gc1 - gc0, inblock: ru1.Inblock - ru0.Inblock})
 		p.mu.Unlock()
 	}
 	return n, err
@@ -206,9 +243,10 @@ func BenchmarkScalePrune(b *testing.B) {
 	large := storetest.ScaleFromEnv(b)
 	const rounds, perRound = 20, 150
 	for range b.N {
-		db := openSeeded(b, large)
+		path := storetest.Seeded(b, b.TempDir(), large)
+		db := storetest.OpenAt(b, path)
 		keep := storetest.Span * 3 / 100
-		ps := &prunes{db: db}
+		ps := &prunes{db: db, shm: path + "-shm"}
 		ctx, cancel := context.WithCancel(context.Background())
 		ps.gate.Lock()
 		passDone := make(chan error, 1)
@@ -283,10 +321,36 @@ func BenchmarkScalePrune(b *testing.B) {
 		top := slices.Clone(all)
 		slices.SortFunc(top, func(a, b pruneRun) int { return cmp.Compare(b.cpu, a.cpu) })
 		var tops []string
-		for _, r := range top[:min(5, len(top))] {
-			tops = append(tops, fmt.Sprintf("%.1f ms (%d rows of %d)", msf(r.cpu), r.rows, r.limit))
+		for _, r := range top[:min(8, len(top))] {
+			var what []string
+			if r.checkpointed {
+				what = append(what, "its commit checkpointed")
+			}
+			if r.gcs > 0 {
+				what = append(what, fmt.Sprintf("%d GC", r.gcs))
+			}
+			if r.inblock > 0 {
+				what = append(what, fmt.Sprintf("%d blocks read from disk", r.inblock))
+			}
+			tops = append(tops, fmt.Sprintf("%.1f ms (%d rows of %d; log %d frames before; %s)", msf(r.cpu), r.rows, r.limit, r.logFrames, strings.Join(what, ", ")))
 		}
-		fmt.Printf("scale: the batches of most CPU: %s\n", strings.Join(tops, ", "))
+		fmt.Printf("scale: the batches of most CPU: %s\n", strings.Join(tops, "; "))
+		var ckpt, ckptOver, gcd, gcdOver int
+		for _, r := range all {
+			if r.checkpointed {
+				ckpt++
+				if r.cpu > 20*time.Millisecond {
+					ckptOver++
+				}
+			}
+			if r.gcs > 0 {
+				gcd++
+				if r.cpu > 20*time.Millisecond {
+					gcdOver++
+				}
+			}
+		}
+		fmt.Printf("scale: batches whose commit checkpointed the log: %d (%d of them over 20 ms of CPU); batches during which a GC ended: %d (%d over 20 ms)\n", ckpt, ckptOver, gcd, gcdOver)
 		// A commit runs SQLite's own checkpoint only once the log holds
 		// 1,000 pages: never, if it never held that many between batches.
 		fmt.Printf("scale: the pass's %d checkpoints between batches (on a reading connection: the writer free meanwhile): CPU %s; the log held at most %d pages (a commit checkpoints at 1,000)\n",
