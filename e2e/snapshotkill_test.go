@@ -99,7 +99,10 @@ func TestE2EKill9DuringSnapshotsAndUndos(t *testing.T) {
 			wait = func() { e.waitOut("local:fam", id, 1, 3*time.Minute) }
 		} else {
 			// An undo of the newest turn that changed files, killed
-			// while it writes them back.
+			// while it writes them back. It is refused while the
+			// group's agent works on a turn (the turn the restart ran
+			// again, or the last one's end): it waits for the agent.
+			waitAgent(t, e, "fam", "idle", 3*time.Minute, func(_, busy bool) bool { return !busy })
 			cs := changes()
 			i := slices.IndexFunc(cs, func(c changeRow) bool { return c.Kind == "turn" && c.EndedAt != nil && strings.Contains(c.Line, "~") })
 			if i < 0 {
