@@ -473,15 +473,17 @@ func (k *Kubernetes) Start(ctx context.Context, spec Spec) (Run, error) {
 		return fail(fmt.Errorf("attach: %w", err))
 	}
 	stdinR, stdinW := io.Pipe()
-	stdout := &lineWriter{max: MaxEventLine, line: r.stdoutLine, long: func(n int) {
+	stdout := &endWriter{w: &lineWriter{max: MaxEventLine, line: r.stdoutLine, long: func(n int) {
 		log.Warn().Int("bytes", n).Msg("container stdout line too long, dropped")
-	}}
-	stderr := &lineWriter{max: MaxStderrLine, cut: true, line: r.stderrLine}
+	}}}
+	stderr := &endWriter{w: &lineWriter{max: MaxStderrLine, cut: true, line: r.stderrLine}}
 	streamDone := make(chan error, 1)
 	if !k.goRun(func() {
 		err := exec.StreamWithContext(runCtx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: stdout, Stderr: stderr})
-		stdout.flush()
-		stderr.flush()
+		// The stream's copiers may outlive it (a cancelled stream):
+		// nothing they write after this is handed on.
+		stdout.end()
+		stderr.end()
 		streamDone <- err
 	}) {
 		return fail(errors.New("the kubernetes client is closed"))
@@ -688,6 +690,32 @@ func (k *Kubernetes) ListManaged(ctx context.Context) ([]Info, error) {
 		})
 	}
 	return out, nil
+}
+
+// endWriter is a lineWriter that the stream's copy goroutines write to
+// until end, which flushes it; later writes are dropped.
+type endWriter struct {
+	mu    sync.Mutex
+	w     *lineWriter
+	ended bool
+}
+
+func (e *endWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return len(p), nil
+	}
+	return e.w.Write(p)
+}
+
+func (e *endWriter) end() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.ended {
+		e.ended = true
+		e.w.flush()
+	}
 }
 
 // kubeRun is one started Pod.

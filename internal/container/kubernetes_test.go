@@ -231,7 +231,8 @@ func (a attacher) AttachContainer(ctx context.Context, name, _, _ string, in io.
 }
 
 // echoInProcess is the echo agent's script, in-process: "stderr X",
-// "result X" (a result event now), "hold" (until killed), "exit N".
+// "result X" (a result event now), "hold" or "sleep D" (until killed),
+// "exit N".
 func echoInProcess(ctx context.Context, _ *corev1.Pod, in ipc.RunInput, out, errw io.Writer) int {
 	emit := func(ev ipc.Event) {
 		b, _ := json.Marshal(ev)
@@ -246,7 +247,7 @@ func echoInProcess(ctx context.Context, _ *corev1.Pod, in ipc.RunInput, out, err
 			fmt.Fprintln(errw, arg)
 		case "result":
 			emit(ipc.Event{Type: ipc.EventResult, Text: arg, SessionID: "echo-session"})
-		case "hold":
+		case "hold", "sleep":
 			<-ctx.Done()
 			return 137
 		case "exit":
