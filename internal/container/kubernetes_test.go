@@ -40,6 +40,7 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
+	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/testlog"
 )
@@ -612,4 +613,94 @@ func proxyAgent(ctx context.Context, pod *corev1.Pod, in ipc.RunInput, out, errw
 	ev, _ := json.Marshal(ipc.Event{Type: ipc.EventResult, Text: text})
 	_, _ = out.Write(append(ev, '\n'))
 	return 0
+}
+
+// A message → reply through the kubernetes engine with the credential
+// proxy reached over its cross-node channel: the spec as SpecBuilder makes
+// it (the proxy socket mounted) becomes the TCP address in the Pod's
+// environment and the run's token on its stdin; the upstream sees the real
+// key, which is nowhere in the Pod (spec, environment, volumes), and nor is
+// the token. After the run its token opens nothing.
+func TestKubernetesProxyAcrossNodes(t *testing.T) {
+	const secret = "sk-ant-api03-kube-SECRET-never-in-a-pod"
+	var mu sync.Mutex
+	var keys []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"message","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello from the API"}],"usage":{"input_tokens":5,"output_tokens":4}}`)
+	}))
+	t.Cleanup(up.Close)
+	p, err := credproxy.New(credproxy.Config{Upstream: up.URL, APIKey: secret, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := p.ListenTCP("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tcp.Close() })
+
+	k := newKubelet(t)
+	var token string
+	k.agent = func(ctx context.Context, pod *corev1.Pod, in ipc.RunInput, out, errw io.Writer) int {
+		mu.Lock()
+		token = in.ProxyToken
+		mu.Unlock()
+		return proxyAgent(ctx, pod, in, out, errw)
+	}
+	e, _ := k.engine(t, func(o *KubeOptions) { o.Proxy = tcp })
+	spec, _ := kubeSpec("bridged-family-proxy", "what does the API say?")
+	spec.Forbidden = []string{secret}
+	spec.Mounts = append(spec.Mounts, Mount{Source: "/var/lib/bridged/data/proxy/bridged-family-proxy", Target: ipc.ContainerProxyDir, ReadOnly: true})
+	spec.Env = append(spec.Env, ipc.EnvAPISocket+"="+ipc.ContainerProxyDir+"/"+ipc.ProxySocketName, ipc.EnvAPIAuth+"="+ipc.APIAuthAPIKey)
+	run := start(t, e, spec)
+	var reply string
+	for ev := range run.Events() {
+		if ev.Type == ipc.EventResult {
+			reply = ev.Text
+		}
+	}
+	if exit := waitExit(t, run, 10*time.Second); exit.Code != 0 {
+		t.Errorf("exit %+v", exit)
+	}
+	if reply != "hello from the API" {
+		t.Fatalf("reply %q; want the API's answer through the proxy", reply)
+	}
+	mu.Lock()
+	if len(keys) != 1 || keys[0] != secret {
+		t.Errorf("upstream saw keys %q; want the real key, added by the proxy", keys)
+	}
+	tok := token
+	mu.Unlock()
+	if len(tok) != 64 {
+		t.Fatalf("token %q; want 32 random bytes in hex", tok)
+	}
+	pod := k.agentOf(run.ID()).pod
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, v := range map[string]string{"the key": secret, "the token": tok, "the proxy socket": ipc.EnvAPISocket} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("the Pod holds %s: %s", what, raw)
+		}
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == ipc.ContainerProxyDir {
+			t.Errorf("the proxy's socket directory is mounted: %+v", m)
+		}
+	}
+	// The run is over: its token opens nothing.
+	c, err := net.Dial("tcp", tcp.ListenAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "%s%s\nGET /v1/messages HTTP/1.1\r\nHost: api\r\n\r\n", ipc.ProxyTokenLine, tok)
+	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+		t.Error("the ended run's token still opens the proxy")
+	}
 }
