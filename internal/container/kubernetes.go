@@ -173,15 +173,6 @@ func NewKubernetes(log zerolog.Logger, cs kubernetes.Interface, rc *rest.Config,
 	return k, nil
 }
 
-// NewKubernetesFrom connects with rc.
-func NewKubernetesFrom(log zerolog.Logger, rc *rest.Config, opts KubeOptions) (*Kubernetes, error) {
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return NewKubernetes(log, cs, rc, opts)
-}
-
 // Ping checks that the API server answers and that the daemon may list Pods
 // in its namespace.
 func (k *Kubernetes) Ping(ctx context.Context) error {
@@ -191,6 +182,19 @@ func (k *Kubernetes) Ping(ctx context.Context) error {
 		return fmt.Errorf("kubernetes: list Pods in %s: %w", k.opts.Namespace, err)
 	}
 	return nil
+}
+
+// KubeSelf reads the daemon's own Pod in ns: its owner reference for the
+// agents' Pods (deleting the daemon's Pod deletes them), and its IP.
+func KubeSelf(ctx context.Context, cs kubernetes.Interface, ns, pod string) (*metav1.OwnerReference, string, error) {
+	cctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
+	defer cancel()
+	p, err := cs.CoreV1().Pods(ns).Get(cctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: the daemon's own Pod %s: %w", pod, err)
+	}
+	no := false
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, BlockOwnerDeletion: &no}, p.Status.PodIP, nil
 }
 
 // Close ends every run's goroutines and waits for them; Pods still running

@@ -704,3 +704,18 @@ func TestKubernetesProxyAcrossNodes(t *testing.T) {
 		t.Error("the ended run's token still opens the proxy")
 	}
 }
+
+// The daemon's own Pod owns the agents' Pods; its IP is the proxy's.
+func TestKubeSelf(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bridged-0", Namespace: kubeNS, UID: "uid-daemon"},
+		Status:     corev1.PodStatus{PodIP: "10.1.2.3"},
+	})
+	owner, ip, err := KubeSelf(context.Background(), cs, kubeNS, "bridged-0")
+	if err != nil || owner.UID != "uid-daemon" || owner.Kind != "Pod" || ip != "10.1.2.3" {
+		t.Fatalf("owner %+v ip %q err %v", owner, ip, err)
+	}
+	if _, _, err := KubeSelf(context.Background(), cs, kubeNS, "nope"); err == nil {
+		t.Error("a missing Pod: want an error")
+	}
+}
