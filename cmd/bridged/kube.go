@@ -6,8 +6,6 @@ import (
 	"net"
 	"os"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/bridged-app/bridged/internal/container"
 )
 
@@ -30,20 +28,20 @@ func (d *daemon) openKube(ctx context.Context) error {
 	if ns == "" {
 		return fmt.Errorf("kubernetes engine: no namespace (set BRIDGED_KUBE_NAMESPACE outside a cluster)")
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	pods, err := container.KubePods(rc, ns)
 	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+		return err
 	}
 	opts := container.KubeOptions{
 		Namespace: ns, Claim: cfg.KubeClaim, HomeDir: d.hm.Layout().Dir, CallTimeout: cfg.EngineTimeout,
 		Proxy: kubeProxy{d},
 	}
 	if cfg.KubePod != "" {
-		if opts.Owner, d.kubeIP, err = container.KubeSelf(ctx, cs, ns, cfg.KubePod); err != nil {
+		if opts.Owner, d.kubeIP, err = container.KubeSelf(ctx, pods, cfg.KubePod); err != nil {
 			return err
 		}
 	}
-	k, err := container.NewKubernetes(d.log, cs, rc, opts)
+	k, err := container.NewKubernetes(d.log, pods, rc, opts)
 	if err != nil {
 		return err
 	}

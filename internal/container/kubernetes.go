@@ -42,8 +42,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
@@ -104,7 +102,7 @@ type KubeOptions struct {
 
 // Kubernetes runs agents as Pods through the Kubernetes API.
 type Kubernetes struct {
-	cs   kubernetes.Interface
+	pc   PodClient
 	rc   *rest.Config
 	log  zerolog.Logger
 	opts KubeOptions
@@ -150,9 +148,10 @@ func InClusterNamespace() string {
 	return strings.TrimSpace(string(b))
 }
 
-// NewKubernetes returns the engine over cs (rc, the same API server, is for
-// the attach stream).
-func NewKubernetes(log zerolog.Logger, cs kubernetes.Interface, rc *rest.Config, opts KubeOptions) (*Kubernetes, error) {
+// NewKubernetes returns the engine over the Pods of opts.Namespace that pc
+// reaches (tests: client-go's fake clientset); attaching needs rc, the
+// same API server's configuration (nil: no attach, unless tests give one).
+func NewKubernetes(log zerolog.Logger, pc PodClient, rc *rest.Config, opts KubeOptions) (*Kubernetes, error) {
 	if opts.Namespace == "" {
 		return nil, errors.New("kubernetes: no namespace")
 	}
@@ -166,7 +165,7 @@ func NewKubernetes(log zerolog.Logger, cs kubernetes.Interface, rc *rest.Config,
 		opts.CallTimeout = DefaultCallTimeout
 	}
 	closing, cancel := context.WithCancel(context.Background())
-	k := &Kubernetes{cs: cs, rc: rc, log: log.With().Str("component", "container").Str("engine", "kubernetes").Logger(), opts: opts, closing: closing, close: cancel}
+	k := &Kubernetes{pc: pc, rc: rc, log: log.With().Str("component", "container").Str("engine", "kubernetes").Logger(), opts: opts, closing: closing, close: cancel}
 	if k.opts.attach == nil {
 		k.opts.attach = k.apiAttach
 	}
@@ -178,18 +177,18 @@ func NewKubernetes(log zerolog.Logger, cs kubernetes.Interface, rc *rest.Config,
 func (k *Kubernetes) Ping(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, k.opts.CallTimeout)
 	defer cancel()
-	if _, err := k.cs.CoreV1().Pods(k.opts.Namespace).List(cctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if _, err := k.pc.List(cctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("kubernetes: list Pods in %s: %w", k.opts.Namespace, err)
 	}
 	return nil
 }
 
-// KubeSelf reads the daemon's own Pod in ns: its owner reference for the
+// KubeSelf reads the daemon's own Pod: its owner reference for the
 // agents' Pods (deleting the daemon's Pod deletes them), and its IP.
-func KubeSelf(ctx context.Context, cs kubernetes.Interface, ns, pod string) (*metav1.OwnerReference, string, error) {
+func KubeSelf(ctx context.Context, pc PodClient, pod string) (*metav1.OwnerReference, string, error) {
 	cctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
 	defer cancel()
-	p, err := cs.CoreV1().Pods(ns).Get(cctx, pod, metav1.GetOptions{})
+	p, err := pc.Get(cctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return nil, "", fmt.Errorf("kubernetes: the daemon's own Pod %s: %w", pod, err)
 	}
@@ -226,9 +225,13 @@ func (k *Kubernetes) call(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, k.opts.CallTimeout)
 }
 
-func (k *Kubernetes) pods() podClient { return k.cs.CoreV1().Pods(k.opts.Namespace) }
+func (k *Kubernetes) pods() PodClient { return k.pc }
 
-type podClient = interface {
+// PodClient is what the engine asks of the API server: the Pods of one
+// namespace (client-go's typed PodInterface has these methods; KubePods is
+// one without the typed clientset, whose every API group would weigh on
+// the binary).
+type PodClient interface {
 	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
@@ -527,8 +530,12 @@ func (k *Kubernetes) apiAttach(pod string) (remotecommand.Executor, error) {
 	if k.rc == nil {
 		return nil, errors.New("no API server configuration to attach with")
 	}
-	req := k.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(k.opts.Namespace).Name(pod).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: AgentContainer, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	rp, err := newRESTPods(k.rc, k.opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	req := rp.c.Post().Resource("pods").Namespace(k.opts.Namespace).Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: AgentContainer, Stdin: true, Stdout: true, Stderr: true}, rp.params)
 	return remotecommand.NewSPDYExecutor(k.rc, "POST", req.URL())
 }
 

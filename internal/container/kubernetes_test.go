@@ -276,7 +276,7 @@ func (k *kubelet) engine(t *testing.T, mod func(*KubeOptions)) (*Kubernetes, *te
 	if mod != nil {
 		mod(&opts)
 	}
-	e, err := NewKubernetes(zerolog.New(logs).Level(zerolog.DebugLevel), k.cs, nil, opts)
+	e, err := NewKubernetes(zerolog.New(logs).Level(zerolog.DebugLevel), k.cs.CoreV1().Pods(kubeNS), nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,11 +711,11 @@ func TestKubeSelf(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "bridged-0", Namespace: kubeNS, UID: "uid-daemon"},
 		Status:     corev1.PodStatus{PodIP: "10.1.2.3"},
 	})
-	owner, ip, err := KubeSelf(context.Background(), cs, kubeNS, "bridged-0")
+	owner, ip, err := KubeSelf(context.Background(), cs.CoreV1().Pods(kubeNS), "bridged-0")
 	if err != nil || owner.UID != "uid-daemon" || owner.Kind != "Pod" || ip != "10.1.2.3" {
 		t.Fatalf("owner %+v ip %q err %v", owner, ip, err)
 	}
-	if _, _, err := KubeSelf(context.Background(), cs, kubeNS, "nope"); err == nil {
+	if _, _, err := KubeSelf(context.Background(), cs.CoreV1().Pods(kubeNS), "nope"); err == nil {
 		t.Error("a missing Pod: want an error")
 	}
 }
