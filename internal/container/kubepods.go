@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"fmt"
+	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,4 +74,11 @@ func (p *restPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 
 func (p *restPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return p.c.Delete().Namespace(p.ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// attachURL is the attach subresource of pod: its agent container's
+// stdin, stdout and stderr.
+func (p *restPods) attachURL(pod string) *url.URL {
+	return p.c.Post().Namespace(p.ns).Resource("pods").Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: AgentContainer, Stdin: true, Stdout: true, Stderr: true}, p.params).URL()
 }

@@ -534,9 +534,7 @@ func (k *Kubernetes) apiAttach(pod string) (remotecommand.Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := rp.c.Post().Resource("pods").Namespace(k.opts.Namespace).Name(pod).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: AgentContainer, Stdin: true, Stdout: true, Stderr: true}, rp.params)
-	return remotecommand.NewSPDYExecutor(k.rc, "POST", req.URL())
+	return remotecommand.NewSPDYExecutor(k.rc, "POST", rp.attachURL(pod))
 }
 
 // watchPod calls done with the Pod (nil once it is gone) now and on every
