@@ -672,7 +672,7 @@ func (k *Kubernetes) Stop(ctx context.Context, id string, grace time.Duration) e
 	wctx, wcancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+k.opts.CallTimeout)
 	defer wcancel()
 	if err := k.watchPod(wctx, id, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
-		return fmt.Errorf("Pod %s is not gone: %w", id, err)
+		return fmt.Errorf("the Pod %s is not gone: %w", id, err)
 	}
 	return nil
 }
