@@ -194,6 +194,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Environ:    os.Environ(),
 		APISocket:  getenv(ipc.EnvAPISocket),
 		APIAuth:    getenv(ipc.EnvAPIAuth),
+		APIAddr:    getenv(ipc.EnvAPIAddr),
 		Events:     stdout,
 		Logger:     log,
 	})

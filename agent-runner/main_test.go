@@ -654,6 +654,64 @@ func TestAPIThroughTheHostProxy(t *testing.T) {
 	}
 }
 
+// Across nodes (the kubernetes engine, decision record 36) the runner
+// reaches the proxy over TCP: the address in its environment, the run's
+// token in its input, sent first on each connection. The real key stays in
+// the proxy; a wrong token gets no answer.
+func TestAPIThroughTheProxyOverTCP(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{`{"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":7,"output_tokens":1}}}`,
+			`{"type":"content_block_delta","delta":{"type":"text_delta","text":"via the proxy over TCP"}}`,
+			`{"type":"message_delta","usage":{"output_tokens":3}}`, `{"type":"message_stop"}`} {
+			fmt.Fprintf(w, "data: %s\n\n", d)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	p, err := credproxy.New(credproxy.Config{Upstream: up.URL, APIKey: secretKey, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := p.ListenTCP("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tcp.Close() })
+	token, closeFn, err := tcp.OpenTCP("family", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	for name, tok := range map[string]string{"wrong token": strings.Repeat("0", len(token)), "right token": token} {
+		t.Run(name, func(t *testing.T) {
+			in := defaultInput("fake:api stream")
+			in.ProxyToken = tok
+			a := startAgent(t, in, agentOpts{env: []string{ipc.EnvAPIAddr + "=" + tcp.Addr(), ipc.EnvAPIAuth + "=" + ipc.APIAuthAPIKey}})
+			res := a.nextOf(ipc.EventResult)
+			if tok == token && (res.IsError || res.Text != "via the proxy over TCP") {
+				t.Fatalf("result %+v; want the streamed text", res)
+			}
+			if tok != token && res.Text == "via the proxy over TCP" {
+				t.Fatalf("result %+v with a wrong token; want no answer from the API", res)
+			}
+			a.close()
+			a.wait()
+			a.assertNoSecrets()
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 1 || keys[0] != secretKey {
+		t.Errorf("upstream saw keys %q; want the real key once (the right token's request only)", keys)
+	}
+}
+
 func TestBashCommandsNeverSeeCredentials(t *testing.T) {
 	env, _ := apiProxy(t, false)
 	a := startAgent(t, defaultInput("fake:bash env\nfake:pid"), agentOpts{env: env})

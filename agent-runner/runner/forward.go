@@ -22,7 +22,7 @@ const Placeholder = "bridged-proxy-placeholder-not-a-credential"
 // byte: the HTTP stays end to end between claude and the proxy.
 type forwarder struct {
 	ln     net.Listener
-	socket string
+	dial   func() (net.Conn, error)
 	log    zerolog.Logger
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -30,13 +30,30 @@ type forwarder struct {
 	closed bool
 }
 
-// startForwarder listens on a free loopback port and forwards to socket.
-func startForwarder(socket string, log zerolog.Logger) (*forwarder, error) {
+// startForwarder listens on a free loopback port and forwards to the
+// host's proxy: its unix socket, or (addr set, the kubernetes engine) its
+// TCP address, each connection started with the run's token line.
+func startForwarder(socket, addr, token string, log zerolog.Logger) (*forwarder, error) {
+	dial := func() (net.Conn, error) { return net.DialTimeout("unix", socket, 10*time.Second) }
+	if addr != "" {
+		dial = func() (net.Conn, error) {
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := io.WriteString(c, ipc.ProxyTokenLine+token+"\n"); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			return c, nil
+		}
+		socket = addr
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("API forwarder: listen on loopback: %w", err)
 	}
-	f := &forwarder{ln: ln, socket: socket, log: log.With().Str("part", "api-forwarder").Logger(), conns: map[net.Conn]struct{}{}}
+	f := &forwarder{ln: ln, dial: dial, log: log.With().Str("part", "api-forwarder").Logger(), conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.accept()
 	f.log.Debug().Str("addr", ln.Addr().String()).Str("socket", socket).Msg("API forwarder listening")
@@ -97,9 +114,9 @@ func (f *forwarder) serve(c net.Conn) {
 	defer f.wg.Done()
 	defer f.track(c, false)
 	defer c.Close()
-	u, err := net.DialTimeout("unix", f.socket, 10*time.Second)
+	u, err := f.dial()
 	if err != nil {
-		f.log.Warn().Err(err).Msg("API forwarder: the host's proxy socket does not answer")
+		f.log.Warn().Err(err).Msg("API forwarder: the host's proxy does not answer")
 		// A plain HTTP answer, so the CLI shows something sensible.
 		body := `{"type":"error","error":{"type":"api_error","message":"bridged: the host's API proxy is unreachable from this container"}}`
 		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)

@@ -84,6 +84,9 @@ type Config struct {
 	// (ipc.EnvAPIAuth) names. Unset, claude gets no API settings from the
 	// runner.
 	APISocket, APIAuth string
+	// APIAddr, when set, is the proxy's TCP address (ipc.EnvAPIAddr) in
+	// place of APISocket; Input.ProxyToken opens it.
+	APIAddr string
 	// Events receives the ipc.Event lines (the runner's stdout).
 	Events io.Writer
 	Logger zerolog.Logger
@@ -109,8 +112,8 @@ var (
 // failure is also reported as an error event.
 func Run(ctx context.Context, cfg Config) error {
 	var api map[string]string
-	if cfg.APISocket != "" {
-		fwd, err := startForwarder(cfg.APISocket, cfg.Logger)
+	if cfg.APISocket != "" || cfg.APIAddr != "" {
+		fwd, err := startForwarder(cfg.APISocket, cfg.APIAddr, cfg.Input.ProxyToken, cfg.Logger)
 		if err != nil {
 			r := &run{cfg: cfg, log: cfg.Logger}
 			r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: true})

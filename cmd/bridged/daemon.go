@@ -415,8 +415,11 @@ type daemon struct {
 	floor      home.Floor
 	firstStart bool
 	// openDocker
-	docker *container.Docker
-	engine container.EngineInfo
+	docker  *container.Docker     // nil on the kubernetes engine
+	kube    *container.Kubernetes // the kubernetes engine (openKube)
+	kubeIP  string                // the daemon Pod's IP: the proxy's address for the agents
+	runtime container.Runtime     // docker or kube
+	engine  container.EngineInfo
 	// groupUIDs gives each group's agent its own uid (a root daemon).
 	groupUIDs *home.GroupUIDs
 	allow     *container.Allowlist
@@ -438,6 +441,7 @@ type daemon struct {
 	snaps    *snapshot.Service
 	al       *alerts.Alerts
 	proxy    *credproxy.Proxy
+	proxyTCP *credproxy.TCP // the kubernetes engine's Pods reach the proxy here
 	// buildRuns
 	rt    *router.Router
 	sched *scheduler.Scheduler
@@ -493,11 +497,15 @@ func (d *daemon) openHome(ctx context.Context) error {
 // there, and loads the mount allowlist.
 func (d *daemon) openDocker(ctx context.Context) error {
 	cfg := d.cfg
+	if cfg.Engine == container.EngineKubernetes {
+		return d.openKube(ctx)
+	}
 	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout, Engine: cfg.Engine})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	d.docker = docker
+	d.runtime = docker
 	d.onRelease(func() { docker.Close() })
 	if err := checkDocker(ctx, docker, cfg.Image); err != nil {
 		return err
@@ -659,8 +667,10 @@ func (d *daemon) buildServices(context.Context) error {
 		return err
 	}
 	d.al = al
-	d.proxy, err = newAPIProxy(cfg, d.hm.Layout(), meterLedger{alerts.NewMeter(al)}, log)
-	return err
+	if d.proxy, err = newAPIProxy(cfg, d.hm.Layout(), meterLedger{alerts.NewMeter(al)}, log); err != nil {
+		return err
+	}
+	return d.listenProxyTCP()
 }
 
 // buildRuns builds what runs the agents: the router (with the group queue
@@ -682,6 +692,7 @@ func (d *daemon) buildRuns(context.Context) error {
 		TaskMaxFailures:  cfg.TaskMaxFailures,
 		Instance:         d.instance,
 		Home:             d.hm,
+<<<<<<< HEAD
 		Container: container.SpecBuilder{
 			Image:  cfg.Image,
 			Limits: container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids, NoFile: cfg.ContainerNoFile},
@@ -689,6 +700,18 @@ func (d *daemon) buildRuns(context.Context) error {
 			Allowlist: d.allow, Secrets: cfg.Secrets, APIProxy: proxyAdapter{d.proxy}, Network: cfg.ContainerNetwork,
 		},
 	}, router.Deps{Store: db, Runtime: d.docker, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
+=======
+		ContainerUID:     d.uid,
+		ContainerGID:     d.gid,
+		GroupUIDs:        d.groupUIDs,
+		UIDMap:           d.engine.UIDMap,
+		GIDMap:           d.engine.GIDMap,
+		Allowlist:        d.allow,
+		Secrets:          cfg.Secrets,
+		APIProxy:         proxyAdapter{d.proxy},
+		Network:          cfg.ContainerNetwork,
+	}, router.Deps{Store: db, Runtime: d.runtime, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
+>>>>>>> k8s
 		OutboxSignal: d.outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
 		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) },
 		Snapshots:    d.snaps})
@@ -771,7 +794,7 @@ func (d *daemon) listen(context.Context) error {
 // sweep leave freed heap the runtime would hand back only slowly; the
 // daemon, idle most of its life, should not hold it.
 func (d *daemon) recover(ctx context.Context) error {
-	if err := recoverStart(ctx, d.docker, d.hm.Layout().Dir, d.instance, d.host, d.sched, d.log); err != nil {
+	if err := recoverStart(ctx, d.runtime, d.hm.Layout().Dir, d.instance, d.host, d.sched, d.log); err != nil {
 		return err
 	}
 	if err := settleApprovals(ctx, d.db, d.approver, d.poster, d.log); err != nil {

@@ -103,6 +103,11 @@ type Config struct {
 	// Engine is the container engine expected behind the Engine API
 	// (BRIDGED_ENGINE): docker, podman, or "" (whichever answers).
 	Engine container.Engine
+	// The kubernetes engine (docs/kubernetes.md): the agents' namespace
+	// (empty: the daemon's own), the claim the home is on, the daemon's
+	// own Pod (owner of the agents' Pods, and its IP the proxy's address),
+	// and where the proxy listens for them over TCP.
+	KubeNamespace, KubeClaim, KubePod, ProxyListen string
 	// What one container can make the credential proxy and the host hold
 	// (docs/security.md, "Limits"): connections open at once on its proxy
 	// socket, its group's API requests in flight, the largest request body,
@@ -229,6 +234,10 @@ var settings = []setting{
 	{"max-task-prompt", "BRIDGED_MAX_TASK_PROMPT", constant("16k"), "largest scheduled task prompt (e.g. 16k; at most 64k)"},
 	{"task-max-failures", "BRIDGED_TASK_MAX_FAILURES", constant("5"), "failed runs in a row after which a task pauses itself, with one owner alert (bridged tasks resume restarts it)"},
 	{"engine", "BRIDGED_ENGINE", constant(""), "container engine: docker, or podman (rootless; its socket is DOCKER_HOST, else $XDG_RUNTIME_DIR/podman/podman.sock); empty: whichever answers on DOCKER_HOST"},
+	{"kube-namespace", "BRIDGED_KUBE_NAMESPACE", constant(""), "kubernetes engine: the namespace of the agents' Pods (empty: the daemon's own, from its service account)"},
+	{"kube-claim", "BRIDGED_KUBE_CLAIM", constant(""), "kubernetes engine: the PersistentVolumeClaim the home is on; each agent Pod mounts its group's directories from it by sub-path (required with that engine)"},
+	{"kube-pod", "BRIDGED_KUBE_POD", constant(""), "kubernetes engine: the daemon's own Pod (from the downward API): it owns the agents' Pods, and its IP is where they reach the credential proxy"},
+	{"proxy-listen", "BRIDGED_PROXY_LISTEN", constant(""), "kubernetes engine: where the credential proxy listens for the agents' Pods over TCP (default :7431 with that engine; unused by the others)"},
 	{"engine-timeout", "BRIDGED_ENGINE_TIMEOUT", constant("30s"), "deadline of each Docker Engine API call (create, attach, start, stop, remove, …); a hung engine fails the run"},
 	{"start-timeout", "BRIDGED_START_TIMEOUT", constant("2m"), "a container that prints nothing this long after it started is stopped as hung (retried once, then reported)"},
 	{"anthropic-url", "BRIDGED_ANTHROPIC_URL", constant("https://api.anthropic.com"), "the Claude API the daemon's credential proxy forwards to (a gateway or compatible endpoint works too)"},
@@ -652,6 +661,18 @@ func build(raw map[string]string) (*Config, error) {
 	engine, err := container.ParseEngine(raw["BRIDGED_ENGINE"])
 	c.Engine = engine
 	r.check("BRIDGED_ENGINE", err)
+	c.KubeNamespace = strings.TrimSpace(raw["BRIDGED_KUBE_NAMESPACE"])
+	c.KubeClaim = strings.TrimSpace(raw["BRIDGED_KUBE_CLAIM"])
+	c.KubePod = strings.TrimSpace(raw["BRIDGED_KUBE_POD"])
+	c.ProxyListen = strings.TrimSpace(raw["BRIDGED_PROXY_LISTEN"])
+	if c.Engine == container.EngineKubernetes {
+		if c.KubeClaim == "" {
+			r.check("BRIDGED_KUBE_CLAIM", errors.New("the kubernetes engine needs the claim the home is on"))
+		}
+		if c.ProxyListen == "" {
+			c.ProxyListen = ":7431"
+		}
+	}
 	r.check("BRIDGED_CONTAINER_NETWORK", container.CheckNetwork(c.ContainerNetwork))
 	// Proxy and container limits.
 	number(r, "BRIDGED_PROXY_MAX_CONNS", &c.ProxyMaxConns, strconv.Atoi, credproxy.Bounds.MaxConns)
@@ -926,6 +947,10 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_ANTHROPIC_URL":           c.AnthropicURL,
 		"BRIDGED_CONTAINER_NETWORK":       c.ContainerNetwork,
 		"BRIDGED_ENGINE":                  string(c.Engine),
+		"BRIDGED_KUBE_NAMESPACE":          c.KubeNamespace,
+		"BRIDGED_KUBE_CLAIM":              c.KubeClaim,
+		"BRIDGED_KUBE_POD":                c.KubePod,
+		"BRIDGED_PROXY_LISTEN":            c.ProxyListen,
 		"BRIDGED_CONTAINER_UID":           strconv.Itoa(c.ContainerUID),
 		"BRIDGED_CONTAINER_GID":           strconv.Itoa(c.ContainerGID),
 		"BRIDGED_ENV_FILE":                c.EnvFile,

@@ -1,7 +1,10 @@
 // Package container starts and stops agent containers.
 //
 // Runtime is the interface the rest of the daemon uses; Docker implements it
-// over the Engine API (github.com/moby/moby/client), never the docker CLI.
+// over the Engine API (github.com/moby/moby/client), never the docker CLI,
+// for Docker and rootless Podman (podman.go); Kubernetes implements it with
+// one Pod per run (kubernetes.go, decision record 36). The
+// engine-independent runtime suite (runtimesuite_test.go) runs on all three.
 // The package also builds the mount list of DESIGN §7 (Mounts), prepares a
 // group's host directories (PrepareGroupDirs), checks extra mounts against
 // the mount allowlist of DESIGN §11 (Allowlist), and creates a group's

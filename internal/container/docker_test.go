@@ -128,7 +128,7 @@ func echoSpec(t *testing.T, image, prompt string) (Spec, *stderrLines) {
 }
 
 // start starts spec and removes the container when the test ends.
-func start(t *testing.T, d *Docker, spec Spec) Run {
+func start(t *testing.T, d Runtime, spec Spec) Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -43,14 +43,14 @@ const (
 	EnginePodman Engine = "podman"
 )
 
-// ParseEngine reads BRIDGED_ENGINE: docker, podman, or "" (found from what
-// answers on the socket).
+// ParseEngine reads BRIDGED_ENGINE: docker, podman, kubernetes, or ""
+// (found from what answers on the socket).
 func ParseEngine(s string) (Engine, error) {
 	switch e := Engine(strings.ToLower(strings.TrimSpace(s))); e {
-	case "", EngineDocker, EnginePodman:
+	case "", EngineDocker, EnginePodman, EngineKubernetes:
 		return e, nil
 	}
-	return "", fmt.Errorf("engine %q: want docker or podman", s)
+	return "", fmt.Errorf("engine %q: want docker, podman or kubernetes", s)
 }
 
 // PodmanHost is the address of the user's rootless Podman service:

@@ -14,11 +14,18 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 // loopbackForwarder stands for the agent runner's forwarder: 127.0.0.1:<port>
 // piped byte for byte to the proxy's unix socket.
 func loopbackForwarder(tb testing.TB, sock string) string {
+	return forwarderTo(tb, func() (net.Conn, error) { return net.Dial("unix", sock) })
+}
+
+// forwarderTo is a loopback forwarder to what dial reaches.
+func forwarderTo(tb testing.TB, dial func() (net.Conn, error)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -32,13 +39,17 @@ func loopbackForwarder(tb testing.TB, sock string) string {
 			}
 			go func() {
 				defer c.Close()
-				u, err := net.Dial("unix", sock)
+				u, err := dial()
 				if err != nil {
 					return
 				}
 				defer u.Close()
 				done := make(chan struct{}, 2)
-				go func() { io.Copy(u, c); u.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+				go func() {
+					io.Copy(u, c)
+					u.(interface{ CloseWrite() error }).CloseWrite()
+					done <- struct{}{}
+				}()
 				go func() { io.Copy(c, u); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
 				<-done
 				<-done
@@ -53,7 +64,14 @@ func loopbackForwarder(tb testing.TB, sock string) string {
 // API request against a local upstream: the median and p99 of the whole
 // request (JSON answer) and of the time to the first streamed byte, each
 // compared with the same request sent to the upstream directly.
-func BenchmarkProxyOverhead(b *testing.B) {
+func BenchmarkProxyOverhead(b *testing.B) { benchProxyOverhead(b, false) }
+
+// BenchmarkProxyOverheadTCP is BenchmarkProxyOverhead across nodes (the
+// kubernetes engine): the forwarder dials the proxy's TCP listener and
+// sends the run's token line first on each connection.
+func BenchmarkProxyOverheadTCP(b *testing.B) { benchProxyOverhead(b, true) }
+
+func benchProxyOverhead(b *testing.B, overTCP bool) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if strings.Contains(r.URL.RawQuery, "stream") {
@@ -81,6 +99,25 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	}
 	defer ep.Close()
 	viaProxy := loopbackForwarder(b, ep.Socket)
+	if overTCP {
+		t, err := p.ListenTCP("127.0.0.1:0", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer t.Close()
+		token, closeFn, err := t.OpenTCP("bench", "c1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeFn()
+		viaProxy = forwarderTo(b, func() (net.Conn, error) {
+			c, err := net.Dial("tcp", t.Addr())
+			if err == nil {
+				_, err = io.WriteString(c, ipc.ProxyTokenLine+token+"\n")
+			}
+			return c, err
+		})
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 	body := strings.Repeat("x", 8<<10) // a small conversation
 
@@ -133,7 +170,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		proxied := measure(viaProxy, c.query, c.first)
 		added := ms(pct(proxied, 50) - pct(direct, 50))
 		b.ReportMetric(added, strings.ReplaceAll(c.name, " ", "-")+"-ms-added-median")
-		fmt.Printf("credential proxy, %s (%d samples): direct median %.3f ms p99 %.3f ms; through forwarder+proxy median %.3f ms p99 %.3f ms; added median %.3f ms\n",
-			c.name, n, ms(pct(direct, 50)), ms(pct(direct, 99)), ms(pct(proxied, 50)), ms(pct(proxied, 99)), added)
+		over := ""
+		if overTCP {
+			over = " over TCP"
+		}
+		fmt.Printf("credential proxy%s, %s (%d samples): direct median %.3f ms p99 %.3f ms; through forwarder+proxy median %.3f ms p99 %.3f ms; added median %.3f ms\n",
+			over, c.name, n, ms(pct(direct, 50)), ms(pct(direct, 99)), ms(pct(proxied, 50)), ms(pct(proxied, 99)), added)
 	}
 }

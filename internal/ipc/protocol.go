@@ -29,6 +29,12 @@ type RunInput struct {
 	// to the container's stdout (through the init's /proc/1/fd/1) cannot
 	// carry it. It is never logged.
 	ApprovalKey string `json:"approval_key,omitempty"`
+	// ProxyToken, on an engine whose Pods reach the credential proxy over
+	// TCP (EnvAPIAddr), is this run's token: the runner starts each
+	// connection to the proxy with ProxyTokenLine and it. It is not the
+	// credential (the proxy adds that) and dies with the run; it travels
+	// only here, never in the Pod's spec. It is never logged.
+	ProxyToken string `json:"proxy_token,omitempty"`
 }
 
 // The host's credential proxy as a container sees it: a unix socket in a
@@ -51,6 +57,13 @@ const (
 	// limit holds where the engine drops the container's nofile ulimit
 	// (rootless Podman before 5.5).
 	EnvNoFile = "BRIDGED_AGENT_NOFILE"
+	// EnvAPIAddr is the proxy's host:port across nodes (the kubernetes
+	// engine, decision record 36), in place of EnvAPISocket; the run's
+	// token is RunInput.ProxyToken.
+	EnvAPIAddr = "BRIDGED_AGENT_API_ADDR"
+	// ProxyTokenLine starts each connection to EnvAPIAddr, followed by the
+	// token and a newline; the proxy then serves HTTP on the rest.
+	ProxyTokenLine = "BRIDGED-PROXY "
 )
 
 // Values of EnvAPIAuth.
