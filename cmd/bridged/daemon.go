@@ -692,26 +692,13 @@ func (d *daemon) buildRuns(context.Context) error {
 		TaskMaxFailures:  cfg.TaskMaxFailures,
 		Instance:         d.instance,
 		Home:             d.hm,
-<<<<<<< HEAD
 		Container: container.SpecBuilder{
 			Image:  cfg.Image,
 			Limits: container.Limits{MemoryBytes: cfg.MemoryBytes, CPUs: cfg.CPUs, Pids: cfg.Pids, NoFile: cfg.ContainerNoFile},
 			UID:    d.uid, GID: d.gid, GroupUIDs: d.groupUIDs, UIDMap: d.engine.UIDMap, GIDMap: d.engine.GIDMap,
 			Allowlist: d.allow, Secrets: cfg.Secrets, APIProxy: proxyAdapter{d.proxy}, Network: cfg.ContainerNetwork,
 		},
-	}, router.Deps{Store: db, Runtime: d.docker, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
-=======
-		ContainerUID:     d.uid,
-		ContainerGID:     d.gid,
-		GroupUIDs:        d.groupUIDs,
-		UIDMap:           d.engine.UIDMap,
-		GIDMap:           d.engine.GIDMap,
-		Allowlist:        d.allow,
-		Secrets:          cfg.Secrets,
-		APIProxy:         proxyAdapter{d.proxy},
-		Network:          cfg.ContainerNetwork,
 	}, router.Deps{Store: db, Runtime: d.runtime, Channels: d.channels, Log: log, Now: time.Now, Turns: d.turnEnds, Budget: d.al, Alerts: d.al, Ingest: d.ing,
->>>>>>> k8s
 		OutboxSignal: d.outSignal, ContainerGone: func(ctx context.Context, f store.Folder) { approver.ContainerGone(ctx, string(f)) },
 		ApprovalWait: func(f store.Folder, toolUseID, tool string) { approver.Announce(string(f), toolUseID, tool) },
 		Snapshots:    d.snaps})
