@@ -578,7 +578,7 @@ func (d *daemon) buildIntake(context.Context) error {
 // from the ingest's queue and tells the ingest when a chat's media settled.
 func (d *daemon) buildChannels(ctx context.Context) error {
 	cfg, log, db, hm := d.cfg, d.log, d.db, d.hm
-	d.loc = local.New(db, cfg.AssistantName, d.ing.Inbound, log).KeepFiles(hm.Layout().LocalFilesDir(),
+	d.loc = local.New(db, cfg.AssistantName, d.ing.InboundSeen, log).KeepFiles(hm.Layout().LocalFilesDir(),
 		local.KeepLimits{Files: cfg.LocalFiles, Bytes: cfg.LocalFilesBytes})
 	wa, err := whatsapp.New(ctx, whatsapp.Options{
 		Sink:          waSink{in: d.ing, db: db},

@@ -24,6 +24,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/control"
 	bhome "github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -249,7 +250,7 @@ func startDaemon(t *testing.T, home string, reply func(text string) []string) *f
 func startDaemonWithStatus(t *testing.T, home string, reply func(text string) []string, live control.StatusSource) *fakeDaemon {
 	t.Helper()
 	d := &fakeDaemon{db: openDB(t, home), turns: turns.New(nil, nil)}
-	d.loc = local.New(d.db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	d.loc = local.New(d.db, "Andy", func(ctx context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		id, _, err := d.db.Messages.Insert(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
 		if err != nil {

@@ -118,7 +118,7 @@ func TestNotifySocketWatchdogFollowsTheRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt, err := router.New(router.Config{AssistantName: "Andy", Home: hm, Container: container.SpecBuilder{UID: 1000, GID: 1000, Image: "none"}},
-		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", ing.Inbound, zerolog.Nop())},
+		router.Deps{Store: db, Runtime: noContainers{}, Channels: []channel.Channel{local.New(db, "Andy", ing.InboundSeen, zerolog.Nop())},
 			Log: zerolog.Nop(), Budget: budget, Ingest: ing})
 	if err != nil {
 		t.Fatal(err)

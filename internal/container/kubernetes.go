@@ -768,9 +768,11 @@ func (r *kubeRun) Wait(ctx context.Context) (Exit, error) {
 // dropped while it runs), which is deleted. Then the Pod is deleted and the
 // run's proxy channel closed.
 func (r *kubeRun) watch(ctx context.Context, streamDone <-chan error) {
+	// The run's proxy channel is closed before Wait returns: once the
+	// run has ended, its token opens nothing.
+	defer close(r.exited)
 	defer r.cancel()
 	defer r.release()
-	defer close(r.exited)
 	ended := make(chan Exit, 1)
 	go func() {
 		var exit Exit

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -48,7 +49,7 @@ func TestAllowListAndPostAs(t *testing.T) {
 	if m := <-h.posted; m.FromMe || m.Sender != "local:carol" {
 		t.Errorf("post as carol: %+v; want local:carol, not FromMe", m)
 	}
-	h.inbound.Store(local.Inbound(func(context.Context, channel.Message) (store.MessageID, error) { return 0, nil })) // dropped
+	h.inbound.Store(local.Inbound(func(context.Context, ingest.Changed, channel.Message) (store.MessageID, error) { return 0, nil })) // dropped
 	if _, err := h.client.Post(ctx, "local:main", PostMessage{As: "bob", Text: "hi"}); err == nil || !strings.Contains(err.Error(), "sender not allowed") {
 		t.Errorf("dropped post: %v; want sender not allowed", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/bridged-app/bridged/internal/channel/channeltest"
 	"github.com/bridged-app/bridged/internal/channel/local"
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 	"github.com/bridged-app/bridged/internal/turns"
@@ -111,7 +112,7 @@ type harness struct {
 
 // storeInbound stores a message the way the router does.
 func storeInbound(db *store.DB) local.Inbound {
-	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	return func(ctx context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		id, _, err := db.Messages.Insert(ctx, store.Message{Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID,
 			Sender: m.Sender, SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt})
 		return id, err
@@ -135,8 +136,8 @@ func startWith(t *testing.T, live Live, opt func(*Options)) *harness {
 	posted := make(chan channel.Message, 100)
 	inbound := &atomic.Value{}
 	inbound.Store(storeInbound(db))
-	loc := &waitingLocal{Channel: local.New(db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) {
-		id, err := inbound.Load().(local.Inbound)(ctx, m)
+	loc := &waitingLocal{Channel: local.New(db, "Andy", func(ctx context.Context, seen ingest.Changed, m channel.Message) (store.MessageID, error) {
+		id, err := inbound.Load().(local.Inbound)(ctx, seen, m)
 		if err == nil {
 			posted <- m
 		}

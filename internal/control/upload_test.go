@@ -17,6 +17,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/channel"
 	"github.com/bridged-app/bridged/internal/channel/local"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/media"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -235,7 +236,7 @@ func TestPostFilesRefused(t *testing.T) {
 		})
 	}
 	t.Run("posting fails", func(t *testing.T) {
-		h.inbound.Store(local.Inbound(func(context.Context, channel.Message) (store.MessageID, error) {
+		h.inbound.Store(local.Inbound(func(context.Context, ingest.Changed, channel.Message) (store.MessageID, error) {
 			return 0, errors.New("disk full")
 		}))
 		defer h.inbound.Store(storeInbound(h.db))

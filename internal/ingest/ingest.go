@@ -112,8 +112,14 @@ func (in *Ingest) Inbound(ctx context.Context, m channel.Message) (store.Message
 // registered before it builds the message (WhatsApp builds text only for
 // registered chats). InboundSeen then takes what it found.
 func (in *Ingest) Lookup(ctx context.Context, chat string) (Changed, error) {
-	seen := Changed{Known: true, Version: in.cfg.DB.Groups.Version()}
-	g, err := in.cfg.DB.Groups.ByChat(ctx, store.ChatID(chat))
+	return LookupChat(ctx, in.cfg.DB, chat)
+}
+
+// LookupChat is Lookup in db, for a channel that holds the store itself
+// (the local chat checks that its chat is registered before it posts).
+func LookupChat(ctx context.Context, db *store.DB, chat string) (Changed, error) {
+	seen := Changed{Known: true, Version: db.Groups.Version()}
+	g, err := db.Groups.ByChat(ctx, store.ChatID(chat))
 	switch {
 	case err == nil:
 		seen.Group, seen.Registered = g, true

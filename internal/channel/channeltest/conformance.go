@@ -165,6 +165,7 @@ func Conform(t *testing.T, name string, newNetwork NewNetwork) {
 		{"LongText", longText},
 		{"Typing", typing},
 		{"MediaInAndOut", mediaInAndOut},
+		{"OneGroupLookup", oneGroupLookup},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, name)
@@ -422,6 +423,19 @@ func mediaInAndOut(t *testing.T, r *Rig, n Network) {
 	files := mn.ReceivedFiles()
 	if len(files) != 1 || string(files[0]) != string(out) {
 		t.Errorf("the network received %d files; want the report", len(files))
+	}
+}
+
+// A message's group is looked up once on its way in, on every channel:
+// what the channel found is what the ingest stores it with.
+func oneGroupLookup(t *testing.T, r *Rig, n Network) {
+	before := r.DB.Groups.Lookups()
+	within(t, "message acked", n.Deliver(Member, "@Andy one lookup", ""))
+	if got := withText(t, r, n, "@Andy one lookup"); len(got) != 1 {
+		t.Fatalf("stored %+v; want the message", got)
+	}
+	if got := r.DB.Groups.Lookups() - before; got != 1 {
+		t.Errorf("%d group lookups for one message; want 1", got)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 		}
 		files := t.TempDir()
 		return &localNetwork{t: t, db: rig.DB, files: files, uploads: media.Uploads{Spool: hm.Uploads(), Log: zerolog.Nop()},
-			c: New(rig.DB, "Andy", rig.Ingest.Inbound, zerolog.Nop()).KeepFiles(files, KeepLimits{})}
+			c: New(rig.DB, "Andy", rig.Ingest.InboundSeen, zerolog.Nop()).KeepFiles(files, KeepLimits{})}
 	})
 }
 

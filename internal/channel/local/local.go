@@ -37,6 +37,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -59,10 +60,11 @@ var (
 	ErrBadSender = errors.New("want a sender name without spaces")
 )
 
-// Inbound stores m and returns its id only after the commit; id 0 means the
-// chat is not a registered group and only its metadata was recorded. A
-// non-nil error means nothing was stored.
-type Inbound func(ctx context.Context, m channel.Message) (store.MessageID, error)
+// Inbound stores m, whose chat's group is seen (the one lookup of its
+// group: ingest.Ingest.InboundSeen), and returns its id only after the
+// commit; id 0 means the chat is not a registered group and only its
+// metadata was recorded. A non-nil error means nothing was stored.
+type Inbound func(ctx context.Context, seen ingest.Changed, m channel.Message) (store.MessageID, error)
 
 // Channel is the local channel. It is safe for concurrent use.
 type Channel struct {
@@ -374,10 +376,14 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 	if strings.TrimSpace(text) == "" && len(media) == 0 {
 		return nil, fmt.Errorf("post to %s: %w", chat, ErrEmpty)
 	}
-	if _, err := c.db.Groups.ByChat(ctx, store.ChatID(chat)); errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
-	} else if err != nil {
+	// The one lookup of the messages' group: the ingest takes what it
+	// found.
+	seen, err := ingest.LookupChat(ctx, c.db, chat)
+	if err != nil {
 		return nil, fmt.Errorf("post to %s: %w", chat, err)
+	}
+	if !seen.Registered {
+		return nil, fmt.Errorf("post to %s: %w", chat, ErrNotRegistered)
 	}
 	msgs := []channel.Message{{Text: text}}
 	if len(media) > 0 {
@@ -403,7 +409,7 @@ func (c *Channel) post(ctx context.Context, chat, sender, senderName string, own
 		m.ExternalID = "local-" + uuid.NewString()
 		m.Sender, m.SenderName, m.FromMe = sender, senderName, owner
 		m.SentAt = c.now()
-		id, err := c.in(ctx, m)
+		id, err := c.in(ctx, seen, m)
 		if err != nil {
 			return ids, fmt.Errorf("post to %s: %w", chat, err)
 		}

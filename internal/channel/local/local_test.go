@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/channel"
+	"github.com/bridged-app/bridged/internal/ingest"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
@@ -30,7 +31,7 @@ func register(t *testing.T, db *store.DB, chat store.ChatID, folder store.Folder
 
 // storeInbound is what the ingest's Inbound does with a message: store it.
 func storeInbound(db *store.DB) Inbound {
-	return func(ctx context.Context, m channel.Message) (store.MessageID, error) {
+	return func(ctx context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		id, _, err := db.Messages.Insert(ctx, store.Message{
 			Chat: store.ChatID(m.Chat), ExternalID: m.ExternalID, Sender: m.Sender,
 			SenderName: m.SenderName, Text: m.Text, SentAt: m.SentAt,
@@ -88,7 +89,7 @@ func TestPostReturnsTheInboundID(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	var got channel.Message
-	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	c := New(db, "Andy", func(_ context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		got = m
 		return 4711, nil
 	}, zerolog.Nop())
@@ -118,8 +119,8 @@ func TestPostRejects(t *testing.T) {
 		{"bare prefix", storeInbound(db), "local:", "hi", ErrNotLocal},
 		{"unregistered", storeInbound(db), "local:other", "hi", ErrNotRegistered},
 		{"blank", storeInbound(db), "local:main", "  \n", ErrEmpty},
-		{"inbound fails", func(context.Context, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
-		{"unregistered before the commit", func(ctx context.Context, _ channel.Message) (store.MessageID, error) {
+		{"inbound fails", func(context.Context, ingest.Changed, channel.Message) (store.MessageID, error) { return 0, failing }, "local:main", "hi", failing},
+		{"unregistered before the commit", func(ctx context.Context, _ ingest.Changed, _ channel.Message) (store.MessageID, error) {
 			return 0, db.Groups.Remove(ctx, "gone")
 		}, "local:gone", "hi", ErrNotRegistered},
 	}
@@ -299,11 +300,13 @@ func TestPostMedia(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	var got []channel.Message
-	inbound := func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	inbound := func(_ context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		got = append(got, m)
 		return store.MessageID(100 + len(got)), nil
 	}
-	c := New(db, "Andy", func(ctx context.Context, m channel.Message) (store.MessageID, error) { return inbound(ctx, m) }, zerolog.Nop())
+	c := New(db, "Andy", func(ctx context.Context, seen ingest.Changed, m channel.Message) (store.MessageID, error) {
+		return inbound(ctx, seen, m)
+	}, zerolog.Nop())
 	img := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-1"}`), Label: "image", Name: "a.png", MIME: "image/png", Head: "stale", Tail: "stale"}
 	doc := channel.Media{Source: "upload", Ref: []byte(`{"key":"up-2"}`), Label: `document "b.pdf"`, Name: "b.pdf"}
 	w := c.Wait(ctx)
@@ -338,7 +341,7 @@ func TestPostMedia(t *testing.T) {
 	// reports what was committed.
 	got = nil
 	failing := errors.New("disk full")
-	inbound = func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	inbound = func(_ context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		if len(got) == 1 {
 			return 0, failing
 		}
@@ -374,7 +377,7 @@ func TestPostAsAnotherSender(t *testing.T) {
 	}
 	var got []channel.Message
 	drop := false
-	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	c := New(db, "Andy", func(_ context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		got = append(got, m)
 		if drop && !m.FromMe {
 			return 0, nil
@@ -409,7 +412,7 @@ func TestPostAcceptsATakenOutMessage(t *testing.T) {
 	db := openStore(t)
 	register(t, db, "local:main", "main")
 	var got []channel.Message
-	c := New(db, "Andy", func(_ context.Context, m channel.Message) (store.MessageID, error) {
+	c := New(db, "Andy", func(_ context.Context, _ ingest.Changed, m channel.Message) (store.MessageID, error) {
 		got = append(got, m)
 		return 0, nil // taken out before storage (an approval answer)
 	}, zerolog.Nop())
