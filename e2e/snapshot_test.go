@@ -113,7 +113,7 @@ func TestE2EUndoATurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitOut("local:fam", bob, 1, 90*time.Second)
-	hasStep(t, "why bob", e.why(t, fmt.Sprint(bob)), "changes", "changed", "memory changed: 1 line", "input from someone other than the owner: bob (local:bob)")
+	hasStep(t, "why bob", e.why(t, fmt.Sprint(bob)), "changes", "changed", "memory changed: 1 line", "input from: bob (local:bob)")
 
 	// While a turn runs, an undo is refused with the reason; once it
 	// has ended, the same undo runs.

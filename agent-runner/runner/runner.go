@@ -560,7 +560,36 @@ func (r *run) handle(m claudecli.Message) {
 		if m.Assistant.Error != "" {
 			r.log.Warn().Str("error", m.Assistant.Error).Msg("claude reported an API error")
 		}
+		for _, ev := range fetched(m.Assistant.Message.Content) {
+			r.emit(ev)
+		}
 	}
+}
+
+// fetched returns a fetched event for each web page the blocks fetch and
+// each web search they run: the host marks what the turn changes in
+// memory with it.
+func fetched(blocks []claudecli.ContentBlock) []ipc.Event {
+	var out []ipc.Event
+	for _, b := range blocks {
+		if b.Type != "tool_use" || (b.Name != "WebFetch" && b.Name != "WebSearch") {
+			continue
+		}
+		var in struct {
+			URL   string `json:"url"`
+			Query string `json:"query"`
+		}
+		_ = json.Unmarshal(b.Input, &in) // an input not understood still counts, without its address
+		what := in.URL
+		if b.Name == "WebSearch" {
+			what = in.Query
+		}
+		if len(what) > ipc.MaxFetchedBytes {
+			what = strings.ToValidUTF8(what[:ipc.MaxFetchedBytes-3], "") + "…"
+		}
+		out = append(out, ipc.Event{Type: ipc.EventFetched, Tool: b.Name, What: what})
+	}
+	return out
 }
 
 // exited handles the end of a claude process. It returns done=true with the

@@ -105,7 +105,7 @@ func (a *app) cmdChanges(ctx context.Context, args []string) error {
 		}
 		line := c.Line
 		if c.Source != "" {
-			line += "; input from " + c.Source
+			line += "; input from: " + c.Source
 		}
 		if c.Note != "" {
 			line += " (" + c.Note + ")"
@@ -145,7 +145,7 @@ func (a *app) cmdDiff(ctx context.Context, args []string) error {
 	c := d.Change
 	fmt.Fprintf(a.stdout, "turn %d of %s (%s), %s: %s\n", c.ID, termsafe.Line(c.Group), c.Kind, c.StartedAt.Local().Format("2006-01-02 15:04:05"), c.Line)
 	if c.Source != "" {
-		fmt.Fprintf(a.stdout, "input from someone other than the owner: %s\n", termsafe.Line(c.Source))
+		fmt.Fprintf(a.stdout, "input not from the owner alone: %s\n", termsafe.Line(c.Source))
 	}
 	if c.Note != "" {
 		fmt.Fprintf(a.stdout, "note: %s\n", termsafe.Line(c.Note))

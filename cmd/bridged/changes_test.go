@@ -39,7 +39,7 @@ func TestChangesDiffUndoStopped(t *testing.T) {
 	if err := os.WriteFile(note, []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.End(ctx, "fam"); err != nil {
+	if err := s.End(ctx, snapshot.Finish{Folder: "fam"}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

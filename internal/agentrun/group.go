@@ -204,6 +204,10 @@ type Run struct {
 	// turn: both are marked on what those turns change.
 	source string
 	others []store.Message
+	// pages and searches are what the agent fetched from the web during
+	// the current turn (at most maxFetched each), marked on what it
+	// changes at its end.
+	pages, searches []string
 	// settings are what the container was started with; stale: a change
 	// of them was applied (Runner.Apply), so the container takes no more
 	// messages and closes when its turn ends.

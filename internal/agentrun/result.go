@@ -188,6 +188,10 @@ func (t *turn) handle(ctx context.Context, ev ipc.Event) {
 		}
 	case ipc.EventResult:
 		t.result(wctx, ev)
+	case ipc.EventFetched:
+		t.grp.Lock()
+		t.run.noteFetched(ev.Tool, ev.What)
+		t.grp.Unlock()
 	case ipc.EventApprovalWait:
 		if t.approvalKey == "" || subtle.ConstantTimeCompare([]byte(ev.Key), []byte(t.approvalKey)) != 1 {
 			if !t.forgedWait {
@@ -237,7 +241,7 @@ func (t *turn) result(ctx context.Context, ev ipc.Event) {
 	source := snapshot.Sources(t.run.others)
 	t.run.others = nil
 	t.grp.Unlock()
-	t.x.snapEnd(ctx, t.log, t.g.Folder)
+	t.x.snapEnd(ctx, t.log, t.grp, t.g, t.run)
 	if more {
 		t.x.snapBegin(ctx, t.log, t.g, t.run, upto, source)
 	}

@@ -264,7 +264,7 @@ func (x *Runner) Container(ctx context.Context, log zerolog.Logger, g store.Grou
 	grp.Unlock()
 	x.snapBegin(ctx, log, g, run, upto, source)
 	// A turn cut off with the container (a crash, a timeout) ends here.
-	defer x.snapEnd(ctx, log, g.Folder)
+	defer x.snapEnd(ctx, log, grp, g, run)
 	t := &turn{x: x, log: log, g: g, grp: grp, run: run, sess: sess, origin: origin, approvalKey: input.ApprovalKey}
 	o = t.end(container.Supervise(ctx, x.Runtime, spec, container.Watch{
 		Log:          log,

@@ -3,6 +3,7 @@ package agentrun
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/rs/zerolog"
 
@@ -16,7 +17,7 @@ import (
 // leaves). A failure is logged and never fails the turn.
 type Snapshots interface {
 	Begin(ctx context.Context, st snapshot.Start) (store.ChangeID, error)
-	End(ctx context.Context, folder store.Folder) error
+	End(ctx context.Context, f snapshot.Finish) error
 }
 
 // ErrTurnRunning refuses what must not happen while a group's agent works
@@ -41,11 +42,12 @@ func (x *Runner) Idle(folder store.Folder, fn func() error) error {
 // source.
 const maxOthers = 20
 
-// noteOthers keeps the messages of msgs not the owner's, for the source of
-// the turn they will begin. The group's lock must be held.
+// noteOthers keeps the messages of msgs not the owner's, and those that
+// brought a received file, for the source of the turn they will begin.
+// The group's lock must be held.
 func (run *Run) noteOthers(msgs []store.Message) {
 	for _, m := range msgs {
-		if !m.FromMe && !m.IsBot && len(run.others) < maxOthers {
+		if (!m.FromMe && !m.IsBot || snapshot.ReceivedFile(m.Text)) && len(run.others) < maxOthers {
 			run.others = append(run.others, m)
 		}
 	}
@@ -72,14 +74,37 @@ func (x *Runner) snapBegin(ctx context.Context, log zerolog.Logger, g store.Grou
 	}
 }
 
-// snapEnd records folder's folder and memory as its turn ends.
-func (x *Runner) snapEnd(ctx context.Context, log zerolog.Logger, folder store.Folder) {
+// maxFetched bounds the pages and searches a run keeps for its turn's
+// source.
+const maxFetched = 20
+
+// noteFetched keeps a page the agent fetched (tool WebFetch, what its URL)
+// or a search it ran (WebSearch, its query) during the turn, for the
+// turn's source. The group's lock must be held.
+func (run *Run) noteFetched(tool, what string) {
+	list := &run.pages
+	if tool == "WebSearch" {
+		list = &run.searches
+	}
+	if len(*list) < maxFetched && !slices.Contains(*list, what) {
+		*list = append(*list, what)
+	}
+}
+
+// snapEnd records g's folder and memory as run's turn ends, marked with
+// the pages the agent fetched during it. In `ask` a memory change is then
+// held as for another's message: a fetched page is known only now.
+func (x *Runner) snapEnd(ctx context.Context, log zerolog.Logger, grp *Group, g store.Group, run *Run) {
 	if x.Snapshots == nil {
 		return
 	}
+	grp.Lock()
+	source := snapshot.Fetched(run.pages, run.searches)
+	run.pages, run.searches = nil, nil
+	grp.Unlock()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shortTimeout)
 	defer cancel()
-	if err := x.Snapshots.End(wctx, folder); err != nil {
+	if err := x.Snapshots.End(wctx, snapshot.Finish{Folder: g.Folder, Source: source, Hold: g.Tools == store.ToolsAsk && source != ""}); err != nil {
 		log.Error().Err(err).Msg("cannot record the group's files as the turn ends")
 	}
 }

@@ -56,7 +56,7 @@ func TestChatUndo(t *testing.T) {
 		if err := os.WriteFile(note, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Snapshots.End(ctx, "fam"); err != nil {
+		if err := a.Snapshots.End(ctx, snapshot.Finish{Folder: "fam"}); err != nil {
 			t.Fatal(err)
 		}
 		return id

@@ -132,7 +132,7 @@ func (a *Admin) changesStep(ctx context.Context, st *Story, add func(string, tim
 		d += fmt.Sprintf(" (bridged diff %s %d)", folder, c.ID)
 	}
 	if c.Source != "" && state == "changed" {
-		d += "; input from someone other than the owner: " + c.Source
+		d += "; input from: " + c.Source
 		later, err := a.DB.Changes.List(ctx, folder, c.StartedAt, false, storyRows)
 		if err != nil {
 			return err

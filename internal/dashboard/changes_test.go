@@ -43,7 +43,7 @@ func TestStoryLinksTheTurnsDiffAndUndoes(t *testing.T) {
 	if err := os.WriteFile(note, []byte("<b>hello</b>\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := snaps.End(ctx, "fam"); err != nil {
+	if err := snaps.End(ctx, snapshot.Finish{Folder: "fam"}); err != nil {
 		t.Fatal(err)
 	}
 

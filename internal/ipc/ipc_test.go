@@ -196,3 +196,19 @@ func TestApprovalWaitAndToolNames(t *testing.T) {
 		}
 	}
 }
+
+// A fetched line names WebFetch or WebSearch and at most MaxFetchedBytes.
+func TestFetchedEvent(t *testing.T) {
+	ev, err := DecodeEvent([]byte(`{"type":"fetched","tool":"WebFetch","what":"https://a.example/"}`))
+	if err != nil || ev.Tool != "WebFetch" || ev.What != "https://a.example/" {
+		t.Fatalf("DecodeEvent = %+v, %v", ev, err)
+	}
+	for _, line := range []string{
+		`{"type":"fetched","tool":"Bash","what":"x"}`,
+		`{"type":"fetched","tool":"WebSearch","what":"` + strings.Repeat("a", MaxFetchedBytes+1) + `"}`,
+	} {
+		if _, err := DecodeEvent([]byte(line)); err == nil {
+			t.Errorf("DecodeEvent(%.60s) accepted", line)
+		}
+	}
+}

@@ -109,7 +109,14 @@ const (
 	// request: the host takes an ask_approval only for a call announced
 	// this way by the group's live container, each once.
 	EventApprovalWait EventType = "approval_wait"
+	// EventFetched tells that the agent fetched a web page (Tool
+	// "WebFetch", What its URL) or searched the web (Tool "WebSearch",
+	// What its query) during the turn: its input came from the web too.
+	EventFetched EventType = "fetched"
 )
+
+// MaxFetchedBytes bounds a fetched event's What.
+const MaxFetchedBytes = 300
 
 // Usage is token usage copied from the CLI's result message.
 type Usage struct {
@@ -124,7 +131,7 @@ type Usage struct {
 // result → Text, IsError, SessionID, LastUUID, CostUSD, Usage, DurationMS,
 // NumTurns (and for a turn that ended on an API error, APIErrorStatus and
 // APIErrorType); error → Message, Retryable; approval_wait → ToolUseID,
-// Tool.
+// Tool; fetched → Tool, What.
 type Event struct {
 	Type       EventType `json:"type"`
 	SessionID  string    `json:"session_id,omitempty"`
@@ -147,6 +154,8 @@ type Event struct {
 	Tool      string `json:"tool,omitempty"`
 	// Key is the run's RunInput.ApprovalKey, in an approval_wait.
 	Key string `json:"key,omitempty"`
+	// What is a fetched event's URL or search query.
+	What string `json:"what,omitempty"`
 }
 
 // DecodeEvent decodes one stdout line. Unknown fields are tolerated here (the
@@ -163,6 +172,11 @@ func DecodeEvent(line []byte) (Event, error) {
 	case EventApprovalWait:
 		if !ValidToolName(ev.Tool) || !ValidToolUseID(ev.ToolUseID) {
 			return ev, invalidf("approval_wait: tool %q or tool_use_id %q is not an identifier", clip(ev.Tool), clip(ev.ToolUseID))
+		}
+		return ev, nil
+	case EventFetched:
+		if (ev.Tool != "WebFetch" && ev.Tool != "WebSearch") || len(ev.What) > MaxFetchedBytes {
+			return ev, invalidf("fetched: tool %q is not WebFetch or WebSearch, or its %d bytes are over %d", clip(ev.Tool), len(ev.What), MaxFetchedBytes)
 		}
 		return ev, nil
 	default:

@@ -70,7 +70,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Fatal(err)
 		}
 		first := time.Since(t0)
-		if err := f.s.End(ctx, f.folder); err != nil {
+		if err := f.s.End(ctx, Finish{Folder: f.folder}); err != nil {
 			b.Fatal(err)
 		}
 
@@ -80,7 +80,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			if _, err := f.s.Begin(ctx, start); err != nil {
 				b.Fatal(err)
 			}
-			if err := f.s.End(ctx, f.folder); err != nil {
+			if err := f.s.End(ctx, Finish{Folder: f.folder}); err != nil {
 				b.Fatal(err)
 			}
 			idle = append(idle, time.Since(t0))
@@ -98,7 +98,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 		t0 = time.Now()
-		if err := f.s.End(ctx, f.folder); err != nil {
+		if err := f.s.End(ctx, Finish{Folder: f.folder}); err != nil {
 			b.Fatal(err)
 		}
 		three := time.Since(t0)

@@ -77,7 +77,7 @@ func crashChild(t *testing.T, dir string) {
 		f, _ := os.OpenFile(filepath.Join(group, "CLAUDE.md"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		fmt.Fprintf(f, "line %d\n", i)
 		f.Close()
-		if err := s.End(ctx, "fam"); err != nil {
+		if err := s.End(ctx, Finish{Folder: "fam"}); err != nil {
 			t.Fatal(err)
 		}
 		last = id

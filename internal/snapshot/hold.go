@@ -57,7 +57,7 @@ func (s *Service) hold(ctx context.Context, folder store.Folder, g *groupState, 
 	now := roots{c.AfterFiles, c.AfterMemory}
 	hid, err := s.db.Changes.Begin(ctx, store.Change{Folder: folder, Chat: c.Chat, Kind: store.ChangeHeld, Undoes: c.ID, Plan: ph,
 		Source: c.Source, StartedAt: s.cfg.Now(), BeforeFiles: now.files, BeforeMemory: now.memory,
-		Note: fmt.Sprintf("memory change of turn %d held for the owner: input from %s", c.ID, c.Source)})
+		Note: fmt.Sprintf("memory change of turn %d held for the owner: input from: %s", c.ID, c.Source)})
 	if err != nil {
 		return err
 	}

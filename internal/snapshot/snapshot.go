@@ -26,6 +26,9 @@ const (
 	DefaultMaxEntries = 200_000
 )
 
+// maxSource bounds a change's recorded source, in bytes.
+const maxSource = 1000
+
 // MemoryPrefix is how paths in the agent's Claude home are shown: as the
 // agent sees them, under ~/.claude.
 const MemoryPrefix = ".claude/"
@@ -80,6 +83,7 @@ type groupState struct {
 	last           roots
 	openKind       store.ChangeKind
 	openHold       bool
+	openSource     string // what else the open change's input came from (Finish.Source)
 	loadedOpenFrom bool
 }
 
@@ -132,13 +136,17 @@ type Start struct {
 	Hold bool
 }
 
-// Sources names the senders of msgs other than the owner and bridged
-// ("Bob (+49170…)"), at most three and how many more: where a turn's input
-// came from, marked on what it changes.
+// Sources names where msgs came from other than the owner: their senders
+// other than the owner and bridged ("Bob (+49170…)"), at most three and
+// how many more, and "a received file" when one of them (the owner's
+// too) brought a file the channel saved into the group's inbox: where a
+// turn's input came from, marked on what it changes.
 func Sources(msgs []store.Message) string {
 	var names []string
 	seen := map[string]bool{}
+	file := false
 	for _, m := range msgs {
+		file = file || ReceivedFile(m.Text)
 		if m.FromMe || m.IsBot || seen[m.Sender] {
 			continue
 		}
@@ -150,9 +158,52 @@ func Sources(msgs []store.Message) string {
 		names = append(names, n)
 	}
 	if len(names) > 3 {
-		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
+		names = append(names[:2], names[2]+fmt.Sprintf(" and %d more", len(names)-3))
+	}
+	if file {
+		names = append(names, "a received file")
 	}
 	return strings.Join(names, ", ")
+}
+
+// ReceivedFile reports whether text holds the placeholder of a file the
+// channel saved into the group's inbox ("[document: inbox/a.pdf]",
+// "[voice note 0:12, inbox/v.ogg] …"). A sender can type one too: that
+// only marks the turn more cautiously.
+func ReceivedFile(text string) bool {
+	return strings.Contains(text, ": inbox/") || strings.Contains(text, ", inbox/")
+}
+
+// maxFetched bounds the pages named in a turn's source.
+const maxFetched = 3
+
+// Fetched names the web pages (URLs) and searches (queries) of a turn, as
+// part of its source: "a fetched page https://…, a web search "…"", at most
+// maxFetched and how many more.
+func Fetched(pages, searches []string) string {
+	var out []string
+	for _, p := range pages {
+		out = append(out, "a fetched page "+p)
+	}
+	for _, q := range searches {
+		out = append(out, fmt.Sprintf("a web search %q", q))
+	}
+	if len(out) > maxFetched {
+		out = append(out[:maxFetched-1], out[maxFetched-1]+fmt.Sprintf(" and %d more", len(out)-maxFetched))
+	}
+	return strings.Join(out, ", ")
+}
+
+// Finish is how a turn ends: what its input came from that is known only
+// at its end (the pages the agent fetched).
+type Finish struct {
+	Folder store.Folder
+	// Source names what else the turn's input came from (Fetched); it is
+	// added to the source recorded as the turn began.
+	Source string
+	// Hold: a change of memory the turn made is held for the owner, as
+	// for Start.Hold (the group is in `ask` and Source is not empty).
+	Hold bool
 }
 
 // Begin records the folder and memory of st's group as the turn begins. A
@@ -210,15 +261,20 @@ func (s *Service) outside(ctx context.Context, folder store.Folder, g *groupStat
 	return err
 }
 
-// End records the folder and memory of folder's group as its turn ends,
-// and what the turn changed. Without a turn begun it does nothing.
-func (s *Service) End(ctx context.Context, folder store.Folder) error {
+// End records the folder and memory of f's group as its turn ends, and
+// what the turn changed, marked with f.Source too. Without a turn begun it
+// does nothing.
+func (s *Service) End(ctx context.Context, f Finish) error {
 	s.gc.RLock()
 	defer s.gc.RUnlock()
-	g := s.group(folder)
+	g := s.group(f.Folder)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return s.endOpen(ctx, folder, g, "")
+	if g.open != 0 {
+		g.openHold = g.openHold || f.Hold
+		g.openSource = f.Source
+	}
+	return s.endOpen(ctx, f.Folder, g, "")
 }
 
 // endOpen ends g's open change, if any, with the state now. g.mu held.
@@ -239,8 +295,8 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 	if g.open == 0 {
 		return nil
 	}
-	id, before, hold := g.open, g.openRoots, g.openHold
-	g.open, g.openHold = 0, false
+	id, before, hold, more := g.open, g.openRoots, g.openHold, g.openSource
+	g.open, g.openHold, g.openSource = 0, false, ""
 	after, note, err := s.take(folder, g)
 	if err != nil {
 		return err
@@ -253,7 +309,16 @@ func (s *Service) endOpen(ctx context.Context, folder store.Folder, g *groupStat
 	if err != nil {
 		return err
 	}
-	err = s.db.Changes.End(ctx, id, after.files, after.memory, sum, joinNotes(c.Note, note, snote, why), s.cfg.Now())
+	if more != "" {
+		if c.Source != "" {
+			more = c.Source + ", " + more
+		}
+		c.Source = more
+		if len(c.Source) > maxSource {
+			c.Source = strings.ToValidUTF8(c.Source[:maxSource-3], "") + "…"
+		}
+	}
+	err = s.db.Changes.End(ctx, id, after.files, after.memory, sum, joinNotes(c.Note, note, snote, why), c.Source, s.cfg.Now())
 	g.last = after
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

@@ -45,8 +45,9 @@ type Change struct {
 	// Plan is an undo's list of writes (an object's hash), so one cut
 	// off is finished at the next start.
 	Plan string
-	// Source names who other than the owner wrote the messages the turn
-	// took ("Bob (+49170…)"); empty: the owner alone, or a task.
+	// Source names where the turn's input came from other than the owner:
+	// who else wrote its messages ("Bob (+49170…)"), a received file, the
+	// web pages it fetched; empty: the owner alone.
 	Source                    string
 	StartedAt, EndedAt        time.Time // EndedAt zero: still open
 	BeforeFiles, BeforeMemory string
@@ -93,7 +94,7 @@ func (q *ChangeQuery) Add(ctx context.Context, c Change) (ChangeID, error) {
 	if err != nil {
 		return 0, err
 	}
-	return id, q.End(ctx, id, c.AfterFiles, c.AfterMemory, c.Summary, c.Note, c.EndedAt)
+	return id, q.End(ctx, id, c.AfterFiles, c.AfterMemory, c.Summary, c.Note, "", c.EndedAt)
 }
 
 // Begin records the start of c (its before roots) and returns its id.
@@ -119,17 +120,20 @@ func (q *ChangeQuery) Begin(ctx context.Context, c Change) (ChangeID, error) {
 	return id, nil
 }
 
-// End records the end of change id: its after roots, summary and note.
-// A change that ended already is left as it is (ErrNotFound).
-func (q *ChangeQuery) End(ctx context.Context, id ChangeID, afterFiles, afterMemory string, s Summary, note string, at time.Time) error {
+// End records the end of change id: its after roots, summary and note,
+// and its source when source is not empty (what its input came from,
+// known only at its end). A change that ended already is left as it is
+// (ErrNotFound).
+func (q *ChangeQuery) End(ctx context.Context, id ChangeID, afterFiles, afterMemory string, s Summary, note, source string, at time.Time) error {
 	if at.IsZero() {
 		at = q.db.now()
 	}
 	return q.db.Tx(ctx, func(tx *Tx) error {
 		res, err := tx.stx.ExecContext(ctx, `UPDATE turn_changes SET ended_at = ?, after_files = ?, after_memory = ?,
-			files_added = ?, files_removed = ?, files_modified = ?, memory_added = ?, memory_removed = ?, note = ?
+			files_added = ?, files_removed = ?, files_modified = ?, memory_added = ?, memory_removed = ?, note = ?,
+			source = CASE WHEN ? != '' THEN ? ELSE source END
 			WHERE id = ? AND ended_at = 0`,
-			max(toMS(at), 1), afterFiles, afterMemory, s.FilesAdded, s.FilesRemoved, s.FilesModified, s.MemoryAdded, s.MemoryRemoved, note, id)
+			max(toMS(at), 1), afterFiles, afterMemory, s.FilesAdded, s.FilesRemoved, s.FilesModified, s.MemoryAdded, s.MemoryRemoved, note, source, source, id)
 		if err != nil {
 			return fmt.Errorf("end change %d: %w", id, err)
 		}
