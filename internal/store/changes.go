@@ -236,3 +236,38 @@ func (q *ChangeQuery) list(ctx context.Context, query string, args ...any) ([]Ch
 	}
 	return out, rows.Err()
 }
+
+// PostSummary records that the memory summary of the week ending at
+// weekEnd was posted and commits it to the outbox (nothing when its text
+// is empty), in one transaction: false, and nothing committed, when that
+// week's was posted already.
+func (q *ChangeQuery) PostSummary(ctx context.Context, weekEnd time.Time, it OutboxItem) (bool, error) {
+	return txValue(ctx, q.db, func(tx *Tx) (bool, error) {
+		res, err := tx.stx.ExecContext(ctx, `INSERT INTO memory_summaries (week_end, posted_at) VALUES (?, ?) ON CONFLICT DO NOTHING`,
+			toMS(weekEnd), toMS(tx.now()))
+		if err != nil {
+			return false, fmt.Errorf("record memory summary: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return false, nil
+		}
+		if it.Text == "" {
+			return true, nil
+		}
+		_, err = tx.Outbox.Enqueue(ctx, it)
+		return err == nil, err
+	})
+}
+
+// Summarized returns the end of the newest week whose memory summary was
+// posted (zero: none).
+func (q *ChangeQuery) Summarized(ctx context.Context) (time.Time, error) {
+	var ms sql.NullInt64
+	if err := q.db.read.QueryRowContext(ctx, `SELECT MAX(week_end) FROM memory_summaries`).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("memory summaries: %w", err)
+	}
+	if !ms.Valid {
+		return time.Time{}, nil
+	}
+	return fromMS(ms.Int64), nil
+}
