@@ -819,6 +819,10 @@ func (d *daemon) serve(ctx context.Context) error {
 			Trees: d.hm, LogKeep: cfg.LogRetention, InboxKeep: cfg.InboxRetention, Changes: snapPruner{d.snaps}}).Run(gctx)
 	})
 	g.Go(func() error { return d.al.Run(gctx) })
+	if cfg.MemorySummary == snapshot.SummaryWeekly {
+		w := &snapshot.Weekly{S: d.snaps, Now: time.Now, Loc: cfg.Timezone, Wake: d.outSignal.Wake}
+		g.Go(func() error { return w.Run(gctx) })
+	}
 	for _, ch := range d.channels {
 		g.Go(func() error {
 			if err := ch.Connect(gctx); err != nil && gctx.Err() == nil {

@@ -144,6 +144,10 @@ type Config struct {
 	// SnapshotMaxFile: a file of a group's folder or memory larger than
 	// this is recorded by each turn's snapshot by size and hash only.
 	SnapshotMaxFile int64
+	// MemorySummary: "weekly" posts to the main chat, each Monday at
+	// 09:00, what each agent's memory gained and lost that week; "off"
+	// (the default) does not.
+	MemorySummary string
 	// Disk: what a group can make the daemon keep on disk. OutboxFilesPerMinute
 	// and OutboxBytesPerDay cap the files each group stages for sending (in
 	// any 60 s, in any 24 h); MinFree is the free space the home's disk
@@ -256,6 +260,7 @@ var settings = []setting{
 	{"transcribe-model", "BRIDGED_TRANSCRIBE_MODEL", constant("whisper-1"), "model asked of the transcription endpoint"},
 	{"max-media-bytes", "BRIDGED_MAX_MEDIA_BYTES", constant("20m"), "largest media file taken in, from WhatsApp or attached with bridged chat --attach (e.g. 20m, 100m)"},
 	{"snapshot-max-file", "BRIDGED_SNAPSHOT_MAX_FILE", constant("16m"), "a file of a group's folder or memory larger than this is recorded by each turn's snapshot by size and hash only (so an undo cannot bring it back)"},
+	{"memory-summary", "BRIDGED_MEMORY_SUMMARY", constant("off"), "weekly: each Monday at 09:00 (BRIDGED_TIMEZONE) post to the main chat what each agent's memory gained and lost that week; off: do not"},
 	{"retention", "BRIDGED_RETENTION", constant("90d"), "prune answered messages, sent outbox rows, task runs, raw usage and session transcripts (the live session's aside) older than this (e.g. 30d, 720h; 0 = keep forever)"},
 	// Disk: per-group caps on staged outgoing files, the free-space floor,
 	// and the retention of the files kept per run and per message.
@@ -699,6 +704,7 @@ func build(raw map[string]string) (*Config, error) {
 		r.check("BRIDGED_TRANSCRIBE_URL", transcribe.CheckURL(c.TranscribeURL))
 	}
 	c.TranscribeModel = strings.TrimSpace(raw["BRIDGED_TRANSCRIBE_MODEL"])
+	c.MemorySummary = strings.TrimSpace(raw["BRIDGED_MEMORY_SUMMARY"])
 	if v := strings.TrimSpace(raw["BRIDGED_TELEGRAM_OWNER"]); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
@@ -712,6 +718,7 @@ func build(raw map[string]string) (*Config, error) {
 		r.check("BRIDGED_TELEGRAM_API_URL", fmt.Errorf("want an http or https URL, not %q", c.TelegramAPIURL))
 	}
 	r.check("BRIDGED_TRANSCRIBE_MODEL", transcribe.CheckModel(c.TranscribeModel))
+	r.check("BRIDGED_MEMORY_SUMMARY", snapshot.CheckSummary(c.MemorySummary))
 	number(r, "BRIDGED_MAX_MEDIA_BYTES", &c.MaxMediaBytes, ParseBytes, media.MaxBytesBound)
 	number(r, "BRIDGED_SNAPSHOT_MAX_FILE", &c.SnapshotMaxFile, ParseBytes, snapshot.MaxFileBound)
 	number(r, "BRIDGED_OUTBOX_FILES_PER_MINUTE", &c.OutboxFilesPerMinute, strconv.Atoi, ipchost.Bounds.FilesPerMinute)
@@ -961,6 +968,7 @@ func (c *Config) Values() map[string]string {
 		"BRIDGED_TRANSCRIBE_MODEL":        c.TranscribeModel,
 		"BRIDGED_MAX_MEDIA_BYTES":         strconv.FormatInt(c.MaxMediaBytes, 10),
 		"BRIDGED_SNAPSHOT_MAX_FILE":       strconv.FormatInt(c.SnapshotMaxFile, 10),
+		"BRIDGED_MEMORY_SUMMARY":          c.MemorySummary,
 		EnvTranscribeKey:                  Mask(c.TranscribeKey),
 		EnvTelegramToken:                  Mask(c.TelegramToken),
 		"BRIDGED_TELEGRAM_OWNER":          strconv.FormatInt(c.TelegramOwner, 10),
