@@ -115,6 +115,11 @@ func TestE2EUndoATurn(t *testing.T) {
 	e.waitOut("local:fam", bob, 1, 90*time.Second)
 	hasStep(t, "why bob", e.why(t, fmt.Sprint(bob)), "changes", "changed", "memory changed: 1 line", "input from: bob (local:bob)")
 
+	// A turn in which the agent fetched a web page is marked with the page.
+	page := turn("fake:fetch https://rules.example/remember\n" + `fake:bash printf 'from the page\n' >> CLAUDE.md`)
+	hasStep(t, "why page", e.why(t, fmt.Sprint(page)), "changes", "changed", "memory changed: 1 line",
+		"input from: a fetched page https://rules.example/remember")
+
 	// While a turn runs, an undo is refused with the reason; once it
 	// has ended, the same undo runs.
 	busy := e.post("local:fam", `fake:tool send_message {"text":"working"}`+"\nfake:sleep 5s\nfake:reply slept")
