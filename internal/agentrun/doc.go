@@ -151,7 +151,11 @@
 // result, before the reply is committed and the agent counts as waiting, so
 // no next turn begins first; and when its container is gone with the turn
 // cut off). Messages piped while the agent worked begin the next turn at
-// the result. Runner.Idle runs an undo of a group's files with its lock
+// the result. Each turn is marked with where its input came from other
+// than the owner: the senders and received files of its messages
+// (snapshot.Sources) as it begins, and at its end the web pages the agent
+// fetched and the searches it ran (the runner's fetched events); in `ask`
+// a memory change of a marked turn is held. Runner.Idle runs an undo of a group's files with its lock
 // held, refused (ErrTurnRunning) while its agent works on a turn.
 //
 // # Status

@@ -61,6 +61,15 @@
 // Its list of writes is stored before the first one is made, so an undo
 // cut off by a crash is finished at the next start (Recover).
 //
+// # Where it came from, and the weekly summary
+//
+// A change's source names where its turn's input came from other than the
+// owner: senders, received files (Sources), and the pages the agent
+// fetched (Fetched, known at the turn's end: Finish). A group in `ask`
+// has a memory change of such a turn held (hold.go). Weekly posts to the
+// main chat what each group's memory gained and lost each week, recorded
+// with the post so it is posted once (summary.go).
+//
 // # Collection
 //
 // Prune removes changes older than the retention (never a group's newest)

@@ -106,6 +106,9 @@ func (w *Weekly) Once(ctx context.Context) (posted bool, err error) {
 		return false, err
 	}
 	main, err := w.S.db.Groups.Main(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // no main chat to tell: the next week's is tried
+	}
 	if err != nil {
 		return false, fmt.Errorf("the main chat: %w", err)
 	}
