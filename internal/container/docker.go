@@ -861,16 +861,8 @@ wait:
 }
 
 func (r *dockerRun) stdoutLine(line []byte) {
-	if len(bytes.TrimSpace(line)) == 0 {
-		return
-	}
-	ev, err := ipc.DecodeEvent(line)
-	if err != nil {
-		prefix := line
-		if len(prefix) > logPrefixLen {
-			prefix = prefix[:logPrefixLen]
-		}
-		r.log.Warn().Err(err).Bytes("prefix", prefix).Int("bytes", len(line)).Msg("undecodable container stdout line")
+	ev, ok := decodeLine(r.log, line)
+	if !ok {
 		return
 	}
 	select {
@@ -890,16 +882,36 @@ func (r *dockerRun) stdoutLine(line []byte) {
 	}
 }
 
-func (r *dockerRun) stderrLine(line []byte) {
-	if r.stderr == nil {
+func (r *dockerRun) stderrLine(line []byte) { deliverStderr(r.log, r.stderr, line) }
+
+// decodeLine decodes one stdout line of a container's agent runner: a blank
+// line or one that is no event is skipped (the latter logged, by its
+// start).
+func decodeLine(log zerolog.Logger, line []byte) (ipc.Event, bool) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return ipc.Event{}, false
+	}
+	ev, err := ipc.DecodeEvent(line)
+	if err != nil {
+		prefix := line[:min(len(line), logPrefixLen)]
+		log.Warn().Err(err).Bytes("prefix", prefix).Int("bytes", len(line)).Msg("undecodable container stdout line")
+		return ipc.Event{}, false
+	}
+	return ev, true
+}
+
+// deliverStderr hands one stderr line of a container to fn (nil: nobody
+// listens); a panic in fn is logged, never the run's end.
+func deliverStderr(log zerolog.Logger, fn func(string), line []byte) {
+	if fn == nil {
 		return
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error().Interface("panic", p).Msg("stderr callback panicked")
+			log.Error().Interface("panic", p).Msg("stderr callback panicked")
 		}
 	}()
-	r.stderr(string(line))
+	fn(string(line))
 }
 
 // lineWriter splits a byte stream into lines (without the newline) and hands

@@ -15,7 +15,6 @@ package container
 // the reason the cluster gives.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -900,13 +899,8 @@ func podExit(p *corev1.Pod) Exit {
 }
 
 func (r *kubeRun) stdoutLine(line []byte) {
-	if len(bytes.TrimSpace(line)) == 0 {
-		return
-	}
-	ev, err := ipc.DecodeEvent(line)
-	if err != nil {
-		prefix := line[:min(len(line), logPrefixLen)]
-		r.log.Warn().Err(err).Bytes("prefix", prefix).Int("bytes", len(line)).Msg("undecodable container stdout line")
+	ev, ok := decodeLine(r.log, line)
+	if !ok {
 		return
 	}
 	select {
@@ -915,14 +909,4 @@ func (r *kubeRun) stdoutLine(line []byte) {
 	}
 }
 
-func (r *kubeRun) stderrLine(line []byte) {
-	if r.stderr == nil {
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error().Interface("panic", p).Msg("stderr callback panicked")
-		}
-	}()
-	r.stderr(string(line))
-}
+func (r *kubeRun) stderrLine(line []byte) { deliverStderr(r.log, r.stderr, line) }
