@@ -27,6 +27,9 @@ type Settings struct {
 	IsMain  bool
 	// Mounts are the extra mounts as asked for, in order, one string.
 	Mounts string
+	// Sees is which other groups' folders the main group's agent sees
+	// (store.Sees.String): each is a mount of its own.
+	Sees string
 }
 
 // SettingsOf returns the settings a container of g starts with.
@@ -39,7 +42,7 @@ func SettingsOf(g store.Group) Settings {
 	for _, r := range g.ContainerConfig.ExtraMounts {
 		fmt.Fprintf(&m, "%q %q %t;", r.HostPath, r.ContainerPath, r.ReadWrite)
 	}
-	return Settings{Tools: tools, Model: g.ContainerConfig.Model, Timeout: g.ContainerConfig.Timeout, IsMain: g.IsMain, Mounts: m.String()}
+	return Settings{Tools: tools, Model: g.ContainerConfig.Model, Timeout: g.ContainerConfig.Timeout, IsMain: g.IsMain, Mounts: m.String(), Sees: g.Sees.String()}
 }
 
 // Applied is how a change of a group's settings reaches its agent.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipc/ipctest"
+	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/testimage"
 )
 
@@ -90,7 +91,7 @@ func TestDockerAgentRunner(t *testing.T) {
 			Group:    "family",
 			Instance: "test-" + uniqueName(t),
 			User:     UserSpec(uid, gid),
-			Mounts:   Mounts(p, "family", false, nil),
+			Mounts:   Mounts(p, "family", false, store.Sees{}, nil),
 			Env:      []string{"TZ=UTC"},
 			Input: ipc.RunInput{
 				Prompt: message("hello there"), Group: "family", Chat: "local:family",

@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/testimage"
 	"github.com/bridged-app/bridged/internal/testlog"
 )
@@ -283,7 +284,7 @@ func TestDockerMountsWritable(t *testing.T) {
 				}
 				spec, stderr := e.echoSpec(t, image, prompt)
 				spec.User = UserSpec(uid, gid)
-				spec.Mounts = Mounts(p, tt.folder, tt.isMain, nil)
+				spec.Mounts = Mounts(p, tt.folder, tt.isMain, store.Sees{Folders: []store.Folder{"family"}}, nil)
 				run := start(t, d, spec)
 				for range run.Events() {
 				}

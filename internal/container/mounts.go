@@ -8,6 +8,7 @@ import (
 
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
 // Container paths (DESIGN §7). They are fixed: the agent-runner's defaults and
@@ -27,21 +28,30 @@ const SettingsName = "settings.json"
 
 // Mounts returns the bind mounts of a group's container (DESIGN §7): the
 // group's workspace, the global memory (read-only unless main), the group's
-// Claude state, its IPC namespace, every group's folder (main only:
-// read-only, but for its own, mounted read-write on top) and the extra
-// mounts, which must already have been checked by an Allowlist. The folder
-// must have passed home.CheckFolder (PrepareGroupDirs checks it), and every
-// source must be checked with SpecBuilder.CheckMounts right before the
-// container is created.
+// Claude state, its IPC namespace, for the main group the other groups'
+// folders it sees (read-only) and its own folder read-write at
+// /workspace/groups/<folder>, and the extra mounts, which must already have
+// been checked by an Allowlist. The folder must have passed
+// home.CheckFolder (PrepareGroupDirs checks it), and every source must be
+// checked with SpecBuilder.CheckMounts right before the container is
+// created.
+//
+// What main sees of the other groups is a mount per folder, so one it does
+// not see is not in its container at all: sees.All mounts the whole
+// groups/ directory (every group's folder, and one registered later, at
+// once), sees.Folders mounts each of those folders (a folder that is main's
+// own, or not a safe name, is left out), none mounts nothing but main's own
+// folder.
 //
 // No container can write a directory that holds another container's bind
 // source: groups/ is the only one (the parent of every group's folder and
-// of groups/global), and it is mounted read-only, so the main agent cannot
-// rename another group's folder and put a link in its place between the
-// daemon's check and the engine's mount. The directories mounted read-write
-// (a group's folder, groups/global, .claude, the IPC namespace) hold no
-// other mount's source.
-func Mounts(l home.Layout, folder string, isMain bool, extra []Mount) []Mount {
+// of groups/global); it is the daemon's, mode 0711 (home.GroupsDirMode),
+// and mounted into main read-only when it is mounted at all, so no agent
+// can rename another group's folder and put a link in its place between
+// the daemon's check and the engine's mount. The directories mounted
+// read-write (a group's folder, groups/global, .claude, the IPC namespace)
+// hold no other mount's source.
+func Mounts(l home.Layout, folder string, isMain bool, sees store.Sees, extra []Mount) []Mount {
 	m := []Mount{
 		{Source: l.GroupDir(folder), Target: ContainerGroupDir},
 		{Source: l.GlobalDir(), Target: ContainerGlobalDir, ReadOnly: !isMain},
@@ -49,11 +59,32 @@ func Mounts(l home.Layout, folder string, isMain bool, extra []Mount) []Mount {
 		{Source: l.IPCDir(folder), Target: ContainerIPCDir},
 	}
 	if isMain {
-		m = append(m,
-			Mount{Source: l.GroupsDir(), Target: ContainerGroupsDir, ReadOnly: true},
-			Mount{Source: l.GroupDir(folder), Target: ContainerGroupsDir + "/" + folder})
+		if sees.All {
+			m = append(m, Mount{Source: l.GroupsDir(), Target: ContainerGroupsDir, ReadOnly: true})
+		}
+		for _, f := range seenFolders(folder, sees) {
+			m = append(m, Mount{Source: l.GroupDir(f), Target: ContainerGroupsDir + "/" + f, ReadOnly: true})
+		}
+		m = append(m, Mount{Source: l.GroupDir(folder), Target: ContainerGroupsDir + "/" + folder})
 	}
 	return append(m, extra...)
+}
+
+// seenFolders are the folders of other groups the main group with folder
+// gets a mount of its own for: those sees names, but main's own and any
+// that is not a safe name. Every one of them when sees.All: the whole
+// groups/ directory is mounted instead.
+func seenFolders(folder string, sees store.Sees) []string {
+	if sees.All {
+		return nil
+	}
+	var out []string
+	for _, f := range sees.Folders {
+		if string(f) != folder && home.CheckFolder(string(f)) == nil {
+			out = append(out, string(f))
+		}
+	}
+	return out
 }
 
 // UserSpec formats uid and gid for Spec.User.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/bridged-app/bridged/internal/home"
+	"github.com/bridged-app/bridged/internal/store"
 )
 
 // newHome is a bridged home in a temporary directory.
@@ -40,45 +41,77 @@ func testUser() (int, int) {
 func TestMounts(t *testing.T) {
 	p := home.Layout{Dir: "/srv/bridged"}
 	extra := []Mount{{Source: "/home/bob/projects/app", Target: "/workspace/extra/app", ReadOnly: true}}
+	base := func(global bool) []Mount {
+		return []Mount{
+			{Source: "/srv/bridged/groups/family", Target: "/workspace/group"},
+			{Source: "/srv/bridged/groups/global", Target: "/workspace/global", ReadOnly: !global},
+			{Source: "/srv/bridged/data/sessions/family/.claude", Target: "/home/agent/.claude"},
+			{Source: "/srv/bridged/data/ipc/family", Target: "/workspace/ipc"},
+		}
+	}
+	own := Mount{Source: "/srv/bridged/groups/family", Target: "/workspace/groups/family"}
 	tests := []struct {
 		name   string
 		isMain bool
+		sees   store.Sees
 		extra  []Mount
 		want   []Mount
 	}{
 		{
 			name: "non-main",
-			want: []Mount{
-				{Source: "/srv/bridged/groups/family", Target: "/workspace/group"},
-				{Source: "/srv/bridged/groups/global", Target: "/workspace/global", ReadOnly: true},
-				{Source: "/srv/bridged/data/sessions/family/.claude", Target: "/home/agent/.claude"},
-				{Source: "/srv/bridged/data/ipc/family", Target: "/workspace/ipc"},
-			},
+			want: base(false),
 		},
 		{
-			name:   "main gets global read-write and every group read-only but its own",
+			name: "a group that is not main sees no other group whatever its setting",
+			sees: store.SeesAll,
+			want: base(false),
+		},
+		{
+			name:   "main seeing all gets global read-write and every group read-only but its own",
+			isMain: true,
+			sees:   store.SeesAll,
+			extra:  extra,
+			want: append(base(true),
+				Mount{Source: "/srv/bridged/groups", Target: "/workspace/groups", ReadOnly: true},
+				own,
+				extra[0]),
+		},
+		{
+			name:   "main seeing none gets only its own folder under /workspace/groups",
 			isMain: true,
 			extra:  extra,
-			want: []Mount{
-				{Source: "/srv/bridged/groups/family", Target: "/workspace/group"},
-				{Source: "/srv/bridged/groups/global", Target: "/workspace/global"},
-				{Source: "/srv/bridged/data/sessions/family/.claude", Target: "/home/agent/.claude"},
-				{Source: "/srv/bridged/data/ipc/family", Target: "/workspace/ipc"},
-				{Source: "/srv/bridged/groups", Target: "/workspace/groups", ReadOnly: true},
-				{Source: "/srv/bridged/groups/family", Target: "/workspace/groups/family"},
-				extra[0],
-			},
+			want:   append(base(true), own, extra[0]),
+		},
+		{
+			name:   "main seeing some gets each of them read-only, not the groups directory",
+			isMain: true,
+			sees:   store.Sees{Folders: []store.Folder{"friends", "work"}},
+			want: append(base(true),
+				Mount{Source: "/srv/bridged/groups/friends", Target: "/workspace/groups/friends", ReadOnly: true},
+				Mount{Source: "/srv/bridged/groups/work", Target: "/workspace/groups/work", ReadOnly: true},
+				own),
+		},
+		{
+			name:   "main's own folder and a name that is not a folder are left out of the list",
+			isMain: true,
+			sees:   store.Sees{Folders: []store.Folder{"..", "family", "global", "work"}},
+			want: append(base(true),
+				Mount{Source: "/srv/bridged/groups/work", Target: "/workspace/groups/work", ReadOnly: true},
+				own),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Mounts(p, "family", tt.isMain, tt.extra)
+			got := Mounts(p, "family", tt.isMain, tt.sees, tt.extra)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v; want %+v", got, tt.want)
 			}
 			for _, m := range got {
 				if m.Source == p.StoreDir() || m.Source == p.DataDir() || m.Source == p.Dir || strings.HasPrefix(m.Source, filepath.Join(p.DataDir(), "logs")) {
 					t.Errorf("mounts %s, which must never be mounted", m.Source)
+				}
+				if strings.HasPrefix(m.Target, ContainerGroupsDir) && m.Source != p.GroupDir("family") && !m.ReadOnly {
+					t.Errorf("mounts %s read-write at %s: main sees other groups read-only", m.Source, m.Target)
 				}
 			}
 		})
@@ -181,7 +214,7 @@ func TestPrepareGroupDirsReplacesSymlinkedDirs(t *testing.T) {
 			t.Errorf("CheckMountSource(%s) = %v; want nil", d, err)
 		}
 	}
-	for _, m := range Mounts(p, "other", false, nil) {
+	for _, m := range Mounts(p, "other", false, store.Sees{}, nil) {
 		if err := p.CheckMountSource(m.Source); err != nil {
 			t.Errorf("CheckMountSource(%s) = %v; want nil after prepare", m.Source, err)
 		}
@@ -326,9 +359,11 @@ func TestEnsureSettingsDanglingLink(t *testing.T) {
 func TestMountsNoWritableParentOfASource(t *testing.T) {
 	p := home.Layout{Dir: "/srv/bridged"}
 	all := map[string][]Mount{
-		"main":   Mounts(p, "main", true, nil),
-		"family": Mounts(p, "family", false, nil),
-		"work":   Mounts(p, "work", false, nil),
+		"main":      Mounts(p, "main", true, store.SeesAll, nil),
+		"main-some": Mounts(p, "main", true, store.Sees{Folders: []store.Folder{"family", "work"}}, nil),
+		"main-none": Mounts(p, "main", true, store.Sees{}, nil),
+		"family":    Mounts(p, "family", false, store.Sees{}, nil),
+		"work":      Mounts(p, "work", false, store.Sees{}, nil),
 	}
 	for g, ms := range all {
 		for _, w := range ms {

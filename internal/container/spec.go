@@ -99,7 +99,7 @@ func (b SpecBuilder) Build(log zerolog.Logger, g store.Group, name string, input
 		Instance:  b.Instance,
 		Home:      HomeLabel(layout.Dir),
 		User:      UserSpec(uid, gid),
-		Mounts:    append(Mounts(layout, folder, g.IsMain, b.extraMounts(log, g)), PolicyMount(layout, folder)),
+		Mounts:    append(Mounts(layout, folder, g.IsMain, g.Sees, b.extraMounts(log, g)), PolicyMount(layout, folder)),
 		Limits:    b.Limits,
 		Network:   b.Network,
 		Forbidden: slices.Collect(maps.Values(b.Secrets)),
@@ -150,7 +150,23 @@ func (b SpecBuilder) Prepare(g store.Group) error {
 	if err := EnsureSettings(b.Home, folder, uid, gid); err != nil {
 		return err
 	}
-	return PrepareGroupDirs(b.Home, folder, g.IsMain, uid, gid)
+	if err := PrepareGroupDirs(b.Home, folder, g.IsMain, uid, gid); err != nil {
+		return err
+	}
+	if !g.IsMain {
+		return nil
+	}
+	// The folders main sees are mounted one by one: one whose group has
+	// not run yet is made (empty, the daemon's, searchable by all) so the
+	// mount has a source; its own start gives it to its agent.
+	for _, f := range seenFolders(folder, g.Sees) {
+		t, err := b.Home.Group(f)
+		if err != nil {
+			return err
+		}
+		t.Close()
+	}
+	return nil
 }
 
 // user is the uid and gid folder's container runs as: its own (GroupUIDs),

@@ -71,7 +71,7 @@ func TestBuildSpec(t *testing.T) {
 	if want := UserSpec(b.UID, b.GID); spec.User != want {
 		t.Errorf("user: got %q; want %q", spec.User, want)
 	}
-	if want := append(Mounts(l, "main", true, nil), PolicyMount(l, "main")); !slices.Equal(spec.Mounts, want) {
+	if want := append(Mounts(l, "main", true, store.Sees{}, nil), PolicyMount(l, "main")); !slices.Equal(spec.Mounts, want) {
 		t.Errorf("mounts: got %+v; want %+v", spec.Mounts, want)
 	}
 	if !slices.Equal(spec.Env, []string{"TZ=Europe/Berlin"}) {
@@ -111,7 +111,7 @@ func TestBuildSpecOtherGroup(t *testing.T) {
 	}
 	release()
 	l := b.Home.Layout()
-	if want := append(Mounts(l, "fam", false, nil), PolicyMount(l, "fam")); !slices.Equal(spec.Mounts, want) {
+	if want := append(Mounts(l, "fam", false, store.Sees{}, nil), PolicyMount(l, "fam")); !slices.Equal(spec.Mounts, want) {
 		t.Errorf("mounts: got %+v; want %+v (no groups dir, global read-only)", spec.Mounts, want)
 	}
 	if _, err := os.Stat(filepath.Join(l.GroupDir("fam"), "CLAUDE.md")); !errors.Is(err, os.ErrNotExist) {
@@ -183,7 +183,7 @@ func TestBuildSpecExtraMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	if n := len(spec.Mounts); n != len(Mounts(b.Home.Layout(), "main", true, nil))+1 {
+	if n := len(spec.Mounts); n != len(Mounts(b.Home.Layout(), "main", true, store.Sees{}, nil))+1 {
 		t.Fatalf("with no allowlist: got %d mounts; want no extra ones", n)
 	}
 

@@ -200,7 +200,7 @@ func (a *Admin) UpdateGroup(ctx context.Context, folder string, p GroupPatch) (G
 		g, err = rules.ChangeGroup(g, rules.GroupChange{
 			Name: p.Name, Trigger: p.Trigger, RequiresTrigger: p.RequiresTrigger,
 			Model: p.Model, Timeout: p.Timeout, Mounts: p.ExtraMounts,
-			BudgetDailyUSD: p.BudgetDailyUSD, Allow: p.Allow, Others: p.Others, Tools: p.Tools,
+			BudgetDailyUSD: p.BudgetDailyUSD, Allow: p.Allow, Others: p.Others, Tools: p.Tools, Sees: p.Sees,
 		}, a.AssistantName)
 		if err != nil {
 			return rulesErr(err)

@@ -123,6 +123,13 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 		if _, err := a.ApplySettings(r.Context(), folder); err != nil {
 			s.log.Warn().Err(err).Str("group", folder).Msg("cannot stop the removed group's running agent")
 		}
+		// The main group no longer sees the removed group's folder
+		// (store.GroupTx.Remove): a main agent that did is restarted.
+		if main, err := s.opts.Admin.DB.Groups.Main(r.Context()); err == nil {
+			if _, err := a.ApplySettings(r.Context(), string(main.Folder)); err != nil {
+				s.log.Warn().Err(err).Str("group", string(main.Folder)).Msg("cannot apply the group's settings to its running agent")
+			}
+		}
 	}
 	s.log.Info().Str("group", folder).Msg("group removed")
 	s.syncGroups(r.Context())

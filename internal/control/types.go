@@ -35,6 +35,10 @@ type Group struct {
 	// else's message: "context" (stored, wakes nothing) or "drop".
 	Allow  []string `json:"allow"`
 	Others string   `json:"others"`
+	// Sees is which other groups' folders the main group's agent sees,
+	// read-only: "all", "none" or folders separated by commas; "none" for
+	// every other group.
+	Sees string `json:"sees"`
 	// Applies says, in the answer to a change of the group (PATCH), how
 	// the change reaches its agent: "applied: the running agent was
 	// stopped", "applies when the current turn ends" or "applies from the
@@ -80,6 +84,10 @@ type GroupPatch struct {
 	Others *string `json:"others,omitempty"`
 	// Tools sets the tool profile: full, ask, read-only or chat.
 	Tools *string `json:"tools,omitempty"`
+	// Sees sets which other groups' folders the main group's agent sees,
+	// read-only under /workspace/groups: "all", "none" or registered
+	// folders separated by commas (main only).
+	Sees *string `json:"sees,omitempty"`
 }
 
 // Chat is a chat bridged has seen.
@@ -319,6 +327,7 @@ func groupOut(g store.Group) Group {
 		Allow:           g.Allow,
 		Others:          g.Others,
 		Tools:           string(g.Tools),
+		Sees:            g.Sees.String(),
 	}
 	if out.Allow == nil {
 		out.Allow = []string{}

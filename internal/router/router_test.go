@@ -61,7 +61,7 @@ func TestReplyFlow(t *testing.T) {
 	if run.spec.Image != "bridged-agent:test" || run.spec.Instance != "test-instance" || run.spec.User == "" {
 		t.Fatalf("spec: got image %q instance %q user %q", run.spec.Image, run.spec.Instance, run.spec.User)
 	}
-	want := append(container.Mounts(home.Layout{Dir: h.home}, "main", true, nil), container.PolicyMount(home.Layout{Dir: h.home}, "main"))
+	want := append(container.Mounts(home.Layout{Dir: h.home}, "main", true, store.Sees{}, nil), container.PolicyMount(home.Layout{Dir: h.home}, "main"))
 	mounts := slices.Clone(run.spec.Mounts)
 	for i := range mounts {
 		if mounts[i].ID.IsZero() {

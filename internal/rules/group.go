@@ -286,6 +286,10 @@ type GroupChange struct {
 	Others *string
 	// Tools is the tool profile (full, ask, read-only, chat).
 	Tools *string
+	// Sees is which other groups' folders the main group's agent sees
+	// (store.ParseSees: all, none or folders separated by commas); main
+	// only. The store checks that each folder is a registered group's.
+	Sees *string
 }
 
 // ChangeGroup applies c to g and returns the changed group.
@@ -358,6 +362,16 @@ func ChangeGroup(g store.Group, c GroupChange, assistant string) (store.Group, e
 		default:
 			return store.Group{}, invalid("others must be %s (stored as context) or %s (not stored), not %q", store.OthersContext, store.OthersDrop, o)
 		}
+	}
+	if c.Sees != nil {
+		sees, err := store.ParseSees(*c.Sees)
+		if err != nil {
+			return store.Group{}, invalid("sees: %s", err)
+		}
+		if !g.IsMain && !sees.None() {
+			return store.Group{}, invalid("only the main group sees other groups' folders; %s is not the main group", g.Folder)
+		}
+		g.Sees = sees
 	}
 	return g, nil
 }

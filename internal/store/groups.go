@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -29,7 +30,10 @@ type Group struct {
 	Others string
 	// Tools is the group's tool profile (see ToolProfile); empty is taken
 	// as ToolsFull.
-	Tools     ToolProfile
+	Tools ToolProfile
+	// Sees is which other groups' folders the main group's agent sees
+	// (main only; every other group sees none).
+	Sees      Sees
 	CreatedAt time.Time // set by Groups.Add
 }
 
@@ -120,14 +124,18 @@ func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at, allow_senders, others, tools`
+const groupColumns = `chat, name, folder, trigger_word, requires_trigger, is_main, container_config, created_at, allow_senders, others, tools, sees`
 
 func scanGroup(row rowScanner) (Group, error) {
 	var g Group
-	var cfg, allow string
+	var cfg, allow, sees string
 	var created int64
-	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created, &allow, &g.Others, &g.Tools); err != nil {
+	if err := row.Scan(&g.Chat, &g.Name, &g.Folder, &g.Trigger, &g.RequiresTrigger, &g.IsMain, &cfg, &created, &allow, &g.Others, &g.Tools, &sees); err != nil {
 		return Group{}, err
+	}
+	var err error
+	if g.Sees, err = scanSees(sees); err != nil {
+		return Group{}, fmt.Errorf("group %s: %w", g.Folder, err)
 	}
 	g.CreatedAt = fromMS(created)
 	if err := json.Unmarshal([]byte(cfg), &g.ContainerConfig); err != nil {
@@ -185,6 +193,30 @@ func (g *Group) check() error {
 		return fmt.Errorf("%w: group %s: %w", ErrInvalid, g.Folder, err)
 	}
 	g.Allow = allow
+	if !g.IsMain && !g.Sees.None() {
+		return fmt.Errorf("%w: group %s: only the main group sees other groups' folders", ErrInvalid, g.Folder)
+	}
+	for _, f := range g.Sees.Folders {
+		if err := ValidateFolder(string(f)); err != nil {
+			return fmt.Errorf("%w: group %s: %w", ErrInvalid, g.Folder, err)
+		}
+		if f == g.Folder {
+			return fmt.Errorf("%w: group %s sees its own folder anyway (read-write); name the other groups it sees", ErrInvalid, g.Folder)
+		}
+	}
+	return nil
+}
+
+// checkSeen returns ErrInvalid unless every folder g sees is a registered
+// group's.
+func (q *GroupTx) checkSeen(ctx context.Context, g Group) error {
+	for _, f := range g.Sees.Folders {
+		if _, err := getGroup(ctx, q.tx.stx, `folder = ?`, f); errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("%w: group %s cannot see %q: no group has that folder", ErrInvalid, g.Folder, f)
+		} else if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -228,13 +260,16 @@ func (q *GroupTx) Add(ctx context.Context, g Group) (Group, error) {
 	if err := q.conflicts(ctx, g, true); err != nil {
 		return Group{}, fmt.Errorf("add group: %w", err)
 	}
+	if err := q.checkSeen(ctx, g); err != nil {
+		return Group{}, fmt.Errorf("add group: %w", err)
+	}
 	cfg, err := json.Marshal(g.ContainerConfig)
 	if err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	g.CreatedAt = fromMS(toMS(q.tx.now()))
-	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others, g.Tools); err != nil {
+	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO registered_groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.Chat, g.Name, g.Folder, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), toMS(g.CreatedAt), allowJSON(g.Allow), g.Others, g.Tools, seesSQL(g.Sees)); err != nil {
 		return Group{}, fmt.Errorf("add group %s: %w", g.Folder, err)
 	}
 	if _, err := q.tx.stx.ExecContext(ctx, `INSERT INTO chats (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, g.Chat, g.Name); err != nil {
@@ -264,6 +299,9 @@ func (q *GroupTx) Update(ctx context.Context, g Group) error {
 	if err := q.conflicts(ctx, g, false); err != nil {
 		return fmt.Errorf("update group: %w", err)
 	}
+	if err := q.checkSeen(ctx, g); err != nil {
+		return fmt.Errorf("update group: %w", err)
+	}
 	cfg, err := json.Marshal(g.ContainerConfig)
 	if err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
@@ -278,7 +316,7 @@ func (q *GroupTx) Update(ctx context.Context, g Group) error {
 		}
 	}
 	res, err := q.tx.stx.ExecContext(ctx, `UPDATE registered_groups SET chat = ?, name = ?, trigger_word = ?, requires_trigger = ?, is_main = ?, container_config = ?,
-		allow_senders = ?, others = ?, tools = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Tools, g.Folder)
+		allow_senders = ?, others = ?, tools = ?, sees = ? WHERE folder = ?`, g.Chat, g.Name, g.Trigger, boolInt(g.RequiresTrigger), boolInt(g.IsMain), string(cfg), allowJSON(g.Allow), g.Others, g.Tools, seesSQL(g.Sees), g.Folder)
 	if err := oneRow(res, err); err != nil {
 		return fmt.Errorf("update group %s: %w", g.Folder, err)
 	}
@@ -293,10 +331,21 @@ func (q *GroupQuery) Update(ctx context.Context, g Group) error {
 
 // Remove unregisters the group with folder (ErrNotFound if none). Its
 // stored messages, session, cursor and tasks stay; new message text from its
-// chat is no longer stored.
+// chat is no longer stored. The main group no longer names it among the
+// folders it sees, so a group registered later with the same folder is not
+// seen unless the owner says so.
 func (q *GroupTx) Remove(ctx context.Context, folder Folder) error {
 	res, err := q.tx.stx.ExecContext(ctx, `DELETE FROM registered_groups WHERE folder = ?`, folder)
 	if err := oneRow(res, err); err != nil {
+		return fmt.Errorf("remove group %s: %w", folder, err)
+	}
+	main, err := getGroup(ctx, q.tx.stx, `is_main = 1`)
+	switch {
+	case err == nil && slices.Contains(main.Sees.Folders, folder):
+		if _, err := q.tx.stx.ExecContext(ctx, `UPDATE registered_groups SET sees = ? WHERE folder = ?`, seesSQL(main.Sees.Without(folder)), main.Folder); err != nil {
+			return fmt.Errorf("remove group %s: %w", folder, err)
+		}
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return fmt.Errorf("remove group %s: %w", folder, err)
 	}
 	q.tx.groupsChanged = true
