@@ -197,7 +197,9 @@ type noticePoster interface {
 
 // settleApprovals denies the approval requests a stopped bridged left open
 // (their containers are gone), once, with a notice each, and tells the
-// owner once that the groups registered before tool profiles kept full.
+// owner once of what an upgrade kept as it was: the groups registered
+// before tool profiles kept full, and the main group of a home made before
+// it could be narrowed still sees every group's folder.
 func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, out noticePoster, log zerolog.Logger) error {
 	n, err := ap.SettleOpen(ctx)
 	if err != nil {
@@ -206,17 +208,26 @@ func settleApprovals(ctx context.Context, db *store.DB, ap *approvals.Service, o
 	if n > 0 {
 		log.Warn().Int("approvals", n).Msg("approval requests left open by the previous bridged denied")
 	}
-	told, err := db.Notices.Take(ctx, "tool_profiles")
-	if err != nil || !told {
-		return err
-	}
-	const text = "Tool profiles: the groups registered before this version keep the full profile (every tool, no questions). " +
-		"To have a group ask you before commands that change things, web fetches and writes outside its folder: " +
-		"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."
-	log.Warn().Msg(text)
-	if main, err := db.Groups.Main(ctx); err == nil {
-		if _, err := out.SendMessage(ctx, string(main.Chat), text, store.OriginNotice, ""); err != nil {
-			log.Warn().Err(err).Msg("tool profile notice not posted")
+	for _, notice := range []struct{ name, text string }{
+		{"tool_profiles", "Tool profiles: the groups registered before this version keep the full profile (every tool, no questions). " +
+			"To have a group ask you before commands that change things, web fetches and writes outside its folder: " +
+			"`bridged groups set FOLDER --tools ask` (or read-only, chat); `bridged groups list` shows each group's profile. See README \"Permissions\"."},
+		{"main_sees", "Other groups' folders: your main chat's agent still reads every group's folder, as before this version. " +
+			"To let it read only some, or none: `bridged groups set MAIN --sees FOLDER,FOLDER` (or --sees none); " +
+			"a new install's main sees none. See docs/security.md."},
+	} {
+		told, err := db.Notices.Take(ctx, notice.name)
+		if err != nil {
+			return err
+		}
+		if !told {
+			continue
+		}
+		log.Warn().Msg(notice.text)
+		if main, err := db.Groups.Main(ctx); err == nil {
+			if _, err := out.SendMessage(ctx, string(main.Chat), notice.text, store.OriginNotice, ""); err != nil {
+				log.Warn().Err(err).Str("notice", notice.name).Msg("upgrade notice not posted")
+			}
 		}
 	}
 	return nil

@@ -93,7 +93,7 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tTOOLS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY\tALLOWED")
+		fmt.Fprintln(tw, "FOLDER\tCHAT\tNAME\tTRIGGER\tANSWERS\tTOOLS\tMODEL\tTIMEOUT\tEXTRA MOUNTS\tBUDGET TODAY\tALLOWED\tSEES")
 		for _, g := range gs {
 			answers := "trigger only"
 			switch {
@@ -102,8 +102,12 @@ func (a *app) groupsList(ctx context.Context, args []string) error {
 			case !g.RequiresTrigger:
 				answers = "everything"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, or(g.Tools, "default"),
-				termsafe.Line(or(g.Model, "default")), or(g.Timeout, "default"), termsafe.Line(or(formatMounts(g.ExtraMounts), "none")), budgetToday(g), termsafe.Line(formatAllow(g)))
+			sees := "-"
+			if g.IsMain {
+				sees = termsafe.Line(or(g.Sees, store.SeesNoneWord))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Folder, termsafe.Line(g.Chat), termsafe.Line(g.Name), termsafe.Line(g.Trigger), answers, or(g.Tools, "default"),
+				termsafe.Line(or(g.Model, "default")), or(g.Timeout, "default"), termsafe.Line(or(formatMounts(g.ExtraMounts), "none")), budgetToday(g), termsafe.Line(formatAllow(g)), sees)
 		}
 		return tw.Flush()
 	})
@@ -329,8 +333,8 @@ func (m *mountFlags) Set(s string) error {
 }
 
 func (a *app) groupsSet(ctx context.Context, args []string) error {
-	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [flags] GROUP")
-	var name, trigger, model, timeout, budget, others, tools optString
+	fs := a.newFlagSet("groups set", "groups set [--name N] [--trigger T] [--requires-trigger=BOOL] [--model M] [--timeout D] [--mount HOST[:CONTAINER][:ro|rw]]... [--clear-mounts] [--budget-daily USD] [--tools PROFILE] [--allow SENDER]... [--others context|drop] [--sees all|none|FOLDER,...] [flags] GROUP")
+	var name, trigger, model, timeout, budget, others, tools, sees optString
 	var allow allowFlags
 	var requires optBool
 	var mounts mountFlags
@@ -345,12 +349,13 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	fs.Var(&tools, "tools", "tool `PROFILE`: full, ask, read-only or chat (see README \"Permissions\")")
 	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, admins; repeatable; everyone: anyone (default); me: you only")
 	fs.Var(&others, "others", "others' messages: context (stored, wake nothing; default) or drop")
+	fs.Var(&sees, "sees", "main group only: which other groups' folders its agent sees, read-only, at /workspace/groups/FOLDER: all, none (a new main's default) or `FOLDERS` separated by commas")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v, Others: others.v, Tools: tools.v}
+	p := control.GroupPatch{Name: name.v, Trigger: trigger.v, RequiresTrigger: requires.v, Model: model.v, Timeout: timeout.v, Others: others.v, Tools: tools.v, Sees: sees.v}
 	if allow.set {
 		list, err := allow.list()
 		if err != nil {
@@ -376,7 +381,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 		p.ExtraMounts = &ms
 	}
 	if p == (control.GroupPatch{}) {
-		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts, --budget-daily, --tools, --allow or --others)")
+		fmt.Fprintln(a.stderr, "bridged groups set: nothing to change (give --name, --trigger, --requires-trigger, --model, --timeout, --mount, --clear-mounts, --budget-daily, --tools, --allow, --others or --sees)")
 		return errUsage
 	}
 	if p.Timeout != nil {
@@ -396,8 +401,8 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 			}
 			return err
 		}
-		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s.\n",
-			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, or(g.Model, "default"), or(g.Timeout, "default"), or(formatMounts(g.ExtraMounts), "none"), formatBudget(g.BudgetDailyUSD), formatAllow(g))
+		fmt.Fprintf(a.stdout, "Updated group %s: name %q, trigger %s, requires trigger %v, tools %s, model %s, timeout %s, extra mounts %s, daily budget %s, who may wake it: %s%s.\n",
+			g.Folder, g.Name, g.Trigger, g.RequiresTrigger, g.Tools, or(g.Model, "default"), or(g.Timeout, "default"), or(formatMounts(g.ExtraMounts), "none"), formatBudget(g.BudgetDailyUSD), formatAllow(g), formatSees(g))
 		applies := g.Applies
 		if applies == "" {
 			applies = control.AppliesNext
@@ -457,6 +462,15 @@ func formatAllow(g control.Group) string {
 		s += " (others dropped)"
 	}
 	return s
+}
+
+// formatSees says which other groups' folders the main group's agent sees
+// (", sees ..."); nothing for another group.
+func formatSees(g control.Group) string {
+	if !g.IsMain {
+		return ""
+	}
+	return ", other groups' folders it sees: " + or(g.Sees, store.SeesNoneWord)
 }
 
 // formatMounts lists mounts as --mount takes them.

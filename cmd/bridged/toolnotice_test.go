@@ -27,6 +27,22 @@ func (p *postedNotices) SendMessage(_ context.Context, chat, text string, origin
 // that had only main or nothing (a fresh install).
 func TestToolProfilesNoticeOnceAfterTheUpgrade(t *testing.T) {
 	const beforeProfiles = 12 // the last migration before tool profiles
+	testUpgradeNotice(t, beforeProfiles, "Tool profiles:", "--tools ask")
+}
+
+// The owner is told once, in the main chat, that the main group of a home
+// made before `--sees` still sees every group's folder, and how to narrow
+// it; never on a store with only main or nothing (a fresh install).
+func TestMainSeesNoticeOnceAfterTheUpgrade(t *testing.T) {
+	const beforeSees = 20 // the last migration before the main group's sees
+	testUpgradeNotice(t, beforeSees, "Other groups' folders:", "--sees")
+}
+
+// testUpgradeNotice upgrades a store from migration before and starts
+// three times: the notice starting with prefix and naming flag is posted
+// in the main chat once when the store had a group besides main, else
+// never.
+func testUpgradeNotice(t *testing.T, before int, prefix, flag string) {
 	for _, tc := range []struct {
 		name   string
 		groups []string // folders registered before the upgrade; the first is main
@@ -40,7 +56,7 @@ func TestToolProfilesNoticeOnceAfterTheUpgrade(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "bridged.db")
 			if len(tc.groups) > 0 {
-				old := storetest.Before(t, path, beforeProfiles)
+				old := storetest.Before(t, path, before)
 				for i, f := range tc.groups {
 					if _, err := old.ExecContext(ctx, `INSERT INTO registered_groups (chat, name, folder, is_main, created_at) VALUES (?, ?, ?, ?, 1)`,
 						"local:"+f, f, f, i == 0); err != nil {
@@ -67,12 +83,18 @@ func TestToolProfilesNoticeOnceAfterTheUpgrade(t *testing.T) {
 				}
 				db.Close()
 			}
-			if len(p.texts) != tc.posted {
-				t.Fatalf("posted %q over three starts; want %d notice(s)", p.texts, tc.posted)
-			}
+			var got []string
 			for _, s := range p.texts {
-				if !strings.HasPrefix(s, "local:main|notice||Tool profiles:") || !strings.Contains(s, "--tools ask") {
-					t.Errorf("notice %q; want the tool profile notice in the main chat", s)
+				if strings.HasPrefix(s, "local:main|notice||"+prefix) {
+					got = append(got, s)
+				}
+			}
+			if len(got) != tc.posted {
+				t.Fatalf("posted %q over three starts; want %d notice(s) starting %q", p.texts, tc.posted, prefix)
+			}
+			for _, s := range got {
+				if !strings.Contains(s, flag) {
+					t.Errorf("notice %q; want it to name %s", s, flag)
 				}
 			}
 		})
