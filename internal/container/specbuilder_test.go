@@ -237,3 +237,34 @@ func TestCheckMountsRefusesLink(t *testing.T) {
 		t.Fatalf("CheckMounts after Prepare: %v", err)
 	}
 }
+
+// The main group's container gets a read-only mount of each folder it
+// sees, the folder made when its group has not run yet, and every source
+// passes the mount check; a folder it does not see is in no mount.
+func TestBuildSpecMainSees(t *testing.T) {
+	b := newBuilder(t)
+	l := b.Home.Layout()
+	g := mainGroup
+	g.Sees = store.Sees{Folders: []store.Folder{"family"}}
+	input := ipc.RunInput{Prompt: "hello", Group: "main", Chat: "local:main", IsMain: true, AssistantName: "Robo"}
+	spec, release, err := b.Build(zerolog.Nop(), g, "bridged-main-1", input)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	release()
+	want := Mount{Source: l.GroupDir("family"), Target: ContainerGroupsDir + "/family", ReadOnly: true}
+	if !slices.Contains(spec.Mounts, want) {
+		t.Errorf("mounts %+v; want %+v", spec.Mounts, want)
+	}
+	for _, m := range spec.Mounts {
+		if m.Source == l.GroupsDir() || m.Source == l.GroupDir("work") {
+			t.Errorf("mounts %s at %s; want only the folders main sees", m.Source, m.Target)
+		}
+	}
+	if fi, err := os.Lstat(l.GroupDir("family")); err != nil || !fi.IsDir() {
+		t.Fatalf("the seen folder of a group that has not run: %v; want a directory made", err)
+	}
+	if err := b.CheckMounts(&spec); err != nil {
+		t.Errorf("CheckMounts: %v", err)
+	}
+}

@@ -61,11 +61,17 @@ type countSync struct {
 	n atomic.Int32
 	// applies is what ApplySettings answers (empty: AppliesNext).
 	applies atomic.Value
+	// applied are the folders ApplySettings was asked for, in order.
+	mu      sync.Mutex
+	applied []string
 }
 
 func (c *countSync) SyncGroups(context.Context) error { c.n.Add(1); return nil }
 
-func (c *countSync) ApplySettings(context.Context, string) (string, error) {
+func (c *countSync) ApplySettings(_ context.Context, folder string) (string, error) {
+	c.mu.Lock()
+	c.applied = append(c.applied, folder)
+	c.mu.Unlock()
 	if a, ok := c.applies.Load().(string); ok {
 		return a, nil
 	}

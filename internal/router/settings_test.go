@@ -3,10 +3,12 @@ package router
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bridged-app/bridged/internal/agentrun"
+	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -140,5 +142,46 @@ func TestSpentSeesTheBudgetAsItIsNow(t *testing.T) {
 	}
 	h.nextSend()
 	run.exit(0)
+	h.waitIdle("main")
+}
+
+// Which other groups' folders main sees is a mount of each: a change of it
+// stops the idle main agent, and the next container gets the new mounts.
+func TestSeesChangeStopsTheIdleMainAgent(t *testing.T) {
+	h := newHarness(t, nil)
+	if _, err := h.db.Groups.Add(context.Background(), store.Group{Chat: "local:family", Folder: "family", Trigger: "@Andy", RequiresTrigger: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.post(mainChat, "first")
+	run := h.nextRun()
+	run.result("answer")
+	h.nextSend()
+	pollUntil(t, func() bool {
+		st := h.r.Status().Queue.Groups
+		return len(st) == 1 && st[0].Idle
+	}, "the agent idle")
+	closeFile := filepath.Join(h.inputDir("main"), ipc.CloseName)
+	seesFamily := func(spec container.Spec) bool {
+		return slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == container.ContainerGroupsDir+"/family" })
+	}
+	if seesFamily(run.spec) {
+		t.Fatalf("a new main group's container mounts family's folder: %+v", run.spec.Mounts)
+	}
+
+	h.change("main", func(g *store.Group) { g.Sees = store.Sees{Folders: []store.Folder{"family"}} })
+	if a := h.apply("main"); a != agentrun.AppliedStopped || !fileExists(closeFile) {
+		t.Fatalf("apply of --sees family = %q, closed %v; want %q and the close sentinel written", a, fileExists(closeFile), agentrun.AppliedStopped)
+	}
+	run.exit(0)
+	h.waitIdle("main")
+	h.post(mainChat, "second")
+	next := h.nextRun()
+	if !seesFamily(next.spec) {
+		t.Errorf("the next main container's mounts %+v; want family's folder at %s/family", next.spec.Mounts, container.ContainerGroupsDir)
+	}
+	next.result("answer two")
+	h.nextSend()
+	next.exit(0)
 	h.waitIdle("main")
 }
