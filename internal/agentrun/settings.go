@@ -12,8 +12,9 @@ import (
 
 // Settings is what a container takes from its group's settings when it
 // starts, and keeps for its life: the tool profile (the CLI's flags and the
-// runner's judging), the model, the extra mounts, the container timeout and
-// whether the group is the main one (its mounts). A run records them at
+// runner's judging), the model, the extra mounts, the container timeout,
+// whether the group is the main one and which other groups' folders it
+// sees (its mounts). A run records them at
 // its start; a change to any of them reaches the agent only through a new
 // container (Runner.Apply). The rest of a group's settings are read live
 // by the daemon on each message or request (the trigger, who may wake the
