@@ -606,6 +606,7 @@ func testBoundaryGroupFolderSymlink(t *testing.T, u daemonUser) {
 	e := u.env(t, "--idle-timeout", "2m")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "victim", "--no-trigger", "local:victim")
+	e.mustCLI("groups", "set", "--sees", "all", "main") // groups/ read-only in main, the mount attacked
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)

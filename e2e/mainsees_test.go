@@ -7,6 +7,8 @@ package e2e
 // agent.
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,7 +39,8 @@ func TestE2EMainSeesOnlyAllowedFolders(t *testing.T) {
 		// group's file read by name, and a write into other's folder.
 		look := `echo "LS=$(ls /workspace/groups 2>&1 | tr '\n' ' ')"; ` +
 			`for g in other third; do echo "$g=$(cat /workspace/groups/$g/secret.txt 2>&1)"; done; ` +
-			`echo "WRITE=$({ echo x > /workspace/groups/other/w.txt; } 2>&1 && echo done)"`
+			`echo "WRITE=$({ echo x > /workspace/groups/other/w.txt; } 2>&1 && echo done)"; ` +
+			`echo "RENAME=$({ mv /workspace/groups/other /workspace/groups/stolen; } 2>&1 && echo done)"`
 		sees := func(when string) map[string]string {
 			t.Helper()
 			got := e.bash("local:main", look, turnWait)
@@ -80,6 +83,11 @@ func TestE2EMainSeesOnlyAllowedFolders(t *testing.T) {
 			t.Errorf("the main agent's write into other's folder answered %q; want \"Read-only file system\"", said["WRITE"])
 		}
 		unseen("seeing other", said, "third")
+		// Renaming the mount in its own container changes nothing on the
+		// host: groups/ is no mount of main's.
+		if b, err := os.ReadFile(filepath.Join(e.home, "groups", "other", "secret.txt")); err != nil || string(b) != "secret-of-other\n" {
+			t.Errorf("groups/other/secret.txt after the main agent's rename (%q): %q, %v; want it intact", said["RENAME"], b, err)
+		}
 
 		out = e.mustCLI("groups", "set", "--sees", "none", "main")
 		if !strings.Contains(out, "Applied: the running agent was stopped") {

@@ -52,6 +52,10 @@ func testMountRace(t *testing.T, u daemonUser) {
 	e := u.env(t, "--idle-timeout", "1s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
+	// Main sees every group's folder: groups/ itself, read-only, the
+	// mount attacked here (a main that sees a list gets a mount per
+	// folder and no groups/ at all: TestE2EMainSeesOnlyAllowedFolders).
+	e.mustCLI("groups", "set", "--sees", "all", "main")
 	d := e.start()
 	home := e.home
 	ensureWhatsAppDB(t, e)

@@ -349,7 +349,7 @@ func (a *app) groupsSet(ctx context.Context, args []string) error {
 	fs.Var(&tools, "tools", "tool `PROFILE`: full, ask, read-only or chat (see README \"Permissions\")")
 	fs.Var(&allow, "allow", "who besides you may wake the agent: a phone number, `SENDER`@lid, local:NAME, admins; repeatable; everyone: anyone (default); me: you only")
 	fs.Var(&others, "others", "others' messages: context (stored, wake nothing; default) or drop")
-	fs.Var(&sees, "sees", "main group only: which other groups' folders its agent sees, read-only, at /workspace/groups/FOLDER: all, none (a new main's default) or `FOLDERS` separated by commas")
+	fs.Var(&sees, "sees", "main only: other groups' folders it reads: all, none or `FOLDERS` (a,b)")
 	cf := config.Register(fs)
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {

@@ -74,10 +74,11 @@ func TestJSONOutputs(t *testing.T) {
 			BudgetPaused    bool      `json:"budget_paused"`
 			Allow           []string  `json:"allow"`
 			Others          string    `json:"others"`
+			Sees            string    `json:"sees"`
 		} `json:"groups"`
 	}
 	decodeStrict(t, "groups list --json", run("groups", "list", "--json"), &groups)
-	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" || groups.Groups[0].Tools != "full" || groups.Groups[0].BudgetDailyUSD != 1.5 || groups.Groups[0].BudgetPaused {
+	if len(groups.Groups) != 1 || groups.Groups[0].Folder != "main" || groups.Groups[0].Chat != "local:main" || !groups.Groups[0].IsMain || groups.Groups[0].Trigger != "@Andy" || groups.Groups[0].Tools != "full" || groups.Groups[0].BudgetDailyUSD != 1.5 || groups.Groups[0].BudgetPaused || groups.Groups[0].Sees != "none" {
 		t.Errorf("groups = %+v; want main", groups)
 	}
 
