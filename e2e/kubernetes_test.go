@@ -181,4 +181,3 @@ func groupUIDs(t *testing.T, h string) map[string]int {
 	}
 	return v.UIDs
 }
-
