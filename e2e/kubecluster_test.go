@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +83,10 @@ type kubeCluster struct {
 	changed chan struct{}
 	// kubelets counts the kubelet goroutines (a Pod's container).
 	kubelets sync.WaitGroup
+	// noClaim: the home's claim does not exist; denied: the access
+	// reviews ("verb resource[/subresource]") refused.
+	noClaim atomic.Bool
+	denied  sync.Map
 }
 
 // kubePod is a Pod and its container.
@@ -214,6 +219,25 @@ func (c *kubeCluster) serve(w http.ResponseWriter, r *http.Request) {
 		c.status(w, http.StatusUnauthorized, "Unauthorized", "no valid token")
 		return
 	}
+	switch r.URL.Path {
+	case "/version":
+		c.reply(w, http.StatusOK, map[string]string{"major": "1", "minor": "37", "gitVersion": "v1.37.2-e2e"})
+		return
+	case "/api/v1/namespaces/" + kubeNamespace:
+		c.reply(w, http.StatusOK, &corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: kubeNamespace}})
+		return
+	case "/api/v1/namespaces/" + kubeNamespace + "/persistentvolumeclaims/" + kubeClaim:
+		if c.noClaim.Load() {
+			c.status(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("persistentvolumeclaims %q not found", kubeClaim))
+			return
+		}
+		c.reply(w, http.StatusOK, &corev1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: kubeClaim, Namespace: kubeNamespace}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
+		return
+	case "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+		c.accessReview(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/api/v1/namespaces/"+kubeNamespace+"/pods")
 	if !ok {
 		c.status(w, http.StatusNotFound, "NotFound", "no such resource: "+r.URL.Path)
@@ -247,6 +271,31 @@ func (c *kubeCluster) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.status(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" "+r.URL.Path)
 	}
+}
+
+// accessReview answers a SelfSubjectAccessReview of the namespace's
+// Pods: allowed unless denied.
+func (c *kubeCluster) accessReview(w http.ResponseWriter, r *http.Request) {
+	var rev struct {
+		Spec struct {
+			ResourceAttributes struct {
+				Namespace, Verb, Resource, Subresource string
+			} `json:"resourceAttributes"`
+		} `json:"spec"`
+	}
+	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&rev) != nil {
+		c.status(w, http.StatusBadRequest, "BadRequest", "want a SelfSubjectAccessReview")
+		return
+	}
+	a := rev.Spec.ResourceAttributes
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	_, denied := c.denied.Load(a.Verb + " " + res)
+	allowed := a.Namespace == kubeNamespace && !denied
+	c.reply(w, http.StatusCreated, map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+		"spec": rev.Spec, "status": map[string]any{"allowed": allowed}})
 }
 
 func (c *kubeCluster) reply(w http.ResponseWriter, code int, v any) {

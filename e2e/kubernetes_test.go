@@ -181,3 +181,50 @@ func groupUIDs(t *testing.T, h string) map[string]int {
 	}
 	return v.UIDs
 }
+
+// `bridged doctor` on the kubernetes engine checks the cluster the daemon
+// would use: the API server answers, the namespace exists, the daemon may
+// create, watch, delete and attach to Pods there, the home's claim
+// exists; each failure names its fix.
+func TestE2EKubernetesDoctor(t *testing.T) {
+	parallel(t, light)
+	up := newFakeUpstream(t)
+	e, cluster, _ := kubeEnv(t, up)
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	lines := func() map[string]string {
+		out, _ := e.cli("doctor")
+		got := map[string]string{}
+		name := ""
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) > 1 && f[0] == "→":
+				got[name+" hint"] = l
+			case len(f) > 1:
+				name = f[0]
+				if f[0] == "group" {
+					name = "group uids"
+				}
+				got[name] = l
+			}
+		}
+		t.Logf("doctor:\n%s", out)
+		return got
+	}
+	got := lines()
+	for _, name := range []string{"kubernetes", "namespace", "rbac", "claim", "group uids"} {
+		if l := got[name]; !strings.Contains(l, " ok ") {
+			t.Errorf("doctor's %s line %q; want ok", name, l)
+		}
+	}
+	cluster.noClaim.Store(true)
+	cluster.denied.Store("create pods/attach", true)
+	cluster.denied.Store("delete pods", true)
+	got = lines()
+	if l := got["rbac"]; !strings.Contains(l, "FAIL") || !strings.Contains(l, "delete pods, create pods/attach") || !strings.Contains(got["rbac hint"], "Role and RoleBinding of docs/kubernetes.md") {
+		t.Errorf("doctor's rbac lines %q, %q; want a failure naming the missing rights and the Role to apply", l, got["rbac hint"])
+	}
+	if l := got["claim"]; !strings.Contains(l, "FAIL") || !strings.Contains(l, kubeClaim) || !strings.Contains(got["claim hint"], "BRIDGED_KUBE_CLAIM") {
+		t.Errorf("doctor's claim lines %q, %q; want a failure naming the claim and how to fix it", l, got["claim hint"])
+	}
+}
