@@ -88,8 +88,13 @@ func TestE2EKubernetesMessageToReply(t *testing.T) {
 		t.Errorf("family's reply %q", got)
 	}
 
-	// The proxy's port answers nothing to a connection without the run's
-	// token, and forwards nothing.
+	// Every connection the agents made to the proxy carried a valid token;
+	// the proxy's port answers nothing to one without, and forwards
+	// nothing.
+	const refused = "a TCP connection without a valid token"
+	if strings.Contains(d.logs(), refused) {
+		t.Error("the proxy refused a connection of an agent's")
+	}
 	before := len(up.requests())
 	conn, err := net.DialTimeout("tcp", proxyAddr, 10*time.Second)
 	if err != nil {
@@ -105,6 +110,9 @@ func TestE2EKubernetesMessageToReply(t *testing.T) {
 	conn.Close()
 	if n := len(up.requests()); n != before {
 		t.Errorf("a connection with a wrong token reached the upstream")
+	}
+	if !d.waitLog(refused, time.Minute) {
+		t.Error("the daemon did not log the refused connection")
 	}
 
 	// Idle, the agents end; the daemon deletes their Pods.
