@@ -28,7 +28,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -167,12 +166,9 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// kubeconfig writes a kubeconfig for the cluster into dir and returns its
-// path.
-func (c *kubeCluster) kubeconfig(dir string) string {
-	c.t.Helper()
-	p := filepath.Join(dir, "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
+// kubeconfig is a kubeconfig for the cluster.
+func (c *kubeCluster) kubeconfig() string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: fake
@@ -185,10 +181,6 @@ contexts:
   context: {cluster: fake, user: bridged, namespace: %s}
 current-context: fake
 `, c.srv.URL, base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.srv.Certificate().Raw})), kubeToken, kubeNamespace)
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
-	return p
 }
 
 // close stops the API server and removes any container left: a Pod the

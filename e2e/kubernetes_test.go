@@ -24,17 +24,33 @@ import (
 
 // kubeEnv is a daemon with BRIDGED_ENGINE=kubernetes on the fake cluster,
 // its credential proxy listening over TCP on the Docker bridge's address.
-func kubeEnv(t *testing.T, up *fakeUpstream, daemonArgs ...string) (*env, *kubeCluster, string) {
+// newEnvFn makes the env (newEnv, or a daemon of another user).
+func kubeEnv(t *testing.T, up *fakeUpstream, newEnvFn func(*testing.T, ...string) *env, daemonArgs ...string) (*env, *kubeCluster, string) {
 	t.Helper()
-	e := newEnv(t, daemonArgs...)
+	e := newEnvFn(t, daemonArgs...)
 	c := newKubeCluster(t, e.home)
 	proxyAddr := net.JoinHostPort(c.gateway, freePort(t, c.gateway))
-	e.extraEnv = []string{
-		"BRIDGED_ENGINE=kubernetes", "KUBECONFIG=" + c.kubeconfig(t.TempDir()),
-		"BRIDGED_KUBE_NAMESPACE=" + kubeNamespace, "BRIDGED_KUBE_CLAIM=" + kubeClaim, "BRIDGED_KUBE_POD=" + kubeDaemonPod,
-		"BRIDGED_PROXY_LISTEN=" + proxyAddr, "BRIDGED_ANTHROPIC_URL=" + up.srv.URL,
-	}
+	dir := e.daemonDir(t)
+	kubeconfig := e.daemonFile(t, dir, "kubeconfig", c.kubeconfig())
+	e.extraEnv = append(e.extraEnv,
+		"BRIDGED_ENGINE=kubernetes", "KUBECONFIG="+kubeconfig,
+		"BRIDGED_KUBE_NAMESPACE="+kubeNamespace, "BRIDGED_KUBE_CLAIM="+kubeClaim, "BRIDGED_KUBE_POD="+kubeDaemonPod,
+		"BRIDGED_PROXY_LISTEN="+proxyAddr, "BRIDGED_ANTHROPIC_URL="+up.srv.URL,
+	)
 	return e, c, proxyAddr
+}
+
+// kubeDaemonUsers are who the daemon runs as: root (the CI case) and,
+// when the test runs as root, a user that is not, as the daemon of
+// docs/kubernetes.md's manifests is (it grants each group's uid its
+// directories by ACL); when the test does not run as root, its own user.
+func kubeDaemonUsers() map[string]func(*testing.T, ...string) *env {
+	if os.Geteuid() != 0 {
+		return map[string]func(*testing.T, ...string) *env{"user": newEnv}
+	}
+	return map[string]func(*testing.T, ...string) *env{"root": newEnv, "user": func(t *testing.T, args ...string) *env {
+		return newEnvAs(t, nonRootUID, nonRootUID, args...)
+	}}
 }
 
 // freePort is a TCP port free on host now.
@@ -64,9 +80,17 @@ func freePort(t testing.TB, host string) string {
 // data/group-uids.json, and every Pod passes `restricted`. Once idle, the
 // Pods end and the daemon deletes them.
 func TestE2EKubernetesMessageToReply(t *testing.T) {
-	parallel(t, light)
+	for name, newEnvFn := range kubeDaemonUsers() {
+		t.Run(name, func(t *testing.T) {
+			parallel(t, light)
+			kubeMessageToReply(t, newEnvFn)
+		})
+	}
+}
+
+func kubeMessageToReply(t *testing.T, newEnvFn func(*testing.T, ...string) *env) {
 	up := newFakeUpstream(t)
-	e, cluster, proxyAddr := kubeEnv(t, up, "--idle-timeout", "20s")
+	e, cluster, proxyAddr := kubeEnv(t, up, newEnvFn, "--idle-timeout", "20s")
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	e.mustCLI("groups", "add", "--name", "family", "--no-trigger", "local:family")
 	d := e.start()
@@ -197,7 +221,7 @@ func groupUIDs(t *testing.T, h string) map[string]int {
 func TestE2EKubernetesDoctor(t *testing.T) {
 	parallel(t, light)
 	up := newFakeUpstream(t)
-	e, cluster, _ := kubeEnv(t, up)
+	e, cluster, _ := kubeEnv(t, up, newEnv)
 	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
 	lines := func() map[string]string {
 		out, _ := e.cli("doctor")
