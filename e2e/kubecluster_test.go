@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,9 @@ type kubeCluster struct {
 	// reviews ("verb resource[/subresource]") refused.
 	noClaim atomic.Bool
 	denied  sync.Map
+	// noReview: the API server serves no SelfSubjectAccessReview (an
+	// authorizer that answers none).
+	noReview atomic.Bool
 }
 
 // kubePod is a Pod and its container.
@@ -227,6 +231,10 @@ func (c *kubeCluster) serve(w http.ResponseWriter, r *http.Request) {
 			ObjectMeta: metav1.ObjectMeta{Name: kubeClaim, Namespace: kubeNamespace}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
 		return
 	case "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+		if c.noReview.Load() {
+			c.status(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+			return
+		}
 		c.accessReview(w, r)
 		return
 	}
@@ -665,7 +673,7 @@ func (c *kubeCluster) containerFor(pod *corev1.Pod) (client.ContainerCreateOptio
 	return client.ContainerCreateOptions{
 		Name: "k8s_" + ctr.Name + "_" + pod.Name + "_" + string(pod.UID),
 		Config: &containertypes.Config{
-			Image: ctr.Image, Cmd: append(slicesClone(ctr.Command), ctr.Args...), User: user, WorkingDir: ctr.WorkingDir,
+			Image: ctr.Image, Cmd: append(slices.Clone(ctr.Command), ctr.Args...), User: user, WorkingDir: ctr.WorkingDir,
 			Env: env, Labels: lbl, OpenStdin: ctr.Stdin, StdinOnce: ctr.StdinOnce,
 			AttachStdin: ctr.Stdin, AttachStdout: true, AttachStderr: true, Tty: ctr.TTY,
 		},
@@ -675,8 +683,6 @@ func (c *kubeCluster) containerFor(pod *corev1.Pod) (client.ContainerCreateOptio
 		},
 	}, nil
 }
-
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // run is the kubelet's part of a Pod: its container made, attached to
 // (before it starts: nothing it writes is lost), started, the Pod running;

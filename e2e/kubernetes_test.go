@@ -259,4 +259,10 @@ func TestE2EKubernetesDoctor(t *testing.T) {
 	if l := got["claim"]; !strings.Contains(l, "FAIL") || !strings.Contains(l, kubeClaim) || !strings.Contains(got["claim hint"], "BRIDGED_KUBE_CLAIM") {
 		t.Errorf("doctor's claim lines %q, %q; want a failure naming the claim and how to fix it", l, got["claim hint"])
 	}
+	// Where the rights cannot be asked, listing the Pods is tried.
+	cluster.noReview.Store(true)
+	got = lines()
+	if l := got["rbac"]; !strings.Contains(l, "warn") || !strings.Contains(l, "may list Pods") {
+		t.Errorf("doctor's rbac line %q without access reviews; want a warning that only the list was tried", l)
+	}
 }
