@@ -158,8 +158,7 @@ func checkHome(cfg *config.Config) []check {
 
 func checkDockerAndImage(ctx context.Context, cfg *config.Config) []check {
 	if cfg.Engine == container.EngineKubernetes {
-		return []check{{name: "engine", status: "ok", detail: "kubernetes: the cluster, its RBAC and the agent image are not checked here",
-			hint: "docs/kubernetes.md has a smoke test on the cluster"}}
+		return checkKube(ctx, cfg)
 	}
 	d, err := container.NewDockerWith(nopLogger(), container.DockerOptions{Engine: cfg.Engine})
 	if err != nil {

@@ -3,6 +3,7 @@ package home
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -92,4 +93,26 @@ func grantACL(fd int, st *unix.Stat_t, uid, _ int, self int) error {
 func hasDefaultACL(fd int) bool {
 	n, err := unix.Fgetxattr(fd, xattrACLDefault, nil)
 	return err == nil && n > 0
+}
+
+// ACLSupported says whether the file system of dir takes the ACLs Grant
+// sets: nil when it does, else why not. It grants on a scratch directory
+// it makes in dir and removes.
+func ACLSupported(dir string) error {
+	tmp, err := os.MkdirTemp(dir, ".acl-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	fd, err := unix.Open(tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	self := os.Geteuid()
+	return grantACL(fd, &st, self+1, self+1, self)
 }

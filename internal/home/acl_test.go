@@ -75,3 +75,18 @@ func TestGrantLetsTheAgentInAndTheDaemonBack(t *testing.T) {
 		t.Error("a third uid wrote into the tree; want it refused")
 	}
 }
+
+// ACLSupported says yes where Grant works, leaving nothing behind, and
+// no, with the reason, where it cannot try.
+func TestACLSupported(t *testing.T) {
+	dir := t.TempDir()
+	if err := ACLSupported(dir); err != nil {
+		t.Fatalf("ACLSupported on %s: %v; want the file system's ACLs taken", dir, err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("the probe left %v", left)
+	}
+	if err := ACLSupported(filepath.Join(dir, "missing")); err == nil {
+		t.Error("ACLSupported of a missing directory said yes")
+	}
+}
