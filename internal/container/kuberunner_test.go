@@ -94,7 +94,7 @@ func TestKubernetesRunnerMessageToReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.APIProxy = socketProxy{p}
-	tcp, err := p.ListenTCP("127.0.0.1:0", "")
+	tcp, err := p.ListenTCP("127.0.0.1:0", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
