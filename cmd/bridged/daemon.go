@@ -443,9 +443,9 @@ type daemon struct {
 	proxy    *credproxy.Proxy
 	// buildRuns
 	proxyTCP *credproxy.TCP // the kubernetes engine's Pods reach the proxy and the IPC host here
-	rt    *router.Router
-	sched *scheduler.Scheduler
-	host  *ipchost.Host
+	rt       *router.Router
+	sched    *scheduler.Scheduler
+	host     *ipchost.Host
 	// listen
 	srv     *control.Server
 	admin   *control.Admin
