@@ -52,7 +52,7 @@ type channelHost struct {
 	token string
 }
 
-func newChannelHost(t *testing.T, upstream string) *channelHost {
+func newChannelHost(t testing.TB, upstream string) *channelHost {
 	t.Helper()
 	dir := t.TempDir()
 	db := storetest.OpenHome(t, dir)
