@@ -5,7 +5,9 @@
 // a request file into the group's IPC namespace (requests/<id>.json) and waits
 // for the host's answer in responses/<id>.json. The agent is told exactly what
 // happened: the task id and next run of a scheduled task, the host's error text,
-// or that the host did not answer in time.
+// or that the host did not answer in time. On the kubernetes engine
+// (Config.Channel) the request is posted to the host over the run's channel
+// instead, and sent again with its id after a dropped connection.
 //
 // Identity (group folder, chat, main or not) comes only from Config, which
 // agent-runner fills from the environment of the MCP server entry in
