@@ -86,3 +86,49 @@ func readStdinLog(b *testing.B, path string) map[string]int64 {
 	}
 	return out
 }
+
+// BenchmarkFollowUpOverChannel measures the follow-up path of the
+// kubernetes engine (decision record 42): from the input the host writes
+// (home.Home.WriteInput) through its stream over the run's channel to the
+// user message read on claude's stdin.
+func BenchmarkFollowUpOverChannel(b *testing.B) {
+	stdinLog := filepath.Join(b.TempDir(), "stdin.log")
+	c := newChannelHost(b, "http://127.0.0.1:1")
+	in := defaultInput("fake:reply ready")
+	in.ProxyToken = c.token
+	a := startAgent(b, in, agentOpts{env: []string{"FAKECLAUDE_STDIN_LOG=" + stdinLog, ipc.EnvAPIAddr + "=" + c.tcp.Addr(), ipc.EnvAPIAuth + "=" + ipc.APIAuthAPIKey}})
+	a.nextOf(ipc.EventResult)
+
+	n := max(b.N, minRoundTrips)
+	written := make(map[string]int64, n)
+	b.ResetTimer()
+	for i := range n {
+		marker := "bench-" + strconv.Itoa(i)
+		written[marker] = time.Now().UnixNano()
+		if _, err := c.home.WriteInput("family", "fake:reply "+marker); err != nil {
+			b.Fatal(err)
+		}
+		if ev := a.nextOf(ipc.EventResult); ev.Text != marker {
+			b.Fatalf("result %q; want %q", ev.Text, marker)
+		}
+	}
+	b.StopTimer()
+	if err := c.home.WriteClose("family"); err != nil {
+		b.Fatal(err)
+	}
+	if code := a.wait(); code != 0 {
+		b.Fatalf("exit code %d", code)
+	}
+	read := readStdinLog(b, stdinLog)
+	lat := make([]float64, 0, n)
+	for marker, t0 := range written {
+		t1, ok := read[marker]
+		if !ok {
+			b.Fatalf("follow-up %s never reached claude's stdin", marker)
+		}
+		lat = append(lat, float64(t1-t0)/1e6)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(lat[len(lat)/2], "ms-median")
+	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "ms-p99")
+}

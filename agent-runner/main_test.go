@@ -657,7 +657,8 @@ func TestAPIThroughTheHostProxy(t *testing.T) {
 // Across nodes (the kubernetes engine, decision record 36) the runner
 // reaches the proxy over TCP: the address in its environment, the run's
 // token in its input, sent first on each connection. The real key stays in
-// the proxy; a wrong token gets no answer.
+// the proxy; a wrong token gets no answer, neither from the API nor from
+// the IPC host (decision record 42), so only a signal stops its runner.
 func TestAPIThroughTheProxyOverTCP(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
@@ -674,25 +675,12 @@ func TestAPIThroughTheProxyOverTCP(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	p, err := credproxy.New(credproxy.Config{Upstream: up.URL, APIKey: secretKey, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, err := p.ListenTCP("127.0.0.1:0", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tcp.Close() })
-	token, closeFn, err := tcp.OpenTCP("family", "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeFn()
+	c := newChannelHost(t, up.URL)
+	token := c.token
 	for name, tok := range map[string]string{"wrong token": strings.Repeat("0", len(token)), "right token": token} {
 		t.Run(name, func(t *testing.T) {
-			in := defaultInput("fake:api stream")
-			in.ProxyToken = tok
-			a := startAgent(t, in, agentOpts{env: []string{ipc.EnvAPIAddr + "=" + tcp.Addr(), ipc.EnvAPIAuth + "=" + ipc.APIAuthAPIKey}})
+			c.token = tok
+			a := c.start(t, "fake:api stream")
 			res := a.nextOf(ipc.EventResult)
 			if tok == token && (res.IsError || res.Text != "via the proxy over TCP") {
 				t.Fatalf("result %+v; want the streamed text", res)
@@ -700,7 +688,13 @@ func TestAPIThroughTheProxyOverTCP(t *testing.T) {
 			if tok != token && res.Text == "via the proxy over TCP" {
 				t.Fatalf("result %+v with a wrong token; want no answer from the API", res)
 			}
-			a.close()
+			if tok == token {
+				if err := c.home.WriteClose("family"); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
 			a.wait()
 			a.assertNoSecrets()
 		})

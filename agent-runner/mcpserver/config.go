@@ -5,7 +5,9 @@
 // a request file into the group's IPC namespace (requests/<id>.json) and waits
 // for the host's answer in responses/<id>.json. The agent is told exactly what
 // happened: the task id and next run of a scheduled task, the host's error text,
-// or that the host did not answer in time.
+// or that the host did not answer in time. On the kubernetes engine
+// (Config.Channel) the request is posted to the host over the run's channel
+// instead, and sent again with its id after a dropped connection.
 //
 // Identity (group folder, chat, main or not) comes only from Config, which
 // agent-runner fills from the environment of the MCP server entry in
@@ -21,6 +23,8 @@ import (
 	_ "time/tzdata" // the container image has no zoneinfo
 
 	"github.com/rs/zerolog"
+
+	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -40,6 +44,10 @@ const DefaultTimeout = 30 * time.Second
 type Config struct {
 	// IPCDir is the root of the group's IPC namespace (/workspace/ipc).
 	IPCDir string
+	// Channel, when set (ipc.EnvChannel, the kubernetes engine), is the
+	// base URL of the run's IPC channel (the runner's loopback forwarder):
+	// the requests go there instead of into IPCDir.
+	Channel string
 	// Group is the group's folder name.
 	Group string
 	// Chat is the chat id the group is registered for.
@@ -61,6 +69,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{
 		IPCDir:  strings.TrimSpace(getenv(EnvIPCDir)),
+		Channel: strings.TrimSpace(getenv(ipc.EnvChannel)),
 		Group:   strings.TrimSpace(getenv(EnvGroup)),
 		Chat:    strings.TrimSpace(getenv(EnvChat)),
 		Timeout: DefaultTimeout,
@@ -101,8 +110,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 func (c Config) validate() error {
-	if c.IPCDir == "" {
-		return fmt.Errorf("no IPC directory")
+	if c.IPCDir == "" && c.Channel == "" {
+		return errNoWay
 	}
 	if c.Group == "" || c.Chat == "" {
 		return fmt.Errorf("no group identity")

@@ -162,7 +162,7 @@ func cleanErr(err error) string {
 // host's answers, like the MCP tools do; the runner asks the host through it
 // (approvals). Close it when done.
 type Client struct {
-	h      *host
+	h      caller
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -183,18 +183,19 @@ func NewClient(ipcDir string, timeout time.Duration, log zerolog.Logger) (*Clien
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{h: newHost(layout, timeout, log), cancel: cancel}
+	h := newHost(layout, timeout, log)
+	c := &Client{h: h, cancel: cancel}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if err := w.Run(ctx, c.h.scan); err != nil {
+		if err := w.Run(ctx, h.scan); err != nil {
 			log.Warn().Err(err).Msg("response watcher stopped")
 		}
 	}()
 	return c, nil
 }
 
-// Call writes req and waits for its response (see host.call).
+// Call sends req and waits for its response (see caller.call).
 func (c *Client) Call(ctx context.Context, req ipc.Request) (ipc.Response, error) {
 	return c.h.call(ctx, req)
 }

@@ -26,6 +26,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
+	if cfg.Channel != "" {
+		return serve(ctx, cfg, newChannel(cfg.Channel, cfg.timeout(), cfg.Log), in, out)
+	}
 	layout := ipc.Layout{Root: cfg.IPCDir}
 	if err := layout.Ensure(); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
@@ -54,9 +57,14 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		wg.Wait()
 	}()
 
+	return serve(ctx, cfg, h, in, out)
+}
+
+// serve serves MCP over in/out with h carrying the tools' requests.
+func serve(ctx context.Context, cfg Config, h caller, in io.Reader, out io.Writer) error {
 	srv := newServer(cfg, h)
-	cfg.Log.Info().Bool("main", cfg.IsMain).Str("timezone", cfg.location().String()).Msg("mcp server started")
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	cfg.Log.Info().Bool("main", cfg.IsMain).Bool("channel", cfg.Channel != "").Str("timezone", cfg.location().String()).Msg("mcp server started")
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
@@ -83,7 +91,7 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // newServer builds the MCP server with every tool registered.
-func newServer(cfg Config, h *host) *mcp.Server {
+func newServer(cfg Config, h caller) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: Version}, nil)
 	srv.AddReceivingMiddleware(refuseDiscover)
 	t := &tools{cfg: cfg, host: h}

@@ -57,10 +57,10 @@ type listGroupsIn struct {
 	Refresh bool `json:"refresh,omitempty" jsonschema:"true to refresh chat names from WhatsApp first"`
 }
 
-// tools implements the MCP tools on top of host.
+// tools implements the MCP tools on top of the host's IPC.
 type tools struct {
 	cfg  Config
-	host *host
+	host caller
 }
 
 // errRefused is wrapped by refusals decided here, before anything is written.
@@ -197,7 +197,7 @@ func (t *tools) exchange(ctx context.Context, req ipc.Request) (json.RawMessage,
 	}
 	resp, err := t.host.call(ctx, req)
 	if errors.Is(err, ErrTimeout) {
-		return nil, fmt.Errorf("the host did not answer within %s; the request may still be processed, so check (for example with list_tasks) before trying again", t.host.timeout)
+		return nil, fmt.Errorf("the host did not answer within %s; the request may still be processed, so check (for example with list_tasks) before trying again", t.host.wait())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the request could not be delivered to the host: %v", err)

@@ -7,7 +7,10 @@
 // each input/*.json file becomes another user message on the same stdin, even
 // while a turn is in flight, and is deleted once written; a malformed file is
 // moved to <ipc>/errors/. input/_close makes the runner close claude's stdin as
-// soon as claude is idle, and the runner exits 0 once claude has exited.
+// soon as claude is idle, and the runner exits 0 once claude has exited. On
+// the kubernetes engine (a proxy token in the run input) the input, the close
+// and the MCP server's requests cross the run's authenticated channel instead
+// of the files (channel.go, decision record 42).
 //
 // Failures: a --resume id the CLI does not know ends the CLI at start-up; the
 // runner starts a fresh session, sends what it had written again, and reports
@@ -112,6 +115,7 @@ var (
 // failure is also reported as an error event.
 func Run(ctx context.Context, cfg Config) error {
 	var api map[string]string
+	channel := ""
 	if cfg.APISocket != "" || cfg.APIAddr != "" {
 		fwd, err := startForwarder(cfg.APISocket, cfg.APIAddr, cfg.Input.ProxyToken, cfg.Logger)
 		if err != nil {
@@ -121,15 +125,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer fwd.Close()
 		api = fwd.vars(cfg.APIAuth)
+		if cfg.APIAddr != "" && cfg.Input.ProxyToken != "" {
+			// The IPC crosses the same channel as the proxy.
+			channel = fwd.BaseURL()
+		}
 	}
 	r, err := newRun(cfg, api)
 	if err != nil {
 		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
 		return err
 	}
+	r.channel = channel
 	if r.perms.profile == ProfileAsk && r.perms.ask == nil {
-		c, err := mcpserver.NewClient(cfg.IPCDir, MaxApprovalWait, cfg.Logger.With().Str("source", "approvals").Logger())
-		if err != nil {
+		var c *mcpserver.Client
+		if channel != "" {
+			c = mcpserver.NewChannelClient(channel, MaxApprovalWait, cfg.Logger.With().Str("source", "approvals").Logger())
+		} else if c, err = mcpserver.NewClient(cfg.IPCDir, MaxApprovalWait, cfg.Logger.With().Str("source", "approvals").Logger()); err != nil {
 			r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch responses: %v", err), Retryable: true})
 			return err
 		}
@@ -159,6 +170,12 @@ type run struct {
 	perms   *permissions
 	// claudeHome is claude's config directory, the agent's memory.
 	claudeHome string
+	// channel is the IPC channel's base URL (the forwarder), when the
+	// IPC crosses it instead of the files; stream reads its input, and
+	// taken names the inputs given to claude.
+	channel string
+	stream  *inputStream
+	taken   map[string]bool
 
 	// State below is owned by loop's goroutine: the claude process and
 	// how it is supervised; what its turns saw and settled is in turns.
@@ -284,6 +301,9 @@ func (r *run) args() ([]string, error) {
 	if r.cfg.Input.IsMain {
 		mcpEnv[mcpserver.EnvIsMain] = "1"
 	}
+	if r.channel != "" {
+		mcpEnv[ipc.EnvChannel] = r.channel
+	}
 	// claude passes its own environment, credentials included, to the MCP
 	// servers it starts; blank them, the bridge server has no use for them.
 	for _, name := range credentialVars {
@@ -353,25 +373,6 @@ func (r *run) send(text string) error {
 }
 
 func (r *run) loop(ctx context.Context) error {
-	if err := os.MkdirAll(r.layout.Input(), 0o755); err != nil {
-		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("create input directory: %v", err), Retryable: true})
-		return fmt.Errorf("create input directory: %w", err)
-	}
-	// A close sentinel left by an earlier container is not meant for this one.
-	if err := os.Remove(filepath.Join(r.layout.Input(), ipc.CloseName)); err == nil {
-		r.log.Info().Msg("stale close sentinel removed")
-	}
-
-	w, err := ipc.NewWatcher(r.cfg.Sweep)
-	if err != nil {
-		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
-		return err
-	}
-	if err := w.Add(r.layout.Input()); err != nil {
-		w.Close()
-		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
-		return err
-	}
 	kick := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -379,16 +380,11 @@ func (r *run) loop(ctx context.Context) error {
 		default:
 		}
 	}
-	wctx, wcancel := context.WithCancel(ctx)
-	wdone := make(chan struct{})
-	go func() {
-		defer close(wdone)
-		_ = w.Run(wctx, func(string) { poke() })
-	}()
-	defer func() {
-		wcancel()
-		<-wdone
-	}()
+	stop, err := r.watchInput(ctx, poke)
+	if err != nil {
+		return err
+	}
+	defer stop()
 
 	if err := r.start([]string{r.cfg.Input.Prompt}); err != nil {
 		r.emit(ipc.Event{Type: ipc.EventError, Message: err.Error(), Retryable: false})
@@ -430,6 +426,54 @@ func (r *run) loop(ctx context.Context) error {
 	}
 }
 
+// watchInput starts what wakes the loop when input arrives: the host's
+// input stream over the channel, or a watcher of the input directory. stop
+// ends it.
+func (r *run) watchInput(ctx context.Context, poke func()) (stop func(), err error) {
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	stop = func() {
+		wcancel()
+		<-wdone
+	}
+	if r.channel != "" {
+		r.stream = newInputStream(r.channel, r.log, poke)
+		r.taken = map[string]bool{}
+		go func() {
+			defer close(wdone)
+			r.stream.run(wctx)
+		}()
+		return stop, nil
+	}
+	if err := os.MkdirAll(r.layout.Input(), 0o755); err != nil {
+		wcancel()
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("create input directory: %v", err), Retryable: true})
+		return nil, fmt.Errorf("create input directory: %w", err)
+	}
+	// A close sentinel left by an earlier container is not meant for this one.
+	if err := os.Remove(filepath.Join(r.layout.Input(), ipc.CloseName)); err == nil {
+		r.log.Info().Msg("stale close sentinel removed")
+	}
+
+	w, err := ipc.NewWatcher(r.cfg.Sweep)
+	if err != nil {
+		wcancel()
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
+		return nil, err
+	}
+	if err := w.Add(r.layout.Input()); err != nil {
+		wcancel()
+		w.Close()
+		r.emit(ipc.Event{Type: ipc.EventError, Message: fmt.Sprintf("watch input directory: %v", err), Retryable: true})
+		return nil, err
+	}
+	go func() {
+		defer close(wdone)
+		_ = w.Run(wctx, func(string) { poke() })
+	}()
+	return stop, nil
+}
+
 // closeWhenIdle closes claude's input once the host asked for it and claude
 // is idle, waiting CloseGrace after a result for a queued turn to begin. It
 // returns the timer to wait on, if any.
@@ -451,8 +495,18 @@ func (r *run) closeWhenIdle(timer <-chan time.Time) <-chan time.Time {
 	return nil
 }
 
-// scanInput feeds every waiting input file to claude, in name order.
+// scanInput feeds claude the waiting input: from the channel's stream,
+// or every waiting input file.
 func (r *run) scanInput() {
+	if r.stream != nil {
+		r.scanChannel()
+		return
+	}
+	r.scanFiles()
+}
+
+// scanFiles feeds every waiting input file to claude, in name order.
+func (r *run) scanFiles() {
 	dir := r.layout.Input()
 	names, err := ipc.List(dir)
 	if err != nil {

@@ -399,7 +399,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		d.buildIntake,   // the outbox signal, approvals, /remote-control, the ingest
 		d.buildChannels, // local and WhatsApp, and the media pool behind them
 		d.buildServices, // turn ends, owner alerts and budgets, the credential proxy
-		d.buildRuns,     // the router, the scheduler, the IPC host
+		d.buildRuns,     // the router, the scheduler, the IPC host, the proxy's TCP channel
 		d.listen,        // the control socket and the dashboard
 		d.recover,       // what a previous daemon left
 	} {
@@ -452,11 +452,11 @@ type daemon struct {
 	snaps    *snapshot.Service
 	al       *alerts.Alerts
 	proxy    *credproxy.Proxy
-	proxyTCP *credproxy.TCP // the kubernetes engine's Pods reach the proxy here
 	// buildRuns
-	rt    *router.Router
-	sched *scheduler.Scheduler
-	host  *ipchost.Host
+	proxyTCP *credproxy.TCP // the kubernetes engine's Pods reach the proxy and the IPC host here
+	rt       *router.Router
+	sched    *scheduler.Scheduler
+	host     *ipchost.Host
 	// listen
 	srv     *control.Server
 	admin   *control.Admin
@@ -681,12 +681,13 @@ func (d *daemon) buildServices(context.Context) error {
 	if d.proxy, err = newAPIProxy(cfg, d.hm.Layout(), meterLedger{alerts.NewMeter(al)}, log); err != nil {
 		return err
 	}
-	return d.listenProxyTCP()
+	return nil
 }
 
 // buildRuns builds what runs the agents: the router (with the group queue
-// and the runs it owns), the scheduler that hands it due tasks, and the
-// IPC host that carries out what the agents ask.
+// and the runs it owns), the scheduler that hands it due tasks, the IPC
+// host that carries out what the agents ask, and, on the kubernetes
+// engine, the TCP channel the Pods reach the proxy and the IPC host on.
 func (d *daemon) buildRuns(context.Context) error {
 	cfg, log, db, approver := d.cfg, d.log, d.db, d.approver
 	rt, err := router.New(router.Config{
@@ -723,7 +724,10 @@ func (d *daemon) buildRuns(context.Context) error {
 		Files: ipchost.FileLimits{PerMinute: cfg.OutboxFilesPerMinute, BytesPerDay: cfg.OutboxBytesPerDay}, Floor: d.floor,
 		MaxTasks: cfg.MaxTasks, MaxTaskPrompt: cfg.MaxTaskPrompt, Approver: approver, Live: liveFolders(rt),
 	}, db, rt, d.sched, waRefresher{d.wa}, log)
-	return err
+	if err != nil {
+		return err
+	}
+	return d.listenProxyTCP()
 }
 
 // listen binds the control socket and the dashboard: on the control

@@ -78,7 +78,8 @@ func (d *daemon) openKubeGroupUIDs() error {
 }
 
 // listenProxyTCP serves the credential proxy over TCP for the kubernetes
-// engine's Pods (decision record 36); nothing on the other engines.
+// engine's Pods (decision record 36), and their IPC on the same channel
+// (the IPC host's, decision record 42); nothing on the other engines.
 func (d *daemon) listenProxyTCP() error {
 	if d.kube == nil {
 		return nil
@@ -93,7 +94,7 @@ func (d *daemon) listenProxyTCP() error {
 			return err
 		}
 	}
-	t, err := d.proxy.ListenTCP(d.cfg.ProxyListen, net.JoinHostPort(host, port))
+	t, err := d.proxy.ListenTCP(d.cfg.ProxyListen, net.JoinHostPort(host, port), d.host.Channel)
 	if err != nil {
 		return err
 	}

@@ -637,7 +637,7 @@ func TestKubernetesProxyAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp, err := p.ListenTCP("127.0.0.1:0", "")
+	tcp, err := p.ListenTCP("127.0.0.1:0", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

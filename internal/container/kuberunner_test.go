@@ -3,7 +3,6 @@ package container
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/bridged-app/bridged/internal/credproxy"
 	"github.com/bridged-app/bridged/internal/ipc"
-	"github.com/bridged-app/bridged/internal/ipc/ipctest"
 	"github.com/bridged-app/bridged/internal/store"
 )
 
@@ -94,13 +92,14 @@ func TestKubernetesRunnerMessageToReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.APIProxy = socketProxy{p}
-	tcp, err := p.ListenTCP("127.0.0.1:0", "")
+	family := store.Group{Chat: "local:family", Name: "Family", Folder: "family"}
+	host, _ := ipcHost(t, b.Home, family)
+	tcp, err := p.ListenTCP("127.0.0.1:0", "", host.Channel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tcp.Close() })
 
-	family := store.Group{Chat: "local:family", Name: "Family", Folder: "family"}
 	spec, release, err := b.Build(zerolog.Nop(), family, "bridged-family-1", ipc.RunInput{
 		Prompt: "fake:api stream", Group: "family", Chat: "local:family", AssistantName: "Robo", Timezone: "UTC",
 	})
@@ -110,40 +109,11 @@ func TestKubernetesRunnerMessageToReply(t *testing.T) {
 	defer release()
 
 	k := newKubelet(t)
-	ipcDir := make(chan string, 1)
 	var podSeen *corev1.Pod
-	// The Pod's agent: the runner, with the Pod's environment and its
-	// mounts where the claim's sub-paths are on this host.
+	agent := podRunner(t, runner, claude, homeDir)
 	k.agent = func(ctx context.Context, pod *corev1.Pod, in ipc.RunInput, out, errw io.Writer) int {
 		podSeen = pod
-		c := pod.Spec.Containers[0]
-		at := map[string]string{}
-		for _, m := range c.VolumeMounts {
-			if m.Name == homeVolume {
-				at[m.MountPath] = filepath.Join(homeDir, m.SubPath)
-			}
-		}
-		ipcDir <- at[ContainerIPCDir]
-		args := []string{"--ipc-dir", at[ContainerIPCDir], "--workdir", at[ContainerGroupDir], "--global-dir", at[ContainerGlobalDir], "--extra-dir", t.TempDir(), "--claude", claude}
-		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "IS_SANDBOX=1", "GORACE=atexit_sleep_ms=0"}
-		for _, e := range c.Env {
-			if e.Name != "HOME" {
-				env = append(env, e.Name+"="+e.Value)
-			}
-		}
-		cmd := exec.CommandContext(ctx, runner, args...)
-		cmd.Env = env
-		stdin, _ := json.Marshal(in)
-		cmd.Stdin = bytes.NewReader(stdin)
-		cmd.Stdout, cmd.Stderr = out, errw
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(errw, "runner:", err)
-			if x, ok := err.(*exec.ExitError); ok {
-				return x.ExitCode()
-			}
-			return 1
-		}
-		return 0
+		return agent(ctx, pod, in, out, errw)
 	}
 	e, logs := k.engine(t, func(o *KubeOptions) { o.Proxy = tcp; o.HomeDir = homeDir; o.StartTimeout = time.Minute })
 	spec.Stderr = (&stderrLines{}).add
@@ -152,7 +122,7 @@ func TestKubernetesRunnerMessageToReply(t *testing.T) {
 	if res.IsError || res.Text != "hello from a Pod" {
 		t.Fatalf("result %+v; want the API's answer through the proxy", res)
 	}
-	if err := ipctest.WriteClose(ipc.Layout{Root: <-ipcDir}); err != nil {
+	if err := b.Home.WriteClose("family"); err != nil {
 		t.Fatal(err)
 	}
 	for range run.Events() {

@@ -100,7 +100,7 @@ func benchProxyOverhead(b *testing.B, overTCP bool) {
 	defer ep.Close()
 	viaProxy := loopbackForwarder(b, ep.Socket)
 	if overTCP {
-		t, err := p.ListenTCP("127.0.0.1:0", "")
+		t, err := p.ListenTCP("127.0.0.1:0", "", nil)
 		if err != nil {
 			b.Fatal(err)
 		}

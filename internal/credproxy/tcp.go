@@ -4,6 +4,8 @@ package credproxy
 // run, each run known by a random token its runner sends first on each
 // connection ("BRIDGED-PROXY <token>\n"), the rest of the connection
 // served by the same server, guard, limits and meter as a run's socket.
+// The run's IPC crosses on the same channel (decision record 42): paths
+// under /ipc/ go to the IPC host's handler for the token's group.
 
 import (
 	"bufio"
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	stdlog "log"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -33,21 +36,32 @@ type TCP struct {
 	ln   net.Listener
 	addr string // what Pods dial
 
+	ipc IPC // nil: no IPC on the channel
+
 	mu   sync.Mutex
 	runs map[string]*tcpRun // by token
 	done chan struct{}
 }
+
+// IPC opens the IPC of a run of group on its channel (ipchost.Host.Channel):
+// the handler of its /ipc/ paths, and what ends it with the run.
+type IPC func(group string) (handler http.Handler, closeFn func())
+
+// ipcPrefix starts the paths of the IPC channel (ipc.ChannelRequest, …).
+const ipcPrefix = "/ipc/"
 
 // tcpRun is one run's server, fed the connections its token opens.
 type tcpRun struct {
 	token string
 	ln    *chanListener
 	srv   *runServer
+	ipc   func() // ends the run's IPC; nil: none
 }
 
 // ListenTCP serves the proxy on addr (host:port); advertise is the
-// host:port the Pods reach it at. Close stops it.
-func (p *Proxy) ListenTCP(addr, advertise string) (*TCP, error) {
+// host:port the Pods reach it at; ipcOpen, when not nil, serves each run's IPC
+// on the same channel. Close stops it.
+func (p *Proxy) ListenTCP(addr, advertise string, ipcOpen IPC) (*TCP, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("credential proxy: listen on %s: %w", addr, err)
@@ -55,7 +69,7 @@ func (p *Proxy) ListenTCP(addr, advertise string) (*TCP, error) {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
-	t := &TCP{p: p, ln: ln, addr: advertise, runs: map[string]*tcpRun{}, done: make(chan struct{})}
+	t := &TCP{p: p, ln: ln, addr: advertise, ipc: ipcOpen, runs: map[string]*tcpRun{}, done: make(chan struct{})}
 	go t.accept()
 	p.log.Info().Str("addr", ln.Addr().String()).Str("advertised", advertise).Msg("credential proxy listening over TCP")
 	return t, nil
@@ -79,7 +93,7 @@ func (t *TCP) Close() error {
 	t.runs = map[string]*tcpRun{}
 	t.mu.Unlock()
 	for _, r := range runs {
-		r.srv.close()
+		r.close()
 	}
 	return err
 }
@@ -93,9 +107,16 @@ func (t *TCP) OpenTCP(group, name string) (token string, closeFn func(), err err
 	}
 	token = hex.EncodeToString(b[:])
 	cl := newChanListener(t.ln.Addr())
-	srv := t.p.server(t.p.guard(group, name, t.p.Handler(group, name)))
+	var h http.Handler = t.p.guard(group, name, t.p.Handler(group, name))
+	var closeIPC func()
+	if t.ipc != nil {
+		var ipcH http.Handler
+		ipcH, closeIPC = t.ipc(group)
+		h = t.p.withIPC(h, ipcH)
+	}
+	srv := t.p.server(h)
 	srv.ErrorLog = stdlog.New(debugWriter{t.p.log}, "", 0)
-	r := &tcpRun{token: token, ln: cl, srv: &runServer{srv: srv, served: make(chan struct{})}}
+	r := &tcpRun{token: token, ln: cl, srv: &runServer{srv: srv, served: make(chan struct{})}, ipc: closeIPC}
 	go func() {
 		defer close(r.srv.served)
 		_ = srv.Serve(t.p.listen(cl, group, name))
@@ -109,7 +130,7 @@ func (t *TCP) OpenTCP(group, name string) (token string, closeFn func(), err err
 			t.mu.Lock()
 			delete(t.runs, token)
 			t.mu.Unlock()
-			r.srv.close()
+			r.close()
 		})
 	}, nil
 }
@@ -154,6 +175,30 @@ func (t *TCP) route(c net.Conn) {
 	if !run.ln.give(&bufConn{Conn: c, r: br}) {
 		_ = c.Close()
 	}
+}
+
+// close cuts the run's connections and ends its IPC.
+func (r *tcpRun) close() {
+	r.srv.close()
+	if r.ipc != nil {
+		r.ipc()
+	}
+}
+
+// withIPC sends the paths under ipcPrefix to ipcH and the rest to api. An
+// IPC request's body gets the proxy's read deadline (the input stream has
+// none: it is a GET that stays open).
+func (p *Proxy) withIPC(api, ipcH http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, ipcPrefix) || r.URL.IsAbs() {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.lim.lim.ReadTimeout))
+		}
+		ipcH.ServeHTTP(w, r)
+	})
 }
 
 // runServer is one run's http.Server and the end of its Serve.

@@ -42,6 +42,7 @@ func (h *Home) WriteInput(folder, text string) (string, error) {
 	if err := in.WriteFile(name, data, 0o644); err != nil {
 		return "", err
 	}
+	h.inputWritten(folder)
 	return name, nil
 }
 
@@ -53,7 +54,40 @@ func (h *Home) WriteClose(folder string) error {
 		return err
 	}
 	defer in.Close()
-	return in.WriteFile(ipc.CloseName, nil, 0o644)
+	if err := in.WriteFile(ipc.CloseName, nil, 0o644); err != nil {
+		return err
+	}
+	h.inputWritten(folder)
+	return nil
+}
+
+// InputChanged returns a channel closed when WriteInput or WriteClose next
+// writes to folder's input: the IPC channel's input stream waits on it
+// instead of watching the directory, which on a network volume shared
+// across nodes raises no event (decision record 42).
+func (h *Home) InputChanged(folder string) <-chan struct{} {
+	h.inputMu.Lock()
+	defer h.inputMu.Unlock()
+	if h.inputWake == nil {
+		h.inputWake = map[string]chan struct{}{}
+	}
+	ch := h.inputWake[folder]
+	if ch == nil {
+		ch = make(chan struct{})
+		h.inputWake[folder] = ch
+	}
+	return ch
+}
+
+// inputWritten wakes the waiters of folder's input.
+func (h *Home) inputWritten(folder string) {
+	h.inputMu.Lock()
+	ch := h.inputWake[folder]
+	delete(h.inputWake, folder)
+	h.inputMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // RemoveClose removes a stale close sentinel from folder's input/ (piped

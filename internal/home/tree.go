@@ -58,6 +58,9 @@ type Home struct {
 	mu        sync.Mutex
 	incidents []Incident           // the latest maxIncidents, oldest first
 	walked    map[walkKey]struct{} // trees the ownership walk has done (Tree.Chown)
+
+	inputMu   sync.Mutex
+	inputWake map[string]chan struct{} // per group, closed at the next write to its input (InputChanged)
 }
 
 // New returns the home at dir (made absolute). It does not touch the disk.

@@ -8,7 +8,9 @@
 //   - The IPC directory (DESIGN §8), mounted at /workspace/ipc:
 //     input/<seq>.json (host → agent follow-ups), input/_close (the close
 //     sentinel), requests/<id>.json (agent → host tool calls) and
-//     responses/<id>.json (host → agent answers).
+//     responses/<id>.json (host → agent answers). On the kubernetes engine
+//     the same bodies cross the run's authenticated TCP channel instead
+//     (channel.go, decision record 42).
 //
 // Every file is written atomically (WriteFileAtomic: <name>.tmp in the same
 // directory, fsync, rename) and readers ignore *.tmp (List). File names sort in

@@ -108,6 +108,17 @@
 // its descriptor, and it is renewed whenever the directory the home package
 // opened is not the one watched (the agent renamed, deleted or replaced it).
 //
+// # The channel
+//
+// On the kubernetes engine a run's requests and its follow-up input cross
+// the credential proxy's TCP channel instead of files (Channel, channel.go,
+// decision record 42): the run's token names its group, a request is
+// carried out by carryOut with the same unit of work and looked up in the
+// same records, under per-group bounds of the channel's own (one quick
+// request at a time, MaxInFlight at once); a request id sent again joins or
+// is answered from its first handling. The input directory stays the queue:
+// the channel streams it and removes each input the runner acknowledges.
+//
 // # Tasks
 //
 // schedule_task parses the schedule in the configured timezone and stores the

@@ -175,6 +175,8 @@ type Host struct {
 	refusals refusalLog // ask_approval requests refused, logged sparingly
 
 	box *dirwatch.Engine[*trees] // the groups' requests directories, keyed by folder
+
+	lanes channelLanes // the groups' requests over the IPC channel (Channel)
 }
 
 // protocol is the file protocol of the groups' IPC namespaces: it opens a
@@ -727,24 +729,37 @@ func (u *unit) forget(ctx context.Context, tx *store.Tx) error {
 // answerFromRecord answers req from the record of its earlier handling, if
 // there is one, and removes its file. ok reports whether there was a record.
 func (p *protocol) answerFromRecord(ctx context.Context, log zerolog.Logger, folder store.Folder, t *trees, name string, req ipc.Request) (done, ok bool) {
-	rec, err := p.db.Requests.Get(ctx, folder, req.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, false
-	}
+	resp, found, err := p.recorded(ctx, log, folder, req.ID)
 	if err != nil {
 		// Carrying it out now could repeat it; the next pass tries again.
 		log.Error().Err(err).Msg("look up handled ipc request; left for the next pass")
 		return false, true
 	}
-	resp, err := ipc.DecodeResponse(rec.Response)
-	if err != nil {
-		resp = ipc.ErrorResponse(req.ID, errors.New("internal error: the recorded answer cannot be read"))
+	if !found {
+		return false, false
 	}
-	resp.ID = req.ID
-	log.Warn().Time("handled_at", rec.HandledAt).Bool("ok", resp.OK).
-		Msg("ipc request carried out before; answered from the record, not carried out again")
 	p.respond(log, t, resp)
 	return p.remove(log, t, name), true
+}
+
+// recorded returns the recorded answer of folder's request id when it was
+// carried out before (found), whichever way it came (a file, the channel).
+func (p *protocol) recorded(ctx context.Context, log zerolog.Logger, folder store.Folder, id string) (resp ipc.Response, found bool, err error) {
+	rec, err := p.db.Requests.Get(ctx, folder, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return ipc.Response{}, false, nil
+	}
+	if err != nil {
+		return ipc.Response{}, false, err
+	}
+	resp, err = ipc.DecodeResponse(rec.Response)
+	if err != nil {
+		resp = ipc.ErrorResponse(id, errors.New("internal error: the recorded answer cannot be read"))
+	}
+	resp.ID = id
+	log.Warn().Time("handled_at", rec.HandledAt).Bool("ok", resp.OK).
+		Msg("ipc request carried out before; answered from the record, not carried out again")
+	return resp, true, nil
 }
 
 // respond writes resp atomically to the group's responses directory. A link
