@@ -133,3 +133,60 @@ func TestDockerStartRefusesLinkedSourceWithoutID(t *testing.T) {
 		}
 	})
 }
+
+// A source checked and then moved away before the engine reads it: Docker
+// refuses such a create, while Podman's Docker API (4.3) would make the
+// missing source an empty directory of its own and mount that. Start
+// refuses on both engines, says which source is gone (ErrMountChanged),
+// leaves no container, and nothing is made in the source's place, so the
+// owner's directory can be put back where it was.
+func TestDockerStartRefusesVanishedSource(t *testing.T) {
+	forEngines(t, func(t *testing.T, e *testEngine) {
+		d := e.d
+		image := ensureEchoImage(t, d)
+		project := filepath.Join(t.TempDir(), "project")
+		src := filepath.Join(project, "app")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Anyone may write the project, as an agent that mounts it
+		// read-write (and the engine's user) may.
+		if err := os.Chmod(project, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		e.share(t, filepath.Dir(project))
+		spec, _ := e.echoSpec(t, image, "hi")
+		spec.Mounts = []Mount{{Source: src, Target: ContainerExtraDir + "/app", ReadOnly: true}}
+		spec.Mounts, _ = mountIDs(spec.Mounts) // as CheckMounts records them
+		if err := os.Rename(src, src+".held"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		run, err := d.Start(ctx, spec)
+		if err == nil {
+			for range run.Events() {
+			}
+			waitExit(t, run, 30*time.Second)
+			t.Errorf("Start over a source moved away after its check ran the container; want it refused")
+		} else if !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), src) {
+			t.Errorf("Start over a source moved away after its check: %v; want ErrMountChanged naming %s", err, src)
+		}
+		t.Logf("refused: %v", err)
+		if fi, err := os.Lstat(src); err == nil {
+			t.Errorf("after the refused start %s is there again (%s); want nothing made in the moved source's place", src, fi.Mode())
+		}
+		if err := os.Rename(src+".held", src); err != nil {
+			t.Errorf("the owner's directory cannot be put back: %v", err)
+		}
+		list, err := d.ListManaged(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			if c.Name == spec.Name {
+				t.Errorf("the container %s is still there (%s); want it removed", c.Name, c.State)
+			}
+		}
+	})
+}
