@@ -364,7 +364,7 @@ func linkSources(dir, name string, mounts []Mount) ([]Mount, func(), error) {
 // moved away or replaced since the check (an agent that may write the
 // source's parent can do either at any moment). It is so when the source
 // is not that file now, or when the engine says that the link it was given
-// to the source (linked, on Podman) leads nowhere: the source was away when
+// to the source (linked, on Podman) led nowhere: the source was away when
 // the engine looked, even if it is back by now. The error then wraps
 // ErrMountChanged, names the source and keeps the engine's own; else err is
 // returned as it is.
@@ -375,7 +375,7 @@ func (d *Docker) sourceGone(group string, err error, mounts, linked []Mount) err
 			what = "is gone"
 		} else if FileIDOf(fi) != m.ID {
 			what = "is another file now"
-		} else if i >= len(linked) || !strings.Contains(err.Error(), linked[i].Source) {
+		} else if i >= len(linked) || !linkMissing(err.Error(), linked[i].Source) {
 			continue
 		}
 		gone := fmt.Errorf("%w: the source %s of %s %s (moved or replaced after its check); the container was not started (the engine: %w)",
@@ -384,4 +384,11 @@ func (d *Docker) sourceGone(group string, err error, mounts, linked []Mount) err
 		return gone
 	}
 	return err
+}
+
+// linkMissing reports whether the engine's error msg says that link led
+// nowhere (Podman's "statfs <link>: no such file or directory", or the
+// runtime's failed mount of it), not that it could not be read.
+func linkMissing(msg, link string) bool {
+	return strings.Contains(msg, link) && strings.Contains(strings.ToLower(msg), "no such file or directory")
 }
