@@ -16,10 +16,11 @@ package container
 //     upgrade to tcp, received 409" and the cause only in the answer's
 //     body: it is asked again and the body shown (attachCause).
 //   - A bind mount's source that is missing when the container is created
-//     is made an empty directory (before 5.x, like `docker run -v`), where
-//     Docker refuses the create: each source is given to Podman as a link
-//     the daemon made to it (linkSources), which Podman's mkdir leaves
-//     alone, so a source moved away is refused on both engines.
+//     is made an empty directory (as `docker run -v` would; 4.3 does it for
+//     every bind mount), where Docker refuses the create of a mount: each
+//     source is given to Podman as a link the daemon made to it
+//     (linkSources), which Podman's mkdir leaves alone, so a source moved
+//     away is refused on both engines.
 
 import (
 	"context"
