@@ -511,7 +511,12 @@ func (d *daemon) openDocker(ctx context.Context) error {
 	if cfg.Engine == container.EngineKubernetes {
 		return d.openKube(ctx)
 	}
-	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout, Engine: cfg.Engine})
+	// Links a start cut short left there lead only where its mounts did.
+	links := d.hm.Layout().SourceLinksDir()
+	if err := os.RemoveAll(links); err != nil {
+		return fmt.Errorf("remove the bind-source links: %w", err)
+	}
+	docker, err := container.NewDockerWith(d.log, container.DockerOptions{CallTimeout: cfg.EngineTimeout, Engine: cfg.Engine, LinkDir: links})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}

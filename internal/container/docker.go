@@ -96,6 +96,10 @@ type DockerOptions struct {
 	// for EnginePodman the user's Podman socket (PodmanHost), else
 	// Docker's socket.
 	Host string
+	// LinkDir is where Podman's bind sources are linked from (see
+	// linkSources): a directory that only the daemon writes and the
+	// engine can reach; empty: the system's temporary directory.
+	LinkDir string
 }
 
 // NewDockerWith connects to the engine opts names (Host, else DOCKER_HOST
@@ -371,12 +375,23 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start container for %s: %w", spec.Group, err)
 	}
+	cspec := spec
+	var linked []Mount
+	if info.Engine == EnginePodman {
+		// Podman would make a missing source a directory of its own.
+		var unlink func()
+		if linked, unlink, err = linkSources(d.opts.LinkDir, spec.Name, mounts); err != nil {
+			return nil, fmt.Errorf("start container for %s: %w", spec.Group, err)
+		}
+		defer unlink()
+		cspec.Mounts = linked
+	}
 	cctx, cancel := d.call(ctx)
-	created, err := d.cli.ContainerCreate(cctx, createOptions(spec))
+	created, err := d.cli.ContainerCreate(cctx, createOptions(cspec))
 	err = d.callErr(cctx, err)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("create container for %s: %w", spec.Group, err)
+		return nil, fmt.Errorf("create container for %s: %w", spec.Group, d.sourceGone(spec.Group, err, mounts, linked))
 	}
 	id := created.ID
 	log := d.log.With().Str("group", spec.Group).Str("container", shortID(id)).Str("name", spec.Name).Logger()
@@ -464,7 +479,8 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		if cause := d.attachCause(ctx, id); cause != "" {
 			err = fmt.Errorf("%w: %s", err, cause)
 		}
-		return cleanup(fmt.Errorf("attach: %w", err))
+		// Podman prepares the container, its mounts too, at the attach.
+		return cleanup(d.sourceGone(spec.Group, fmt.Errorf("attach: %w", err), mounts, linked))
 	}
 	// Closing the client (or giving up on the start) ends the output
 	// stream, which the reader would otherwise wait on for as long as
@@ -480,7 +496,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	scancel()
 	if err != nil {
 		att.Close()
-		return cleanup(err)
+		return cleanup(d.sourceGone(spec.Group, err, mounts, linked))
 	}
 	// The engine resolved the mount sources just now: nothing runs in the
 	// container before its input, so a mount that is not what was checked

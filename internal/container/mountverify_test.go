@@ -133,3 +133,132 @@ func TestDockerStartRefusesLinkedSourceWithoutID(t *testing.T) {
 		}
 	})
 }
+
+// A source checked and then moved away before the engine reads it: Docker
+// refuses such a create, while Podman's Docker API (4.3) would make the
+// missing source an empty directory of its own and mount that. Start
+// refuses on both engines, says which source is gone (ErrMountChanged),
+// leaves no container, and nothing is made in the source's place, so the
+// owner's directory can be put back where it was. The links Podman is
+// given are gone once the start has failed or succeeded.
+func TestDockerStartRefusesVanishedSource(t *testing.T) {
+	forEngines(t, func(t *testing.T, e *testEngine) {
+		links := filepath.Join(t.TempDir(), "links")
+		// The daemon's own, which a rootless engine's user (here not the
+		// test's) may pass through.
+		if err := os.Mkdir(links, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		e.share(t, links)
+		opts := e.opts
+		opts.LinkDir = links
+		d, err := NewDockerWith(zerolog.Nop(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() }) // after start's own clean-up
+		image := ensureEchoImage(t, d)
+		project := filepath.Join(t.TempDir(), "project")
+		src := filepath.Join(project, "app")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Anyone may write the project, as an agent that mounts it
+		// read-write (and the engine's user) may.
+		if err := os.Chmod(project, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		e.share(t, filepath.Dir(project))
+		spec, _ := e.echoSpec(t, image, "hi")
+		spec.Mounts = []Mount{{Source: src, Target: ContainerExtraDir + "/app", ReadOnly: true}}
+		spec.Mounts, _ = mountIDs(spec.Mounts) // as CheckMounts records them
+		if err := os.Rename(src, src+".held"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		run, err := d.Start(ctx, spec)
+		if err == nil {
+			for range run.Events() {
+			}
+			waitExit(t, run, 30*time.Second)
+			t.Errorf("Start over a source moved away after its check ran the container; want it refused")
+		} else if !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), src) {
+			t.Errorf("Start over a source moved away after its check: %v; want ErrMountChanged naming %s", err, src)
+		}
+		t.Logf("refused: %v", err)
+		if fi, err := os.Lstat(src); err == nil {
+			t.Errorf("after the refused start %s is there again (%s); want nothing made in the moved source's place", src, fi.Mode())
+		}
+		if err := os.Rename(src+".held", src); err != nil {
+			t.Fatalf("the owner's directory cannot be put back: %v", err)
+		}
+		// Put back, it is mounted again.
+		spec.Name = uniqueName(t)
+		run = start(t, d, spec)
+		for range run.Events() {
+		}
+		if exit := waitExit(t, run, 30*time.Second); exit.Code != 0 {
+			t.Errorf("the start with the source put back: exit %+v; want 0", exit)
+		}
+		if left, _ := os.ReadDir(links); len(left) > 0 {
+			t.Errorf("%s holds %d entries after the starts; want the links removed", links, len(left))
+		}
+		list, err := d.ListManaged(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			if c.Name == spec.Name {
+				t.Errorf("the container %s is still there (%s); want it removed", c.Name, c.State)
+			}
+		}
+	})
+}
+
+// A refused create or start is told as a moved source only when one is:
+// gone or another file now, or its link named in the engine's "no such
+// file or directory" (away when the engine looked, back since). Any other
+// refusal, one naming the link included, is the engine's own.
+func TestSourceGoneSaysWhichSource(t *testing.T) {
+	d := &Docker{log: zerolog.Nop()}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "app")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := mountIDs([]Mount{{Source: src, Target: ContainerExtraDir + "/app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "links", "x.1", "0")
+	linked := []Mount{{Source: link, Target: ContainerExtraDir + "/app"}}
+	engine := func(msg string) error { return errors.New(msg) }
+	for _, c := range []struct {
+		msg, want string // want "": the engine's error as it is
+	}{
+		{"container create: statfs " + link + ": no such file or directory", "was away when the engine looked"},
+		{"making volume mountpoint for volume " + link + ": mkdir " + filepath.Dir(link) + ": permission denied", ""},
+		{"the engine is out of disk", ""},
+	} {
+		err := d.sourceGone("g", engine(c.msg), mounts, linked)
+		switch {
+		case c.want == "" && errors.Is(err, ErrMountChanged):
+			t.Errorf("the engine's %q explained as %v; want it as it is", c.msg, err)
+		case c.want != "" && (!errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), src)):
+			t.Errorf("the engine's %q explained as %v; want ErrMountChanged naming %s and saying it %s", c.msg, err, src, c.want)
+		}
+	}
+	if err := os.Rename(src, src+".held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sourceGone("g", engine("the engine is out of disk"), mounts, nil); !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), "is gone") {
+		t.Errorf("a refusal with the source moved away: %v; want ErrMountChanged saying it is gone", err)
+	}
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sourceGone("g", engine("the engine is out of disk"), mounts, nil); !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), "is another file now") {
+		t.Errorf("a refusal with another directory in the source's place: %v; want ErrMountChanged saying so", err)
+	}
+}

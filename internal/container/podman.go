@@ -15,6 +15,12 @@ package container
 //   - A container that cannot be prepared fails the attach with "unable to
 //     upgrade to tcp, received 409" and the cause only in the answer's
 //     body: it is asked again and the body shown (attachCause).
+//   - A bind mount's source that is missing when the container is created
+//     is made an empty directory (as `docker run -v` would; 4.3 does it for
+//     every bind mount), where Docker refuses the create of a mount: each
+//     source is given to Podman as a link the daemon made to it
+//     (linkSources), which Podman's mkdir leaves alone, so a source moved
+//     away is refused on both engines.
 
 import (
 	"context"
@@ -26,7 +32,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/client"
@@ -306,4 +314,82 @@ func (i EngineInfo) LimitsProblem() string {
 		return fmt.Sprintf("cgroup v2 does not delegate %s to Podman's user (delegated: %s)", strings.Join(missing, ", "), orNone(i.CgroupControllers))
 	}
 	return ""
+}
+
+// linkSources returns mounts with each source given as a link to it, made
+// in a new directory of its own under dir (the system's temporary directory
+// when empty), and a function that removes that directory: the links, never
+// what they point to. Podman's Docker API makes a bind source that is
+// missing at the create an empty directory (MkdirAll), where Docker refuses
+// the create: an agent that moved away a directory it may write, which
+// another group mounts, at the moment that group's container was created
+// would leave that group mounting a directory the engine made, and its own
+// `mv` back would land inside it. Given a link whose target is missing,
+// Podman's mkdir finds the link in its place and makes nothing, and its
+// check of the source then refuses the create, as Docker's does. The engine
+// follows the link to the path that was checked, and resolves the rest of
+// it as it would have the path: a source swapped for another directory or
+// a link is still caught after the start (verifyMounts). The directory is
+// the daemon's to write; others may only pass through it (a rootless
+// engine's user need not be the daemon's).
+func linkSources(dir, name string, mounts []Mount) ([]Mount, func(), error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("link the bind sources: %w", err)
+	}
+	d, err := os.MkdirTemp(dir, name+".")
+	if err != nil {
+		return nil, nil, fmt.Errorf("link the bind sources: %w", err)
+	}
+	unlink := func() { _ = os.RemoveAll(d) }
+	if err := os.Chmod(d, 0o711); err != nil {
+		unlink()
+		return nil, nil, fmt.Errorf("link the bind sources: %w", err)
+	}
+	out := slices.Clone(mounts)
+	for i, m := range out {
+		link := filepath.Join(d, strconv.Itoa(i))
+		if err := os.Symlink(m.Source, link); err != nil {
+			unlink()
+			return nil, nil, fmt.Errorf("link the bind source of %s: %w", m.Target, err)
+		}
+		out[i].Source = link
+	}
+	return out, unlink, nil
+}
+
+// sourceGone explains err, the engine's refusal to create or start the
+// container of group, when a bind source was not the file that was checked:
+// moved away or replaced since the check (an agent that may write the
+// source's parent can do either at any moment). It is so when the source
+// is not that file now, or when the engine says that the link it was given
+// to the source (linked, on Podman) led nowhere: the source was away when
+// the engine looked, even if it is back by now. The error then wraps
+// ErrMountChanged, names the source and keeps the engine's own; else err is
+// returned as it is.
+func (d *Docker) sourceGone(group string, err error, mounts, linked []Mount) error {
+	for i, m := range mounts {
+		what := "was away when the engine looked"
+		if fi, lerr := os.Lstat(m.Source); lerr != nil {
+			what = "is gone"
+		} else if FileIDOf(fi) != m.ID {
+			what = "is another file now"
+		} else if i >= len(linked) || !linkMissing(err.Error(), linked[i].Source) {
+			continue
+		}
+		gone := fmt.Errorf("%w: the source %s of %s %s (moved or replaced after its check); the container was not started (the engine: %w)",
+			ErrMountChanged, m.Source, m.Target, what, err)
+		d.log.Error().Err(gone).Str("group", group).Msg("a bind-mount source is not the directory that was checked; the container was not started")
+		return gone
+	}
+	return err
+}
+
+// linkMissing reports whether the engine's error msg says that link led
+// nowhere (Podman's "statfs <link>: no such file or directory", or the
+// runtime's failed mount of it), not that it could not be read.
+func linkMissing(msg, link string) bool {
+	return strings.Contains(msg, link) && strings.Contains(strings.ToLower(msg), "no such file or directory")
 }

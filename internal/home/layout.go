@@ -131,6 +131,12 @@ func (l Layout) RemoteControlDir() string { return filepath.Join(l.DataDir(), "r
 // any container.
 func (l Layout) SnapshotsDir() string { return filepath.Join(l.DataDir(), "snapshots") }
 
+// SourceLinksDir is data/mount-links/, where a container's bind sources
+// on Podman are linked from while the engine creates and starts it
+// (container.DockerOptions.LinkDir). Daemon-owned: never mounted into any
+// container.
+func (l Layout) SourceLinksDir() string { return filepath.Join(l.DataDir(), "mount-links") }
+
 // EmptyDir is data/empty/, read-only empty things mounted over what a
 // container must not see.
 func (l Layout) EmptyDir() string { return filepath.Join(l.DataDir(), "empty") }
