@@ -130,6 +130,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fmt.Fprintln(stderr, "agent-runner: cannot make itself non-dumpable:", err)
 	}
+	// The daemon's mount report, when it asks for one: the first line on
+	// stdout, before the input is read and anything the agent controls
+	// runs here (docs/decisions.md, record 44).
+	if targets := getenv(ipc.MountsEnv); targets != "" {
+		if err := ipc.ReportMounts(stdout, targets); err != nil {
+			return fmt.Errorf("report the mounts: %w", err)
+		}
+	}
 	fail := func(msg string, retryable bool) error {
 		writeEvent(stdout, ipc.Event{Type: ipc.EventError, Message: msg, Retryable: retryable})
 		return errors.New(msg)

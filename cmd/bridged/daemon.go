@@ -531,16 +531,12 @@ func (d *daemon) openDocker(ctx context.Context) error {
 	}
 	// Each group's agent runs as a uid of its own, from
 	// BRIDGED_CONTAINER_UID up, which its directories are given to (a root
-	// daemon) or granted to by ACL (a rootless engine's user). A daemon
-	// that is neither, on a rootful engine, cannot look into a container
-	// of another uid to confirm its mounts: its agents run as itself
-	// (docs/decisions.md, record 33).
-	if os.Geteuid() == 0 || d.engine.Rootless {
-		if d.groupUIDs, err = home.OpenGroupUIDs(d.hm.Layout(), cfg.ContainerUID); err != nil {
-			return err
-		}
-	} else {
-		d.log.Info().Int("uid", os.Geteuid()).Msg("every agent runs as the daemon's own uid: a daemon that is not root gives each group a uid of its own only on rootless Podman")
+	// daemon) or granted to by ACL (a daemon that is not root: a rootless
+	// engine's user, or a `docker` group member, whose containers' mounts
+	// are confirmed from their runners' reports; docs/decisions.md,
+	// records 33 and 44).
+	if err := d.openGroupUIDs(); err != nil {
+		return err
 	}
 	if cfg.MountAllowlist != "" {
 		allow, err := container.LoadAllowlist(cfg.MountAllowlist, cfg.Home, cfg.EnvFile)
@@ -550,6 +546,24 @@ func (d *daemon) openDocker(ctx context.Context) error {
 		d.allow = allow.WithMasks(d.hm.Layout()) // hide .ssh, .env, … inside allowed mounts
 	}
 	return nil
+}
+
+// openGroupUIDs gives each group a uid of its own where the daemon can
+// give or grant the group's directories to it: a root daemon gives them
+// away; one that is not grants them by POSIX ACLs, which the home's file
+// system must take. Where it does not, every agent runs as the daemon's
+// uid, with a warning (and one in doctor).
+func (d *daemon) openGroupUIDs() error {
+	if os.Geteuid() != 0 {
+		if err := home.ACLSupported(d.hm.Layout().DataDir()); err != nil {
+			d.log.Warn().Err(err).Int("uid", os.Geteuid()).
+				Msg("every agent runs as the daemon's own uid: the home's file system takes no POSIX ACLs, by which a daemon that is not root grants each group's uid its directories")
+			return nil
+		}
+	}
+	var err error
+	d.groupUIDs, err = home.OpenGroupUIDs(d.hm.Layout(), d.cfg.ContainerUID)
+	return err
 }
 
 // buildIntake builds the ingest and what it answers before storage. Ingest

@@ -339,6 +339,27 @@ func checkAllowlist(cfg *config.Config) check {
 	return check{name: "allowlist", status: "ok", detail: cfg.MountAllowlist + " parses"}
 }
 
+// groupUIDCheck says whether each group's agent runs as a uid of its own
+// (docs/decisions.md, records 33, 43 and 44): a root daemon gives the
+// directories away; one that is not (a rootless engine's user, a `docker`
+// group member, the kubernetes daemon) grants them by POSIX ACLs, which the
+// home's file system must take, else every agent runs as its own uid.
+func groupUIDCheck(cfg *config.Config, euid int) check {
+	first := fmt.Sprintf("from %d up", cfg.ContainerUID+1)
+	if euid == 0 {
+		return check{name: "group uids", status: "ok", detail: "each group's agent runs as a uid of its own (" + first + ")"}
+	}
+	dir := home.Layout{Dir: cfg.Home}.DataDir()
+	if _, err := os.Stat(dir); err != nil {
+		return check{name: "group uids", status: "ok", detail: "not checked: " + dir + " does not exist yet"}
+	}
+	if err := home.ACLSupported(dir); err != nil {
+		return check{name: "group uids", status: "warn", detail: fmt.Sprintf("every agent runs as the daemon's uid (%d), so one agent may act on another's files: %v", euid, err),
+			hint: "a home on a file system with POSIX ACLs (ext4, xfs, btrfs) gives each group a uid of its own"}
+	}
+	return check{name: "group uids", status: "ok", detail: "each group's agent runs as a uid of its own (" + first + ", granted by ACL)"}
+}
+
 // checkContainerUser warns when the uid containers run as under a root
 // daemon is a login user's in passwd (a file in /etc/passwd's format): that
 // user would own every agent's workspace. A user whose shell is nologin or
@@ -347,8 +368,9 @@ func checkContainerUser(cfg *config.Config, euid int, passwd string) check {
 	uid, gid := cfg.ContainerUID, cfg.ContainerGID
 	id := fmt.Sprintf("%d:%d", uid, gid)
 	if euid != 0 {
-		detail := fmt.Sprintf("this user is not root: containers run as its own uid:gid (%d:%d) unless the daemon runs as root, then as %s", euid, os.Getegid(), id)
-		return check{name: "uid", status: "ok", detail: detail}
+		c := groupUIDCheck(cfg, euid)
+		c.name = "uid"
+		return c
 	}
 	data, err := os.ReadFile(passwd)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bridged-app/bridged/internal/config"
 	"github.com/bridged-app/bridged/internal/container"
-	"github.com/bridged-app/bridged/internal/home"
 )
 
 // kubeVerbs are what the daemon does with Pods in its namespace: the
@@ -61,7 +60,7 @@ func checkKube(ctx context.Context, cfg *config.Config) []check {
 	}
 	out := []check{{name: "kubernetes", status: "ok", detail: fmt.Sprintf("the API server at %s answers (%s)", api.host, version.GitVersion)}}
 	out = append(out, kubeNamespaceCheck(cctx, api, ns), kubeRBACCheck(cctx, api, ns), kubeClaimCheck(cctx, api, ns, cfg.KubeClaim))
-	return append(out, kubeUIDCheck(cfg, os.Geteuid()))
+	return append(out, groupUIDCheck(cfg, os.Geteuid()))
 }
 
 func kubeNamespaceCheck(ctx context.Context, api kubeAPI, ns string) check {
@@ -140,24 +139,6 @@ func kubeClaimCheck(ctx context.Context, api kubeAPI, ns, claim string) check {
 		return check{name: "claim", status: "warn", detail: "the daemon may not read the claim " + claim, hint: "add get on persistentvolumeclaims to its Role (docs/kubernetes.md)"}
 	}
 	return check{name: "claim", status: "FAIL", detail: "get claim " + claim + ": " + kubeErr(code, err), hint: "check the API server and the daemon's credentials"}
-}
-
-// kubeUIDCheck says whether each group's agent runs as a uid of its own:
-// a root daemon gives the directories away; one that is not needs POSIX
-// ACLs on the claim's file system.
-func kubeUIDCheck(cfg *config.Config, euid int) check {
-	if euid == 0 {
-		return check{name: "group uids", status: "ok", detail: "each group's agent runs as a uid of its own"}
-	}
-	dir := home.Layout{Dir: cfg.Home}.DataDir()
-	if _, err := os.Stat(dir); err != nil {
-		return check{name: "group uids", status: "ok", detail: "not checked: " + dir + " does not exist yet"}
-	}
-	if err := home.ACLSupported(dir); err != nil {
-		return check{name: "group uids", status: "warn", detail: "every agent runs as the daemon's uid: " + err.Error(),
-			hint: "a claim on a file system with POSIX ACLs (ext4, xfs) gives each group a uid of its own"}
-	}
-	return check{name: "group uids", status: "ok", detail: "each group's agent runs as a uid of its own (granted by ACL)"}
 }
 
 // kubeAPI is plain JSON over the API server's HTTP client.

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/bridged-app/bridged/internal/container"
-	"github.com/bridged-app/bridged/internal/home"
 )
 
 // openKube connects to the cluster (in-cluster, else KUBECONFIG), checks
@@ -53,28 +52,13 @@ func (d *daemon) openKube(ctx context.Context) error {
 	if err := k.Ping(ctx); err != nil {
 		return fmt.Errorf("kubernetes engine: %w (the daemon's RBAC must allow Pods in %s: docs/kubernetes.md)", err, ns)
 	}
-	if err := d.openKubeGroupUIDs(); err != nil {
+	if err := d.openGroupUIDs(); err != nil {
 		return err
 	}
 	d.kube, d.runtime = k, k
 	d.engine = container.EngineInfo{Engine: container.EngineKubernetes}
 	d.log.Info().Str("namespace", ns).Str("claim", cfg.KubeClaim).Str("pod", cfg.KubePod).Msg("agents run as Pods (kubernetes engine)")
 	return nil
-}
-
-// openKubeGroupUIDs gives each group a uid of its own where the daemon can
-// give or grant the group's directories to it.
-func (d *daemon) openKubeGroupUIDs() error {
-	if os.Geteuid() != 0 {
-		if err := home.ACLSupported(d.hm.Layout().DataDir()); err != nil {
-			d.log.Warn().Err(err).Int("uid", os.Geteuid()).
-				Msg("every agent runs as the daemon's own uid: the claim's file system takes no POSIX ACLs, by which a daemon that is not root grants each group's uid its directories")
-			return nil
-		}
-	}
-	var err error
-	d.groupUIDs, err = home.OpenGroupUIDs(d.hm.Layout(), d.cfg.ContainerUID)
-	return err
 }
 
 // listenProxyTCP serves the credential proxy over TCP for the kubernetes

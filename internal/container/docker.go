@@ -77,6 +77,10 @@ type Docker struct {
 
 	infoMu sync.Mutex // guards info
 	info   *EngineInfo
+
+	// euid is the daemon's effective uid: whether it may look into a
+	// container of another uid through /proc (confirmByReport).
+	euid int
 }
 
 var _ Runtime = (*Docker)(nil)
@@ -123,7 +127,7 @@ func NewDockerWith(log zerolog.Logger, opts DockerOptions) (*Docker, error) {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	closing, closeFn := context.WithCancel(context.Background())
-	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger(), opts: opts, closing: closing, close: closeFn}, nil
+	return &Docker{cli: cli, log: log.With().Str("component", "container").Logger(), opts: opts, closing: closing, close: closeFn, euid: os.Geteuid()}, nil
 }
 
 // call returns ctx bounded by the per-call deadline.
@@ -386,6 +390,12 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		defer unlink()
 		cspec.Mounts = linked
 	}
+	// A daemon that may not look into the container through /proc asks
+	// its runner for a report of the mounts (mountreport.go).
+	byReport := len(mounts) > 0 && confirmByReport(d.euid, info, spec.User)
+	if byReport {
+		cspec.Env = append(slices.Clone(cspec.Env), mountsEnv(mounts))
+	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, createOptions(cspec))
 	err = d.callErr(cctx, err)
@@ -426,6 +436,9 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 		exited:       make(chan struct{}),
 		output:       make(chan struct{}),
 		cancel:       cancel,
+	}
+	if byReport {
+		r.report = make(chan []byte, 1)
 	}
 	cleanup := func(cause error) (Run, error) {
 		cancel()
@@ -501,7 +514,14 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Run, error) {
 	// The engine resolved the mount sources just now: nothing runs in the
 	// container before its input, so a mount that is not what was checked
 	// is caught before the agent could use it.
-	if err := d.verifyMounts(ctx, id, mounts); err != nil {
+	if byReport {
+		if err = r.confirmReport(ctx, mounts, d.opts.CallTimeout); err == nil {
+			log.Debug().Int("mounts", len(mounts)).Msg("bind mounts confirmed from the runner's report")
+		}
+	} else {
+		err = d.verifyMounts(ctx, id, mounts)
+	}
+	if err != nil {
 		if errors.Is(err, ErrMountChanged) {
 			log.Error().Err(err).Msg("a bind mount of the started container is not the directory that was checked (its source was swapped before the engine mounted it); stopping the container before its input")
 		} else {
@@ -547,9 +567,10 @@ func mountIDs(mounts []Mount) ([]Mount, error) {
 // and follows a link it finds there: a source swapped in between would
 // otherwise go unnoticed (`docker inspect` still shows the path asked for).
 // Each mount is looked at from the host through the container's root,
-// /proc/<pid>/root/<target>, which the daemon may read both as root and as
-// the containers' own user (a daemon that is not root runs its containers
-// as itself). An error wraps ErrMountChanged when a mount is another file;
+// /proc/<pid>/root/<target>, which the daemon may read as root, as the
+// user of a rootless engine (it owns the container's user namespace) and
+// as the containers' own user; a daemon that is none of these confirms
+// them from the runner's report instead (confirmByReport). An error wraps ErrMountChanged when a mount is another file;
 // any other error means the mounts could not be confirmed.
 func (d *Docker) verifyMounts(ctx context.Context, id string, mounts []Mount) error {
 	if len(mounts) == 0 {
@@ -727,6 +748,12 @@ type dockerRun struct {
 	lostDone  chan struct{}
 	lostErr   error
 	lostCause error
+
+	// report, when set, takes the container's first stdout line: its
+	// runner's mount report (mountreport.go). reportTaken is the output
+	// reader's own.
+	report      chan []byte
+	reportTaken bool
 }
 
 func (r *dockerRun) ID() string { return r.id }
@@ -844,6 +871,9 @@ func (r *dockerRun) readOutput(h client.HijackedResponse) {
 		}
 	}()
 	stdout := &lineWriter{max: MaxEventLine, line: r.stdoutLine, long: func(n int) {
+		if r.takeReport(nil) {
+			return
+		}
 		r.log.Warn().Int("bytes", n).Msg("container stdout line too long, dropped")
 	}}
 	stderr := &lineWriter{max: MaxStderrLine, cut: true, line: r.stderrLine}
@@ -877,6 +907,9 @@ wait:
 }
 
 func (r *dockerRun) stdoutLine(line []byte) {
+	if r.takeReport(line) {
+		return
+	}
 	ev, ok := decodeLine(r.log, line)
 	if !ok {
 		return

@@ -24,90 +24,109 @@ import (
 // store, Start sees it, stops the container before its input reaches it,
 // logs why and returns ErrMountChanged. The same spec, not swapped, runs.
 func TestDockerStartStopsSwappedMount(t *testing.T) {
-	forEngines(t, func(t *testing.T, e *testEngine) {
-		d, logs := e.d, e.logs
-		image := ensureEchoImage(t, d)
-		b := newBuilder(t)
-		b.Image = image
-		b.Limits = e.limits(t, b.Limits)
-		b.UIDMap, b.GIDMap = e.info.UIDMap, e.info.GIDMap
-		l := b.Home.Layout()
-		g := store.Group{Chat: "local:fam", Name: "Family", Folder: "fam"}
-		build := func(prompt string) Spec {
-			t.Helper()
-			spec, release, err := b.Build(zerolog.Nop(), g, uniqueName(t), ipc.RunInput{
-				Prompt: prompt, Group: "fam", Chat: "local:fam", AssistantName: "Robo", Timezone: "UTC",
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			release()
-			e.share(t, l.Dir)
-			if err := b.CheckMounts(&spec); err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range spec.Mounts {
-				if m.ID.IsZero() {
-					t.Fatalf("CheckMounts left the mount %s without its source's device and inode", m.Target)
-				}
-			}
-			return spec
-		}
+	forEngines(t, testStopsSwappedMount)
+}
 
-		// Not swapped: every mount is what was checked.
-		spec := build("write /workspace/group/ok.txt")
-		se := &stderrLines{}
-		spec.Stderr = se.add
-		run := start(t, d, spec)
-		for range run.Events() {
-		}
-		if exit := waitExit(t, run, 30*time.Second); exit.Code != 0 {
-			t.Fatalf("exit %+v; want 0", exit)
-		}
-		if _, err := os.Stat(filepath.Join(l.GroupDir("fam"), "ok.txt")); err != nil {
-			t.Fatalf("the run with its mounts as checked did not write its folder: %v (stderr %q)", err, se.all())
-		}
+// The same, with the mounts confirmed from the runner's report, as a daemon
+// does that is neither root nor rootless and runs its agents as other uids
+// (docs/decisions.md, record 44): the test process is root, so the Docker
+// runtime is told it is another user (whose uid no container runs as).
+func TestDockerStartStopsSwappedMountByReport(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, EngineDocker)
+	if e.info.Rootless {
+		t.Skip("SKIPPING: Docker is rootless here, whose user reads /proc/<pid>/root itself")
+	}
+	e.d.euid = 4242
+	testStopsSwappedMount(t, e)
+	if n := strings.Count(e.logs.String(), "bind mounts confirmed from the runner's report"); n != 1 {
+		t.Errorf("%d starts confirmed their mounts from the runner's report; want the one not swapped (logs %s)", n, e.logs)
+	}
+}
 
-		// Checked, then swapped.
-		if err := os.WriteFile(filepath.Join(l.StoreDir(), "bridged.db"), []byte("the database"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		spec = build("write /workspace/group/pwned.txt")
-		dir := l.GroupDir("fam")
-		if err := os.Rename(dir, dir+".held"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../store", dir); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		run, err := d.Start(ctx, spec)
-		if err == nil {
-			for range run.Events() {
-			}
-			waitExit(t, run, 30*time.Second)
-			t.Fatalf("Start over a source swapped for a link to store/ after its check ran the container; want it stopped before its input")
-		}
-		if !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), ContainerGroupDir) {
-			t.Errorf("Start over a swapped source: %v; want ErrMountChanged naming %s", err, ContainerGroupDir)
-		}
-		if _, err := os.Lstat(filepath.Join(l.StoreDir(), "pwned.txt")); err == nil {
-			t.Error("the container wrote into the store through the swapped mount")
-		}
-		if !strings.Contains(logs.String(), "is not the directory that was checked") || !strings.Contains(logs.String(), `"level":"error"`) {
-			t.Errorf("logs %s; want an error line saying the mount is not the directory that was checked", logs)
-		}
-		list, err := d.ListManaged(ctx)
+func testStopsSwappedMount(t *testing.T, e *testEngine) {
+	d, logs := e.d, e.logs
+	image := ensureEchoImage(t, d)
+	b := newBuilder(t)
+	b.Image = image
+	b.Limits = e.limits(t, b.Limits)
+	b.UIDMap, b.GIDMap = e.info.UIDMap, e.info.GIDMap
+	l := b.Home.Layout()
+	g := store.Group{Chat: "local:fam", Name: "Family", Folder: "fam"}
+	build := func(prompt string) Spec {
+		t.Helper()
+		spec, release, err := b.Build(zerolog.Nop(), g, uniqueName(t), ipc.RunInput{
+			Prompt: prompt, Group: "fam", Chat: "local:fam", AssistantName: "Robo", Timezone: "UTC",
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range list {
-			if c.Name == spec.Name {
-				t.Errorf("the container %s is still there (%s); want it removed", c.Name, c.State)
+		release()
+		e.share(t, l.Dir)
+		if err := b.CheckMounts(&spec); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range spec.Mounts {
+			if m.ID.IsZero() {
+				t.Fatalf("CheckMounts left the mount %s without its source's device and inode", m.Target)
 			}
 		}
-	})
+		return spec
+	}
+
+	// Not swapped: every mount is what was checked.
+	spec := build("write /workspace/group/ok.txt")
+	se := &stderrLines{}
+	spec.Stderr = se.add
+	run := start(t, d, spec)
+	for range run.Events() {
+	}
+	if exit := waitExit(t, run, 30*time.Second); exit.Code != 0 {
+		t.Fatalf("exit %+v; want 0", exit)
+	}
+	if _, err := os.Stat(filepath.Join(l.GroupDir("fam"), "ok.txt")); err != nil {
+		t.Fatalf("the run with its mounts as checked did not write its folder: %v (stderr %q)", err, se.all())
+	}
+
+	// Checked, then swapped.
+	if err := os.WriteFile(filepath.Join(l.StoreDir(), "bridged.db"), []byte("the database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec = build("write /workspace/group/pwned.txt")
+	dir := l.GroupDir("fam")
+	if err := os.Rename(dir, dir+".held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../store", dir); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := d.Start(ctx, spec)
+	if err == nil {
+		for range run.Events() {
+		}
+		waitExit(t, run, 30*time.Second)
+		t.Fatalf("Start over a source swapped for a link to store/ after its check ran the container; want it stopped before its input")
+	}
+	if !errors.Is(err, ErrMountChanged) || !strings.Contains(err.Error(), ContainerGroupDir) {
+		t.Errorf("Start over a swapped source: %v; want ErrMountChanged naming %s", err, ContainerGroupDir)
+	}
+	if _, err := os.Lstat(filepath.Join(l.StoreDir(), "pwned.txt")); err == nil {
+		t.Error("the container wrote into the store through the swapped mount")
+	}
+	if !strings.Contains(logs.String(), "is not the directory that was checked") || !strings.Contains(logs.String(), `"level":"error"`) {
+		t.Errorf("logs %s; want an error line saying the mount is not the directory that was checked", logs)
+	}
+	list, err := d.ListManaged(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		if c.Name == spec.Name {
+			t.Errorf("the container %s is still there (%s); want it removed", c.Name, c.State)
+		}
+	}
 }
 
 // A spec that does not come from SpecBuilder gets its sources' identities

@@ -46,6 +46,10 @@ func run() int {
 		out.Write(append(b, '\n'))
 		out.Flush()
 	}
+	if targets := os.Getenv(ipc.MountsEnv); targets != "" {
+		ipc.ReportMounts(out, targets)
+		out.Flush()
+	}
 	data, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "read stdin:", err)
