@@ -33,8 +33,12 @@ var ErrNoGroupUID = errors.New("no group uid left")
 type GroupUIDs struct {
 	path string
 	base int
-	mu   sync.Mutex
-	uids map[string]int
+	// daemon is the daemon's own uid, never given to a group: on rootful
+	// Docker a group's uid is the host's, and an agent running as the
+	// daemon would own the home.
+	daemon int
+	mu     sync.Mutex
+	uids   map[string]int
 }
 
 type groupUIDsFile struct {
@@ -50,7 +54,7 @@ func OpenGroupUIDs(l Layout, base int) (*GroupUIDs, error) {
 	if base <= 0 {
 		return nil, fmt.Errorf("group uids: base %d: want a positive uid", base)
 	}
-	u := &GroupUIDs{path: filepath.Join(l.DataDir(), GroupUIDsName), base: base, uids: map[string]int{}}
+	u := &GroupUIDs{path: filepath.Join(l.DataDir(), GroupUIDsName), base: base, daemon: os.Geteuid(), uids: map[string]int{}}
 	data, err := os.ReadFile(u.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -63,7 +67,7 @@ func OpenGroupUIDs(l Layout, base int) (*GroupUIDs, error) {
 		return nil, fmt.Errorf("group uids: %s: %w", u.path, err)
 	}
 	for folder, uid := range f.UIDs {
-		if CheckFolder(folder) != nil || uid <= 0 {
+		if CheckFolder(folder) != nil || uid <= 0 || uid == u.daemon {
 			return nil, fmt.Errorf("group uids: %s: bad entry %q: %d", u.path, folder, uid)
 		}
 		u.uids[folder] = uid
@@ -85,6 +89,9 @@ func (u *GroupUIDs) UID(folder string) (int, error) {
 	next := u.base + 1
 	for _, uid := range u.uids {
 		next = max(next, uid+1)
+	}
+	if next == u.daemon {
+		next++
 	}
 	if next > u.base+MaxGroupUIDs {
 		return 0, fmt.Errorf("%w: %d given out", ErrNoGroupUID, len(u.uids))

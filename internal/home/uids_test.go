@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -50,5 +51,33 @@ func TestGroupUIDs(t *testing.T) {
 	}
 	if _, err := OpenGroupUIDs(l, 61000); err == nil {
 		t.Error("a file giving uid 0: no error; want one")
+	}
+}
+
+// The daemon's own uid is never a group's: on rootful Docker a group uid
+// is the host's, and the agent would own the home. A file that gives it to
+// a group is refused.
+func TestGroupUIDsSkipTheDaemons(t *testing.T) {
+	l := Layout{Dir: t.TempDir()}
+	if err := os.MkdirAll(l.DataDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	u, err := OpenGroupUIDs(l, 61000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.daemon = 61002
+	if got, err := u.UID("a"); err != nil || got != 61001 {
+		t.Fatalf("a: %d, %v; want 61001", got, err)
+	}
+	if got, err := u.UID("b"); err != nil || got != 61003 {
+		t.Fatalf("b: %d, %v; want 61003, past the daemon's 61002", got, err)
+	}
+	data := `{"base":61000,"uids":{"a":` + strconv.Itoa(os.Geteuid()) + `}}`
+	if err := os.WriteFile(filepath.Join(l.DataDir(), GroupUIDsName), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenGroupUIDs(l, 61000); err == nil {
+		t.Errorf("a file giving a group the daemon's own uid (%d) opened; want it refused", os.Geteuid())
 	}
 }
