@@ -467,18 +467,15 @@ func testBoundaryIdleClose(t *testing.T, u daemonUser) {
 	// Each step waits on the daemon's own view of its agents (its status),
 	// not on the engine's events, which Podman delivers late or not at all.
 
-	// j. The containers' uid: for a root daemon a dedicated high uid, not
-	// 1000 (often a login user) and never 0; for any other daemon its own.
+	// j. The containers' uid: for every daemon user (root, a `docker`
+	// group member, rootless Podman's user) the group's own high uid, not
+	// 1000 (often a login user), never 0 and never the daemon's.
 	t.Run("ContainerUID", func(t *testing.T) {
 		e := e.in(t)
 		got := e.bash("local:main", `echo "$(id -u):$(id -g)"`, turnWait)
-		if u.uid == 0 || u.rootless {
-			uid := groupUID(t, home, "main")
-			if want := fmt.Sprintf("%d:%d", uid, uid); got != want || uid <= 61000 || uid > 61000+4095 {
-				t.Errorf("main's container runs as %q; want its own uid above 61000 (BRIDGED_CONTAINER_UID's default), %s", got, want)
-			}
-		} else if want := fmt.Sprintf("%d:%d", u.uid, u.gid); got != want {
-			t.Errorf("a container of a daemon running as %s runs as %q; want the daemon's own uid:gid", want, got)
+		uid := groupUID(t, home, "main")
+		if want := fmt.Sprintf("%d:%d", uid, uid); got != want || uid <= 61000 || uid > 61000+4095 || (!u.rootless && uid == u.uid) {
+			t.Errorf("main's container, under a daemon running as %d, runs as %q; want its own uid above 61000 (BRIDGED_CONTAINER_UID's default), %s", u.uid, got, want)
 		}
 	})
 

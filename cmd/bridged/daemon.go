@@ -123,7 +123,7 @@ func containerUser(cfg *config.Config, log zerolog.Logger) (uid, gid int) {
 	uid, gid, ignored := cfg.ContainerUser(os.Geteuid(), os.Getegid())
 	if ignored {
 		log.Info().Int("uid", uid).Int("gid", gid).
-			Msg("not running as root: containers run as the daemon's own uid:gid; BRIDGED_CONTAINER_UID/GID are ignored")
+			Msg("not running as root: BRIDGED_CONTAINER_UID is the base of the group uids only; an agent without a uid of its own runs as the daemon's uid:gid")
 	}
 	return uid, gid
 }
