@@ -307,13 +307,21 @@ func BenchmarkE2ETelegramIdle(b *testing.B) {
 // on Docker and on rootless Podman in one run, the daemon as each is
 // deployed (root on Docker; the service's user on Podman), 5 rounds each.
 func BenchmarkE2EColdStart(b *testing.B) {
-	for _, engine := range []string{"docker", "podman"} {
+	// docker-user: the daemon a `docker` group member, its agents of
+	// their groups' uids, their mounts confirmed from the runner's report
+	// (docs/decisions.md, record 44).
+	for _, engine := range []string{"docker", "docker-user", "podman"} {
 		b.Run(engine, func(b *testing.B) {
 			for range b.N {
 				var e *env
 				args := []string{"--idle-timeout", "1s"}
 				if engine == "podman" {
 					e = makePodmanEnv(b, args)
+				} else if engine == "docker-user" {
+					if skipReason != "" || os.Geteuid() != 0 {
+						b.Skip("SKIPPING: the daemon as a user of its own needs Docker and a root benchmark process")
+					}
+					e = makeEnvAs(b, nonRootUID, nonRootUID, args)
 				} else {
 					if skipReason != "" {
 						b.Skip("SKIPPING Docker benchmark: " + skipReason)
