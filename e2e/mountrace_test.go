@@ -1,9 +1,8 @@
 package e2e
 
 // Bind sources cannot be swapped between check and start (issue 20, finding
-// 7). With a daemon that is not root, the containers run as the daemon's own
-// user, so whatever directory a container can write is the daemon's to
-// write too. The engine resolves a bind source when it starts the container,
+// 7). Whatever directory a container can write, the daemon can write too
+// (its own uid, or granted by ACL). The engine resolves a bind source when it starts the container,
 // after the daemon checked it: if the main agent could rename another
 // group's folder and put a symlink to ../store in its place in that window,
 // the other group's next container would get the home's store/ as its

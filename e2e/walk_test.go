@@ -220,11 +220,11 @@ func deepestOwner(t *testing.T, dir string) (levels int, uid uint32, acl bool) {
 // group's folder (the link is made here, as root: the host's
 // fs.protected_hardlinks would stop the agent) is left as it is when the
 // daemon's walk hands the folder to the group's uid, and the daemon says
-// which file it left alone. On Docker the root daemon's walk changes
-// owners: the file, someone else's, keeps its owner. On rootless Podman
-// the walk grants the group's uid by ACL what the daemon owns: the file,
-// the daemon's own and private to it, gets no grant, and the agent cannot
-// read it.
+// which file it left alone. The root daemon's walk changes owners: the
+// file, someone else's, keeps its owner. A daemon that is not root (rootless
+// Podman's user, a docker group member) grants the group's uid by ACL what
+// it owns: the file, the daemon's own and private to it, gets no grant, and
+// the agent cannot read it.
 func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	parallel(t, light)
 	if os.Geteuid() != 0 {
@@ -233,9 +233,6 @@ func TestE2EOwnershipWalkHardLink(t *testing.T) {
 	for _, u := range daemonUsers() {
 		t.Run(u.name, func(t *testing.T) {
 			u.skipUnavailable(t)
-			if u.uid != 0 && !u.rootless {
-				t.Skip("SKIPPING: a daemon that is neither root nor on rootless Podman runs its agents as itself and walks no tree")
-			}
 			testOwnershipWalkHardLink(t, u)
 		})
 	}
@@ -251,11 +248,16 @@ func testOwnershipWalkHardLink(t *testing.T, u daemonUser) {
 	}
 	d.stop(t)
 
-	// Outside the home: someone else's file on Docker, the daemon's own,
-	// private to it, on Podman.
+	// Outside the home: someone else's file under a root daemon, the
+	// daemon's own, private to it, under one that grants by ACL (rootless
+	// Podman's user, a docker group member).
 	owner, mode := 4321, os.FileMode(0o644)
-	if u.rootless {
+	grants := u.rootless || u.uid != 0
+	switch {
+	case u.rootless:
 		owner, mode = podman.uid, 0o600
+	case grants:
+		owner, mode = u.uid, 0o600
 	}
 	victim := filepath.Join(t.TempDir(), "shadow")
 	writeFile(t, victim, "root:x:0:0::/root:/bin/sh\n")
@@ -275,7 +277,7 @@ func testOwnershipWalkHardLink(t *testing.T, u daemonUser) {
 		t.Fatalf("the agent does not see the linked file: %q", got)
 	}
 	t.Logf("the agent: %q", got)
-	if u.rootless && !strings.Contains(got, "Permission denied") {
+	if grants && !strings.Contains(got, "Permission denied") {
 		t.Errorf("the agent read the daemon's private file through the hard link: %q; want Permission denied (the walk granted it)", got)
 	}
 	fi, err := os.Stat(victim)

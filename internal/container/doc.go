@@ -50,7 +50,11 @@
 // root (/proc/<pid>/root/<target>) and compares its device and inode with
 // the ones recorded when the source was checked (Mount.ID); a mount that is
 // another file, or cannot be looked at, stops and removes the container and
-// fails the start (ErrMountChanged for the former). A source the engine
+// fails the start (ErrMountChanged for the former). A daemon that may not
+// look there (neither root nor a rootless engine's user, its container of
+// another uid) takes the device and inode from the runner's report
+// instead, its first stdout line, written before it reads its input
+// (mountreport.go). A source the engine
 // finds missing is refused, never made: Docker refuses it, and Podman, whose
 // Docker API would make it an empty directory, is given each source as a
 // link the daemon made (DockerOptions.LinkDir); the start fails with
