@@ -570,8 +570,9 @@ func mountIDs(mounts []Mount) ([]Mount, error) {
 // /proc/<pid>/root/<target>, which the daemon may read as root, as the
 // user of a rootless engine (it owns the container's user namespace) and
 // as the containers' own user; a daemon that is none of these confirms
-// them from the runner's report instead (confirmByReport). An error wraps ErrMountChanged when a mount is another file;
-// any other error means the mounts could not be confirmed.
+// them from the runner's report instead (confirmByReport). An error wraps
+// ErrMountChanged when a mount is another file; any other error means the
+// mounts could not be confirmed.
 func (d *Docker) verifyMounts(ctx context.Context, id string, mounts []Mount) error {
 	if len(mounts) == 0 {
 		return nil
