@@ -2,16 +2,17 @@ package e2e
 
 // Bind sources cannot be swapped between check and start (issue 20, finding
 // 7). Whatever directory a container can write, the daemon can write too
-// (its own uid, or granted by ACL). The engine resolves a bind source when it starts the container,
-// after the daemon checked it: if the main agent could rename another
-// group's folder and put a symlink to ../store in its place in that window,
-// the other group's next container would get the home's store/ as its
-// /workspace/group. The main agent sees the other groups' folders read-only
-// (its own read-write), so the swap cannot be made at all
-// (TestE2EMountRace); and the daemon confirms after each start that every
-// bind mount is the directory it checked, which catches the swap still
-// possible with extra mounts (TestE2EMountRaceExtraMount; internal/container
-// tests that check on its own).
+// (its own uid, or granted by ACL). The engine resolves a bind source when
+// it starts the container, after the daemon checked it: if the main agent
+// could rename another group's folder and put a symlink to ../store in its
+// place in that window, the other group's next container would get the
+// home's store/ as its /workspace/group. The main agent sees the other
+// groups' folders read-only (its own read-write), so the swap cannot be
+// made at all (TestE2EMountRace); and the daemon confirms after each start
+// that every bind mount is the directory it checked, which catches the swap
+// still possible with extra mounts (TestE2EMountRaceExtraMount by chance,
+// TestE2EMountSwapAtStart on every try; internal/container tests that check
+// on its own).
 
 import (
 	"os"
