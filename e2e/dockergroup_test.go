@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bridged-app/bridged/internal/ipc"
 )
 
 func TestE2EDockerGroupHomeMovesOver(t *testing.T) {
@@ -59,6 +61,45 @@ func TestE2EDockerGroupHomeMovesOver(t *testing.T) {
 		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid {
 			t.Errorf("new.txt is owned by %d; want the group's uid %d", st.Uid, uid)
 		}
+	}
+	d.stop(t)
+}
+
+// Under the unit's umask (UMask=0027, which install-service writes), what
+// the daemon makes for an agent of another uid stays within its reach: the
+// credential proxy's socket (a turn that calls the API through it answers)
+// and, for the main group, the folder of a group it sees. Serial: the umask
+// is the process's.
+func TestE2EDockerGroupUnderUnitUmask(t *testing.T) {
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: the test runs the daemon as a user of its own, which needs a root test process")
+	}
+	old := syscall.Umask(0o027) // inherited by the daemon and the commands
+	t.Cleanup(func() { syscall.Umask(old) })
+	up := newFakeUpstream(t)
+	e := newEnvAs(t, nonRootUID, nonRootUID, "--idle-timeout", "2m")
+	e.extraEnv = append(e.extraEnv, "BRIDGED_ANTHROPIC_URL="+up.srv.URL)
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "main", "--main", "local:main")
+	e.mustCLI("groups", "add", "--tools", "full", "--name", "other", "--no-trigger", "local:other")
+	e.mustCLI("groups", "set", "--sees", "other", "main")
+	d := e.start()
+	if got := e.bash("local:other", "echo theirs > /workspace/group/note.txt && echo wrote", turnWait); got != "wrote" {
+		t.Fatalf("the other group's agent answered %q; want its note written", got)
+	}
+	got := e.bash("local:main", `echo "ID=$(id -u)"; ls -ld `+ipc.ContainerProxyDir+`; test -S `+ipc.ContainerProxyDir+`/`+ipc.ProxySocketName+` && echo PROXY=reachable; echo "NOTE=$(cat /workspace/groups/other/note.txt 2>&1)"`, turnWait)
+	t.Logf("the main agent, under the daemon's umask 0027:\n%s", got)
+	if strings.Contains(got, "ID="+strconv.Itoa(nonRootUID)+"\n") {
+		t.Fatalf("the main agent runs as the daemon's uid: %q", got)
+	}
+	if !strings.Contains(got, "PROXY=reachable") {
+		t.Errorf("the main agent cannot reach the credential proxy's socket under the daemon's umask 0027: %q", got)
+	}
+	if !strings.Contains(got, "NOTE=theirs") {
+		t.Errorf("the main agent, which sees the other group, cannot read its note under the daemon's umask 0027: %q", got)
+	}
+	if got := e.ask("local:main", "fake:api hello", turnWait); got != "upstream says: hello" {
+		t.Errorf("a turn that calls the API through the proxy answered %q; want the upstream's answer", got)
 	}
 	d.stop(t)
 }

@@ -259,6 +259,13 @@ func (p *Proxy) Open(group, name string) (*Endpoint, error) {
 	// Bind through the directory's descriptor: the socket path may be
 	// longer than a sockaddr_un holds.
 	d, err := os.Open(dir)
+	if err == nil {
+		// The umask narrowed the mode (the unit's is 0027): the
+		// container's user, another uid, must reach the socket.
+		if err = d.Chmod(0o755); err != nil {
+			d.Close()
+		}
+	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("credential proxy: %w", err)

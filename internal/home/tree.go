@@ -216,10 +216,22 @@ func (t *Tree) descend(elems []string) (*Tree, error) {
 // missing directory is made; anything else is moved aside first.
 func (h *Home) openDir(parent int, parentRel, name, group string) (int, error) {
 	rel := path.Join(parentRel, name)
+	made := false
 	for range 5 {
 		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		switch {
 		case err == nil:
+			if made && !hasDefaultACL(parent) {
+				// The umask narrowed the mode (the unit's is 0027): an
+				// agent of another uid reaches what it may read of a
+				// group's folder, or groups/global, through "other".
+				// Through the descriptor: the entry may have been
+				// replaced since, and one not the daemon's keeps its mode.
+				if err := unix.Fchmod(fd, 0o755); err != nil && !errors.Is(err, unix.EPERM) {
+					unix.Close(fd)
+					return -1, fmt.Errorf("make %s: %w", rel, err)
+				}
+			}
 			return fd, nil
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -233,6 +245,7 @@ func (h *Home) openDir(parent int, parentRel, name, group string) (int, error) {
 			}
 			err := unix.Mkdirat(parent, name, mode)
 			if err == nil {
+				made = true
 				err = inheritOwner(parent, name)
 			}
 			if err != nil && !errors.Is(err, unix.EEXIST) {
