@@ -44,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // GlobalFolder is groups/global: the memory every group shares.
@@ -188,6 +189,33 @@ func (l Layout) Prepare() error {
 	// A home made before groups/ was only searchable.
 	if err := os.Chmod(l.GroupsDir(), GroupsDirMode); err != nil {
 		return fmt.Errorf("prepare home: %w", err)
+	}
+	return l.widenUmaskedFolders()
+}
+
+// widenUmaskedFolders gives the folders in groups/ that a daemon under the
+// unit's umask (0027) made 0750 where it asked for 0755 the mode it asked
+// for, so the agents of other uids read them as record 41 has it (main a
+// folder it sees, every group groups/global). Only the daemon's own
+// directories with exactly that mode: one an owner set otherwise keeps it.
+// No agent can add or replace an entry of groups/.
+func (l Layout) widenUmaskedFolders() error {
+	entries, err := os.ReadDir(l.GroupsDir())
+	if err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(l.GroupsDir(), e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if err := os.Chmod(p, 0o755); err != nil {
+			return fmt.Errorf("prepare home: %w", err)
+		}
 	}
 	return nil
 }
