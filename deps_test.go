@@ -71,6 +71,7 @@ var tiers = map[string]tier{
 	// test support shared by the packages' tests
 	"internal/testlog":                       program,
 	"internal/store/storetest":               program,
+	"internal/ipchost/ipchosttest":           program,
 	"internal/channel/channeltest":           program,
 	"internal/channel/telegram/telegramtest": program, // the fake Bot API
 	"internal/nanoclaw/nanoclawtest":         program,

@@ -14,7 +14,7 @@ import (
 // testSupportDirs are the packages that exist for tests: what they export
 // is meant for tests alone.
 var testSupportDirs = []string{"e2e", "internal/testimage", "internal/testlog", "internal/testcover",
-	"internal/ipc/ipctest", "internal/store/storetest", "internal/channel/channeltest"}
+	"internal/ipc/ipctest", "internal/ipchost/ipchosttest", "internal/store/storetest", "internal/channel/channeltest"}
 
 // TestExportedUsedOnlyByTests reports (never fails on) the exported names
 // that non-test code declares and only tests use: `make test-only-names`

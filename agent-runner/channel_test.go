@@ -19,35 +19,10 @@ import (
 	"github.com/bridged-app/bridged/internal/home"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipchost"
+	"github.com/bridged-app/bridged/internal/ipchost/ipchosttest"
 	"github.com/bridged-app/bridged/internal/store"
 	"github.com/bridged-app/bridged/internal/store/storetest"
 )
-
-// outboxMessenger commits a tool's message to the outbox with its unit of
-// work, as the router does; it holds no turn.
-type outboxMessenger struct{ db *store.DB }
-
-func (m outboxMessenger) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	var it store.OutboxItem
-	err := m.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		if it, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil {
-			return err
-		}
-		if unit != nil {
-			return unit.Apply(ctx, tx, it)
-		}
-		return nil
-	})
-	return it, err
-}
-
-func (outboxMessenger) HoldTurn(context.Context, string) ipchost.TurnHold { return noHold{} }
-
-type noHold struct{}
-
-func (noHold) Apply(context.Context, *store.Tx) error { return nil }
-func (noHold) Release(context.Context, bool)          {}
 
 // channelHost is the daemon's side of a run on the kubernetes engine: the
 // real IPC host, with the family group registered, served on the
@@ -70,7 +45,7 @@ func newChannelHost(t testing.TB, upstream string) *channelHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ipchost.New(ipchost.Config{Trees: hm, AssistantName: "Andy"}, db, outboxMessenger{db}, nil, nil, zerolog.Nop())
+	h, err := ipchost.New(ipchost.Config{Trees: hm, AssistantName: "Andy"}, db, ipchosttest.Outbox{DB: db}, nil, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/bridged-app/bridged/internal/container"
 	"github.com/bridged-app/bridged/internal/ipc"
 	"github.com/bridged-app/bridged/internal/ipchost"
+	"github.com/bridged-app/bridged/internal/ipchost/ipchosttest"
 	"github.com/bridged-app/bridged/internal/scheduler"
 	"github.com/bridged-app/bridged/internal/store"
 )
@@ -53,31 +54,6 @@ func (r *leftoverRuntime) ListManaged(context.Context) ([]container.Info, error)
 	return r.managed, nil
 }
 
-// enqueueDB is the router's part the IPC host needs: messages committed to
-// the outbox with the request's unit of work, as the router commits them,
-// and no turn in flight to hold.
-type enqueueDB struct{ db *store.DB }
-
-func (m enqueueDB) SendMessage(ctx context.Context, unit store.Unit, chat, text string, origin store.Origin, folder string) (store.OutboxItem, error) {
-	var stored store.OutboxItem
-	err := m.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		if stored, err = tx.Outbox.Enqueue(ctx, store.OutboxItem{Chat: store.ChatID(chat), Group: store.Folder(folder), Text: text, Origin: origin}); err != nil || unit == nil {
-			return err
-		}
-		return unit.Apply(ctx, tx, stored)
-	})
-	return stored, err
-}
-
-func (enqueueDB) HoldTurn(context.Context, string) ipchost.TurnHold { return noHold{} }
-
-// noHold holds no turn.
-type noHold struct{}
-
-func (noHold) Apply(context.Context, *store.Tx) error { return nil }
-func (noHold) Release(context.Context, bool)          {}
-
 type noQueue struct{}
 
 func (noQueue) EnqueueTask(store.Task) {}
@@ -104,7 +80,7 @@ func TestRecoverStartOrder(t *testing.T) {
 	}
 
 	log := zerolog.New(zerolog.NewTestWriter(t))
-	host, err := ipchost.New(ipchost.Config{Home: home, Sweep: time.Hour}, db, enqueueDB{db}, nil, nil, log)
+	host, err := ipchost.New(ipchost.Config{Home: home, Sweep: time.Hour}, db, ipchosttest.Outbox{DB: db}, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
