@@ -100,7 +100,13 @@ func newKubelet(t *testing.T) *kubelet {
 		}
 		k.mu.Lock()
 		k.pods[pod.Name] = &podAgent{pod: pod.DeepCopy(), gone: make(chan struct{}), attached: make(chan struct{}), drop: make(chan struct{})}
+		unsched := k.unschedulable
 		k.mu.Unlock()
+		if unsched {
+			// Pending with the scheduler's reason from the first look, so
+			// a short start timeout on a loaded machine still sees it.
+			pod.Status = unschedulableStatus()
+		}
 		return false, nil, nil
 	})
 	k.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -128,11 +134,7 @@ func newKubelet(t *testing.T) *kubelet {
 			unsched := k.unschedulable
 			k.mu.Unlock()
 			if unsched {
-				k.setStatus(pod.Name, func(s *corev1.PodStatus) {
-					s.Phase = corev1.PodPending
-					s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient memory."}}
-				})
-				continue
+				continue // pending since its create (unschedulableStatus)
 			}
 			k.setStatus(pod.Name, func(s *corev1.PodStatus) {
 				s.Phase = corev1.PodRunning
@@ -143,6 +145,11 @@ func newKubelet(t *testing.T) *kubelet {
 	k.srv = httptest.NewServer(http.HandlerFunc(k.serveAttach))
 	t.Cleanup(k.srv.Close)
 	return k
+}
+
+// unschedulableStatus is a Pod's status when no node can take it.
+func unschedulableStatus() corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient memory."}}}
 }
 
 // setStatus changes the Pod's status as the kubelet reports it.
