@@ -594,11 +594,22 @@ func (d *Docker) verifyMounts(ctx context.Context, id string, mounts []Mount) er
 		if err != nil {
 			return fmt.Errorf("confirm the bind mount at %s: %w", m.Target, err)
 		}
-		if got := FileIDOf(fi); got != m.ID {
-			return fmt.Errorf("%w: the container's %s is %s, but its source %s was %s when checked", ErrMountChanged, m.Target, got, m.Source, m.ID)
+		if err := mountMismatch(m, FileIDOf(fi)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// mountMismatch is the error of a container whose mount at m.Target is
+// got, when got is not the source checked before the create (nil when it
+// is), whichever way got was found: /proc (verifyMounts) or the runner's
+// report (checkReport).
+func mountMismatch(m Mount, got FileID) error {
+	if got == m.ID {
+		return nil
+	}
+	return fmt.Errorf("%w: the container's %s is %s, but its source %s was %s when checked", ErrMountChanged, m.Target, got, m.Source, m.ID)
 }
 
 // writeInput writes the input and half-closes the connection: EOF on the

@@ -76,8 +76,8 @@ func checkReport(line []byte, mounts []Mount) error {
 		case s.Err != "":
 			return fmt.Errorf("confirm the bind mount at %s: the runner could not look at it: %s", m.Target, s.Err)
 		}
-		if got := (FileID{Dev: s.Dev, Ino: s.Ino}); got != m.ID {
-			return fmt.Errorf("%w: the container's %s is %s, but its source %s was %s when checked", ErrMountChanged, m.Target, got, m.Source, m.ID)
+		if err := mountMismatch(m, FileID{Dev: s.Dev, Ino: s.Ino}); err != nil {
+			return err
 		}
 		if s.Root != nil && !*s.Root {
 			return fmt.Errorf("%w: the container's %s is the checked directory but not the root of a mount (the mount was moved away from it)", ErrMountChanged, m.Target)
