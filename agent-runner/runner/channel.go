@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,20 +153,11 @@ func (s *inputStream) putBack(items []ipc.ChannelItem) {
 		rest = append(rest, it)
 	}
 	for _, it := range s.queue {
-		if !containsName(items, it.Name) {
+		if !slices.ContainsFunc(items, func(x ipc.ChannelItem) bool { return x.Name == it.Name }) {
 			rest = append(rest, it)
 		}
 	}
 	s.queue = rest
-}
-
-func containsName(items []ipc.ChannelItem, name string) bool {
-	for _, it := range items {
-		if it.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // ack tells the host the loop took the input name, which the host then
