@@ -32,11 +32,8 @@ var SeesAll = Sees{All: true}
 // separated by commas ("family,work"). A list of one folder named all or
 // none is written with a comma ("all,").
 func ParseSees(s string) (Sees, error) {
-	switch strings.TrimSpace(s) {
-	case SeesAllWord:
-		return SeesAll, nil
-	case SeesNoneWord, "":
-		return Sees{}, nil
+	if w, ok := seesWord(strings.TrimSpace(s)); ok {
+		return w, nil
 	}
 	var fs []Folder
 	for _, f := range strings.Split(s, ",") {
@@ -48,8 +45,25 @@ func ParseSees(s string) (Sees, error) {
 		}
 		fs = append(fs, Folder(f))
 	}
+	return seesFolders(fs), nil
+}
+
+// seesWord is the Sees of all, none or the empty string, and whether v is
+// one of them.
+func seesWord(v string) (Sees, bool) {
+	switch v {
+	case SeesAllWord:
+		return SeesAll, true
+	case SeesNoneWord, "":
+		return Sees{}, true
+	}
+	return Sees{}, false
+}
+
+// seesFolders sees fs, sorted and without repeats.
+func seesFolders(fs []Folder) Sees {
 	slices.Sort(fs)
-	return Sees{Folders: slices.Compact(fs)}, nil
+	return Sees{Folders: slices.Compact(fs)}
 }
 
 // None reports whether s sees no other group's folder.
@@ -91,16 +105,12 @@ func seesSQL(s Sees) string {
 
 // scanSees reads what seesSQL stored.
 func scanSees(v string) (Sees, error) {
-	switch v {
-	case SeesAllWord:
-		return SeesAll, nil
-	case SeesNoneWord, "":
-		return Sees{}, nil
+	if w, ok := seesWord(v); ok {
+		return w, nil
 	}
 	var fs []Folder
 	if err := json.Unmarshal([]byte(v), &fs); err != nil {
 		return Sees{}, fmt.Errorf("folders seen: %w", err)
 	}
-	slices.Sort(fs)
-	return Sees{Folders: slices.Compact(fs)}, nil
+	return seesFolders(fs), nil
 }
